@@ -1,0 +1,3 @@
+"""ark-trainer: RFT+GRPO post-training for OpenClaw agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,184 @@
+"""The ``ark-trainer`` / ``ark-trainer-inner`` command line (one program, two names).
+
+Commands stay thin: they parse, then call the pipeline; heavy imports happen inside the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from ark_trainer.config import config_fields
+from ark_trainer.errors import UserError
+
+PROG = (
+    os.path.basename(sys.argv[0])
+    if os.path.basename(sys.argv[0]).startswith("ark-trainer")
+    else "ark-trainer"
+)
+
+INTRO = """\
+RFT+GRPO post-training for OpenClaw agents, end to end.
+
+First use, on the embedded default (synthetic customer-service QC data, a tiny model made on the spot):
+
+  ark-trainer demo --output_dir ark-demo        # data, base model, RFT -> GRPO, eval, report
+  open ark-demo/report.html
+
+Then the reference templates run as they are, on the demo's data and model or on your own:
+
+  ark-trainer-inner train --strategy RFT+GRPO --task_name 客服质检_agent_training \\
+    --model_path ark-demo/base_model --data_path ark-demo/data/train.jsonl \\
+    --output_dir runs/qc --openclaw_env True --eval_auto True \\
+    --max_train_steps 60 --batch_size 8 --log_dir runs/qc-logs
+
+  ark-trainer status runs/qc                    # heartbeat: stage, step, ETA, stale or not
+  ark-trainer report runs/qc                    # rebuild report.md / report.html from the run folder
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line and exits 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+    for f in config_fields():
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        default = f.default
+        help_text = f.metadata.get("help", "")
+        if default is not None and not f.metadata.get("cli_only"):
+            help_text += f" (default: {default})"
+        kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
+        if "bool" in kind:
+            kwargs.update(nargs="?", const="True", metavar="True|False")
+        else:
+            kwargs["metavar"] = f.name.upper()
+        parser.add_argument(f"--{f.name}", **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=INTRO, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
+    _add_train_flags(train)
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on the embedded default (offline, CPU)")
+    demo.add_argument("--output_dir", default="ark-demo", help="run folder (default: ./ark-demo)")
+    demo.add_argument("--seed", type=int, default=0, help="seed for data, model and training (default: 0)")
+    demo.add_argument(
+        "--n_train", type=int, default=None, help="training dialogues (default: the demo's size)"
+    )
+    demo.add_argument("--n_eval", type=int, default=None, help="held-out eval dialogues (default: 300)")
+    demo.add_argument("--max_train_steps", type=int, default=None, help="RFT + GRPO steps (default: tuned)")
+    demo.add_argument(
+        "--overwrite_output_dir",
+        default="False",
+        metavar="True|False",
+        help="reuse an output_dir that already holds a run",
+    )
+
+    report = sub.add_parser("report", help="rebuild OUT/report.md and report.html from a run folder")
+    report.add_argument("run_dir", help="the --output_dir of a run")
+
+    status = sub.add_parser("status", help="show a run's heartbeat: running, stale, dead or finished")
+    status.add_argument("run_dir", help="the --output_dir of a run")
+    return parser
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from ark_trainer.config import resolve_config
+
+    flags = {k: v for k, v in vars(args).items() if k != "command"}
+    cfg = resolve_config(flags)
+    from ark_trainer.pipeline import run_train
+
+    out = run_train(cfg)
+    print(f"done: model in {out / 'model'}, report in {out / 'report.html'}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ark_trainer.config import parse_bool
+    from ark_trainer.demo.run import run_demo
+
+    out = run_demo(
+        Path(args.output_dir),
+        seed=args.seed,
+        n_train=args.n_train,
+        n_eval=args.n_eval,
+        max_train_steps=args.max_train_steps,
+        overwrite=parse_bool(args.overwrite_output_dir, "--overwrite_output_dir"),
+    )
+    print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ark_trainer.report import build_report
+
+    md, html = build_report(Path(args.run_dir))
+    print(f"wrote {md} and {html}")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from ark_trainer.monitor import read_status
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run folder")
+    state, beat = read_status(run_dir)
+    if state == "unknown":
+        raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")
+    step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
+    eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
+    print(
+        f"{state}: stage {beat.get('stage')}, step {step}/{total}{eta_text}, pid {beat.get('pid')}, "
+        f"last beat {beat.get('updated_at')}"
+    )
+    if state == "stale":
+        print(
+            f"warning: no heartbeat for more than {3 * float(beat.get('interval', 5)):.0f}s; the run may be hung"
+        )
+    metrics = beat.get("metrics") or {}
+    if metrics:
+        print("last metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:8]))
+    return 0 if state in ("running", "finished") else 1
+
+
+COMMANDS = {"train": _cmd_train, "demo": _cmd_demo, "report": _cmd_report, "status": _cmd_status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Offline by design: nothing may be fetched from a model hub at run time.
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ.setdefault(var, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Library deprecation chatter is not the user's business; real problems still surface as errors.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 0
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        for message in exc.messages:
+            print(f"error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""The one typed config of a training run.
+
+:class:`TrainConfig` is the single source of truth: the ``train`` command's flags are generated from its
+fields (spelled exactly as the reference tool ``ark-trainer-inner`` spells them), ``--config run.yaml``
+gives defaults for the same keys (unknown keys are an error), and the resolved config is written back to
+``OUT/run.yaml`` so a run can be repeated with ``ark-trainer train --config OUT/run.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ark_trainer.errors import UserError
+
+STRATEGY_ALIASES = {
+    "rft+grpo": "RFT+GRPO",
+    "rftgrpo": "RFT+GRPO",
+    "rft_grpo": "RFT+GRPO",
+    "rft-grpo": "RFT+GRPO",
+    "rft grpo": "RFT+GRPO",
+    "grpo": "GRPO",
+    "only grpo": "GRPO",
+    "only_grpo": "GRPO",
+    "only-grpo": "GRPO",
+    "onlygrpo": "GRPO",
+    "grpo only": "GRPO",
+    "auto": "auto",
+}
+_TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
+
+
+def normalize_strategy(value: str) -> str:
+    """Canonical strategy name (``RFT+GRPO``, ``GRPO`` or ``auto``) for any accepted spelling."""
+    key = " ".join(str(value).strip().lower().split())
+    if key not in STRATEGY_ALIASES:
+        raise UserError(f'--strategy: unknown strategy {value!r}; use RFT+GRPO, GRPO ("Only GRPO") or auto')
+    return STRATEGY_ALIASES[key]
+
+
+def parse_bool(value: Any, flag: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise UserError(f"{flag}: expected True or False, got {value!r}")
+
+
+def _opt(default: Any = None, help: str = "", **kw: Any) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a ``train`` run. Field names are the flag names."""
+
+    # --- the reference tool's flags ---
+    strategy: str = _opt("RFT+GRPO", "RFT+GRPO (two steps), GRPO / 'Only GRPO' (one step) or auto")
+    task_name: str = _opt("ark_training", "name of the run, shown in the report and logs")
+    model_path: str | None = _opt(None, "local Hugging Face checkpoint of the base model (required)")
+    data_path: str | None = _opt(None, "training data, JSONL (required)")
+    output_dir: str | None = _opt(None, "run directory: checkpoints, final model, eval, report (required)")
+    openclaw_env: bool = _opt(False, "link with the local OpenClaw install (check it; deploy when present)")
+    eval_auto: bool = _opt(True, "evaluate base, RFT and GRPO models and write the report")
+    eval_dataset: str | None = _opt(None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)")
+    max_train_steps: int = _opt(1000, "total optimizer steps, RFT + GRPO")
+    rft_steps: int | None = _opt(None, "RFT steps (default: a third of --max_train_steps)")
+    grpo_learning_rate: float = _opt(1e-6, "GRPO learning rate")
+    batch_size: int = _opt(8, "per-device batch size (completions per step for GRPO)")
+    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step")
+    warmup_ratio: float = _opt(0.0, "share of each stage's steps spent warming up the learning rate")
+    save_steps: int = _opt(500, "save a checkpoint every N steps (0 = only the final model)")
+    log_dir: str | None = _opt(None, "text log and TensorBoard events (default: OUT/logs)")
+    device: str = _opt("auto", "auto, cpu, cuda or cuda:N; with no GPU, a cuda request falls back to CPU")
+    fp16: bool = _opt(False, "float16 mixed precision (GPU only; ignored with a warning on CPU)")
+    rm_model_path: str | None = _opt(None, "reward model: local HF sequence-classification checkpoint")
+    auto_heartbeat: bool = _opt(True, "rewrite OUT/heartbeat.json every few seconds")
+    # --- knobs TRL users expect ---
+    config: str | None = _opt(None, "YAML file with any of these keys; flags override it", cli_only=True)
+    bf16: bool = _opt(False, "bfloat16 mixed precision (GPU only)")
+    seed: int = _opt(42, "random seed")
+    rft_learning_rate: float = _opt(2e-5, "RFT (supervised) learning rate")
+    rft_num_samples: int = _opt(4, "completions sampled from the model per training prompt for RFT")
+    rft_temperature: float = _opt(1.0, "sampling temperature for RFT candidates")
+    rft_min_reward: float = _opt(
+        0.5, "a prompt's best completion is kept for RFT only at or above this reward"
+    )
+    num_generations: int = _opt(4, "GRPO group size: completions per prompt")
+    max_completion_length: int = _opt(64, "max new tokens per completion (sampling, GRPO and eval)")
+    temperature: float = _opt(1.0, "GRPO sampling temperature")
+    beta: float = _opt(0.04, "GRPO KL coefficient (0 disables the reference model)")
+    loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
+    logging_steps: int = _opt(5, "log metrics every N steps")
+    save_total_limit: int = _opt(2, "checkpoints kept per stage (older ones are deleted)")
+    reward_config: str | None = _opt(None, "YAML list of rewards {name, weight, params}; default: QC preset")
+    rm_weight: float = _opt(1.0, "weight of the reward model in the composite reward")
+    pass_threshold: float = _opt(0.8, "a completion passes when its composite reward reaches this")
+    eval_ratio: float = _opt(0.1, "held-out share of --data_path when no --eval_dataset is given")
+    max_eval_samples: int | None = _opt(None, "cap on eval prompts (default: all)")
+    heartbeat_interval: float = _opt(5.0, "seconds between heartbeat writes")
+    overwrite_output_dir: bool = _opt(False, "allow a run into an output_dir that holds a previous run")
+
+    def flag_items(self) -> dict[str, Any]:
+        """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.metadata.get("cli_only")}
+
+    @property
+    def grpo_steps(self) -> int:
+        if self.strategy == "GRPO":
+            return self.max_train_steps
+        return max(self.max_train_steps - (self.rft_steps or 0), 0)
+
+
+REQUIRED = ("model_path", "data_path", "output_dir")
+
+
+def field_types() -> dict[str, type]:
+    """Map each field to its base type (``int | None`` → ``int``)."""
+    hints = typing.get_type_hints(TrainConfig)
+    out = {}
+    for name, hint in hints.items():
+        if isinstance(hint, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        out[name] = hint
+    return out
+
+
+def optional_fields() -> set[str]:
+    """Fields that may be ``None`` (typed ``X | None``)."""
+    hints = typing.get_type_hints(TrainConfig)
+    return {
+        n for n, h in hints.items() if isinstance(h, types.UnionType) and type(None) in typing.get_args(h)
+    }
+
+
+def coerce(name: str, value: Any, where: str) -> Any:
+    """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
+    kind = field_types()[name]
+    if value is None or (
+        isinstance(value, str) and value.strip().lower() in ("none", "null") and kind is not str
+    ):
+        if name not in optional_fields():
+            raise UserError(f"{where}: expected {kind.__name__}, got {value!r}; this setting cannot be empty")
+        return None
+    try:
+        if kind is bool:
+            return parse_bool(value, where)
+        if kind is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(float(value)) if isinstance(value, str) and "e" in value.lower() else int(value)
+        if kind is float:
+            return float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: expected {kind.__name__}, got {value!r}") from None
+    return str(value)
+
+
+def load_yaml_config(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"--config: no such file {path!r}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UserError(
+            *(f"{path}: {k}: unknown key; known keys are the train flags (see --help)" for k in unknown)
+        )
+    return {k: coerce(k, v, f"{path}: {k}") for k, v in data.items()}
+
+
+def resolve_config(flags: dict[str, Any]) -> TrainConfig:
+    """Merge ``--config`` YAML (defaults) with explicit flags (override) and validate the result."""
+    values: dict[str, Any] = {}
+    if flags.get("config"):
+        values.update(load_yaml_config(flags["config"]))
+    for name, raw in flags.items():
+        if name != "config":
+            values[name] = coerce(name, raw, f"--{name}")
+    values["config"] = flags.get("config")
+    cfg = TrainConfig(**values)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Check values and fill derived defaults; every problem is reported at once."""
+    problems = [f"--{name}: required" for name in REQUIRED if not getattr(cfg, name)]
+    cfg.strategy = normalize_strategy(cfg.strategy)
+    positive = (
+        "max_train_steps",
+        "batch_size",
+        "gradient_accumulation_steps",
+        "rft_num_samples",
+        "max_completion_length",
+        "logging_steps",
+    )
+    problems += [f"--{n}: must be ≥ 1, got {getattr(cfg, n)}" for n in positive if getattr(cfg, n) < 1]
+    if cfg.rft_steps is None:
+        cfg.rft_steps = 0 if cfg.strategy == "GRPO" else max(cfg.max_train_steps // 3, 1)
+    if cfg.rft_steps < 0 or cfg.rft_steps > cfg.max_train_steps:
+        problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
+    if cfg.num_generations < 2:
+        problems.append("--num_generations: GRPO needs at least 2 completions per prompt")
+    elif (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
+        problems.append(
+            f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
+            f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
+        )
+    for name in ("warmup_ratio", "eval_ratio"):
+        if not 0 <= getattr(cfg, name) < 1:
+            problems.append(f"--{name}: must be in [0, 1), got {getattr(cfg, name)}")
+    for name in ("grpo_learning_rate", "rft_learning_rate", "temperature", "rft_temperature"):
+        if getattr(cfg, name) <= 0:
+            problems.append(f"--{name}: must be > 0")
+    if cfg.save_steps < 0:
+        problems.append("--save_steps: must be ≥ 0")
+    if cfg.fp16 and cfg.bf16:
+        problems.append("--fp16/--bf16: choose one")
+    if problems:
+        raise UserError(*problems)
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    return yaml.safe_dump(cfg.flag_items(), allow_unicode=True, sort_keys=False)
+
+
+def config_fields() -> list[dataclasses.Field]:
+    return list(fields(TrainConfig))

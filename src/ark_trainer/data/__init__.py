@@ -1,0 +1,1 @@
+"""Data: JSONL loading and validation, splits, statistics."""

@@ -1,0 +1,64 @@
+"""``ark-trainer demo``: the whole pipeline on the embedded default, offline, on CPU.
+
+Writes a synthetic customer-service QC data set (``OUT/data/train.jsonl``, ``OUT/data/eval.jsonl``), makes a
+tiny base model (``OUT/base_model/``, see its ARK_DEMO_MODEL.md), then runs RFT+GRPO with evaluation and
+report into ``OUT`` using the settings in ``presets/demo.yaml``.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+
+log = logging.getLogger("ark_trainer")
+
+
+def demo_config_path() -> Path:
+    return Path(str(resources.files("ark_trainer") / "presets" / "demo.yaml"))
+
+
+def run_demo(
+    out: Path,
+    *,
+    seed: int = 0,
+    n_train: int | None = None,
+    n_eval: int | None = None,
+    max_train_steps: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    from ark_trainer.config import resolve_config
+    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.monitor import setup_logging
+    from ark_trainer.pipeline import run_train
+
+    if (out / "run.yaml").exists() and not overwrite:
+        raise UserError(
+            f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
+        )
+    for name, value in (("--n_train", n_train), ("--n_eval", n_eval), ("--max_train_steps", max_train_steps)):
+        if value is not None and value < 1:
+            raise UserError(f"{name}: must be ≥ 1, got {value}")
+    setup_logging(out / "logs")
+    sizes = {k: v for k, v in (("n_train", n_train), ("n_eval", n_eval)) if v is not None}
+    train_path, eval_path = write_demo_data(out / "data", seed=seed, **sizes)
+    log.info("demo data: %s, %s", train_path, eval_path)
+    base = out / "base_model"
+    if not (base / "config.json").is_file() or overwrite:
+        build_base_model(base, read_jsonl(train_path), seed=seed)
+    flags = {
+        "config": str(demo_config_path()),
+        "model_path": str(base),
+        "data_path": str(train_path),
+        "eval_dataset": str(eval_path),
+        "output_dir": str(out),
+        "seed": seed,
+        "overwrite_output_dir": overwrite,
+    }
+    if max_train_steps is not None:
+        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
+    return run_train(resolve_config(flags))

@@ -1,0 +1,61 @@
+"""Batched generation for RFT sampling and evaluation.
+
+All samples of a prompt come from one ``generate`` call (``num_return_sequences``), prompts are batched
+with left padding, and the KV cache is on; nothing is generated twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ark_trainer.stages.common import render_prompt
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: list[list[dict[str, str]]],
+    *,
+    num_samples: int = 1,
+    temperature: float = 0.0,
+    max_new_tokens: int = 64,
+    batch_size: int = 16,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[str]]:
+    """``num_samples`` completions per prompt; ``temperature`` 0 means greedy decoding."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    texts = [render_prompt(tokenizer, p) for p in prompts]
+    do_sample = temperature > 0
+    gen_kwargs = {
+        "max_new_tokens": max_new_tokens,
+        "do_sample": do_sample,
+        "num_return_sequences": num_samples,
+        "pad_token_id": tokenizer.pad_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "use_cache": True,
+    }
+    if do_sample:
+        gen_kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
+    else:
+        gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    out: list[list[str]] = []
+    try:
+        for start in range(0, len(texts), batch_size):
+            batch = tokenizer(
+                texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+            ).to(model.device)
+            with torch.no_grad():
+                ids = model.generate(**batch, **gen_kwargs)
+            new = ids[:, batch["input_ids"].shape[1] :]
+            decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
+            out += [decoded[i : i + num_samples] for i in range(0, len(decoded), num_samples)]
+            if on_batch:
+                on_batch(len(out))
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return out

@@ -1,0 +1,196 @@
+"""Heartbeat, events and logs of a run.
+
+- ``OUT/events.jsonl``: one line per thing that happened (stage start/end, metrics, warnings); the report
+  is built from it.
+- ``OUT/heartbeat.json``: rewritten atomically every ``--heartbeat_interval`` seconds by a background
+  thread while the run lives (stage, step/total, ETA, last metrics, pid, updated_at), so a watcher can
+  tell a live run from a dead or hung one: ``ark-trainer status OUT``.
+- ``--log_dir``: ``train.log`` (text) and TensorBoard event files, one folder per stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.fileio import atomic_write_text, read_json
+
+log = logging.getLogger("ark_trainer")
+
+STALE_FACTOR = 3  # a heartbeat older than this many intervals counts as stale
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Monitor:
+    """Writes events and the heartbeat of one run."""
+
+    def __init__(self, out_dir: Path, heartbeat: bool = True, interval: float = 5.0) -> None:
+        self.out_dir = Path(out_dir)
+        self.events_path = self.out_dir / "events.jsonl"
+        self.heartbeat_path = self.out_dir / "heartbeat.json"
+        self.interval = min(interval, 10.0)
+        self._lock = threading.Lock()
+        self._state: dict[str, Any] = {
+            "state": "starting",
+            "stage": None,
+            "step": 0,
+            "total": 0,
+            "metrics": {},
+        }
+        self._stage_started = time.time()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True) if heartbeat else None
+
+    # --- lifecycle ---
+    def start(self, **info: Any) -> None:
+        self.started = time.time()
+        self.event("run_start", **info)
+        with self._lock:
+            self._state.update(state="running", started_at=_now_iso())
+        if self._thread:
+            self.write_heartbeat()
+            self._thread.start()
+
+    def finish(self, status: str) -> None:
+        self.event("run_end", status=status, seconds=round(time.time() - self.started, 2))
+        with self._lock:
+            self._state["state"] = status
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+            self.write_heartbeat()
+
+    # --- events ---
+    def event(self, name: str, **fields: Any) -> None:
+        record = {"ts": round(time.time(), 3), "time": _now_iso(), "event": name, **fields}
+        with self._lock, self.events_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+    def warn(self, message: str) -> None:
+        log.warning(message)
+        self.event("warning", message=message)
+
+    def stage(self, name: str, total: int = 0) -> _Stage:
+        """Context manager timing a stage: ``with monitor.stage("grpo", total=steps): ...``."""
+        return _Stage(self, name, total)
+
+    def progress(self, step: int, total: int | None = None, **metrics: Any) -> None:
+        with self._lock:
+            self._state["step"] = step
+            if total is not None:
+                self._state["total"] = total
+            if metrics:
+                self._state["metrics"] = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
+
+    # --- heartbeat ---
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.write_heartbeat()
+
+    def write_heartbeat(self) -> None:
+        with self._lock:
+            state = dict(self._state)
+        step, total = state["step"], state["total"]
+        elapsed = time.time() - self._stage_started
+        eta = elapsed / step * (total - step) if step and total and total >= step else None
+        state.update(
+            pid=os.getpid(),
+            updated_at=_now_iso(),
+            updated_ts=time.time(),
+            interval=self.interval,
+            eta_seconds=round(eta, 1) if eta is not None else None,
+            stage_elapsed_seconds=round(elapsed, 1),
+        )
+        atomic_write_text(self.heartbeat_path, json.dumps(state, ensure_ascii=False, indent=2) + "\n")
+
+
+class _Stage:
+    def __init__(self, monitor: Monitor, name: str, total: int) -> None:
+        self.monitor, self.name, self.total = monitor, name, total
+
+    def __enter__(self) -> _Stage:
+        m = self.monitor
+        self.t0 = time.time()
+        with m._lock:
+            m._state.update(stage=self.name, step=0, total=self.total)
+            m._stage_started = self.t0
+        m.event("stage_start", stage=self.name, total=self.total)
+        log.info("stage %s: start", self.name)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        seconds = round(time.time() - self.t0, 2)
+        status = "ok" if exc_type is None else "failed"
+        self.monitor.event("stage_end", stage=self.name, seconds=seconds, status=status)
+        log.info("stage %s: %s in %.1fs", self.name, status, seconds)
+
+
+def trainer_callback(monitor: Monitor, stage: str):
+    """A transformers TrainerCallback that feeds step progress and TRL's logs to the monitor."""
+    from transformers import TrainerCallback
+
+    class _MonitorCallback(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            monitor.progress(state.global_step, state.max_steps)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            numeric = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            if numeric and "train_runtime" not in numeric:
+                monitor.progress(state.global_step, state.max_steps, **numeric)
+                monitor.event("metrics", stage=stage, step=state.global_step, **numeric)
+
+    return _MonitorCallback()
+
+
+def setup_logging(log_dir: Path) -> None:
+    """Send the ``ark_trainer`` logger to ``log_dir/train.log`` and the console."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log.setLevel(logging.INFO)
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
+    file_handler = logging.FileHandler(log_dir / "train.log", encoding="utf-8")
+    console = logging.StreamHandler()
+    for handler in (file_handler, console):
+        handler.setFormatter(fmt)
+        log.addHandler(handler)
+    log.propagate = False
+
+
+def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
+    """The run's state from its heartbeat: finished / failed / running / stale (no recent beat) / unknown."""
+    path = Path(out_dir) / "heartbeat.json"
+    if not path.is_file():
+        return "unknown", {}
+    beat = read_json(path)
+    state = beat.get("state", "unknown")
+    if state in ("finished", "failed"):
+        return state, beat
+    age = time.time() - float(beat.get("updated_ts", 0))
+    limit = STALE_FACTOR * float(beat.get("interval", 5.0))
+    alive = _pid_alive(int(beat.get("pid", 0)))
+    if not alive:
+        return "dead", beat
+    return ("stale" if age > limit else "running"), beat
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,262 @@
+"""The ``train`` pipeline: check → plan → data → eval base → RFT → GRPO → eval → report.
+
+Everything a user can get wrong (flags, model folder, data file, reward spec) is checked before the run
+directory is touched, so a refused run leaves nothing behind. Run it with::
+
+    ark-trainer-inner train --strategy RFT+GRPO --model_path M --data_path D.jsonl --output_dir OUT ...
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ark_trainer.config import TrainConfig, to_yaml
+from ark_trainer.data.loader import load_jsonl, resolve_eval_path
+from ark_trainer.data.split import describe, drop_overlap, split_rows
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
+from ark_trainer.monitor import Monitor, setup_logging
+from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
+
+log = logging.getLogger("ark_trainer")
+
+STRATEGY_REASONS = {
+    "RFT+GRPO": "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
+    "optimises the task reward from there (stable, precise alignment; the choice for customer-service QC)",
+    "GRPO": "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
+    "are already good)",
+}
+
+
+@dataclass
+class Prepared:
+    """A checked run: data split, reward built, nothing written yet."""
+
+    cfg: TrainConfig
+    out: Path
+    log_dir: Path
+    train: list[dict]
+    eval: list[dict]
+    eval_source: str
+    reward: CompositeReward
+    plan: dict
+
+
+def prepare(cfg: TrainConfig) -> Prepared:
+    """All user-facing checks; raises UserError before anything is written."""
+    from ark_trainer.stages.common import check_policy_dir
+
+    out = Path(cfg.output_dir)
+    if (out / "run.yaml").exists() and not cfg.overwrite_output_dir:
+        raise UserError(
+            f"--output_dir: {out} already holds a run (run.yaml); pick a new folder or pass --overwrite_output_dir True"
+        )
+    check_policy_dir(cfg.model_path)
+    rows = load_jsonl(cfg.data_path, "--data_path")
+    eval_rows: list[dict] = []
+    if cfg.eval_dataset:
+        eval_rows = load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset")
+    reward = build_reward(cfg, rows)
+    if cfg.eval_dataset:
+        train, dropped = drop_overlap(rows, eval_rows)
+        source = f"--eval_dataset {cfg.eval_dataset}"
+        if dropped:
+            log.warning("%d training rows share a prompt with --eval_dataset; dropped from training", dropped)
+    elif cfg.eval_auto:
+        train, eval_rows = split_rows(rows, cfg.eval_ratio)
+        source = f"held-out {cfg.eval_ratio:.0%} split of --data_path (by prompt hash)"
+    else:
+        train, source = rows, "none (--eval_auto False)"
+    if not train:
+        raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
+    if cfg.max_eval_samples:
+        eval_rows = eval_rows[: cfg.max_eval_samples]
+    plan = make_plan(cfg)
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
+    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan)
+
+
+def build_reward(cfg: TrainConfig, rows: list[dict]) -> CompositeReward:
+    """The composite reward: ``--reward_config`` or the preset that fits the data, plus the reward model."""
+    extra = []
+    if cfg.rm_model_path:
+        from ark_trainer.rewards.reward_model import check_model_dir
+
+        check_model_dir(cfg.rm_model_path, "--rm_model_path")
+        extra.append(Component("reward_model", _LazyRewardModel(cfg), cfg.rm_weight))
+    spec = cfg.reward_config or preset_path(default_preset(rows))
+    return CompositeReward.from_spec(spec, extra)
+
+
+class _LazyRewardModel:
+    """Loads the reward model on first use, on the run's device, so checks stay cheap."""
+
+    __name__ = "reward_model"
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg, self.scorer = cfg, None
+
+    def __call__(self, prompts, completions, **columns):
+        if self.scorer is None:
+            from ark_trainer.rewards.reward_model import RewardModelScorer
+            from ark_trainer.stages.common import resolve_runtime
+
+            self.scorer = RewardModelScorer(self.cfg.rm_model_path, device=resolve_runtime(self.cfg).device)
+        return self.scorer(prompts, completions, **columns)
+
+
+def make_plan(cfg: TrainConfig) -> dict:
+    strategy, requested = cfg.strategy, cfg.strategy
+    if strategy == "auto":
+        strategy = "RFT+GRPO"
+        reason = "auto: no probe of the base model yet, so the safer two-step RFT+GRPO was chosen"
+    else:
+        reason = f"requested with --strategy: {STRATEGY_REASONS[strategy]}"
+    rft_steps = cfg.rft_steps if strategy == "RFT+GRPO" else 0
+    cfg.strategy, cfg.rft_steps = strategy, rft_steps
+    return {
+        "strategy": strategy,
+        "requested": requested,
+        "reason": reason,
+        "rft_steps": rft_steps,
+        "grpo_steps": cfg.grpo_steps,
+        "task_name": cfg.task_name,
+    }
+
+
+def write_run_files(p: Prepared) -> None:
+    data_dir = p.out / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
+    write_json(p.out / "plan.json", p.plan)
+    inputs = {Path(p.cfg.data_path).resolve()}
+    if p.cfg.eval_dataset:
+        inputs.add(resolve_eval_path(p.cfg.eval_dataset).resolve())
+    for name, rows in (("train.jsonl", p.train), ("eval.jsonl", p.eval)):
+        if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
+            write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])
+    write_json(
+        data_dir / "stats.json",
+        {
+            "train": describe(p.train),
+            "eval": describe(p.eval) if p.eval else None,
+            "eval_source": p.eval_source,
+        },
+    )
+
+
+def run_train(cfg: TrainConfig) -> Path:
+    """Run the whole pipeline; returns the run directory."""
+    p = prepare(cfg)
+    write_run_files(p)
+    setup_logging(p.log_dir)
+    monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
+    monitor.start(task_name=cfg.task_name, strategy=cfg.strategy)
+    try:
+        _run_stages(p, monitor)
+    except BaseException as exc:
+        monitor.event("error", message=f"{type(exc).__name__}: {exc}")
+        monitor.finish("failed")
+        raise
+    monitor.finish("finished")
+    _build_report(p.out)
+    return p.out
+
+
+def _run_stages(p: Prepared, monitor: Monitor) -> None:
+    from ark_trainer.stages.common import resolve_runtime
+
+    cfg = p.cfg
+    rt = resolve_runtime(cfg)
+    for message in rt.warnings:
+        monitor.warn(message)
+    if cfg.openclaw_env:
+        from ark_trainer.openclaw import check_openclaw
+
+        monitor.event("openclaw", **check_openclaw(monitor.warn))
+    log.info(
+        "task %s: %s, %d train / %d eval prompts, device %s",
+        cfg.task_name,
+        cfg.strategy,
+        len(p.train),
+        len(p.eval),
+        rt.device,
+    )
+    evaluator = _Evaluator(p, rt, monitor)
+    evaluator.run("base", cfg.model_path)
+    current = cfg.model_path
+    grpo_steps = cfg.grpo_steps
+    if cfg.strategy == "RFT+GRPO" and cfg.rft_steps > 0:
+        current = _rft(p, rt, monitor, current, final_dir=p.out / ("rft/final" if grpo_steps else "model"))
+        evaluator.run("rft", current)
+    if grpo_steps > 0:
+        from ark_trainer.stages.grpo import train_grpo
+
+        current = str(
+            train_grpo(
+                cfg, rt, monitor, current, p.train, p.reward, p.out / "grpo", p.log_dir, p.out / "model"
+            )
+        )
+        gc.collect()
+        evaluator.run("grpo", current)
+
+
+def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:
+    from ark_trainer.stages.rft import sample_and_select, train_rft
+
+    sel = sample_and_select(p.cfg, rt, monitor, model_path, p.train, p.reward, p.out / "data")
+    gc.collect()
+    if not sel.sft_rows:
+        monitor.warn(
+            f"RFT kept no answer at or above --rft_min_reward {p.cfg.rft_min_reward}; RFT training "
+            "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
+        )
+        return model_path
+    final = train_rft(p.cfg, rt, monitor, model_path, sel.sft_rows, p.out / "rft", p.log_dir, final_dir)
+    gc.collect()
+    return str(final)
+
+
+class _Evaluator:
+    """Evaluates each model of the run on the same prompts; remembers the base answers' rewards."""
+
+    def __init__(self, p: Prepared, rt, monitor: Monitor) -> None:
+        self.p, self.rt, self.monitor = p, rt, monitor
+        self.base_totals: list | None = None
+
+    def run(self, name: str, model_path: str) -> None:
+        if not (self.p.cfg.eval_auto and self.p.eval):
+            return
+        from ark_trainer.evaluate import evaluate_model
+
+        cfg = self.p.cfg
+        with self.monitor.stage(f"eval_{name}", total=len(self.p.eval)):
+            result = evaluate_model(
+                model_path,
+                name,
+                self.p.eval,
+                self.p.reward,
+                self.rt,
+                self.p.out / "eval" / f"{name}.json",
+                max_new_tokens=cfg.max_completion_length,
+                pass_threshold=cfg.pass_threshold,
+                base_totals=self.base_totals,
+                seed=cfg.seed,
+                on_batch=self.monitor.progress,
+            )
+        if self.base_totals is None:
+            self.base_totals = [a["reward"] for a in result["answers"]]
+        keys = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+        self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
+        log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
+        gc.collect()
+
+
+def _build_report(out: Path) -> None:
+    from ark_trainer.report import build_report
+
+    md, html = build_report(out)
+    log.info("report: %s and %s", md, html)

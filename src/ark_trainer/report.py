@@ -1,0 +1,568 @@
+"""The run report: report.md, report.html and plots/*.png, built only from files in the run directory.
+
+Reads what the pipeline wrote (run.yaml, plan.json, data/stats.json, events.jsonl, eval/*.json) and
+nothing else, so it can be rebuilt at any time, also while a run is going or after it failed:
+
+    ark-trainer report OUT          # OUT = the --output_dir of a train run
+
+Anything missing is reported as "not run" (or the plot is skipped) instead of failing. Both outputs are
+rendered from one list of blocks, so the Markdown and the HTML can't disagree. Files are written atomically
+(temp file in the same folder, then ``os.replace``) so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+
+MODELS = (("base", "base"), ("rft", "RFT"), ("grpo", "GRPO"))
+RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+HEALTH_FIELDS = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "kl",
+    "entropy",
+    "clip_ratio/region_mean",
+    "completions/mean_length",
+)
+ZERO_STD_LIMIT = 0.9
+MAX_EXAMPLES = 3
+MAX_EXAMPLE_CHARS = 2000
+
+
+# The intermediate structure both renderers share, so report.md and report.html can't disagree.
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+    alert: bool = False  # a warning the reader must not miss
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Image:
+    src: str
+    alt: str
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+    summary: str = ""  # non-empty: collapsible (<details>) with this summary
+
+
+Block = Heading | Para | Bullets | Table | Image | Code
+
+
+@dataclass
+class Run:
+    """Everything the report needs, as read from the run directory (absent files are empty)."""
+
+    config: dict[str, Any]
+    config_text: str
+    plan: dict[str, Any]
+    stats: dict[str, Any]
+    events: list[dict[str, Any]]
+    evals: dict[str, dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == event]
+
+    def metrics(self, stage: str) -> list[dict[str, Any]]:
+        return [e for e in self.of("metrics") if e.get("stage") == stage]
+
+
+def build_report(run_dir: Path) -> tuple[Path, Path]:
+    """Write run_dir/report.md, run_dir/report.html and run_dir/plots/*.png; return (md, html) paths."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.yaml").is_file():
+        raise UserError(f"{run_dir}: not a run directory (no run.yaml); pass the --output_dir of a train run")
+    run = load_run(run_dir)
+    title = _title(run)
+    blocks = [Heading(title, 1), *_body(run, _make_plots(run, run_dir / "plots"))]
+    md_path, html_path = run_dir / "report.md", run_dir / "report.html"
+    _write_atomic(md_path, to_markdown(blocks).encode("utf-8"))
+    _write_atomic(html_path, to_html(blocks, title).encode("utf-8"))
+    return md_path, html_path
+
+
+def load_run(run_dir: Path) -> Run:
+    """Read the run directory; unreadable files are treated as absent and noted in ``problems``."""
+    problems: list[str] = []
+    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in MODELS}
+    return Run(
+        config=_read_mapping(run_dir / "run.yaml", problems),
+        config_text=(run_dir / "run.yaml").read_text(encoding="utf-8", errors="replace"),
+        plan=_read_mapping(run_dir / "plan.json", problems),
+        stats=_read_mapping(run_dir / "data" / "stats.json", problems),
+        events=_read_events(run_dir / "events.jsonl", problems),
+        evals={key: value for key, value in evals.items() if value},
+        problems=problems,
+    )
+
+
+def _read_mapping(path: Path, problems: list[str]) -> dict[str, Any]:
+    """A JSON or YAML file's top-level mapping; {} when absent or unreadable (noted in ``problems``)."""
+    import yaml  # here, not at the top: importing this module does no work
+
+    if not path.is_file():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        problems.append(f"{path.relative_to(path.parent.parent)}: unreadable ({exc})")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_events(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    events, bad = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            bad += 1  # e.g. a line still being written by a running stage
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    if bad:
+        problems.append(f"events.jsonl: {bad} unreadable line(s) skipped")
+    return events
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return float(value)
+
+
+def _mean(values: list[Any]) -> float | None:
+    numbers = [n for n in map(_num, values) if n is not None]
+    return statistics.fmean(numbers) if numbers else None
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def _value(metric: str, value: Any) -> str:
+    number = _num(value)
+    if number is None:
+        return "—"
+    return f"{number * 100:.1f}%" if metric in RATE_METRICS else f"{number:.3f}"
+
+
+def _change(metric: str, value: Any, base: Any) -> str:
+    """`+18.0 pts, +40.9%` for rates, `+0.120, +25.0%` for rewards; relative to |base|."""
+    number, reference = _num(value), _num(base)
+    if number is None or reference is None:
+        return ""
+    delta = number - reference
+    absolute = f"{delta * 100:+.1f} pts" if metric in RATE_METRICS else f"{delta:+.3f}"
+    relative = f", {delta / abs(reference) * 100:+.1f}%" if reference else ""
+    return f" ({absolute}{relative})"
+
+
+def _short(value: Any) -> str:
+    number = _num(value)
+    return f"{number:.4g}" if number is not None else str(value)
+
+
+def _status(run: Run) -> tuple[str, str]:
+    """(status, total time) from run_start / run_end; a run without run_end is still running."""
+    ends, starts = run.of("run_end"), run.of("run_start")
+    if ends:
+        return str(ends[-1].get("status", "finished")), _duration(_num(ends[-1].get("seconds")))
+    if not run.events:
+        return "unknown (no events.jsonl)", "—"
+    start, last = _num(starts[0].get("ts")) if starts else None, _num(run.events[-1].get("ts"))
+    elapsed = last - start if start is not None and last is not None else None
+    return "running", f"{_duration(elapsed)} so far" if elapsed is not None else "—"
+
+
+def _title(run: Run) -> str:
+    started = run.of("run_start")
+    task = run.config.get("task_name") or (started[0].get("task_name") if started else None) or "run"
+    status, total = _status(run)
+    return f"ark-trainer report: {task} ({_strategy_name(run)}, {status}, {total})"
+
+
+def _strategy_name(run: Run) -> str:
+    return str(run.plan.get("strategy") or run.config.get("strategy") or "unknown strategy")
+
+
+def _body(run: Run, plots: list[Image]) -> list[Block]:
+    return [
+        *_strategy(run),
+        *_data(run),
+        *_results(run),
+        *_rft_selection(run),
+        *_health(run),
+        *_stage_times(run),
+        Heading("Training curves"),
+        *(plots or [Para("No training metrics logged yet.")]),
+        *_examples(run),
+        *_warnings(run),
+        Heading("Resolved config"),
+        Code(run.config_text.rstrip("\n"), summary="run.yaml"),
+    ]
+
+
+def _strategy(run: Run) -> list[Block]:
+    plan = run.plan
+    if not plan:
+        return [Heading("Strategy"), Para(f"Strategy: {_strategy_name(run)} (plan.json not found).")]
+    items = [
+        f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
+        f"Reason: {plan.get('reason', '—')}",
+        f"RFT steps: {plan.get('rft_steps', '—')} / GRPO steps: {plan.get('grpo_steps', '—')}",
+    ]
+    probe = plan.get("probe") or {}
+    if isinstance(probe, dict) and probe:
+        items.append("Probe: " + ", ".join(f"{k} = {_short(v)}" for k, v in probe.items()))
+    return [Heading("Strategy"), Bullets(items)]
+
+
+def _data(run: Run) -> list[Block]:
+    stats = run.stats
+    if not stats:
+        return [Heading("Data"), Para("Not run (data/stats.json not found).")]
+    splits = [name for name in ("train", "eval") if isinstance(stats.get(name), dict)]
+    rows = []
+    for name in splits:
+        s = stats[name]
+        cells = (s.get(k, "—") for k in ("n", "with_candidates", "prompt_chars_mean"))
+        rows.append([name, *map(_short, cells)])
+    blocks: list[Block] = [Heading("Data"), Para(f"Eval source: {stats.get('eval_source', 'unknown')}.")]
+    blocks.append(Table(["split", "samples", "with candidates", "mean prompt chars"], rows))
+    labels: dict[str, dict[str, Any]] = {}
+    for name in splits:
+        for label, count in (stats[name].get("labels") or {}).items():
+            labels.setdefault(str(label), {})[name] = count
+    if labels:
+        label_rows = [
+            [label, *(_share(c.get(s), stats[s].get("n")) for s in splits)] for label, c in labels.items()
+        ]
+        blocks += [Para("Label distribution:"), Table(["label", *splits], label_rows)]
+    return blocks
+
+
+def _share(count: Any, total: Any) -> str:
+    number, whole = _num(count), _num(total)
+    if number is None:
+        return "—"
+    return f"{count} ({number / whole * 100:.1f}%)" if whole else str(count)
+
+
+def _flat_metrics(data: dict[str, Any]) -> dict[str, Any]:
+    """The headline metrics, then each reward component as ``components.<name>``."""
+    components = data.get("components") or {}
+    return {
+        **{name: data.get(name) for name in ("reward_mean", *RATE_METRICS)},
+        **{f"components.{name}": value for name, value in components.items()},
+    }
+
+
+def _results(run: Run) -> list[Block]:
+    if not run.evals:
+        return [Heading("Results"), Para("Evaluation not run (no eval/*.json).")]
+    present = [(key, label) for key, label in MODELS if key in run.evals]
+    metrics = {key: _flat_metrics(run.evals[key]) for key, _ in present}
+    base = metrics.get("base", {})
+    names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
+    rows = []
+    for name in names:
+        cells = [name]
+        for key, values in metrics.items():
+            change = "" if key == "base" else _change(name, values.get(name), base.get(name))
+            cells.append(_value(name, values.get(name)) + change)
+        rows.append(cells)
+    header = ["metric", *(f"{label} (n={run.evals[key].get('n', '?')})" for key, label in present)]
+    return [Heading("Results"), Table(header, rows), Para(_headline(run))]
+
+
+def _final_model(run: Run) -> tuple[str, str] | None:
+    return next(((k, label) for k, label in reversed(MODELS) if k in run.evals), None)
+
+
+def _headline(run: Run) -> str:
+    base = run.evals.get("base", {})
+
+    def compare(metric: str, key: str) -> str:
+        if key not in run.evals or "base" not in run.evals:
+            return "not run"
+        value, reference = run.evals[key].get(metric), base.get(metric)
+        if _num(value) is None or _num(reference) is None:
+            return "n/a"
+        return f"{_value(metric, reference)} → {_value(metric, value)}{_change(metric, value, reference)}"
+
+    final_key, final_label = _final_model(run) or ("grpo", "GRPO")
+    pref, acc = compare("preference_alignment", "rft"), compare("task_accuracy", final_key)
+    return f"Preference alignment, RFT vs base: {pref}. Task accuracy, final ({final_label}) vs base: {acc}."
+
+
+def _rft_selection(run: Run) -> list[Block]:
+    events = run.of("rft_selection")
+    if not events:
+        return [Heading("RFT data selection"), Para("Not run.")]
+    e = events[-1]
+    keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
+    return [
+        Heading("RFT data selection"),
+        Table(["field", "value"], [[k, _short(e.get(k, "—"))] for k in keys]),
+    ]
+
+
+def _health(run: Run) -> list[Block]:
+    logs = run.metrics("grpo")
+    if not logs:
+        return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
+    graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
+    rows = []
+    for name in (*HEALTH_FIELDS, *graders):
+        series = [log[name] for log in logs if _num(log.get(name)) is not None]
+        if series:
+            rows.append([name, _short(series[-1]), _short(_mean(series))])
+    steps = [s for s in (_num(log.get("step")) for log in logs) if s is not None]
+    last_step = f", last step {int(max(steps))}" if steps else ""
+    blocks: list[Block] = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
+    blocks.append(Table(["metric", "last", "mean"], rows))
+    warning = _zero_std_warning(run)
+    return [*blocks, Para(warning, alert=True)] if warning else blocks
+
+
+def _zero_std_warning(run: Run) -> str:
+    share = _mean([log.get("frac_reward_zero_std") for log in run.metrics("grpo")])
+    if share is None or share < ZERO_STD_LIMIT:
+        return ""
+    return (
+        f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
+        f"(mean frac_reward_zero_std ≥ {ZERO_STD_LIMIT}): the run got almost no learning signal. "
+        "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
+        "or check that the reward functions apply to this data."
+    )
+
+
+def _stage_times(run: Run) -> list[Block]:
+    order: list[str] = []
+    seconds: dict[str, float | None] = {}
+    for e in run.events:
+        if e.get("event") not in ("stage_start", "stage_end"):
+            continue
+        stage = str(e.get("stage", "?"))
+        if stage not in order:
+            order.append(stage)
+        if e.get("event") == "stage_end":
+            seconds[stage] = _num(e.get("seconds"))
+    if not order:
+        return [Heading("Time per stage"), Para("No stages recorded.")]
+    unfinished = "did not finish" if run.of("run_end") else "running"
+    rows = [[s, _duration(seconds[s]) if s in seconds else unfinished] for s in order]
+    status, total = _status(run)
+    return [Heading("Time per stage"), Table(["stage", "time"], [*rows, [f"total ({status})", total]])]
+
+
+def _examples(run: Run) -> list[Block]:
+    final = _final_model(run)
+    examples = (run.evals[final[0]].get("examples") or [])[:MAX_EXAMPLES] if final else []
+    if not final or not examples:
+        return [Heading("Examples"), Para("No eval examples.")]
+    blocks: list[Block] = [
+        Heading("Examples"),
+        Para(f"Final model ({final[1]}): {run.evals[final[0]].get('model', '')}"),
+    ]
+    for i, ex in enumerate(examples, 1):
+        blocks.append(Para(f"Example {i} (reward {_short(ex.get('reward', '—'))}): prompt"))
+        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", "completion"))
+        blocks += [Code(prompt), Para("completion"), Code(completion)]
+    return blocks
+
+
+def _warnings(run: Run) -> list[Block]:
+    messages = [str(e.get("message", "")) for e in run.of("warning")] + run.problems
+    messages += [w for w in [_zero_std_warning(run)] if w]
+    return [Heading("Warnings"), Bullets(messages) if messages else Para("None.")]
+
+
+PLOTS = (
+    ("rft_loss.png", "rft", "loss", "RFT loss", None),
+    ("grpo_reward.png", "grpo", "reward", "GRPO reward (± reward_std)", "reward_std"),
+    ("grpo_kl.png", "grpo", "kl", "GRPO KL to reference", None),
+    ("grpo_loss.png", "grpo", "loss", "GRPO loss", None),
+    ("grpo_zero_std.png", "grpo", "frac_reward_zero_std", "GRPO share of zero-variance groups", None),
+)
+
+
+def _series(logs: list[dict[str, Any]], key: str, band: str | None) -> tuple[list[float], ...]:
+    steps, values, spreads = [], [], []
+    for i, log in enumerate(logs):
+        value = _num(log.get(key))
+        if value is None:
+            continue
+        step = _num(log.get("step"))
+        steps.append(step if step is not None else float(i))
+        values.append(value)
+        spreads.append((_num(log.get(band)) or 0.0) if band else 0.0)
+    return steps, values, spreads
+
+
+def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
+    """One PNG per curve that has data; returns the images in report order."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    images = []
+    for filename, stage, key, title, band in PLOTS:
+        steps, values, spreads = _series(run.metrics(stage), key, band)
+        if not values:
+            continue
+        fig = Figure(figsize=(6.4, 3.6), dpi=100)
+        FigureCanvasAgg(fig)  # Agg directly: no pyplot, no global backend switch
+        ax = fig.add_subplot()
+        ax.plot(steps, values, marker="o" if len(values) < 30 else None, markersize=3)
+        if band:
+            low = [v - s for v, s in zip(values, spreads, strict=True)]
+            high = [v + s for v, s in zip(values, spreads, strict=True)]
+            ax.fill_between(steps, low, high, alpha=0.25, linewidth=0)
+        if key == "frac_reward_zero_std":  # a share: show it on 0..1 with the warning threshold
+            ax.set_ylim(-0.02, 1.02)
+            ax.axhline(
+                ZERO_STD_LIMIT, color="tab:red", linestyle="--", linewidth=1, label="warning threshold"
+            )
+            ax.legend(loc="lower right")
+        ax.set(title=title, xlabel="step", ylabel=key)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        png = io.BytesIO()
+        fig.savefig(png, format="png")
+        _write_atomic(plots_dir / filename, png.getvalue())
+        images.append(Image(f"plots/{filename}", title))
+    return images
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text}\n{ticks}"
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """Render blocks as GitHub-flavoured Markdown."""
+    out = []
+    for block in blocks:
+        match block:
+            case Heading(text, level):
+                out.append(f"{'#' * level} {text}")
+            case Para(text, alert):
+                out.append(f"> **{text}**" if alert else text)
+            case Bullets(items):
+                out.append("\n".join(f"- {item}" for item in items))
+            case Table(header, rows):
+                lines = [header, ["---"] * len(header), *rows]
+                out.append("\n".join("| " + " | ".join(map(_md_cell, line)) + " |" for line in lines))
+            case Image(src, alt):
+                out.append(f"![{alt}]({src})")
+            case Code(text, summary) if summary:
+                out.append(
+                    f"<details><summary>{html.escape(summary)}</summary>\n\n{_fence(text)}\n\n</details>"
+                )
+            case Code(text):
+                out.append(_fence(text))
+    return "\n\n".join(out) + "\n"
+
+
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left}
+th{background:#f3f3f3}pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
+.alert{background:#fff3cd;border-left:4px solid #d39e00;padding:.5rem .8rem;font-weight:bold}
+img{max-width:100%;display:block;margin:.5rem 0}
+"""
+
+
+def _html_block(block: Block) -> str:
+    esc = html.escape
+    match block:
+        case Heading(text, level):
+            return f"<h{level}>{esc(text)}</h{level}>"
+        case Para(text, alert):
+            return f'<p class="alert">{esc(text)}</p>' if alert else f"<p>{esc(text)}</p>"
+        case Bullets(items):
+            return "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>"
+        case Table(header, rows):
+            head = "".join(f"<th>{esc(cell)}</th>" for cell in header)
+            body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        case Image(src, alt):
+            return f'<img src="{esc(src)}" alt="{esc(alt)}">'
+        case Code(text, summary) if summary:
+            return f"<details><summary>{esc(summary)}</summary><pre>{esc(text)}</pre></details>"
+        case Code(text):
+            return f"<pre>{esc(text)}</pre>"
+    raise TypeError(f"unknown block {block!r}")
+
+
+def to_html(blocks: list[Block], title: str) -> str:
+    """Render blocks as one self-contained HTML page (inline CSS; images are the run's plots/*.png)."""
+    body = "\n".join(_html_block(block) for block in blocks)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+        f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temp file beside ``path``, then rename it over ``path`` (atomic on POSIX)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is meant to be read by others
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

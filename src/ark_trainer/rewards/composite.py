@@ -1,0 +1,174 @@
+"""The composite reward: named rewards with weights, from a YAML spec.
+
+The total for a completion is the weighted mean of the rewards that apply to it (``None`` = not
+applicable is left out of both sums), so a task without labels is not punished for them. The same
+:class:`CompositeReward` scores RFT candidates, drives GRPO and computes the evaluation metrics.
+
+Spec file (``--reward_config``)::
+
+    rewards:
+      - name: qc_verdict
+        weight: 1.0
+      - name: keywords
+        weight: 0.2
+        params: {required: ["抱歉"]}
+      - name: my_pkg.rewards:politeness
+        weight: 0.5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.registry import RewardFn, completion_text, get_reward
+
+TOTAL = "total"
+
+
+@dataclass
+class Component:
+    name: str
+    fn: RewardFn
+    weight: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A YAML loader that remembers each mapping's line, for file:line errors."""
+
+    def construct_mapping(self, node, deep=False):
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__line__"] = node.start_mark.line + 1
+        return mapping
+
+
+def preset_path(name: str) -> Path:
+    return Path(str(resources.files("ark_trainer") / "presets" / f"{name}.yaml"))
+
+
+def default_preset(rows: Sequence[dict]) -> str:
+    """The preset that fits the data: ``qc`` for QC violation labels, ``reference`` for free-text answers."""
+    from ark_trainer.rewards.qc import normalize_label
+
+    labels = [r.get("label") for r in rows if r.get("label") is not None]
+    if any(normalize_label(v) is not None for v in labels):
+        return "qc"
+    if labels or any(r.get("reference") is not None for r in rows):
+        return "reference"
+    return "qc"
+
+
+def load_spec(path: str | Path | None) -> list[dict[str, Any]]:
+    """Read a reward spec file (default: the QC preset) into a list of {name, weight, params, line}."""
+    path = Path(path) if path else preset_path("qc")
+    if not path.is_file():
+        raise UserError(f"--reward_config: no such file {str(path)!r}")
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UserError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None
+    items = data.get("rewards") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise UserError(f"{path}:1: rewards: expected a non-empty list of {{name, weight, params}}")
+    problems, specs = [], []
+    for item in items:
+        line = item.get("__line__", 1) if isinstance(item, dict) else 1
+        where = f"{path}:{line}"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            problems.append(f"{where}: name: each reward needs a name")
+            continue
+        unknown = set(item) - {"name", "weight", "params", "__line__"}
+        problems += [f"{where}: {k}: unknown key; use name, weight, params" for k in sorted(unknown)]
+        weight = item.get("weight", 1.0)
+        if not isinstance(weight, int | float) or weight < 0:
+            problems.append(f"{where}: weight: expected a number ≥ 0, got {weight!r}")
+            continue
+        params = item.get("params") or {}
+        if not isinstance(params, dict):
+            problems.append(f"{where}: params: expected a mapping of keyword parameters, got {params!r}")
+            continue
+        params = {k: v for k, v in params.items() if k != "__line__"}
+        specs.append({"name": item["name"], "weight": float(weight), "params": params, "where": where})
+    if problems:
+        raise UserError(*problems)
+    return specs
+
+
+class CompositeReward:
+    """Weighted mean of reward components; callable with TRL's reward contract."""
+
+    __name__ = TOTAL
+
+    def __init__(self, components: Sequence[Component]) -> None:
+        if not components or sum(c.weight for c in components) <= 0:
+            raise UserError("rewards: at least one reward needs a weight > 0")
+        self.components = list(components)
+        self._cache_key: tuple | None = None
+        self._cache: dict[str, list[float | None]] = {}
+
+    @classmethod
+    def from_spec(cls, path: str | Path | None, extra: Sequence[Component] = ()) -> CompositeReward:
+        comps = [
+            Component(s["name"], get_reward(s["name"], s["params"], s["where"]), s["weight"], s["params"])
+            for s in load_spec(path)
+        ]
+        return cls([*comps, *extra])
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.components]
+
+    def score(self, prompts: list, completions: list, **columns: Any) -> dict[str, list[float | None]]:
+        """Per-component scores plus ``total`` for a batch; computed once per batch and cached."""
+        key = (tuple(map(completion_text, completions)), tuple(map(str, prompts)))
+        if key != self._cache_key:
+            table = {c.name: self._call(c, prompts, completions, columns) for c in self.components}
+            table[TOTAL] = self._combine(table, len(completions))
+            self._cache_key, self._cache = key, table
+        return self._cache
+
+    def _call(self, comp: Component, prompts: list, completions: list, columns: dict) -> list[float | None]:
+        scores = list(comp.fn(prompts=prompts, completions=completions, **columns))
+        if len(scores) != len(completions):
+            raise RuntimeError(
+                f"reward {comp.name!r} returned {len(scores)} scores for {len(completions)} completions"
+            )
+        return [None if s is None else float(s) for s in scores]
+
+    def _combine(self, table: dict[str, list[float | None]], n: int) -> list[float | None]:
+        totals: list[float | None] = []
+        for i in range(n):
+            pairs = [(c.weight, table[c.name][i]) for c in self.components if table[c.name][i] is not None]
+            weight = sum(w for w, _ in pairs)
+            totals.append(sum(w * s for w, s in pairs) / weight if weight > 0 else None)
+        return totals
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        return self.score(prompts, completions, **columns)[TOTAL]
+
+    def trl_reward_funcs(self) -> tuple[list[Callable], list[float]]:
+        """Reward functions and weights for TRL's GRPOTrainer.
+
+        The composite total is the only one that counts (weight 1); each component is passed with weight 0
+        so that TRL logs it as ``rewards/<name>/mean``. Components read the composite's per-batch cache, so
+        nothing is scored twice.
+        """
+        funcs: list[Callable] = [self]
+        for comp in self.components:
+            funcs.append(self._component_view(comp.name))
+        return funcs, [1.0] + [0.0] * len(self.components)
+
+    def _component_view(self, name: str) -> Callable:
+        def view(prompts, completions, **columns):
+            return self.score(prompts, completions, **columns)[name]
+
+        view.__name__ = name
+        return view

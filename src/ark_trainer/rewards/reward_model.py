@@ -1,0 +1,81 @@
+"""A Hugging Face sequence-classification reward model as one more reward (``--rm_model_path``).
+
+The model is loaded from safetensors only (never pickle) with ``trust_remote_code`` off. A one-logit
+model's score is squashed with a sigmoid into (0, 1) so it mixes with the rule graders' 0..1 scale; a
+two-logit model uses ``logit[1] - logit[0]`` the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.registry import completion_text
+
+
+def check_model_dir(path: str, flag: str) -> Path:
+    """A local HF checkpoint with safetensors weights, or a one-line UserError saying what is wrong."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UserError(
+            f"{flag}: no such folder {path!r}; give a local Hugging Face checkpoint (no hub downloads)"
+        )
+    if not (p / "config.json").is_file():
+        raise UserError(f"{flag}: {path!r} has no config.json; it is not a Hugging Face model folder")
+    if not any(p.glob("*.safetensors")):
+        raise UserError(
+            f"{flag}: {path!r} has no .safetensors weights (pickle .bin files are refused); "
+            "convert with model.save_pretrained(dir, safe_serialization=True)"
+        )
+    return p
+
+
+class RewardModelScorer:
+    """Scores (prompt, completion) pairs with a sequence-classification model; TRL reward contract."""
+
+    __name__ = "reward_model"
+
+    def __init__(self, path: str, device: str = "cpu", batch_size: int = 16, max_length: int = 1024) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        check_model_dir(path, "--rm_model_path")
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            path, use_safetensors=True, trust_remote_code=False
+        ).to(device)
+        self.model.eval()
+        if self.model.config.pad_token_id is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        self.device, self.batch_size, self.max_length = device, batch_size, max_length
+        self._torch = torch
+
+    def _text(self, prompt: Any, completion: Any) -> str:
+        answer = completion_text(completion)
+        if isinstance(prompt, list) and self.tokenizer.chat_template:
+            messages = [*prompt, {"role": "assistant", "content": answer}]
+            return self.tokenizer.apply_chat_template(messages, tokenize=False)
+        if isinstance(prompt, list):
+            prompt = "\n".join(m.get("content", "") for m in prompt)
+        return f"{prompt}\n{answer}"
+
+    def __call__(self, prompts: list, completions: list, **_: Any) -> list[float | None]:
+        torch = self._torch
+        texts = [self._text(p, c) for p, c in zip(prompts, completions, strict=True)]
+        scores: list[float | None] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.tokenizer(
+                texts[start : start + self.batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+            ).to(self.device)
+            with torch.no_grad():
+                logits = self.model(**batch).logits.float()
+            raw = logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0]
+            scores += torch.sigmoid(raw).tolist()
+        return scores

@@ -1,0 +1,163 @@
+"""What the training stages share: device choice, model loading, prompt rendering, trainer settings.
+
+Device policy (documented in the README): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
+without a GPU is not an error; the run falls back to CPU in fp32 and says so in one warning line, so the
+reference templates run as written on any machine.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.config import TrainConfig
+from ark_trainer.errors import UserError
+
+log = logging.getLogger("ark_trainer")
+
+
+@dataclass
+class Runtime:
+    """Where and how the run computes."""
+
+    device: str  # "cpu" or "cuda:N"
+    fp16: bool
+    bf16: bool
+    warnings: list[str]
+
+    @property
+    def use_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    @property
+    def dtype(self):
+        import torch
+
+        return torch.float16 if self.fp16 else torch.bfloat16 if self.bf16 else torch.float32
+
+
+def resolve_runtime(cfg: TrainConfig) -> Runtime:
+    import torch
+
+    warnings: list[str] = []
+    want = cfg.device.strip().lower()
+    has_cuda = torch.cuda.is_available()
+    if want not in ("auto", "cpu") and not want.startswith("cuda"):
+        raise UserError(f"--device: unknown device {cfg.device!r}; use auto, cpu, cuda or cuda:N")
+    if want.startswith("cuda") and not has_cuda:
+        warnings.append(
+            f"--device {cfg.device}: no CUDA GPU on this machine; training on CPU instead (slower)"
+        )
+        want = "cpu"
+    if want.startswith("cuda:"):
+        index = want.split(":", 1)[1]
+        if not index.isdigit() or int(index) >= torch.cuda.device_count():
+            raise UserError(
+                f"--device: {cfg.device!r} does not exist; this machine has {torch.cuda.device_count()} GPU(s)"
+            )
+    device = "cpu" if want == "cpu" or (want == "auto" and not has_cuda) else want
+    if device in ("auto", "cuda"):
+        device = "cuda:0"
+    fp16, bf16 = cfg.fp16, cfg.bf16
+    if device == "cpu" and (fp16 or bf16):
+        flag = "--fp16" if fp16 else "--bf16"
+        warnings.append(f"{flag} True: half precision needs a GPU; training in fp32 on CPU instead")
+        fp16 = bf16 = False
+    return Runtime(device=device, fp16=fp16, bf16=bf16, warnings=warnings)
+
+
+def model_init_kwargs(rt: Runtime) -> dict[str, Any]:
+    """How every causal LM is loaded: safetensors only, no remote code."""
+    return {"dtype": rt.dtype, "use_safetensors": True, "trust_remote_code": False}
+
+
+def check_policy_dir(path: str, flag: str = "--model_path") -> Path:
+    from ark_trainer.rewards.reward_model import check_model_dir
+
+    p = check_model_dir(path, flag)
+    if not any((p / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        raise UserError(f"{flag}: {path!r} has no tokenizer files; save the tokenizer next to the model")
+    return p
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_policy(path: str | Path, rt: Runtime):
+    """(model, tokenizer) for generation, in eval mode on the run's device."""
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt)).to(rt.device)
+    model.eval()
+    return model, tok
+
+
+def is_conversational(tokenizer) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def model_prompt(messages: list[dict[str, str]], conversational: bool) -> Any:
+    """The prompt as TRL should see it: the chat list, or plain text for a model without a chat template."""
+    if conversational:
+        return messages
+    return "\n".join(m["content"] for m in messages) + "\n"
+
+
+def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
+    """The exact text the model is conditioned on (chat template with the generation prompt)."""
+    if is_conversational(tokenizer):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return model_prompt(messages, False)
+
+
+def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
+    """Settings shared by the SFT (RFT) and GRPO trainers."""
+    return {
+        "output_dir": str(out_dir),
+        "max_steps": steps,
+        "learning_rate": lr,
+        "per_device_train_batch_size": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "warmup_steps": cfg.warmup_ratio,  # transformers reads a value < 1 as a ratio of max_steps
+        "lr_scheduler_type": "linear",
+        "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps" if cfg.save_steps > 0 else "no",
+        "save_steps": cfg.save_steps or 500,
+        "save_total_limit": cfg.save_total_limit,
+        "seed": cfg.seed,
+        "report_to": "none",
+        "use_cpu": rt.use_cpu,
+        "fp16": rt.fp16,
+        "bf16": rt.bf16,
+        "dataloader_num_workers": 0,
+        "model_init_kwargs": model_init_kwargs(rt),
+        "disable_tqdm": False,
+    }
+
+
+def stage_callbacks(monitor, log_dir: Path, stage: str) -> list:
+    """Trainer callbacks of a stage: progress/metrics to the monitor, TensorBoard events to ``--log_dir``."""
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers.integrations import TensorBoardCallback
+
+    from ark_trainer.monitor import trainer_callback
+
+    writer = SummaryWriter(log_dir=str(log_dir / "tensorboard" / stage))
+    return [trainer_callback(monitor, stage), TensorBoardCallback(tb_writer=writer)]
+
+
+def save_final(trainer, tokenizer, dest: Path) -> None:
+    """Save the trained model (safetensors) and its tokenizer so AutoModelForCausalLM loads them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    trainer.save_model(str(dest))
+    tokenizer.save_pretrained(str(dest))
+    log.info("saved model to %s", dest)

@@ -1,0 +1,70 @@
+"""GRPO (group relative policy optimization) with TRL's GRPOTrainer.
+
+Starts from the RFT model (or the base model under ``--strategy GRPO``), samples ``--num_generations``
+completions per prompt, scores them with the same composite reward as RFT and evaluation, and trains for
+the remaining steps into ``OUT/grpo/``. TRL logs the health signals the report shows: reward mean/std,
+the share of groups with zero reward variance (``frac_reward_zero_std``), KL, entropy and clip ratios.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ark_trainer.config import TrainConfig
+from ark_trainer.monitor import Monitor
+from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.stages.common import (
+    Runtime,
+    load_tokenizer,
+    model_prompt,
+    save_final,
+    stage_callbacks,
+    trainer_kwargs,
+)
+from ark_trainer.stages.rft import reward_columns
+
+
+def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:
+    """Dataset rows for GRPOTrainer: the prompt plus every extra column (passed on to the rewards)."""
+    return [{"prompt": model_prompt(r["prompt"], conversational), **reward_columns(r)} for r in rows]
+
+
+def train_grpo(
+    cfg: TrainConfig,
+    rt: Runtime,
+    monitor: Monitor,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    out_dir: Path,
+    log_dir: Path,
+    final_dir: Path,
+) -> Path:
+    """Run GRPO for ``cfg.grpo_steps`` steps; returns the saved model folder."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = load_tokenizer(model_path)
+    funcs, weights = reward.trl_reward_funcs()
+    args = GRPOConfig(
+        **trainer_kwargs(cfg, rt, out_dir, cfg.grpo_steps, cfg.grpo_learning_rate),
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        loss_type=cfg.loss_type,
+        reward_weights=weights,
+    )
+    dataset = Dataset.from_list(grpo_rows(rows, bool(tok.chat_template)))
+    with monitor.stage("grpo", total=cfg.grpo_steps):
+        trainer = GRPOTrainer(
+            model=model_path,
+            reward_funcs=funcs,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tok,
+            callbacks=stage_callbacks(monitor, log_dir, "grpo"),
+        )
+        trainer.train()
+        save_final(trainer, tok, final_dir)
+    return final_dir

@@ -1,0 +1,223 @@
+"""End-to-end runs of `ark-trainer-inner train` on a tiny model and the demo's synthetic data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ark_trainer.cli import main
+from ark_trainer.fileio import read_jsonl
+
+TINY = {"hidden_size": 32, "num_layers": 2, "warmup_steps": 10, "n_warmup_rows": 64, "vocab_size": 600}
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict[str, Path]:
+    """Tiny demo data and a tiny base model, made once for this module."""
+    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.demo.model import build_base_model
+
+    root = tmp_path_factory.mktemp("assets")
+    train, eval_ = write_demo_data(root / "data", n_train=48, n_eval=12, seed=3)
+    model = build_base_model(root / "base_model", read_jsonl(train), seed=3, progress=False, **TINY)
+    return {"train": train, "eval": eval_, "model": model, "root": root}
+
+
+def _state_dict(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def _basic_template(a: dict, out: Path, logs: Path, steps: int = 6) -> list[str]:
+    return [
+        "train",
+        "--strategy",
+        "RFT+GRPO",
+        "--task_name",
+        "客服质检_agent_training",
+        "--model_path",
+        str(a["model"]),
+        "--data_path",
+        str(a["train"]),
+        "--output_dir",
+        str(out),
+        "--openclaw_env",
+        "True",
+        "--eval_auto",
+        "True",
+        "--max_train_steps",
+        str(steps),
+        "--batch_size",
+        "8",
+        "--log_dir",
+        str(logs),
+    ]
+
+
+FAST = [
+    "--num_generations",
+    "4",
+    "--rft_num_samples",
+    "2",
+    "--max_completion_length",
+    "24",
+    "--rft_learning_rate",
+    "1e-3",
+    "--grpo_learning_rate",
+    "1e-3",
+    "--logging_steps",
+    "1",
+    "--rft_min_reward",
+    "0.0",
+    "--heartbeat_interval",
+    "1",
+]
+
+
+def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no OpenClaw: a warning, never a crash
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    assert main(_basic_template(assets, out, logs) + FAST) == 0
+
+    for name in ("run.yaml", "plan.json", "heartbeat.json", "events.jsonl", "report.md", "report.html"):
+        assert (out / name).is_file(), name
+    for name in ("base", "rft", "grpo"):
+        result = json.loads((out / "eval" / f"{name}.json").read_text(encoding="utf-8"))
+        for key in (
+            "reward_mean",
+            "pass_rate",
+            "task_accuracy",
+            "compliance_rate",
+            "preference_alignment",
+            "n",
+        ):
+            assert key in result, (name, key)
+        assert result["n"] > 0
+    assert json.loads((out / "eval" / "base.json").read_text())["preference_alignment"] == 0.5
+
+    # the final model loads with its tokenizer, and RFT+GRPO changed every weight tensor
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    AutoModelForCausalLM.from_pretrained(out / "model")
+    AutoTokenizer.from_pretrained(out / "model")
+    base, final = _state_dict(assets["model"]), _state_dict(out / "model")
+    unchanged = [k for k in base if (base[k] - final[k]).abs().max() == 0]
+    assert not unchanged, unchanged
+
+    # RFT artefacts, the plan, the resolved config, logs
+    assert read_jsonl(out / "data" / "rft_scored.jsonl")
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["strategy"] == "RFT+GRPO" and plan["rft_steps"] == 2 and plan["grpo_steps"] == 4
+    run = yaml.safe_load((out / "run.yaml").read_text(encoding="utf-8"))
+    assert run["task_name"] == "客服质检_agent_training" and run["max_train_steps"] == 6
+    assert (logs / "train.log").is_file() and list((logs / "tensorboard").rglob("events.out.tfevents*"))
+    events = read_jsonl(out / "events.jsonl")
+    names = {e["event"] for e in events}
+    assert {"run_start", "stage_start", "stage_end", "metrics", "rft_selection", "eval", "run_end"} <= names
+    assert any(e["event"] == "warning" and "OpenClaw" in e["message"] for e in events)
+    grpo_metrics = [e for e in events if e["event"] == "metrics" and e["stage"] == "grpo"]
+    assert grpo_metrics and "rewards/qc_verdict/mean" in grpo_metrics[-1] and "kl" in grpo_metrics[-1]
+    assert json.loads((out / "heartbeat.json").read_text())["state"] == "finished"
+
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "RFT" in report and "GRPO" in report and "preference_alignment" in report
+    assert list((out / "plots").glob("*.png"))
+
+
+def test_advanced_template_runs_on_cpu_with_warnings(assets, tmp_path, capsys):
+    out = tmp_path / "adv"
+    args = [
+        "train",
+        "--strategy",
+        "RFT+GRPO",
+        "--task_name",
+        "智能客服_RFT_GRPO_v2",
+        "--model_path",
+        str(assets["model"]),
+        "--data_path",
+        str(assets["train"]),
+        "--output_dir",
+        str(out),
+        "--openclaw_env",
+        "True",
+        "--eval_auto",
+        "True",
+        "--eval_dataset",
+        str(assets["eval"].parent),
+        "--max_train_steps",
+        "6",
+        "--rft_steps",
+        "2",
+        "--grpo_learning_rate",
+        "5e-6",
+        "--batch_size",
+        "8",
+        "--gradient_accumulation_steps",
+        "2",
+        "--warmup_ratio",
+        "0.1",
+        "--save_steps",
+        "2",
+        "--log_dir",
+        str(tmp_path / "logs"),
+        "--device",
+        "cuda:0",
+        "--fp16",
+        "True",
+        "--auto_heartbeat",
+        "True",
+        "--num_generations",
+        "4",
+        "--rft_num_samples",
+        "2",
+        "--max_completion_length",
+        "16",
+        "--rft_min_reward",
+        "0.0",
+    ]
+    assert main(args) == 0
+    warnings = [e["message"] for e in read_jsonl(out / "events.jsonl") if e["event"] == "warning"]
+    assert any("--device cuda:0" in w for w in warnings) and any("--fp16" in w for w in warnings)
+    assert (out / "eval" / "grpo.json").is_file()
+    stats = json.loads((out / "data" / "stats.json").read_text())
+    assert stats["eval"]["n"] == 12 and "--eval_dataset" in stats["eval_source"]
+    assert sorted(p.name for p in (out / "grpo").glob("checkpoint-*")) == [
+        "checkpoint-2",
+        "checkpoint-4",
+    ]  # every 2 steps, 2 kept
+
+
+def test_only_grpo_skips_rft(assets, tmp_path):
+    out = tmp_path / "grpo_only"
+    args = _basic_template(assets, out, tmp_path / "logs", steps=3) + FAST
+    args[args.index("RFT+GRPO")] = "Only GRPO"
+    assert main(args) == 0
+    assert not (out / "eval" / "rft.json").exists() and not (out / "rft").exists()
+    assert json.loads((out / "plan.json").read_text())["grpo_steps"] == 3
+    assert (out / "model" / "model.safetensors").is_file()
+
+
+def test_status_and_report_commands(assets, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert (
+        main(_basic_template(assets, out, tmp_path / "logs", steps=3) + FAST + ["--eval_auto", "False"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("finished")
+    (out / "report.md").unlink()
+    assert main(["report", str(out)]) == 0
+    assert (out / "report.md").is_file()
+
+
+def test_existing_run_is_not_overwritten(assets, tmp_path, capsys):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "run.yaml").write_text("task_name: mine\n")
+    assert main(_basic_template(assets, out, tmp_path / "logs") + FAST) == 2
+    assert (out / "run.yaml").read_text() == "task_name: mine\n"
+    assert "--output_dir" in capsys.readouterr().err
