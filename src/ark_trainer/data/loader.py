@@ -25,7 +25,6 @@ RESERVED = {
     "completions",
     "completion_ids",
     "trainer_state",
-    "completion",
     "log_extra",
     "log_metric",
 }
@@ -96,6 +95,9 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
         candidates.append(prompt.pop()["content"])
         if not prompt:
             problems.add(line, "messages", "holds only an assistant turn; add the user turn before it")
+    if "completion" in raw:  # TRL's prompt-completion shape: the completion is one more candidate
+        text = _answer_text(raw["completion"], "completion", line, problems)
+        candidates += [text] if text is not None else []
     for name in ("candidates", "answers"):
         if name in raw:
             candidates += _string_list(raw[name], name, line, problems)
@@ -104,7 +106,7 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
         if name in raw and raw[name] is not None:
             row[name] = _answer_text(raw[name], name, line, problems)
     for name, value in raw.items():
-        if name in (*PROMPT_KEYS, "candidates", "answers", "chosen", "rejected"):
+        if name in (*PROMPT_KEYS, "completion", "candidates", "answers", "chosen", "rejected"):
             continue
         if name in RESERVED or name.startswith("_"):
             problems.add(line, name, "reserved column name (TRL uses it); rename the column")

@@ -26,6 +26,8 @@ def _bucket(row: dict[str, Any]) -> float:
 
 def split_rows(rows: list[dict], eval_ratio: float) -> tuple[list[dict], list[dict]]:
     """Split ``rows`` into (train, eval) by prompt hash; both sides non-empty when there are ≥ 2 prompts."""
+    if eval_ratio <= 0:
+        return list(rows), []
     train = [r for r in rows if _bucket(r) >= eval_ratio]
     held = [r for r in rows if _bucket(r) < eval_ratio]
     if not held and len({prompt_key(r) for r in rows}) > 1:

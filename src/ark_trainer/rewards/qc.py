@@ -47,6 +47,8 @@ _LABEL_ALIASES = {
     "正常": CLEAN,
 }
 
+_VERDICT_ONLY = {"违规", "violation", "non-compliant", "noncompliant"}
+
 # Compliance rules, applied to the agent's own suggested reply. Each is a pattern whose presence is a breach,
 # except the apology rule, whose *absence* is one.
 ABUSE_WORDS = ("滚", "蠢", "白痴", "笨蛋", "闭嘴", "有病", "神经病", "废物", "傻")
@@ -94,7 +96,8 @@ def parse_answer(text: str) -> QCAnswer:
     fields = {}
     for name, pattern in _LINE_RE.items():
         match = pattern.search(text)
-        fields[name] = match.group(1).strip() if match else None
+        value = match.group(1).strip() if match else None
+        fields[name] = value.rstrip("。.，,;；!！") if value and name != "reply" else value
     return QCAnswer(**fields)
 
 
@@ -140,11 +143,15 @@ def qc_verdict(prompts, completions, label=None, **_) -> list[float | None]:
     labels = label if label is not None else [None] * len(completions)
     scores: list[float | None] = []
     for completion, raw in zip(completions, labels, strict=True):
+        answer = parse_answer(completion_text(completion))
+        # A label that gives only the verdict ("违规") grades the verdict alone.
+        if isinstance(raw, str) and raw.strip().lower() in _VERDICT_ONLY:
+            scores.append(float(answer.verdict == VERDICT_BAD))
+            continue
         truth = normalize_label(raw)
         if truth is None:
             scores.append(None)
             continue
-        answer = parse_answer(completion_text(completion))
         want_verdict = VERDICT_OK if truth == CLEAN else VERDICT_BAD
         if answer.type == truth and answer.verdict == want_verdict:
             scores.append(1.0)

@@ -1,0 +1,340 @@
+"""Tests for ark_trainer.config: flags (exact reference spellings), YAML, validation, run.yaml round trip."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ark_trainer.cli import build_parser
+from ark_trainer.config import (
+    TrainConfig,
+    load_yaml_config,
+    normalize_strategy,
+    resolve_config,
+    to_yaml,
+)
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.composite import preset_path
+
+# The reference report's two templates, verbatim except for the paths.
+TEMPLATE_1 = (
+    "train --strategy RFT+GRPO --task_name 客服质检_agent_training "
+    "--model_path M --data_path D.jsonl --output_dir OUT --openclaw_env True --eval_auto True "
+    "--max_train_steps 10000 --batch_size 8 --log_dir LOGS"
+)
+TEMPLATE_2 = (
+    "train --strategy RFT+GRPO --task_name 智能客服_RFT_GRPO_v2 "
+    "--model_path M --data_path D.jsonl --output_dir OUT --openclaw_env True --eval_auto True "
+    "--eval_dataset E --max_train_steps 15000 --rft_steps 5000 --grpo_learning_rate 5e-6 "
+    "--batch_size 8 --gradient_accumulation_steps 2 --warmup_ratio 0.1 --save_steps 2000 "
+    "--log_dir LOGS --device cuda:0 --fp16 True --rm_model_path RM --auto_heartbeat True"
+)
+REQUIRED = ["--model_path", "M", "--data_path", "D.jsonl", "--output_dir", "OUT"]
+
+
+def parse(argv: list[str] | str) -> TrainConfig:
+    """What ``ark-trainer train ARGV`` resolves to, without running anything."""
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    args = build_parser().parse_args(argv)
+    return resolve_config({k: v for k, v in vars(args).items() if k != "command"})
+
+
+def train(*flags: str) -> TrainConfig:
+    return parse(["train", *REQUIRED, *flags])
+
+
+def messages_of(excinfo: pytest.ExceptionInfo[UserError]) -> str:
+    return "\n".join(excinfo.value.messages)
+
+
+# --- the reference templates ---
+
+
+def test_template_1_parses_with_exact_spellings():
+    cfg = parse(TEMPLATE_1)
+    assert cfg.strategy == "RFT+GRPO"
+    assert cfg.task_name == "客服质检_agent_training"
+    assert (cfg.model_path, cfg.data_path, cfg.output_dir, cfg.log_dir) == ("M", "D.jsonl", "OUT", "LOGS")
+    assert cfg.openclaw_env is True and cfg.eval_auto is True
+    assert cfg.max_train_steps == 10000 and cfg.batch_size == 8
+    assert cfg.rft_steps == 10000 // 3
+    assert cfg.grpo_steps == 10000 - 10000 // 3
+
+
+def test_template_2_parses_with_exact_spellings():
+    cfg = parse(TEMPLATE_2)
+    assert cfg.task_name == "智能客服_RFT_GRPO_v2"
+    assert cfg.eval_dataset == "E"
+    assert cfg.max_train_steps == 15000 and cfg.rft_steps == 5000 and cfg.grpo_steps == 10000
+    assert cfg.grpo_learning_rate == pytest.approx(5e-6)
+    assert cfg.batch_size == 8 and cfg.gradient_accumulation_steps == 2
+    assert cfg.warmup_ratio == pytest.approx(0.1)
+    assert cfg.save_steps == 2000
+    assert cfg.log_dir == "LOGS" and cfg.device == "cuda:0"
+    assert cfg.fp16 is True and cfg.bf16 is False
+    assert cfg.rm_model_path == "RM"
+    assert cfg.auto_heartbeat is True and cfg.openclaw_env is True and cfg.eval_auto is True
+
+
+def test_every_template_flag_is_a_config_field():
+    names = {f.name for f in fields(TrainConfig)}
+    for template in (TEMPLATE_1, TEMPLATE_2):
+        flags = {tok[2:] for tok in shlex.split(template) if tok.startswith("--")}
+        assert flags <= names, flags - names
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("True", True), ("False", False), ("true", True), ("false", False), ("1", True), ("0", False)],
+)
+def test_boolean_flags(text, expected):
+    cfg = train("--openclaw_env", text, "--eval_auto", text, "--auto_heartbeat", text, "--fp16", text)
+    assert (cfg.openclaw_env, cfg.eval_auto, cfg.auto_heartbeat, cfg.fp16) == (expected,) * 4
+
+
+def test_boolean_flag_without_value_means_true():
+    assert train("--fp16").fp16 is True
+
+
+def test_defaults_when_only_required_flags():
+    cfg = train()
+    assert cfg.strategy == "RFT+GRPO"
+    assert cfg.openclaw_env is False and cfg.eval_auto is True and cfg.fp16 is False
+    assert cfg.rft_steps == cfg.max_train_steps // 3
+
+
+# --- strategy ---
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [
+        ("RFT+GRPO", "RFT+GRPO"),
+        ("RFTGRPO", "RFT+GRPO"),
+        ("rft+grpo", "RFT+GRPO"),
+        ("rft_grpo", "RFT+GRPO"),
+        ("RFT-GRPO", "RFT+GRPO"),
+        ("GRPO", "GRPO"),
+        ("Only GRPO", "GRPO"),
+        ("only  grpo", "GRPO"),
+        ("ONLY_GRPO", "GRPO"),
+        ("auto", "auto"),
+        ("Auto", "auto"),
+    ],
+)
+def test_strategy_aliases(alias, canonical):
+    assert normalize_strategy(alias) == canonical
+    assert train("--strategy", alias).strategy == canonical
+
+
+def test_unknown_strategy_names_the_flag():
+    with pytest.raises(UserError) as exc:
+        train("--strategy", "PPO")
+    assert "--strategy" in messages_of(exc) and "PPO" in messages_of(exc)
+
+
+def test_only_grpo_has_no_rft_steps():
+    cfg = train("--strategy", "Only GRPO", "--max_train_steps", "90")
+    assert cfg.rft_steps == 0 and cfg.grpo_steps == 90
+
+
+@pytest.mark.parametrize(("steps", "rft"), [(9, 3), (10000, 3333), (15000, 5000), (2, 1), (1, 1)])
+def test_rft_steps_default_to_a_third(steps, rft):
+    cfg = train("--max_train_steps", str(steps))
+    assert cfg.rft_steps == rft
+    assert cfg.grpo_steps == steps - rft
+
+
+def test_explicit_rft_steps_win():
+    assert train("--max_train_steps", "100", "--rft_steps", "50").rft_steps == 50
+
+
+def test_scientific_notation_for_steps():
+    assert train("--max_train_steps", "1e4").max_train_steps == 10000
+
+
+# --- bad values: one UserError naming the flag ---
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [
+        (["--batch_size", "0"], "--batch_size"),
+        (["--batch_size", "-4"], "--batch_size"),
+        (["--fp16", "maybe"], "--fp16"),
+        (["--eval_auto", "yes please"], "--eval_auto"),
+        (["--max_train_steps", "abc"], "--max_train_steps"),
+        (["--max_train_steps", "1.5"], "--max_train_steps"),
+        (["--grpo_learning_rate", "fast"], "--grpo_learning_rate"),
+        (["--grpo_learning_rate", "0"], "--grpo_learning_rate"),
+        (["--warmup_ratio", "1.5"], "--warmup_ratio"),
+        (["--save_steps", "-1"], "--save_steps"),
+        (["--rft_steps", "200", "--max_train_steps", "100"], "--rft_steps"),
+        (["--num_generations", "3"], "--num_generations"),
+        (["--num_generations", "1"], "--num_generations"),
+        (
+            ["--batch_size", "6", "--gradient_accumulation_steps", "1", "--num_generations", "4"],
+            "--num_generations",
+        ),
+        (["--fp16", "True", "--bf16", "True"], "--fp16"),
+        (["--batch_size", "None"], "--batch_size"),
+        (["--strategy", "none"], "--strategy"),
+    ],
+)
+def test_bad_values_name_the_flag(flags, flag):
+    with pytest.raises(UserError) as exc:
+        train(*flags)
+    assert flag in messages_of(exc)
+    assert all("\n" not in m for m in exc.value.messages), "each problem is one line"
+
+
+def test_num_generations_divides_batch_times_accumulation():
+    cfg = train("--batch_size", "6", "--gradient_accumulation_steps", "2", "--num_generations", "4")
+    assert cfg.num_generations == 4
+    with pytest.raises(UserError) as exc:
+        train("--batch_size", "6", "--gradient_accumulation_steps", "1", "--num_generations", "4")
+    assert "6" in messages_of(exc)
+
+
+def test_missing_required_flags_all_reported():
+    args = build_parser().parse_args(["train"])
+    with pytest.raises(UserError) as exc:
+        resolve_config({k: v for k, v in vars(args).items() if k != "command"})
+    text = messages_of(exc)
+    assert "--model_path" in text and "--data_path" in text and "--output_dir" in text
+
+
+def test_several_problems_reported_at_once():
+    with pytest.raises(UserError) as exc:
+        train("--batch_size", "0", "--warmup_ratio", "2", "--save_steps", "-3")
+    text = messages_of(exc)
+    assert "--batch_size" in text and "--warmup_ratio" in text and "--save_steps" in text
+
+
+# --- --config YAML ---
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_yaml_gives_defaults_and_flags_override(tmp_path):
+    run = write(
+        tmp_path / "run.yaml",
+        "strategy: Only GRPO\nbatch_size: 4\nmax_train_steps: 30\nfp16: true\ntask_name: from_yaml\n"
+        "grpo_learning_rate: 5e-6\nnum_generations: 2\n",
+    )
+    cfg = parse(["train", "--config", run, *REQUIRED, "--batch_size", "8", "--task_name", "from_flag"])
+    assert cfg.batch_size == 8 and cfg.task_name == "from_flag"
+    assert cfg.max_train_steps == 30 and cfg.fp16 is True and cfg.strategy == "GRPO"
+    assert cfg.grpo_learning_rate == pytest.approx(5e-6)
+    assert cfg.config == run
+
+
+def test_yaml_can_hold_required_paths(tmp_path):
+    run = write(tmp_path / "run.yaml", "model_path: M\ndata_path: D.jsonl\noutput_dir: OUT\n")
+    cfg = parse(["train", "--config", run])
+    assert (cfg.model_path, cfg.data_path, cfg.output_dir) == ("M", "D.jsonl", "OUT")
+
+
+def test_yaml_unknown_key_names_file_and_key(tmp_path):
+    run = write(tmp_path / "run.yaml", "batch_size: 8\nbatch_sise: 4\n")
+    with pytest.raises(UserError) as exc:
+        parse(["train", "--config", run, *REQUIRED])
+    text = messages_of(exc)
+    assert run in text and "batch_sise" in text and "unknown key" in text
+
+
+def test_yaml_config_key_itself_is_unknown(tmp_path):
+    run = write(tmp_path / "run.yaml", "config: other.yaml\n")
+    with pytest.raises(UserError) as exc:
+        load_yaml_config(run)
+    assert "config" in messages_of(exc)
+
+
+def test_yaml_bad_value_names_file_and_key(tmp_path):
+    run = write(tmp_path / "run.yaml", "batch_size: many\n")
+    with pytest.raises(UserError) as exc:
+        load_yaml_config(run)
+    assert run in messages_of(exc) and "batch_size" in messages_of(exc)
+
+
+def test_yaml_null_for_a_required_number_is_an_error(tmp_path):
+    run = write(tmp_path / "run.yaml", "batch_size: null\n")
+    with pytest.raises(UserError) as exc:
+        parse(["train", "--config", run, *REQUIRED])
+    assert "batch_size" in messages_of(exc)
+
+
+def test_yaml_invalid_syntax_names_line(tmp_path):
+    run = write(tmp_path / "run.yaml", "batch_size: 8\nfp16: [true\n")
+    with pytest.raises(UserError) as exc:
+        load_yaml_config(run)
+    assert messages_of(exc).startswith(f"{run}:")
+
+
+def test_yaml_not_a_mapping(tmp_path):
+    run = write(tmp_path / "run.yaml", "- batch_size\n- 8\n")
+    with pytest.raises(UserError) as exc:
+        load_yaml_config(run)
+    assert run in messages_of(exc)
+
+
+def test_yaml_missing_file(tmp_path):
+    with pytest.raises(UserError) as exc:
+        parse(["train", "--config", str(tmp_path / "nope.yaml"), *REQUIRED])
+    assert "--config" in messages_of(exc)
+
+
+def test_to_yaml_round_trips(tmp_path):
+    cfg = parse(TEMPLATE_2)
+    text = to_yaml(cfg)
+    assert "config" not in yaml.safe_load(text)
+    run = write(tmp_path / "run.yaml", text)
+    again = parse(["train", "--config", run])
+    assert again.flag_items() == cfg.flag_items()
+    assert load_yaml_config(run) == cfg.flag_items()
+
+
+def test_to_yaml_round_trips_defaults_and_unicode(tmp_path):
+    cfg = train("--task_name", "客服质检", "--strategy", "auto", "--max_eval_samples", "7")
+    text = to_yaml(cfg)
+    assert "客服质检" in text
+    again = parse(["train", "--config", write(tmp_path / "run.yaml", text)])
+    assert again.flag_items() == cfg.flag_items()
+
+
+# --- shipped configs parse against the real TrainConfig (litgpt-style) ---
+
+SHIPPED_RUN_CONFIGS = ["demo"]
+
+
+@pytest.mark.parametrize("name", SHIPPED_RUN_CONFIGS)
+def test_shipped_run_config_parses(name):
+    path = preset_path(name)
+    assert path.is_file()
+    values = load_yaml_config(str(path))
+    assert values, "a shipped config sets something"
+    cfg = parse(["train", "--config", str(path), *REQUIRED])
+    for key, value in values.items():
+        if key == "strategy":
+            value = normalize_strategy(value)
+        assert getattr(cfg, key) == value, key
+
+
+def test_demo_preset_header_shows_the_command():
+    text = preset_path("demo").read_text(encoding="utf-8")
+    assert "ark-trainer-inner train --config" in text
+
+
+def test_parser_has_a_flag_for_every_field():
+    train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
+    options = {s for action in train_parser._actions for s in action.option_strings}
+    for f in fields(TrainConfig):
+        assert f"--{f.name}" in options
