@@ -111,6 +111,7 @@ def evaluate_model(
             batch_size=32,
             seed=seed,
             on_batch=on_batch,
+            desc=f"eval {name}",
         )
     ]
     del model

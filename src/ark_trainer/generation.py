@@ -22,9 +22,11 @@ def generate(
     batch_size: int = 16,
     seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
+    desc: str = "generating",
 ) -> list[list[str]]:
     """``num_samples`` completions per prompt; ``temperature`` 0 means greedy decoding."""
     import torch
+    from tqdm.auto import tqdm
 
     tokenizer.padding_side = "left"
     texts = [render_prompt(tokenizer, p) for p in prompts]
@@ -44,6 +46,7 @@ def generate(
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     out: list[list[str]] = []
+    bar = tqdm(total=len(texts), desc=desc, unit="prompt", leave=False)
     try:
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(
@@ -54,8 +57,10 @@ def generate(
             new = ids[:, batch["input_ids"].shape[1] :]
             decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
             out += [decoded[i : i + num_samples] for i in range(0, len(decoded), num_samples)]
+            bar.update(len(decoded) // num_samples)
             if on_batch:
                 on_batch(len(out))
     finally:
+        bar.close()
         torch.random.set_rng_state(generator_state)
     return out

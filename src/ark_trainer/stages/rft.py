@@ -159,6 +159,7 @@ def sample_and_select(
             batch_size=max(1, 64 // cfg.rft_num_samples),
             seed=cfg.seed,
             on_batch=monitor.progress,
+            desc="RFT sampling",
         )
         del model
         answers = [
