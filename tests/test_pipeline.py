@@ -221,3 +221,14 @@ def test_existing_run_is_not_overwritten(assets, tmp_path, capsys):
     assert main(_basic_template(assets, out, tmp_path / "logs") + FAST) == 2
     assert (out / "run.yaml").read_text() == "task_name: mine\n"
     assert "--output_dir" in capsys.readouterr().err
+
+
+def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
+    from ark_trainer.monitor import Monitor
+    from ark_trainer.stages.grpo import warn_if_no_signal
+
+    monitor = Monitor(tmp_path, heartbeat=False)
+    warn_if_no_signal(monitor, [{"frac_reward_zero_std": 0.5}])
+    assert not (tmp_path / "events.jsonl").exists()
+    warn_if_no_signal(monitor, [{"frac_reward_zero_std": 1.0}, {"frac_reward_zero_std": 0.9}])
+    assert "no learning signal" in read_jsonl(tmp_path / "events.jsonl")[0]["message"]

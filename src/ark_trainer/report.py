@@ -22,6 +22,7 @@ from typing import Any
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
+from ark_trainer.stages.grpo import ZERO_STD_LIMIT
 
 MODELS = (("base", "base"), ("rft", "RFT"), ("grpo", "GRPO"))
 RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
@@ -34,7 +35,7 @@ HEALTH_FIELDS = (
     "clip_ratio/region_mean",
     "completions/mean_length",
 )
-ZERO_STD_LIMIT = 0.9
+
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 2000
 

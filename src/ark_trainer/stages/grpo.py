@@ -67,4 +67,18 @@ def train_grpo(
         )
         trainer.train()
         save_final(trainer, tok, final_dir)
+    warn_if_no_signal(monitor, trainer.state.log_history)
     return final_dir
+
+
+ZERO_STD_LIMIT = 0.9
+
+
+def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
+    """GRPO learns nothing from a group whose completions all get the same reward: say so when most do."""
+    shares = [h["frac_reward_zero_std"] for h in history if "frac_reward_zero_std" in h]
+    if shares and sum(shares) / len(shares) >= ZERO_STD_LIMIT:
+        monitor.warn(
+            f"GRPO had almost no learning signal: on average {sum(shares) / len(shares):.0%} of groups had "
+            "zero reward variance; raise --num_generations or --temperature, or use a finer-grained reward"
+        )
