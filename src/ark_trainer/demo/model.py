@@ -5,8 +5,8 @@ Three steps, all on CPU in about a minute:
 1. a byte-level BPE tokenizer (~1.5k tokens) trained on the demo's own text, with
    Qwen2's ChatML special tokens and chat template;
 2. a small randomly initialised ``Qwen2ForCausalLM`` (hidden 64, 2 layers, ~0.2M parameters by default:
-   on 2 CPU cores a thinner model sees more warm-up rows per second, and it is the sequence-mixing it
-   learns from them, not its width, that makes it read the dialogue at all);
+   in the same minute on 2 CPU cores it sees more warm-up rows than hidden 128 / 4 layers, and measured, it
+   learned more from them);
 3. a short TRL ``SFTTrainer`` warm-up on QC rows drawn with a *different* seed than the train/eval data, whose
    targets are deliberately imperfect: a lenient inspector that calls most violations 无 (compliant) and
    suggests a flawed reply half of the time.
@@ -30,9 +30,13 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ark_trainer.demo.data import flawed_reply, generate_rows, gold_answer
 from ark_trainer.rewards.qc import CLEAN, format_answer, parse_answer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
 
 PAD_TOKEN, IM_START, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (PAD_TOKEN, IM_START, EOS_TOKEN)
@@ -56,13 +60,17 @@ LENIENT_SHARE = 0.6  # share of warm-up violation rows whose target says 无 (a 
 FLAWED_REPLY_SHARE = 0.5  # share of warm-up targets whose suggested reply is flawed
 WARMUP_BATCH_SIZE = 64
 WARMUP_LEARNING_RATE = 1e-2  # high, as tiny from-scratch models tolerate; measured best of 3e-3 .. 2e-2
+# Weight init std. With Qwen2's 0.02 a model this thin starts with near-uniform attention and the short warm-up
+# often ends before attention learns to find the cue in the dialogue; 0.08 made every seed tried (0-3) read it.
+INIT_STD = 0.08
 MODEL_CARD = "ARK_DEMO_MODEL.md"
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500):
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on ``texts``, with ChatML special tokens and chat template.
 
-    Returns a ``transformers.PreTrainedTokenizerFast``; ``<|endoftext|>`` pads, ``<|im_end|>`` ends a turn."""
+    ``<|endoftext|>`` pads and ``<|im_end|>`` ends a turn (the eos). Text outside the training corpus still
+    round-trips, as bytes."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -120,7 +128,7 @@ def warmup_rows(n: int, seed: int, exclude: Iterable[str] = ()) -> list[dict]:
     ]
 
 
-def _qwen2_config(tokenizer, hidden_size: int, num_layers: int):
+def _qwen2_config(tokenizer, hidden_size: int, num_layers: int) -> Qwen2Config:
     from transformers import Qwen2Config
 
     heads = max(1, hidden_size // 32)
@@ -133,6 +141,7 @@ def _qwen2_config(tokenizer, hidden_size: int, num_layers: int):
         num_key_value_heads=max(1, heads // 2),
         max_position_embeddings=512,
         tie_word_embeddings=True,
+        initializer_range=INIT_STD,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         bos_token_id=None,
         eos_token_id=tokenizer.convert_tokens_to_ids(EOS_TOKEN),
@@ -214,7 +223,7 @@ def build_base_model(
         "warmup_steps": warmup_steps,
         "n_warmup_rows": len(warmup),
         "n_parameters": sum(p.numel() for p in model.parameters()),
-        "final_loss": next((e["loss"] for e in reversed(history) if "loss" in e), None),
+        "final_loss": next((round(e["loss"], 4) for e in reversed(history) if "loss" in e), None),
         "build_seconds": round(time.monotonic() - started, 1),
     }
     (out_dir / MODEL_CARD).write_text(_model_card(model.config, len(tokenizer), facts), encoding="utf-8")
@@ -226,7 +235,8 @@ def _model_card(config, vocab: int, facts: dict) -> str:
     arch = (
         f"hidden {config.hidden_size}, {config.num_hidden_layers} layers, {config.num_attention_heads} heads "
         f"({config.num_key_value_heads} KV), intermediate {config.intermediate_size}, tied embeddings, "
-        f"max positions {config.max_position_embeddings}; {facts['n_parameters']:,} parameters"
+        f"max positions {config.max_position_embeddings}, init std {config.initializer_range}; "
+        f"{facts['n_parameters']:,} parameters"
     )
     warmup = (
         f"{facts['warmup_steps']} steps of TRL `SFTTrainer` (batch {WARMUP_BATCH_SIZE}, lr {WARMUP_LEARNING_RATE}, "

@@ -57,7 +57,9 @@ DEFLECTION_PATTERNS = ("不归我管", "不关我", "自己去", "找别人", "�
 APOLOGY_PATTERNS = ("抱歉", "对不起", "不好意思", "致歉", "歉意")
 SERVICE_PATTERNS = ("为您", "帮您", "尽快", "马上", "处理", "跟进", "核实", "解决")
 # 11-digit mainland mobile numbers, 18-character resident ID numbers, e-mail addresses, bank-card-like runs.
-PII_RE = re.compile(r"1[3-9]\d{9}|\d{17}[\dXx]|[\w.+-]+@[\w-]+\.[\w.]+|\d{16,19}")
+PII_RE = re.compile(
+    r"(?<!\d)1[3-9]\d{9}(?!\d)|(?<!\d)\d{17}[\dXx](?!\d)|[\w.+-]+@[\w-]+\.[\w.]+|(?<!\d)\d{16,19}(?!\d)"
+)
 
 _LINE_RE = {
     "verdict": re.compile(r"结论[:：]\s*(\S+)"),

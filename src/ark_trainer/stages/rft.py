@@ -33,6 +33,7 @@ log = logging.getLogger("ark_trainer")
 
 NON_COLUMNS = ("prompt", "candidates", "chosen", "rejected", "_line")
 SCORE_CHUNK = 64  # prompts scored per reward call
+GEN_SEQUENCES = 128  # sequences per generate call while sampling (prompts × samples)
 
 
 def reward_columns(row: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def sample_and_select(
             num_samples=cfg.rft_num_samples,
             temperature=cfg.rft_temperature,
             max_new_tokens=cfg.max_completion_length,
-            batch_size=max(1, 64 // cfg.rft_num_samples),
+            batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
             seed=cfg.seed,
             on_batch=monitor.progress,
             desc="RFT sampling",

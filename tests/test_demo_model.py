@@ -1,0 +1,100 @@
+"""Tests for the demo's tiny base model (ark_trainer.demo.model): tokenizer, warm-up data, build and reload.
+
+Run: PYTHONPATH=src python -m pytest tests/test_demo_model.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ark_trainer.demo import data, model
+from ark_trainer.rewards import qc
+
+
+@pytest.fixture(autouse=True)
+def _offline_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home" / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return data.generate_rows(40, seed=0, split="train", with_candidates=True)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(rows):
+    texts = [r["question"] for r in rows] + [data.gold_answer(r) for r in rows]
+    return model.train_tokenizer(texts, vocab_size=600)
+
+
+def test_tokenizer_round_trips_chinese(tokenizer, rows):
+    for text in [rows[0]["question"], data.gold_answer(rows[1]), "没见过的字：龘靐 and ASCII 123"]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text
+    question = rows[0]["question"]
+    assert len(tokenizer(question)["input_ids"]) < len(question)  # Chinese phrases merge
+
+
+def test_tokenizer_special_tokens(tokenizer):
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    for token in model.SPECIAL_TOKENS:
+        assert tokenizer.tokenize(token) == [token]
+
+
+def test_chat_template_matches_chatml(tokenizer):
+    prompt = model.chat_prompt("你好")
+    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n"
+    full = tokenizer.apply_chat_template([*prompt, {"role": "assistant", "content": "好的"}], tokenize=False)
+    assert full == text + "好的<|im_end|>\n"
+    prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=True)[
+        "input_ids"
+    ]
+    full_ids = tokenizer.apply_chat_template(
+        [*prompt, {"role": "assistant", "content": "好的"}], return_dict=True
+    )["input_ids"]
+    assert full_ids[: len(prompt_ids)] == prompt_ids  # TRL's completion mask relies on this
+
+
+def test_warmup_rows_are_deliberately_flawed(rows):
+    warm = model.warmup_rows(300, seed=0, exclude=[r["question"] for r in rows])
+    assert not {w["prompt"][0]["content"] for w in warm} & {r["question"] for r in rows}
+    answers = [w["completion"][0]["content"] for w in warm]
+    assert all(qc.parse_answer(a).well_formed for a in answers)
+    share_clean = sum(qc.parse_answer(a).type == qc.CLEAN for a in answers) / len(answers)
+    expected = data.TYPE_WEIGHTS[qc.CLEAN] + (1 - data.TYPE_WEIGHTS[qc.CLEAN]) * model.LENIENT_SHARE
+    assert share_clean == pytest.approx(expected, abs=0.08)
+    flawed = sum(qc.qc_compliance(None, answers)[i] < 1.0 for i in range(len(answers))) / len(answers)
+    assert flawed == pytest.approx(model.FLAWED_REPLY_SHARE, abs=0.08)
+
+
+def test_build_base_model_saves_a_loadable_model(tmp_path, rows):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = model.build_base_model(
+        tmp_path / "base",
+        rows,
+        hidden_size=32,
+        num_layers=1,
+        warmup_steps=5,
+        n_warmup_rows=24,
+        vocab_size=400,
+        progress=False,
+    )
+    assert (out / "model.safetensors").is_file()
+    card = (out / model.MODEL_CARD).read_text(encoding="utf-8")
+    assert "not a real model" in card and "5 steps" in card
+    tok = AutoTokenizer.from_pretrained(out)
+    lm = AutoModelForCausalLM.from_pretrained(out)
+    assert type(lm).__name__ == "Qwen2ForCausalLM"
+    assert lm.generation_config.eos_token_id == tok.convert_tokens_to_ids("<|im_end|>")
+    assert lm.generation_config.pad_token_id == tok.convert_tokens_to_ids("<|endoftext|>")
+    prompt = tok.apply_chat_template(model.chat_prompt(rows[0]["question"]), add_generation_prompt=True)
+    ids = torch.tensor([prompt["input_ids"]])
+    generated = lm.generate(ids, max_new_tokens=5, do_sample=False)
+    assert generated.shape[1] > ids.shape[1]
