@@ -647,3 +647,12 @@ def test_qc_verdict_with_verdict_only_label_and_trailing_punctuation():
     good, bad = "结论：违规。\n类型：辱骂。\n回复：抱歉", "结论：合规\n类型：无\n回复：抱歉"
     assert qc_verdict(None, [good, bad], label=["违规", "violation"]) == [1.0, 0.0]
     assert qc_verdict(None, [good], label=["辱骂"]) == [1.0]
+
+
+def test_a_causal_lm_is_refused_as_reward_model(tmp_path):
+    from ark_trainer.rewards.reward_model import check_reward_model_dir
+
+    (tmp_path / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(UserError, match="not a sequence-classification reward model"):
+        check_reward_model_dir(str(tmp_path))

@@ -83,9 +83,9 @@ def build_reward(cfg: TrainConfig, rows: list[dict]) -> CompositeReward:
     """The composite reward: ``--reward_config`` or the preset that fits the data, plus the reward model."""
     extra = []
     if cfg.rm_model_path:
-        from ark_trainer.rewards.reward_model import check_model_dir
+        from ark_trainer.rewards.reward_model import check_reward_model_dir
 
-        check_model_dir(cfg.rm_model_path, "--rm_model_path")
+        check_reward_model_dir(cfg.rm_model_path)
         extra.append(Component("reward_model", _LazyRewardModel(cfg), cfg.rm_weight))
     spec = cfg.reward_config or preset_path(default_preset(rows))
     return CompositeReward.from_spec(spec, extra)

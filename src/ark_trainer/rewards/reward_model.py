@@ -7,6 +7,7 @@ two-logit model uses ``logit[1] - logit[0]`` the same way.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,21 @@ def check_model_dir(path: str, flag: str) -> Path:
     return p
 
 
+def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
+    """A model folder whose architecture is a sequence classifier (a causal LM would get a random head)."""
+    p = check_model_dir(path, flag)
+    try:
+        archs = json.loads((p / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError):
+        raise UserError(f"{flag}: {path!r}: config.json is not valid JSON") from None
+    if archs and not any("SequenceClassification" in a for a in archs):
+        raise UserError(
+            f"{flag}: {path!r} is a {archs[0]}, not a sequence-classification reward model; "
+            "give a checkpoint saved from AutoModelForSequenceClassification (num_labels=1)"
+        )
+    return p
+
+
 class RewardModelScorer:
     """Scores (prompt, completion) pairs with a sequence-classification model; TRL reward contract."""
 
@@ -40,7 +56,7 @@ class RewardModelScorer:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        check_model_dir(path, "--rm_model_path")
+        check_reward_model_dir(path)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
