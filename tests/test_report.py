@@ -203,3 +203,13 @@ def test_broken_files_do_not_crash(tmp_path: Path) -> None:
 def test_not_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory .no run.yaml.; pass the --output_dir"):
         build_report(tmp_path)
+
+
+def test_health_says_why_kl_is_missing_when_beta_is_zero(tmp_path):
+    from ark_trainer.report import build_report
+
+    (tmp_path / "run.yaml").write_text("beta: 0.0\n", encoding="utf-8")
+    event = {"ts": 1.0, "time": "t", "event": "metrics", "stage": "grpo", "step": 1, "reward": 0.5}
+    (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
+    md, _ = build_report(tmp_path)
+    assert "KL not measured" in md.read_text(encoding="utf-8")

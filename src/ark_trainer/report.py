@@ -326,6 +326,8 @@ def _health(run: Run) -> list[Block]:
     last_step = f", last step {int(max(steps))}" if steps else ""
     blocks: list[Block] = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
     blocks.append(Table(["metric", "last", "mean"], rows))
+    if not any("kl" in log for log in logs) and _num(run.config.get("beta")) == 0:
+        blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
     warning = _zero_std_warning(run)
     return [*blocks, Para(warning, alert=True)] if warning else blocks
 
