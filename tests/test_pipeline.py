@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -32,50 +33,29 @@ def _state_dict(path: Path) -> dict:
     return load_file(str(path / "model.safetensors"))
 
 
+# The reference templates, verbatim but for paths and step counts.
+BASIC = (
+    "train --strategy RFT+GRPO --task_name 客服质检_agent_training --model_path {model} --data_path {train} "
+    "--output_dir {out} --openclaw_env True --eval_auto True --max_train_steps {steps} --batch_size 8 "
+    "--log_dir {logs}"
+)
+ADVANCED = (
+    "train --strategy RFT+GRPO --task_name 智能客服_RFT_GRPO_v2 --model_path {model} --data_path {train} "
+    "--output_dir {out} --openclaw_env True --eval_auto True --eval_dataset {eval_dir} --max_train_steps 6 "
+    "--rft_steps 2 --grpo_learning_rate 5e-6 --batch_size 8 --gradient_accumulation_steps 2 --warmup_ratio 0.1 "
+    "--save_steps 2 --log_dir {logs} --device cuda:0 --fp16 True --auto_heartbeat True"
+)
+
+
 def _basic_template(a: dict, out: Path, logs: Path, steps: int = 6) -> list[str]:
-    return [
-        "train",
-        "--strategy",
-        "RFT+GRPO",
-        "--task_name",
-        "客服质检_agent_training",
-        "--model_path",
-        str(a["model"]),
-        "--data_path",
-        str(a["train"]),
-        "--output_dir",
-        str(out),
-        "--openclaw_env",
-        "True",
-        "--eval_auto",
-        "True",
-        "--max_train_steps",
-        str(steps),
-        "--batch_size",
-        "8",
-        "--log_dir",
-        str(logs),
-    ]
+    return shlex.split(BASIC.format(model=a["model"], train=a["train"], out=out, steps=steps, logs=logs))
 
 
-FAST = [
-    "--num_generations",
-    "4",
-    "--rft_num_samples",
-    "2",
-    "--max_completion_length",
-    "24",
-    "--rft_learning_rate",
-    "1e-3",
-    "--grpo_learning_rate",
-    "1e-3",
-    "--logging_steps",
-    "1",
-    "--rft_min_reward",
-    "0.0",
-    "--heartbeat_interval",
-    "1",
-]
+# Small enough for a 2-layer, hidden-32 model to run the whole pipeline in seconds.
+FAST = shlex.split(
+    "--num_generations 4 --rft_num_samples 2 --max_completion_length 24 --rft_learning_rate 1e-3 "
+    "--grpo_learning_rate 1e-3 --logging_steps 1 --rft_min_reward 0.0 --heartbeat_interval 1"
+)
 
 
 def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
@@ -130,46 +110,16 @@ def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
 
 def test_advanced_template_runs_on_cpu_with_warnings(assets, tmp_path, capsys):
     out = tmp_path / "adv"
-    args = [
-        "train",
-        "--strategy",
-        "RFT+GRPO",
-        "--task_name",
-        "智能客服_RFT_GRPO_v2",
-        "--model_path",
-        str(assets["model"]),
-        "--data_path",
-        str(assets["train"]),
-        "--output_dir",
-        str(out),
-        "--openclaw_env",
-        "True",
-        "--eval_auto",
-        "True",
-        "--eval_dataset",
-        str(assets["eval"].parent),
-        "--max_train_steps",
-        "6",
-        "--rft_steps",
-        "2",
-        "--grpo_learning_rate",
-        "5e-6",
-        "--batch_size",
-        "8",
-        "--gradient_accumulation_steps",
-        "2",
-        "--warmup_ratio",
-        "0.1",
-        "--save_steps",
-        "2",
-        "--log_dir",
-        str(tmp_path / "logs"),
-        "--device",
-        "cuda:0",
-        "--fp16",
-        "True",
-        "--auto_heartbeat",
-        "True",
+    args = shlex.split(
+        ADVANCED.format(
+            model=assets["model"],
+            train=assets["train"],
+            out=out,
+            eval_dir=assets["eval"].parent,
+            logs=tmp_path / "logs",
+        )
+    )
+    args += [
         "--num_generations",
         "4",
         "--rft_num_samples",
