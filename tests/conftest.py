@@ -15,3 +15,30 @@ def isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("OPENCLAW_CONFIG_PATH", raising=False)
     return root
+
+
+def save_tiny_qwen(path, model_class: str = "Qwen2ForCausalLM", texts=(), **config):
+    """Save a tiny random Qwen2 model (hidden 16, 1 layer) and a tokenizer trained on ``texts`` to ``path``."""
+    import transformers
+    from transformers import Qwen2Config
+
+    from ark_trainer.demo.model import train_tokenizer
+
+    tok = train_tokenizer(
+        ["结论：违规 类型：辱骂 回复：抱歉", "hello world 你好", *texts] * 4, vocab_size=300
+    )
+    settings = {
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 256,
+        **config,
+    }
+    cfg = Qwen2Config(
+        vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **settings
+    )
+    getattr(transformers, model_class)(cfg).save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path

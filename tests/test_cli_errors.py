@@ -15,32 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import save_tiny_qwen
+
 PROBLEM_RE = re.compile(r"^error: (?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     """A tiny but real Qwen2ForCausalLM + tokenizer folder (safetensors), enough to pass --model_path checks."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from ark_trainer.demo.model import train_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_model")
-    tok = train_tokenizer(["结论：违规 类型：辱骂 回复：抱歉", "hello world 你好"] * 4, vocab_size=300)
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=128,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    Qwen2ForCausalLM(config).save_pretrained(path, safe_serialization=True)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_qwen(tmp_path_factory.mktemp("tiny_model"))
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -35,6 +35,7 @@ from ark_trainer.rewards.registry import (
     register_reward,
     register_reward_factory,
 )
+from conftest import save_tiny_qwen
 
 GOOD_REPLY = "非常抱歉给您带来不便，我们会尽快为您处理。"
 
@@ -578,28 +579,7 @@ def test_default_preset(rows, preset):
 
 def make_reward_model(path: Path, num_labels: int = 1) -> Path:
     """A tiny random Qwen2 sequence classifier and tokenizer, saved as safetensors."""
-    from transformers import Qwen2Config, Qwen2ForSequenceClassification
-
-    from ark_trainer.demo.model import train_tokenizer
-
-    tok = train_tokenizer(
-        ["结论：违规 类型：辱骂 回复：抱歉", "hello world 你好", GOOD_REPLY] * 4, vocab_size=300
-    )
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-        num_labels=num_labels,
-        pad_token_id=tok.pad_token_id,
-    )
-    model = Qwen2ForSequenceClassification(config)
-    model.save_pretrained(path, safe_serialization=True)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_qwen(path, "Qwen2ForSequenceClassification", texts=[GOOD_REPLY], num_labels=num_labels)
 
 
 @pytest.mark.parametrize("num_labels", [1, 2])
