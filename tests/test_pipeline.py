@@ -182,3 +182,13 @@ def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
     assert not (tmp_path / "events.jsonl").exists()
     warn_if_no_signal(monitor, [{"frac_reward_zero_std": 1.0}, {"frac_reward_zero_std": 0.9}])
     assert "no learning signal" in read_jsonl(tmp_path / "events.jsonl")[0]["message"]
+
+
+def test_a_missing_gpu_index_is_refused_before_anything_is_written(assets, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    out = tmp_path / "never"
+    assert main(_basic_template(assets, out, tmp_path / "logs") + ["--device", "cuda:7"]) == 2
+    assert not out.exists()

@@ -20,6 +20,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.monitor import Monitor, setup_logging
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
+from ark_trainer.stages.common import Runtime
 
 log = logging.getLogger("ark_trainer")
 
@@ -43,23 +44,25 @@ class Prepared:
     eval_source: str
     reward: CompositeReward
     plan: dict
+    rt: Runtime
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.stages.common import check_policy_dir
+    from ark_trainer.stages.common import check_policy_dir, resolve_runtime
 
     out = Path(cfg.output_dir)
     if (out / "run.yaml").exists() and not cfg.overwrite_output_dir:
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder or pass --overwrite_output_dir True"
         )
+    rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
     check_policy_dir(cfg.model_path)
     rows = load_jsonl(cfg.data_path, "--data_path")
     eval_rows: list[dict] = []
     if cfg.eval_dataset:
         eval_rows = load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset")
-    reward = build_reward(cfg, rows)
+    reward = build_reward(cfg, rows, rt.device)
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
         source = f"--eval_dataset {cfg.eval_dataset}"
@@ -76,17 +79,17 @@ def prepare(cfg: TrainConfig) -> Prepared:
         eval_rows = eval_rows[: cfg.max_eval_samples]
     plan = make_plan(cfg)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan)
+    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt)
 
 
-def build_reward(cfg: TrainConfig, rows: list[dict]) -> CompositeReward:
+def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeReward:
     """The composite reward: ``--reward_config`` or the preset that fits the data, plus the reward model."""
     extra = []
     if cfg.rm_model_path:
         from ark_trainer.rewards.reward_model import check_reward_model_dir
 
         check_reward_model_dir(cfg.rm_model_path)
-        extra.append(Component("reward_model", _LazyRewardModel(cfg), cfg.rm_weight))
+        extra.append(Component("reward_model", _LazyRewardModel(cfg.rm_model_path, device), cfg.rm_weight))
     spec = cfg.reward_config or preset_path(default_preset(rows))
     return CompositeReward.from_spec(spec, extra)
 
@@ -96,15 +99,14 @@ class _LazyRewardModel:
 
     __name__ = "reward_model"
 
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg, self.scorer = cfg, None
+    def __init__(self, path: str, device: str) -> None:
+        self.path, self.device, self.scorer = path, device, None
 
     def __call__(self, prompts, completions, **columns):
         if self.scorer is None:
             from ark_trainer.rewards.reward_model import RewardModelScorer
-            from ark_trainer.stages.common import resolve_runtime
 
-            self.scorer = RewardModelScorer(self.cfg.rm_model_path, device=resolve_runtime(self.cfg).device)
+            self.scorer = RewardModelScorer(self.path, device=self.device)
         return self.scorer(prompts, completions, **columns)
 
 
@@ -167,10 +169,7 @@ def run_train(cfg: TrainConfig) -> Path:
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
-    from ark_trainer.stages.common import resolve_runtime
-
-    cfg = p.cfg
-    rt = resolve_runtime(cfg)
+    cfg, rt = p.cfg, p.rt
     for message in rt.warnings:
         monitor.warn(message)
     if cfg.openclaw_env:

@@ -15,6 +15,7 @@ from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.stages.common import (
     Runtime,
+    is_conversational,
     load_tokenizer,
     model_prompt,
     save_final,
@@ -55,7 +56,7 @@ def train_grpo(
         loss_type=cfg.loss_type,
         reward_weights=weights,
     )
-    dataset = Dataset.from_list(grpo_rows(rows, bool(tok.chat_template)))
+    dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
         trainer = GRPOTrainer(
             model=model_path,

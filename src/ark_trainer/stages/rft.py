@@ -21,6 +21,7 @@ from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.stages.common import (
     Runtime,
+    is_conversational,
     load_policy,
     load_tokenizer,
     model_prompt,
@@ -148,7 +149,7 @@ def sample_and_select(
 ) -> Selection:
     """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl."""
     model, tok = load_policy(model_path, rt)
-    conversational = bool(tok.chat_template)
+    conversational = is_conversational(tok)
     with monitor.stage("rft_sampling", total=len(rows)):
         samples = generate(
             model,
