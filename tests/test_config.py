@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.cli import build_parser
+from ark_trainer.cli import build_parser, train_flags
 from ark_trainer.config import (
     TrainConfig,
     load_yaml_config,
@@ -41,7 +41,7 @@ def parse(argv: list[str] | str) -> TrainConfig:
     if isinstance(argv, str):
         argv = shlex.split(argv)
     args = build_parser().parse_args(argv)
-    return resolve_config({k: v for k, v in vars(args).items() if k != "command"})
+    return resolve_config(train_flags(args))
 
 
 def train(*flags: str) -> TrainConfig:
@@ -204,7 +204,7 @@ def test_num_generations_divides_batch_times_accumulation():
 def test_missing_required_flags_all_reported():
     args = build_parser().parse_args(["train"])
     with pytest.raises(UserError) as exc:
-        resolve_config({k: v for k, v in vars(args).items() if k != "command"})
+        resolve_config(train_flags(args))
     text = messages_of(exc)
     assert "--model_path" in text and "--data_path" in text and "--output_dir" in text
 

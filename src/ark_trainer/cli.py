@@ -89,14 +89,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="show a run's heartbeat: running, stale, dead or finished")
     status.add_argument("run_dir", help="the --output_dir of a run")
+
+    for name, func in COMMANDS.items():
+        sub.choices[name].set_defaults(func=func)
+    from ark_trainer.commands import register_all
+
+    register_all(sub)  # plan, run, rm, score, doctor, deploy, ...: one module each in ark_trainer/commands
     return parser
+
+
+def train_flags(args: argparse.Namespace) -> dict:
+    """The config flags a user gave on a ``train`` command line (argparse's own keys dropped)."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "func")}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from ark_trainer.config import resolve_config
 
-    flags = {k: v for k, v in vars(args).items() if k != "command"}
-    cfg = resolve_config(flags)
+    cfg = resolve_config(train_flags(args))
     from ark_trainer.pipeline import run_train
 
     out = run_train(cfg)
@@ -154,6 +164,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": _cmd_train, "demo": _cmd_demo, "report": _cmd_report, "status": _cmd_status}
+"""The core commands; the others live in ``ark_trainer.commands``."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return COMMANDS[args.command](args)
+        return args.func(args)
     except UserError as exc:
         for message in exc.messages:
             print(f"error: {message}", file=sys.stderr)
