@@ -35,7 +35,7 @@ Then the reference templates run as they are, on the demo's data and model or on
     --output_dir runs/qc --openclaw_env True --eval_auto True \\
     --max_train_steps 60 --batch_size 8 --log_dir runs/qc-logs
 
-  ark-trainer status runs/qc                    # heartbeat: stage, step, ETA, stale or not
+  ark-trainer status runs/qc                    # heartbeat: running, stalled, dead or finished
   ark-trainer report runs/qc                    # rebuild report.md / report.html from the run folder
 """
 
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="rebuild OUT/report.md and report.html from a run folder")
     report.add_argument("run_dir", help="the --output_dir of a run")
 
-    status = sub.add_parser("status", help="show a run's heartbeat: running, stale, dead or finished")
+    status = sub.add_parser("status", help="show a run's heartbeat: running, stalled, dead or finished")
     status.add_argument("run_dir", help="the --output_dir of a run")
 
     for name, func in COMMANDS.items():
@@ -153,10 +153,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
         f"{state}: stage {beat.get('stage')}, step {step}/{total}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
     )
-    if state == "stale":
-        print(
-            f"warning: no heartbeat for more than {3 * float(beat.get('interval', 5)):.0f}s; the run may be hung"
-        )
+    if state == "stalled":
+        print("warning: the run made no progress (watchdog) or its heartbeat stopped; see the log's stacks")
+    elif state == "dead":
+        print("warning: the process is gone without finishing; continue it with train --resume True")
     metrics = beat.get("metrics") or {}
     if metrics:
         print("last metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:8]))

@@ -108,6 +108,15 @@ class TrainConfig:
     max_eval_samples: int | None = _opt(None, "cap on eval prompts (default: all)")
     heartbeat_interval: float = _opt(5.0, "seconds between heartbeat writes")
     overwrite_output_dir: bool = _opt(False, "allow a run into an output_dir that holds a previous run")
+    # --- long runs: resume, watchdog, supervisor, guards (see README "Long runs") ---
+    resume: bool = _opt(
+        False, "continue the run in --output_dir from its newest complete checkpoint", cli_only=True
+    )
+    auto_resume: int = _opt(0, "restart a failed run from its last checkpoint up to N times", cli_only=True)
+    stall_timeout: float = _opt(0.0, "exit non-zero after this many seconds without progress (0 = off)")
+    reward_timeout: float = _opt(60.0, "seconds a reward call may take before its samples are skipped")
+    min_free_disk_gb: float = _opt(1.0, "refuse to start or save a checkpoint with less free disk (GB)")
+    trust_remote_code: bool = _opt(False, "run the model folder's own Python code (off: never)")
 
     def flag_items(self) -> dict[str, Any]:
         """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
@@ -195,9 +204,17 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
         if name != "config":
             values[name] = coerce(name, raw, f"--{name}")
     values["config"] = flags.get("config")
+    if values.get("resume") and not flags.get("config"):
+        values = {**_previous_run(values.get("output_dir")), **values}
     cfg = TrainConfig(**values)
     validate(cfg)
     return cfg
+
+
+def _previous_run(output_dir: str | None) -> dict[str, Any]:
+    """``--resume`` needs no other flag: the run's own ``run.yaml`` gives the rest."""
+    path = Path(output_dir or "") / "run.yaml"
+    return load_yaml_config(str(path)) if output_dir and path.is_file() else {}
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -230,6 +247,9 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("grpo_learning_rate", "rft_learning_rate", "temperature", "rft_temperature"):
         if getattr(cfg, name) <= 0:
             problems.append(f"--{name}: must be > 0")
+    for name in ("auto_resume", "stall_timeout", "reward_timeout", "min_free_disk_gb"):
+        if getattr(cfg, name) < 0:
+            problems.append(f"--{name}: must be ≥ 0")
     if cfg.save_steps < 0:
         problems.append("--save_steps: must be ≥ 0")
     if cfg.fp16 and cfg.bf16:

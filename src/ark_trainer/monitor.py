@@ -47,6 +47,7 @@ class Monitor:
             "metrics": {},
         }
         self._stage_started = time.time()
+        self.last_progress = time.time()  # read by the stall watchdog
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True) if heartbeat else None
 
@@ -84,6 +85,7 @@ class Monitor:
         return _Stage(self, name, total)
 
     def progress(self, step: int, total: int | None = None, **metrics: Any) -> None:
+        self.last_progress = time.time()
         with self._lock:
             self._state["step"] = step
             if total is not None:
@@ -123,6 +125,7 @@ class _Stage:
         with m._lock:
             m._state.update(stage=self.name, step=0, total=self.total)
             m._stage_started = self.t0
+        m.last_progress = self.t0
         m.event("stage_start", stage=self.name, total=self.total)
         log.info("stage %s: start", self.name)
         return self
@@ -168,20 +171,24 @@ def setup_logging(log_dir: Path) -> None:
 
 
 def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The run's state from its heartbeat: finished / failed / running / stale (no recent beat) / unknown."""
+    """The run's state from its heartbeat: finished / failed / running / stalled / dead / unknown.
+
+    ``stalled``: the watchdog ended it (no progress for ``--stall_timeout``), or its pid lives but the
+    heartbeat stopped (the whole process is stuck); ``dead``: the pid is gone without a final state.
+    """
     path = Path(out_dir) / "heartbeat.json"
     if not path.is_file():
         return "unknown", {}
     beat = read_json(path)
     state = beat.get("state", "unknown")
-    if state in ("finished", "failed"):
+    if state in ("finished", "failed", "stalled"):
         return state, beat
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
     alive = _pid_alive(int(beat.get("pid", 0)))
     if not alive:
         return "dead", beat
-    return ("stale" if age > limit else "running"), beat
+    return ("stalled" if age > limit else "running"), beat
 
 
 def _pid_alive(pid: int) -> bool:

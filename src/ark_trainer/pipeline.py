@@ -19,6 +19,7 @@ from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.monitor import Monitor, setup_logging
+from ark_trainer.resume import Progress, reselect
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
 from ark_trainer.stages.common import Runtime
 
@@ -49,13 +50,15 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
+    from ark_trainer.resume import DiskFullError, check_disk, check_resume
     from ark_trainer.stages.common import check_policy_dir, resolve_runtime
 
     out = Path(cfg.output_dir)
-    if (out / "run.yaml").exists() and not cfg.overwrite_output_dir:
-        raise UserError(
-            f"--output_dir: {out} already holds a run (run.yaml); pick a new folder or pass --overwrite_output_dir True"
-        )
+    check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
+    try:
+        check_disk(out, cfg.min_free_disk_gb, "--output_dir")
+    except DiskFullError as exc:
+        raise UserError(str(exc)) from None
     rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
     check_policy_dir(cfg.model_path)
     rows = load_jsonl(cfg.data_path, "--data_path")
@@ -91,7 +94,11 @@ def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeRe
         check_reward_model_dir(cfg.rm_model_path)
         extra.append(Component("reward_model", _LazyRewardModel(cfg.rm_model_path, device), cfg.rm_weight))
     spec = cfg.reward_config or preset_path(default_preset(rows))
-    return CompositeReward.from_spec(spec, extra)
+    from ark_trainer.guards import guard_reward
+
+    reward = CompositeReward.from_spec(spec, extra)
+    guard_reward(reward, cfg.reward_timeout)  # a reward raising/hanging on one sample skips that sample
+    return reward
 
 
 class _LazyRewardModel:
@@ -152,17 +159,28 @@ def write_run_files(p: Prepared) -> None:
 
 def run_train(cfg: TrainConfig) -> Path:
     """Run the whole pipeline; returns the run directory."""
+    if cfg.auto_resume > 0:
+        from ark_trainer.supervisor import supervise
+
+        return supervise(cfg)
     p = prepare(cfg)
     write_run_files(p)
     setup_logging(p.log_dir)
     monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
-    monitor.start(task_name=cfg.task_name, strategy=cfg.strategy)
+    monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
+    from ark_trainer.guards import attach_monitor
+    from ark_trainer.watchdog import Watchdog
+
+    attach_monitor(p.reward, monitor)
+    watchdog = Watchdog(monitor, cfg.stall_timeout).start()
     try:
         _run_stages(p, monitor)
     except BaseException as exc:
-        monitor.event("error", message=f"{type(exc).__name__}: {exc}")
+        watchdog.stop()
+        monitor.event("error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__)
         monitor.finish("failed")
         raise
+    watchdog.stop()
     monitor.finish("finished")
     _build_report(p.out)
     return p.out
@@ -191,6 +209,10 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.strategy == "RFT+GRPO" and cfg.rft_steps > 0:
         current = _rft(p, rt, monitor, current, final_dir=p.out / ("rft/final" if grpo_steps else "model"))
         evaluator.run("rft", current)
+    if grpo_steps > 0 and cfg.resume and Progress(p.out).model_done("grpo", p.out / "model"):
+        current = str(p.out / "model")
+        grpo_steps = 0
+        log.info("resume: GRPO already done")
     if grpo_steps > 0:
         from ark_trainer.stages.grpo import train_grpo
 
@@ -204,9 +226,19 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
 
 
 def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:
+    from ark_trainer.stages.common import is_conversational, load_tokenizer
     from ark_trainer.stages.rft import sample_and_select, train_rft
 
-    sel = sample_and_select(p.cfg, rt, monitor, model_path, p.train, p.reward, p.out / "data")
+    done = Progress(p.out) if p.cfg.resume else None
+    if done and done.model_done("rft", final_dir):
+        log.info("resume: RFT already done (%s)", final_dir)
+        return str(final_dir)
+    if done and (scored := done.rft_selection()) is not None:
+        conversational = is_conversational(load_tokenizer(model_path))
+        sel = reselect(scored, p.cfg.rft_min_reward, conversational)
+        log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
+    else:
+        sel = sample_and_select(p.cfg, rt, monitor, model_path, p.train, p.reward, p.out / "data")
     gc.collect()
     if not sel.sft_rows:
         monitor.warn(
@@ -232,6 +264,11 @@ class _Evaluator:
         from ark_trainer.evaluate import evaluate_model
 
         cfg = self.p.cfg
+        if cfg.resume and (done := Progress(self.p.out).eval_result(name)) is not None:
+            log.info("resume: eval %s already done", name)
+            if self.base_totals is None:
+                self.base_totals = [a["reward"] for a in done["answers"]]
+            return
         with self.monitor.stage(f"eval_{name}", total=len(self.p.eval)):
             result = evaluate_model(
                 model_path,

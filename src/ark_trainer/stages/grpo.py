@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.monitor import Monitor
+from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.stages.common import (
     Runtime,
@@ -66,7 +67,7 @@ def train_grpo(
             processing_class=tok,
             callbacks=stage_callbacks(monitor, log_dir, "grpo"),
         )
-        trainer.train()
+        run_trainer(trainer, cfg, monitor, "grpo", out_dir)  # resume, crash-safe saves, guards
         save_final(trainer, tok, final_dir)
     warn_if_no_signal(monitor, trainer.state.log_history)
     return final_dir

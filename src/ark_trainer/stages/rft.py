@@ -18,6 +18,7 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import generate
 from ark_trainer.monitor import Monitor
+from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.stages.common import (
     Runtime,
@@ -205,6 +206,6 @@ def train_rft(
             processing_class=tok,
             callbacks=stage_callbacks(monitor, log_dir, "rft"),
         )
-        trainer.train()
+        run_trainer(trainer, cfg, monitor, "rft", out_dir)  # resume, crash-safe saves, guards
         save_final(trainer, tok, final_dir)
     return final_dir

@@ -1,0 +1,87 @@
+"""Fault injection for tests: one environment variable makes a training step fail in a chosen way.
+
+``ARK_FAULT="KIND:STEP"`` (several separated by commas), read when a stage's trainer starts:
+
+- ``raise_at_step:3``   — step 3 raises ``RuntimeError`` (a crash)
+- ``hang_at_step:3``    — step 3 never ends (for the watchdog)
+- ``oom_at_step:3``     — step 3 raises ``torch.OutOfMemoryError`` (for the supervisor)
+- ``nan_at_step:3``     — step 3's gradients become NaN (for the NaN guard)
+- ``kill_after_step:3`` — the process SIGKILLs itself at the end of step 3, before its checkpoint
+- ``kill_in_save:4``    — SIGKILL while checkpoint-4 is being written (files there, marker not yet)
+- ``disk_full_at_step:4`` — the free-disk check before checkpoint-4 sees 0 bytes free
+
+``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (``rft`` or ``grpo``). Nothing here runs unless
+the variable is set; ``--auto_resume`` clears it for the restarted runs so a fault fires once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+ENV, STAGE_ENV = "ARK_FAULT", "ARK_FAULT_STAGE"
+KINDS = (
+    "raise_at_step",
+    "hang_at_step",
+    "oom_at_step",
+    "nan_at_step",
+    "kill_after_step",
+    "kill_in_save",
+    "disk_full_at_step",
+)
+
+
+def active(stage: str) -> dict[str, int]:
+    """The faults set for ``stage``: ``{kind: step}``."""
+    spec = os.environ.get(ENV, "").strip()
+    only = os.environ.get(STAGE_ENV, "").strip()
+    if not spec or (only and only != stage):
+        return {}
+    faults = {}
+    for item in spec.split(","):
+        kind, _, step = item.strip().partition(":")
+        if kind not in KINDS or not step.strip().isdigit():
+            raise ValueError(f"{ENV}: unknown fault {item!r}; use one of {', '.join(KINDS)} as KIND:STEP")
+        faults[kind] = int(step)
+    return faults
+
+
+def fires(stage: str, kind: str, step: int) -> bool:
+    return active(stage).get(kind) == step
+
+
+def kill_now() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fault_callback(stage: str):
+    """A TrainerCallback that injects the faults of ``ARK_FAULT`` into a stage (None when there are none)."""
+    faults = active(stage)
+    if not faults:
+        return None
+    from transformers import TrainerCallback
+
+    class _FaultCallback(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            if faults.get("nan_at_step") == state.global_step + 1 and model is not None:
+                for param in model.parameters():
+                    if param.grad is not None:
+                        param.grad.fill_(float("nan"))
+                        break
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step = state.global_step
+            if faults.get("kill_after_step") == step:
+                kill_now()
+            if faults.get("raise_at_step") == step:
+                raise RuntimeError(f"fault injection: step {step} raised")
+            if faults.get("oom_at_step") == step:
+                import torch
+
+                raise torch.OutOfMemoryError(f"fault injection: CUDA out of memory at step {step}")
+            if faults.get("hang_at_step") == step:
+                while True:
+                    time.sleep(1)
+
+    return _FaultCallback()

@@ -1,0 +1,181 @@
+"""Guards against silent failure during training.
+
+- **non-finite loss or gradients**: checked before every optimizer step (gradients) and at every log
+  (loss, grad_norm). The run stops with :class:`TrainingDiverged` before the optimizer applies the bad
+  step, so neither the weights nor any checkpoint ever hold NaN; the last complete checkpoint stays.
+- **no learning signal** (GRPO): when the share of groups whose completions all got the same reward
+  (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
+- **rewards that raise or hang**: :func:`guard_reward` wraps each reward component of a
+  :class:`CompositeReward` from the outside. A call that raises is retried one sample at a time; a call
+  that takes longer than ``--reward_timeout`` seconds is abandoned (its thread is left behind: Python
+  cannot kill a thread) and retried one sample at a time, each with the same timeout. Samples that still
+  fail score ``None`` (not applicable: left out of the weighted mean; a sample no reward scores gets 0 in
+  GRPO, where TRL sums rewards with ``nansum``) and are counted in ``reward_skipped`` events.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from typing import Any
+
+log = logging.getLogger("ark_trainer")
+
+ZERO_STD_LIMIT, ZERO_STD_STEPS = 0.9, 10
+
+
+class TrainingDiverged(RuntimeError):
+    """Loss or gradients became NaN/inf; restarting would only repeat it."""
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def guard_callbacks(monitor, stage: str) -> list:
+    from transformers import TrainerCallback
+
+    class _NonFiniteGuard(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            import torch
+
+            if model is None:
+                return
+            for name, param in model.named_parameters():
+                if param.grad is not None and not torch.isfinite(param.grad).all():
+                    self._stop(state.global_step + 1, f"gradient of {name}")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            for key in ("loss", "grad_norm"):
+                if key in (logs or {}) and not _finite(logs[key]):
+                    self._stop(state.global_step, f"{key} = {logs[key]}")
+
+        def _stop(self, step: int, what: str) -> None:
+            message = (
+                f"{stage} step {step}: {what} is NaN/inf; stopped before the step was applied and before any "
+                "checkpoint of it. Lower the learning rate, check the data, or use fp32/bf16 instead of fp16"
+            )
+            monitor.event("diverged", stage=stage, step=step, message=message)
+            raise TrainingDiverged(message)
+
+    class _NoSignalGuard(TrainerCallback):
+        def __init__(self) -> None:
+            self.streak, self.last_step, self.warned = 0, 0, False
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            share = (logs or {}).get("frac_reward_zero_std")
+            if share is None:
+                return
+            steps, self.last_step = state.global_step - self.last_step, state.global_step
+            self.streak = self.streak + max(steps, 1) if share >= ZERO_STD_LIMIT else 0
+            if self.streak >= ZERO_STD_STEPS and not self.warned:
+                self.warned = True
+                monitor.warn(
+                    f"GRPO no learning signal: for {self.streak} steps up to step {state.global_step}, "
+                    f"≥ {ZERO_STD_LIMIT:.0%} of groups had zero reward variance; raise --num_generations or "
+                    "--temperature, or use a finer-grained reward"
+                )
+
+    return [_NonFiniteGuard()] + ([_NoSignalGuard()] if stage == "grpo" else [])
+
+
+# --- rewards ---
+class _TimedOut(Exception):
+    pass
+
+
+def _call_with_timeout(fn, timeout: float, *args: Any, **kwargs: Any):
+    if timeout <= 0:
+        return fn(*args, **kwargs)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="ark-reward")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise _TimedOut(f"no answer after {timeout:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class GuardedReward:
+    """One reward component whose failures on single samples are skipped, counted and reported."""
+
+    def __init__(self, name: str, fn, timeout: float, stats: dict) -> None:
+        self.name, self.fn, self.timeout, self.stats = name, fn, timeout, stats
+        self.__name__ = getattr(fn, "__name__", name)
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list:
+        try:
+            return list(
+                _call_with_timeout(self.fn, self.timeout, prompts=prompts, completions=completions, **columns)
+            )
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is retried per sample
+            first = exc
+        scores, skipped = [], []
+        for i in range(len(completions)):
+            one = {
+                k: [v[i]] if isinstance(v, list) and len(v) == len(completions) else v
+                for k, v in columns.items()
+            }
+            try:
+                scores.append(
+                    list(
+                        _call_with_timeout(
+                            self.fn, self.timeout, prompts=[prompts[i]], completions=[completions[i]], **one
+                        )
+                    )[0]
+                )
+            except Exception as exc:  # noqa: BLE001
+                scores.append(None)
+                skipped.append((i, exc))
+        if skipped:
+            self._report(skipped, len(completions), first)
+        return scores
+
+    def _report(self, skipped: list, n: int, first: Exception) -> None:
+        reason = "timeout" if isinstance(skipped[0][1], _TimedOut) else "error"
+        err = f"{type(skipped[0][1]).__name__}: {skipped[0][1]}"
+        with _LOCK:
+            self.stats[self.name] = self.stats.get(self.name, 0) + len(skipped)
+            total = self.stats[self.name]
+        message = (
+            f"reward {self.name!r}: {len(skipped)} of {n} samples skipped ({reason}: {err}); {total} so far"
+        )
+        log.warning(message)
+        monitor = self.stats.get("_monitor")
+        if monitor is not None:
+            monitor.event(
+                "reward_skipped", reward=self.name, n=len(skipped), reason=reason, error=err, total=total
+            )
+
+
+_LOCK = threading.Lock()
+
+
+def guard_reward(reward, timeout: float) -> dict:
+    """Wrap every component of ``reward`` (a CompositeReward) in place; returns the shared skip counters."""
+    stats: dict = getattr(reward, "guard_stats", None) or {}
+    for comp in reward.components:
+        if not isinstance(comp.fn, GuardedReward):
+            comp.fn = GuardedReward(comp.name, comp.fn, timeout, stats)
+    reward.guard_stats = stats
+    return stats
+
+
+def attach_monitor(reward, monitor) -> None:
+    """Send ``reward_skipped`` events of a guarded reward to the run's monitor."""
+    stats = getattr(reward, "guard_stats", None)
+    if stats is not None:
+        stats["_monitor"] = monitor

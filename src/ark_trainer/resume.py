@@ -1,0 +1,253 @@
+"""Crash-safe checkpoints and exact resume, on top of the Trainer's own checkpointing.
+
+The transformers Trainer (5.24) already saves everything exact resume needs in ``checkpoint-N/``
+(weights, optimizer, scheduler, RNG states, ``trainer_state.json`` with the step and data position) and
+``trainer.train(resume_from_checkpoint=...)`` restores all of it. What it lacks, added here:
+
+- **completeness**: it writes straight into ``checkpoint-N/`` (no temp folder, no marker), and its
+  ``get_last_checkpoint`` picks the highest step even when a kill left that folder half-written. Every
+  checkpoint gets ``ark_complete.json`` written last (after an fsync of every file in it); resume takes
+  the newest checkpoint that has one.
+- **rotation by completeness**: the Trainer's own rotation counts half-written folders and sorts by
+  mtime; we turn it off and keep the newest ``--save_total_limit`` complete checkpoints ourselves, after
+  the new one is marked, and delete half-written ones older than it.
+- **free disk**: checked before the run starts and before each save (``--min_free_disk_gb``).
+
+Pipeline-level resume (which stages are already done) reads ``OUT/events.jsonl``: see :class:`Progress`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ark_trainer import faults
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json, read_jsonl, write_json
+
+log = logging.getLogger("ark_trainer")
+
+MARKER = "ark_complete.json"
+_CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class DiskFullError(RuntimeError):
+    """Less free disk than ``--min_free_disk_gb``: saving now could leave nothing usable."""
+
+
+# --- checkpoints ---
+def checkpoints(folder: Path) -> list[tuple[int, Path, bool]]:
+    """``(step, path, complete)`` of every ``checkpoint-N`` in ``folder``, oldest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = []
+    for p in folder.iterdir():
+        m = _CKPT.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p, (p / MARKER).is_file()))
+    return sorted(found)
+
+
+def latest_complete(folder: Path) -> Path | None:
+    complete = [p for _, p, ok in checkpoints(folder) if ok]
+    return complete[-1] if complete else None
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in folder.rglob("*"):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def mark_complete(folder: Path, step: int) -> None:
+    _fsync_tree(folder)
+    write_json(folder / MARKER, {"step": step, "files": sorted(p.name for p in folder.iterdir())})
+
+
+def rotate(folder: Path, keep: int) -> list[Path]:
+    """Keep the newest ``keep`` complete checkpoints; drop older ones and half-written ones below the newest."""
+    found = checkpoints(folder)
+    complete = [(s, p) for s, p, ok in found if ok]
+    if not complete:
+        return []
+    newest = complete[-1][0]
+    doomed = [p for s, p, ok in found if not ok and s < newest]
+    if keep > 0:
+        doomed += [p for _, p in complete[:-keep]]
+    for p in doomed:
+        shutil.rmtree(p, ignore_errors=True)
+    return doomed
+
+
+# --- disk ---
+def free_gb(path: Path) -> float:
+    path = Path(path)
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free / 1e9
+
+
+def check_disk(path: Path, min_gb: float, what: str, stage: str = "", step: int = -1) -> None:
+    free = 0.0 if faults.fires(stage, "disk_full_at_step", step) else free_gb(path)
+    if min_gb > 0 and free < min_gb:
+        raise DiskFullError(
+            f"{what}: only {free:.2f} GB free on {path} (< --min_free_disk_gb {min_gb:g}); free some disk, "
+            "lower --save_total_limit or point --output_dir elsewhere, then rerun with --resume True"
+        )
+
+
+# --- the trainer ---
+def harden(trainer, stage: str, min_free_gb: float) -> None:
+    """Make ``trainer``'s checkpoints crash-safe: disk check, marker written last, rotation by completeness."""
+    keep = trainer.args.save_total_limit or 0
+    trainer.args.save_total_limit = (
+        None  # our rotation replaces the Trainer's (which counts half-written ones)
+    )
+    original = trainer._save_checkpoint
+    run_dir = Path(trainer.args.output_dir)
+
+    def _save_checkpoint(model, trial, *args: Any, **kwargs: Any):
+        step = trainer.state.global_step
+        check_disk(run_dir, min_free_gb, f"checkpoint-{step}", stage, step)
+        result = original(model, trial, *args, **kwargs)
+        folder = run_dir / f"checkpoint-{step}"
+        if faults.fires(stage, "kill_in_save", step):
+            faults.kill_now()
+        if folder.is_dir():
+            mark_complete(folder, step)
+            rotate(run_dir, keep)
+        return result
+
+    trainer._save_checkpoint = _save_checkpoint
+
+
+def run_trainer(trainer, cfg, monitor, stage: str, out_dir: Path) -> None:
+    """``trainer.train()``, resumed from the newest complete checkpoint under ``--resume``, with the guards."""
+    from ark_trainer.guards import guard_callbacks
+
+    harden(trainer, stage, cfg.min_free_disk_gb)
+    fault = faults.fault_callback(stage)
+    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage):
+        trainer.add_callback(cb)
+    ckpt = latest_complete(out_dir) if cfg.resume else None
+    if ckpt is not None:
+        step = read_json(ckpt / MARKER)["step"]
+        monitor.event("resume", stage=stage, checkpoint=str(ckpt), step=step)
+        log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+
+
+# --- pipeline level ---
+# Flags that may differ between a run and its resume (resources, not what is trained).
+MAY_CHANGE = {
+    "batch_size",
+    "gradient_accumulation_steps",
+    "stall_timeout",
+    "reward_timeout",
+    "min_free_disk_gb",
+    "heartbeat_interval",
+    "auto_heartbeat",
+    "log_dir",
+    "overwrite_output_dir",
+    "device",
+    "fp16",
+    "bf16",
+}
+
+
+def check_resume(cfg, out: Path) -> None:
+    """Decide whether this run continues the one in ``out``; sets ``cfg.resume``, or raises UserError."""
+    from ark_trainer.config import load_yaml_config
+
+    run_yaml = out / "run.yaml"
+    if not run_yaml.is_file():
+        if cfg.resume:
+            raise UserError(f"--resume: {out} holds no run (run.yaml) to resume; drop --resume to start one")
+        return
+    if cfg.overwrite_output_dir and not cfg.resume:
+        return
+    before = load_yaml_config(str(run_yaml))
+    now = cfg.flag_items()
+    changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
+    if changed and cfg.strategy == "auto":  # the plan resolved "auto" when the run was written
+        changed = [k for k in changed if k not in ("strategy", "rft_steps")]
+    if not cfg.resume and (changed or not Progress(out).anything_done()):
+        raise UserError(
+            f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
+            "--overwrite_output_dir True, or --resume True to continue it"
+        )
+    if changed:
+        raise UserError(
+            *(f"--resume: --{k}: {now.get(k)!r} differs from {before[k]!r} in {run_yaml}" for k in changed)
+        )
+    if not cfg.resume:
+        log.info("%s holds this same run with saved progress: resuming it", out)
+    cfg.resume = True
+
+
+class Progress:
+    """What an earlier attempt of this run finished, read from ``OUT/events.jsonl`` and the files."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        path = self.out / "events.jsonl"
+        try:
+            self.events = read_jsonl(path) if path.is_file() else []
+        except ValueError:  # a kill mid-line leaves a torn last line; the complete ones still count
+            lines = path.read_text(encoding="utf-8").splitlines()
+            self.events = [e for e in map(_loads, lines) if e]
+
+    def stage_ok(self, stage: str) -> bool:
+        return any(
+            e.get("event") == "stage_end" and e.get("stage") == stage and e.get("status") == "ok"
+            for e in self.events
+        )
+
+    def has(self, event: str) -> bool:
+        return any(e.get("event") == event for e in self.events)
+
+    def anything_done(self) -> bool:
+        if any(latest_complete(self.out / s) for s in ("rft", "grpo")):
+            return True
+        return any(e.get("event") == "stage_end" and e.get("status") == "ok" for e in self.events)
+
+    def eval_result(self, name: str) -> dict | None:
+        path = self.out / "eval" / f"{name}.json"
+        return read_json(path) if self.stage_ok(f"eval_{name}") and path.is_file() else None
+
+    def model_done(self, stage: str, folder: Path) -> bool:
+        return self.stage_ok(stage) and (folder / "model.safetensors").is_file()
+
+    def rft_selection(self) -> list[dict] | None:
+        """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
+        path = self.out / "data" / "rft_scored.jsonl"
+        return read_jsonl(path) if self.has("rft_selection") and path.is_file() else None
+
+
+def _loads(line: str) -> dict | None:
+    import json
+
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def reselect(scored: list[dict], threshold: float, conversational: bool):
+    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`stages.rft.select` made it."""
+    from ark_trainer.stages.rft import select
+
+    extra = ("answers", "best", "worst")
+    rows = [{k: v for k, v in r.items() if k not in extra} for r in scored]
+    answers = [[(a["text"], a["source"]) for a in r["answers"]] for r in scored]
+    scores = [[{"total": a["reward"], "scores": a["scores"]} for a in r["answers"]] for r in scored]
+    return select(rows, answers, scores, threshold, conversational)

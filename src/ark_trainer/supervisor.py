@@ -1,0 +1,123 @@
+"""``--auto_resume N``: run the pipeline in a child process and restart it from its last checkpoint.
+
+The ``train`` command with ``--auto_resume N`` does not train itself: it runs the same command in a child
+(``python -m ark_trainer train ... --auto_resume 0``) and, when the child fails, starts it again with
+``--resume True`` up to N times. A child that ran out of memory (its last ``error`` event in
+``OUT/events.jsonl`` is ``OutOfMemoryError`` or ``MemoryError``) is restarted with half the micro-batch and
+twice the gradient accumulation, so the effective batch (and the data order) stays the same. Every
+restart and change is a ``restart`` event in ``OUT/events.jsonl``, shown in the report's Restarts block.
+
+Not restarted: bad input (exit 2: it would fail the same way), a diverged run (NaN/inf: same), and a
+child killed by the user (Ctrl-C, exit 130). ``ARK_FAULT`` (fault injection) reaches the first child only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+from ark_trainer.monitor import Monitor
+
+log = logging.getLogger("ark_trainer")
+
+OOM_ERRORS = ("OutOfMemoryError", "MemoryError")
+NO_RETRY_ERRORS = ("TrainingDiverged",)
+NO_RETRY_CODES = (2, 130)
+
+
+def child_argv(cfg, resume: bool) -> list[str]:
+    """The child's ``train`` command line: every setting of ``cfg`` spelled out, no supervisor."""
+    argv = [sys.executable, "-m", "ark_trainer", "train"]
+    for key, value in cfg.flag_items().items():
+        if value is not None:
+            argv += [f"--{key}", str(value)]
+    argv += ["--auto_resume", "0"]
+    if resume:
+        argv += ["--resume", "True", "--overwrite_output_dir", "False"]
+    return argv
+
+
+def last_error(out: Path, since: int) -> dict | None:
+    """The last ``error`` event written after line ``since`` of ``OUT/events.jsonl``."""
+    path = out / "events.jsonl"
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines()[since:]
+    try:
+        events = read_jsonl_lines(lines)
+    except ValueError:
+        return None
+    errors = [e for e in events if e.get("event") == "error"]
+    return errors[-1] if errors else None
+
+
+def read_jsonl_lines(lines: list[str]) -> list[dict]:
+    import json
+
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _n_lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines()) if path.is_file() else 0
+
+
+def supervise(cfg) -> Path:
+    """Run ``cfg`` in child processes until it finishes or ``cfg.auto_resume`` restarts are used up."""
+    out = Path(cfg.output_dir)
+    env = dict(os.environ)
+    resume = cfg.resume
+    for attempt in range(cfg.auto_resume + 1):
+        start_line = _n_lines(out / "events.jsonl")
+        t0 = time.time()
+        code = subprocess.call(child_argv(cfg, resume), env=env)
+        if code == 0:
+            return out
+        if code in NO_RETRY_CODES:
+            raise SystemExit(code)  # bad input or Ctrl-C: the child said why; a restart would not help
+        error = last_error(out, start_line) or {}
+        kind = error.get("kind") or str(error.get("message", "")).split(":", 1)[0]
+        if kind in NO_RETRY_ERRORS:
+            raise SystemExit(1)
+        if attempt == cfg.auto_resume:
+            break
+        change = {}
+        if kind in OOM_ERRORS:
+            if cfg.batch_size < 2:
+                _restart_event(out, attempt + 1, code, kind, {}, "out of memory at --batch_size 1: giving up")
+                break
+            change = {
+                "batch_size": [cfg.batch_size, cfg.batch_size // 2],
+                "gradient_accumulation_steps": [
+                    cfg.gradient_accumulation_steps,
+                    cfg.gradient_accumulation_steps * 2,
+                ],
+            }
+            cfg.batch_size //= 2
+            cfg.gradient_accumulation_steps *= 2
+        reason = kind or f"exit code {code}"
+        _restart_event(out, attempt + 1, code, reason, change, f"failed after {time.time() - t0:.0f}s")
+        env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
+        resume = True
+    raise UserError(f"--auto_resume {cfg.auto_resume}: the run failed every time; see {out / 'events.jsonl'}")
+
+
+def _restart_event(out: Path, attempt: int, code: int, reason: str, change: dict, note: str) -> None:
+    monitor = Monitor(out, heartbeat=False)
+    monitor.event("restart", attempt=attempt, exit_code=code, reason=reason, change=change, note=note)
+    what = ", ".join(f"--{k} {a} → {b}" for k, (a, b) in change.items())
+    print(
+        f"auto_resume: run failed ({reason}, exit {code}); restart {attempt}"
+        + (f" with {what}" if what else ""),
+        file=sys.stderr,
+    )

@@ -1,0 +1,126 @@
+"""Kill-and-resume equivalence: N steps straight == k steps, ``kill -9``, resume to N (RFT and GRPO)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.cli import main
+from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.resume import MARKER, checkpoints, latest_complete
+from conftest import save_tiny_qwen
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+LABELS = ["无", "辱骂", "未致歉"]
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("resume_assets")
+    model = save_tiny_qwen(root / "model")
+    rows = [
+        {
+            "question": f"客服：您好 {i}。顾客：订单{i}不对。",
+            "label": LABELS[i % 3],
+            "candidates": ["结论：违规 类型：辱骂"],
+        }
+        for i in range(12)
+    ]
+    write_jsonl(root / "train.jsonl", rows)
+    return {"model": model, "train": root / "train.jsonl", "root": root}
+
+
+def flags(a: dict, out: Path, strategy: str, steps: int = 4) -> list[str]:
+    return [
+        "--strategy", strategy, "--model_path", str(a["model"]), "--data_path", str(a["train"]),
+        "--output_dir", str(out), "--max_train_steps", str(steps), "--rft_steps", str(steps if strategy != "GRPO" else 0),
+        "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "2", "--max_completion_length", "6",
+        "--rft_min_reward", "0", "--rft_learning_rate", "1e-2", "--grpo_learning_rate", "1e-2", "--warmup_ratio", "0.25",
+        "--logging_steps", "1", "--save_steps", "2", "--save_total_limit", "2", "--eval_auto", "False",
+        "--device", "cpu", "--heartbeat_interval", "1", "--seed", "7",
+    ]  # fmt: skip
+
+
+def run_child(
+    args: list[str], fault: str = "", stage: str = "", timeout: float = 300
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update(ARK_FAULT=fault, ARK_FAULT_STAGE=stage)
+    return subprocess.run(
+        [sys.executable, "-m", "ark_trainer", "train", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def final_state(stage_dir: Path) -> dict:
+    ckpt = latest_complete(stage_dir)
+    return json.loads((ckpt / "trainer_state.json").read_text())
+
+
+def assert_same_run(straight: Path, resumed: Path, stage: str) -> None:
+    import torch
+
+    a, b = final_state(straight / stage), final_state(resumed / stage)
+    assert a["global_step"] == b["global_step"] == 4
+    lr_a = [h["learning_rate"] for h in a["log_history"] if "learning_rate" in h]
+    lr_b = [h["learning_rate"] for h in b["log_history"] if "learning_rate" in h]
+    assert lr_a == lr_b and len(lr_a) == 4
+    loss_a = [h["loss"] for h in a["log_history"] if "loss" in h]
+    loss_b = [h["loss"] for h in b["log_history"] if "loss" in h]
+    assert loss_b == pytest.approx(loss_a, rel=1e-4, abs=1e-6)
+    wa, wb = weights(straight / "model"), weights(resumed / "model")
+    for k in wa:
+        assert torch.allclose(wa[k], wb[k], atol=1e-5, rtol=1e-4), k
+
+
+@pytest.mark.parametrize("strategy,stage", [("RFT+GRPO", "rft"), ("GRPO", "grpo")])
+def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(["train", *flags(assets, straight, strategy)]) == 0
+
+    killed = run_child(flags(assets, resumed, strategy), fault="kill_after_step:3", stage=stage)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert [s for s, _, ok in checkpoints(resumed / stage) if ok] == [2]  # step 3 never saved
+    assert not (resumed / "model").exists()
+
+    # only the output folder and --resume: the rest comes from OUT/run.yaml
+    assert main(["train", "--output_dir", str(resumed), "--resume", "True"]) == 0
+    events = read_jsonl(resumed / "events.jsonl")
+    assert [e["step"] for e in events if e["event"] == "resume"] == [2]
+    after = events[[e["event"] for e in events].index("resume") :]
+    assert [e["step"] for e in after if e["event"] == "metrics" and "loss" in e] == [3, 4]  # not from step 1
+    assert_same_run(straight, resumed, stage)
+    # the initial weights changed, so equality above is not the untrained model twice
+    import torch
+
+    base, final = weights(assets["model"]), weights(resumed / "model")
+    assert any(not torch.equal(base[k], final[k]) for k in base)
+
+
+def test_kill_during_save_keeps_previous_checkpoint_and_resume_uses_it(assets, tmp_path):
+    out = tmp_path / "run"
+    killed = run_child(flags(assets, out, "GRPO"), fault="kill_in_save:4", stage="grpo")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    found = {s: ok for s, _, ok in checkpoints(out / "grpo")}
+    assert found == {2: True, 4: False}  # checkpoint-4 written but never marked complete
+    assert latest_complete(out / "grpo").name == "checkpoint-2"
+    assert (latest_complete(out / "grpo") / MARKER).is_file()
+    assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
+    events = read_jsonl(out / "events.jsonl")
+    assert [e["step"] for e in events if e["event"] == "resume"] == [2]
+    assert {s: ok for s, _, ok in checkpoints(out / "grpo")} == {2: True, 4: True}
+    assert (out / "model" / "model.safetensors").is_file()
