@@ -20,13 +20,15 @@ import math
 import threading
 from typing import Any
 
+from ark_trainer.errors import UserError
+
 log = logging.getLogger("ark_trainer")
 
 ZERO_STD_LIMIT, ZERO_STD_STEPS = 0.9, 10
 
 
-class TrainingDiverged(RuntimeError):
-    """Loss or gradients became NaN/inf; restarting would only repeat it."""
+class TrainingDiverged(UserError):
+    """Loss or gradients became NaN/inf; restarting would only repeat it (exit 2, one line)."""
 
 
 def _finite(value: Any) -> bool:

@@ -50,15 +50,12 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.resume import DiskFullError, check_disk, check_resume
+    from ark_trainer.resume import check_disk, check_resume
     from ark_trainer.stages.common import check_policy_dir, resolve_runtime
 
     out = Path(cfg.output_dir)
     check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-    try:
-        check_disk(out, cfg.min_free_disk_gb, "--output_dir")
-    except DiskFullError as exc:
-        raise UserError(str(exc)) from None
+    check_disk(out, cfg.min_free_disk_gb, "--output_dir")
     rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
     check_policy_dir(cfg.model_path)
     rows = load_jsonl(cfg.data_path, "--data_path")

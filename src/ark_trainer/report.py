@@ -198,6 +198,7 @@ def _body(run: Run, plots: list[Image]) -> list[Block]:
         *_rft_selection(run),
         *_health(run),
         *_stage_times(run),
+        *_restarts(run),
         Heading("Training curves"),
         *(plots or [Para("No training metrics logged yet.")]),
         *_examples(run),
@@ -361,6 +362,24 @@ def _stage_times(run: Run) -> list[Block]:
     rows = [[s, _duration(seconds[s]) if s in seconds else unfinished] for s in order]
     status, total = _status(run)
     return [Heading("Time per stage"), Table(["stage", "time"], [*rows, [f"total ({status})", total]])]
+
+
+def _restarts(run: Run) -> list[Block]:
+    """Restarts by ``--auto_resume`` and resumes from checkpoints (shown only when there were any)."""
+    rows = []
+    for e in run.events:
+        if e.get("event") == "restart":
+            change = ", ".join(f"{k} {a} → {b}" for k, (a, b) in (e.get("change") or {}).items())
+            rows.append(
+                [e.get("time", ""), f"restart {e.get('attempt')}", str(e.get("reason", "")), change or "—"]
+            )
+        elif e.get("event") == "resume":
+            rows.append([e.get("time", ""), f"resumed {e.get('stage')}", f"from step {e.get('step')}", "—"])
+        elif e.get("event") in ("stalled", "diverged"):
+            rows.append([e.get("time", ""), str(e.get("event")), str(e.get("message", ""))[:200], "—"])
+    if not rows:
+        return []
+    return [Heading("Restarts"), Table(["time", "what", "why", "change"], rows)]
 
 
 def _examples(run: Run) -> list[Block]:

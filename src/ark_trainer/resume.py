@@ -35,8 +35,8 @@ MARKER = "ark_complete.json"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
-class DiskFullError(RuntimeError):
-    """Less free disk than ``--min_free_disk_gb``: saving now could leave nothing usable."""
+class DiskFullError(UserError):
+    """Less free disk than ``--min_free_disk_gb``: saving now could leave nothing usable (exit 2, one line)."""
 
 
 # --- checkpoints ---
