@@ -9,8 +9,9 @@
   :class:`CompositeReward` from the outside. A call that raises is retried one sample at a time; a call
   that takes longer than ``--reward_timeout`` seconds is abandoned (its thread is left behind: Python
   cannot kill a thread) and retried one sample at a time, each with the same timeout. Samples that still
-  fail score ``None`` (not applicable: left out of the weighted mean; a sample no reward scores gets 0 in
-  GRPO, where TRL sums rewards with ``nansum``) and are counted in ``reward_skipped`` events.
+  fail score ``None`` (not applicable: left out of the composite's weighted mean) and are counted in
+  ``reward_skipped`` events. A completion that no reward could score has a ``None`` total: RFT does not
+  rank it, and TRL 1.16's GRPOTrainer marks it unscorable (left out of its group's baseline, advantage 0).
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""Guards: rewards that raise or hang on one sample, and GRPO's no-learning-signal warning."""
+
+from __future__ import annotations
+
+import time
+
+from ark_trainer.fileio import read_jsonl
+from ark_trainer.guards import attach_monitor, guard_callbacks, guard_reward
+from ark_trainer.monitor import Monitor
+from ark_trainer.rewards.composite import Component, CompositeReward
+
+
+def length_reward(prompts, completions, **kw):
+    return [float(len(c)) for c in completions]
+
+
+def fragile_reward(prompts, completions, **kw):
+    if any("boom" in c for c in completions):
+        raise ValueError("cannot parse")
+    if any("sleep" in c for c in completions):
+        time.sleep(30)
+    return [1.0 for _ in completions]
+
+
+def make_reward(tmp_path, timeout: float = 0.5):
+    reward = CompositeReward(
+        [Component("length", length_reward, 1.0), Component("fragile", fragile_reward, 1.0)]
+    )
+    stats = guard_reward(reward, timeout)
+    monitor = Monitor(tmp_path, heartbeat=False)
+    attach_monitor(reward, monitor)
+    return reward, stats
+
+
+def test_a_reward_that_raises_on_one_sample_skips_only_that_sample(tmp_path):
+    reward, stats = make_reward(tmp_path)
+    table = reward.score(["p"] * 3, ["ok", "boom", "fine"], label=["a", "b", "c"])
+    assert table["fragile"] == [1.0, None, 1.0]
+    assert table["length"] == [2.0, 4.0, 4.0]
+    assert table["total"] == [1.5, 4.0, 2.5]  # the skipped score is left out of the mean, not a 0
+    assert stats["fragile"] == 1
+    event = read_jsonl(tmp_path / "events.jsonl")[0]
+    assert (
+        event["event"] == "reward_skipped" and event["reason"] == "error" and "cannot parse" in event["error"]
+    )
+
+
+def test_a_reward_that_hangs_on_one_sample_times_out_and_is_skipped(tmp_path):
+    reward, stats = make_reward(tmp_path, timeout=0.5)
+    t0 = time.time()
+    table = reward.score(["p"] * 2, ["sleep", "ok"])
+    assert time.time() - t0 < 5  # batch call + two single calls, each at most 0.5 s
+    assert table["fragile"] == [None, 1.0] and stats["fragile"] == 1
+    assert read_jsonl(tmp_path / "events.jsonl")[0]["reason"] == "timeout"
+
+
+def test_a_sample_no_reward_can_score_has_no_total(tmp_path):
+    reward = CompositeReward([Component("fragile", fragile_reward, 1.0)])
+    guard_reward(reward, 1.0)
+    assert reward(["p", "p"], ["boom", "ok"]) == [None, 1.0]
+
+
+def test_guarding_twice_wraps_once(tmp_path):
+    reward, _ = make_reward(tmp_path)
+    fns = [c.fn for c in reward.components]
+    guard_reward(reward, 2.0)
+    assert [c.fn for c in reward.components] == fns
+
+
+class _State:
+    def __init__(self, step: int) -> None:
+        self.global_step = step
+
+
+def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
+    monitor = Monitor(tmp_path, heartbeat=False)
+    guard = guard_callbacks(monitor, "grpo")[1]
+    for step in range(1, 10):
+        guard.on_log(None, _State(step), None, logs={"frac_reward_zero_std": 1.0 if step != 5 else 0.5})
+    assert not (tmp_path / "events.jsonl").exists()  # the streak was broken at step 5
+    for step in range(10, 16):
+        guard.on_log(None, _State(step), None, logs={"frac_reward_zero_std": 0.95})
+    events = read_jsonl(tmp_path / "events.jsonl")
+    assert len(events) == 1 and "no learning signal" in events[0]["message"]
+    assert "up to step 15" in events[0]["message"]  # steps 6..15: ten in a row
+
+
+def test_non_finite_loss_in_the_logs_stops_the_run(tmp_path):
+    import pytest
+
+    from ark_trainer.guards import TrainingDiverged
+
+    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
+    guard.on_log(None, _State(1), None, logs={"loss": 1.0, "grad_norm": 0.5})
+    with pytest.raises(TrainingDiverged, match="loss = inf"):
+        guard.on_log(None, _State(2), None, logs={"loss": float("inf")})
