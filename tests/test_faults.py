@@ -34,6 +34,7 @@ def test_rotation_keeps_newest_complete_and_drops_half_written(tmp_path):
     for step, complete in ((1, True), (2, False), (3, True), (4, True), (5, False)):
         d = tmp_path / f"checkpoint-{step}"
         d.mkdir()
+        (d / "model.safetensors").write_bytes(b"")
         if complete:
             (d / MARKER).write_text("{}")
     rotate(tmp_path, keep=2)

@@ -54,6 +54,7 @@ class Monitor:
     # --- lifecycle ---
     def start(self, **info: Any) -> None:
         self.started = time.time()
+        self._mend_torn_line()
         self.event("run_start", **info)
         with self._lock:
             self._state.update(state="running", started_at=_now_iso())
@@ -69,6 +70,16 @@ class Monitor:
         if self._thread:
             self._thread.join(timeout=5)
             self.write_heartbeat()
+
+    def _mend_torn_line(self) -> None:
+        """A kill mid-write leaves a last line without its newline; end it, so the next event stays whole."""
+        if self.events_path.is_file() and self.events_path.stat().st_size:
+            with self.events_path.open("rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+            if torn:
+                with self.events_path.open("a", encoding="utf-8") as fh:
+                    fh.write("\n")
 
     # --- events ---
     def event(self, name: str, **fields: Any) -> None:

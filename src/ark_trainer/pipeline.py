@@ -231,7 +231,7 @@ def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) ->
         log.info("resume: RFT already done (%s)", final_dir)
         return str(final_dir)
     if done and (scored := done.rft_selection()) is not None:
-        conversational = is_conversational(load_tokenizer(model_path))
+        conversational = is_conversational(load_tokenizer(model_path, rt.trust_remote_code))
         sel = reselect(scored, p.cfg.rft_min_reward, conversational)
         log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
     else:

@@ -49,7 +49,8 @@ def checkpoints(folder: Path) -> list[tuple[int, Path, bool]]:
     for p in folder.iterdir():
         m = _CKPT.match(p.name)
         if m and p.is_dir():
-            found.append((int(m.group(1)), p, (p / MARKER).is_file()))
+            # complete = marked, and holding safetensors weights (never resume from pickle weights)
+            found.append((int(m.group(1)), p, (p / MARKER).is_file() and any(p.glob("*.safetensors"))))
     return sorted(found)
 
 

@@ -26,6 +26,7 @@ class Runtime:
     fp16: bool
     bf16: bool
     warnings: list[str]
+    trust_remote_code: bool = False  # --trust_remote_code: off unless the user turns it on
 
     @property
     def use_cpu(self) -> bool:
@@ -65,12 +66,16 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         flag = "--fp16" if fp16 else "--bf16"
         warnings.append(f"{flag} True: half precision needs a GPU; training in fp32 on CPU instead")
         fp16 = bf16 = False
-    return Runtime(device=device, fp16=fp16, bf16=bf16, warnings=warnings)
+    if cfg.trust_remote_code:
+        warnings.append("--trust_remote_code True: the model folder's own Python code will run")
+    return Runtime(
+        device=device, fp16=fp16, bf16=bf16, warnings=warnings, trust_remote_code=cfg.trust_remote_code
+    )
 
 
 def model_init_kwargs(rt: Runtime) -> dict[str, Any]:
-    """How every causal LM is loaded: safetensors only, no remote code."""
-    return {"dtype": rt.dtype, "use_safetensors": True, "trust_remote_code": False}
+    """How every causal LM is loaded: safetensors only, no remote code unless --trust_remote_code."""
+    return {"dtype": rt.dtype, "use_safetensors": True, "trust_remote_code": rt.trust_remote_code}
 
 
 def check_policy_dir(path: str, flag: str = "--model_path") -> Path:
@@ -82,10 +87,10 @@ def check_policy_dir(path: str, flag: str = "--model_path") -> Path:
     return p
 
 
-def load_tokenizer(path: str | Path):
+def load_tokenizer(path: str | Path, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
@@ -95,7 +100,7 @@ def load_policy(path: str | Path, rt: Runtime):
     """(model, tokenizer) for generation, in eval mode on the run's device."""
     from transformers import AutoModelForCausalLM
 
-    tok = load_tokenizer(path)
+    tok = load_tokenizer(path, rt.trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt)).to(rt.device)
     model.eval()
     return model, tok

@@ -46,7 +46,7 @@ def train_grpo(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    tok = load_tokenizer(model_path)
+    tok = load_tokenizer(model_path, rt.trust_remote_code)
     funcs, weights = reward.trl_reward_funcs()
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, out_dir, cfg.grpo_steps, cfg.grpo_learning_rate),

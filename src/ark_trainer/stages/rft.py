@@ -192,7 +192,7 @@ def train_rft(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    tok = load_tokenizer(model_path)
+    tok = load_tokenizer(model_path, rt.trust_remote_code)
     args = SFTConfig(
         **trainer_kwargs(cfg, rt, out_dir, cfg.rft_steps, cfg.rft_learning_rate),
         completion_only_loss=True,

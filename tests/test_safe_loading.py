@@ -1,0 +1,43 @@
+"""Safe loading and writing: no remote code unless asked, resume only from safetensors, torn event lines."""
+
+from __future__ import annotations
+
+from ark_trainer.config import resolve_config
+from ark_trainer.monitor import Monitor
+from ark_trainer.resume import MARKER, Progress, latest_complete
+from ark_trainer.stages.common import model_init_kwargs, resolve_runtime
+
+
+def _cfg(tmp_path, **extra):
+    flags = {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path / "out"), "device": "cpu"}
+    return resolve_config({**flags, **extra})
+
+
+def test_remote_code_is_off_unless_the_flag_turns_it_on(tmp_path):
+    rt = resolve_runtime(_cfg(tmp_path))
+    assert model_init_kwargs(rt)["trust_remote_code"] is False
+    assert model_init_kwargs(rt)["use_safetensors"] is True
+    rt = resolve_runtime(_cfg(tmp_path, trust_remote_code="True"))
+    assert model_init_kwargs(rt)["trust_remote_code"] is True
+    assert any("--trust_remote_code" in w for w in rt.warnings)
+
+
+def test_a_checkpoint_with_pickle_weights_only_is_never_resumed_from(tmp_path):
+    for step, weights in ((2, "model.safetensors"), (4, "pytorch_model.bin")):
+        ckpt = tmp_path / f"checkpoint-{step}"
+        ckpt.mkdir()
+        (ckpt / weights).write_bytes(b"")
+        (ckpt / MARKER).write_text("{}")
+    assert latest_complete(tmp_path).name == "checkpoint-2"
+
+
+def test_a_torn_last_event_line_does_not_swallow_the_next_event(tmp_path):
+    monitor = Monitor(tmp_path, heartbeat=False)
+    monitor.start(task_name="t")
+    with (tmp_path / "events.jsonl").open("a") as fh:
+        fh.write('{"event": "metr')  # killed mid-write
+    again = Monitor(tmp_path, heartbeat=False)
+    again.start(task_name="t")
+    again.event("stage_end", stage="rft", status="ok")
+    progress = Progress(tmp_path)
+    assert progress.stage_ok("rft") and [e["event"] for e in progress.events].count("run_start") == 2
