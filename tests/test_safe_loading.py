@@ -41,3 +41,32 @@ def test_a_torn_last_event_line_does_not_swallow_the_next_event(tmp_path):
     again.event("stage_end", stage="rft", status="ok")
     progress = Progress(tmp_path)
     assert progress.stage_ok("rft") and [e["event"] for e in progress.events].count("run_start") == 2
+
+
+def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
+    import pytest
+
+    from ark_trainer.config import to_yaml
+    from ark_trainer.errors import UserError
+    from ark_trainer.fileio import atomic_write_text
+    from ark_trainer.resume import check_resume
+
+    out = tmp_path / "out"
+    out.mkdir()
+    atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path)))
+    same = _cfg(tmp_path)
+    with pytest.raises(UserError, match="already holds a run"):
+        check_resume(same, out)  # same run.yaml but nothing saved yet: not a resume
+    (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "eval_base", "status": "ok"}\n')
+    check_resume(same, out)
+    assert same.resume  # same run.yaml + saved progress: continued automatically
+    changed = _cfg(tmp_path, resume="True", grpo_learning_rate="3e-6", batch_size="4")
+    with pytest.raises(UserError) as err:
+        check_resume(changed, out)
+    assert err.value.messages == [
+        f"--resume: --grpo_learning_rate: 3e-06 differs from 1e-06 in {out / 'run.yaml'}"
+    ]
+    smaller = _cfg(tmp_path, resume="True", batch_size="4", gradient_accumulation_steps="2")
+    check_resume(smaller, out)  # resources may change
+    with pytest.raises(UserError, match="no run"):
+        check_resume(_cfg(tmp_path / "elsewhere", resume="True"), tmp_path / "elsewhere" / "out")
