@@ -143,3 +143,31 @@ def test_auto_resume_halves_the_micro_batch_after_oom(assets, tmp_path, monkeypa
     assert "batch_size: 2" in run and "gradient_accumulation_steps: 2" in run
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Restarts" in report and "batch_size 4 → 2" in report
+
+
+def flaky_reward(prompts, completions, **kw):
+    """Raises on every completion whose text has an even length, hangs on none: for the GRPO run below."""
+    from ark_trainer.rewards.registry import completion_text
+
+    texts = [completion_text(c) for c in completions]
+    if any(len(t) % 2 == 0 for t in texts):
+        raise ValueError("flaky reward")
+    return [1.0 for _ in texts]
+
+
+def test_grpo_goes_on_when_a_reward_raises_on_some_samples(assets, tmp_path):  # noqa: F811
+    spec = tmp_path / "rewards.yaml"
+    spec.write_text(
+        "rewards:\n  - name: qc_verdict\n    weight: 1.0\n  - name: test_faults:flaky_reward\n    weight: 1.0\n"
+    )
+    out = tmp_path / "run"
+    args = [*flags(assets, out, "GRPO", steps=2), "--reward_config", str(spec), "--save_steps", "0"]
+    assert main(["train", *args]) == 0
+    events = read_jsonl(out / "events.jsonl")
+    skipped = [e for e in events if e["event"] == "reward_skipped"]
+    assert skipped and all(
+        e["reward"] == "test_faults:flaky_reward" and e["reason"] == "error" for e in skipped
+    )
+    total = sum(e["n"] for e in skipped)
+    assert any(f"on {total} samples" in e["message"] for e in events if e["event"] == "warning")
+    assert (out / "model" / "model.safetensors").is_file()

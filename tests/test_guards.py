@@ -94,3 +94,14 @@ def test_non_finite_loss_in_the_logs_stops_the_run(tmp_path):
     guard.on_log(None, _State(1), None, logs={"loss": 1.0, "grad_norm": 0.5})
     with pytest.raises(TrainingDiverged, match="loss = inf"):
         guard.on_log(None, _State(2), None, logs={"loss": float("inf")})
+
+
+def test_skipped_samples_are_summed_up_in_one_warning_per_reward(tmp_path):
+    from ark_trainer.guards import warn_skipped
+
+    reward, _ = make_reward(tmp_path)
+    reward.score(["p"] * 2, ["boom", "ok"])
+    reward.score(["q"] * 2, ["boom", "boom"])
+    warn_skipped(reward, Monitor(tmp_path, heartbeat=False))
+    warnings = [e["message"] for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "warning"]
+    assert len(warnings) == 1 and "'fragile'" in warnings[0] and "on 3 samples" in warnings[0]

@@ -182,3 +182,14 @@ def attach_monitor(reward, monitor) -> None:
     stats = getattr(reward, "guard_stats", None)
     if stats is not None:
         stats["_monitor"] = monitor
+
+
+def warn_skipped(reward, monitor) -> None:
+    """One warning per reward that skipped samples during the run (shown in the report's Warnings)."""
+    stats = getattr(reward, "guard_stats", None) or {}
+    for name, count in stats.items():
+        if not name.startswith("_") and count:
+            monitor.warn(
+                f"reward {name!r} failed (raised or timed out after --reward_timeout) on {count} samples; "
+                "they were skipped (see reward_skipped events and train.log)"
+            )

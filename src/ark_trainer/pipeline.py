@@ -165,7 +165,7 @@ def run_train(cfg: TrainConfig) -> Path:
     setup_logging(p.log_dir)
     monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
-    from ark_trainer.guards import attach_monitor
+    from ark_trainer.guards import attach_monitor, warn_skipped
     from ark_trainer.watchdog import Watchdog
 
     attach_monitor(p.reward, monitor)
@@ -178,6 +178,7 @@ def run_train(cfg: TrainConfig) -> Path:
         monitor.finish("failed")
         raise
     watchdog.stop()
+    warn_skipped(p.reward, monitor)
     monitor.finish("finished")
     _build_report(p.out)
     return p.out

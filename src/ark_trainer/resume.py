@@ -145,6 +145,7 @@ def run_trainer(trainer, cfg, monitor, stage: str, out_dir: Path) -> None:
         monitor.event("resume", stage=stage, checkpoint=str(ckpt), step=step)
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
 
 
 # --- pipeline level ---
