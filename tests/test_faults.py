@@ -171,3 +171,37 @@ def test_grpo_goes_on_when_a_reward_raises_on_some_samples(assets, tmp_path):  #
     total = sum(e["n"] for e in skipped)
     assert any(f"on {total} samples" in e["message"] for e in events if e["event"] == "warning")
     assert (out / "model" / "model.safetensors").is_file()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 360 kB tmpfs: room for one tiny checkpoint (~200 kB), not two. Needs root (mount); skipped without."""
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=360k", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
+        pytest.skip(
+            "cannot mount a size-limited tmpfs here (needs root); disk full is covered by disk_full_at_step"
+        )
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_really_full_disk_during_a_save_keeps_the_previous_checkpoint(assets, tmp_path, small_disk, capsys):  # noqa: F811
+    import subprocess
+
+    out = small_disk / "run"
+    args = [*flags(assets, out, "GRPO"), "--min_free_disk_gb", "0", "--log_dir", str(tmp_path / "logs")]
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint-4: disk full while saving" in err and "checkpoint-2" in err
+    assert [(s, ok) for s, _, ok in checkpoints(out / "grpo")] == [(2, True), (4, False)]
+    assert_checkpoint_intact(out / "grpo" / "checkpoint-2")
+    # more room, then resume: the half-written checkpoint-4 is ignored and rewritten
+    subprocess.run(["mount", "-o", "remount,size=2m", str(small_disk)], check=True)
+    assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
+    assert [e["step"] for e in read_jsonl(out / "events.jsonl") if e["event"] == "resume"] == [2]
+    assert complete_steps(out / "grpo") == [2, 4]

@@ -69,7 +69,10 @@ class Monitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
-            self.write_heartbeat()
+            try:
+                self.write_heartbeat()
+            except OSError as exc:
+                log.error("could not write %s: %s", self.heartbeat_path, exc)
 
     def _mend_torn_line(self) -> None:
         """A kill mid-write leaves a last line without its newline; end it, so the next event stays whole."""
@@ -84,8 +87,11 @@ class Monitor:
     # --- events ---
     def event(self, name: str, **fields: Any) -> None:
         record = {"ts": round(time.time(), 3), "time": _now_iso(), "event": name, **fields}
-        with self._lock, self.events_path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        try:
+            with self._lock, self.events_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        except OSError as exc:  # a full disk must not hide the error that is being reported
+            log.error("could not write %s event to %s: %s", name, self.events_path, exc)
 
     def warn(self, message: str) -> None:
         log.warning(message)
@@ -107,7 +113,10 @@ class Monitor:
     # --- heartbeat ---
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
-            self.write_heartbeat()
+            try:
+                self.write_heartbeat()
+            except OSError as exc:  # e.g. disk full: keep beating, the next write may succeed
+                log.error("could not write %s: %s", self.heartbeat_path, exc)
 
     def write_heartbeat(self) -> None:
         with self._lock:

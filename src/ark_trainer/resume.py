@@ -18,6 +18,7 @@ Pipeline-level resume (which stages are already done) reads ``OUT/events.jsonl``
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -32,6 +33,7 @@ from ark_trainer.fileio import read_json, read_jsonl, write_json
 log = logging.getLogger("ark_trainer")
 
 MARKER = "ark_complete.json"
+NEARLY_FULL_GB = 0.064  # a save that failed with less free than this failed for lack of disk
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -106,6 +108,14 @@ def check_disk(path: Path, min_gb: float, what: str, stage: str = "", step: int 
         )
 
 
+def _disk_full(exc: BaseException, folder: Path) -> bool:
+    """ENOSPC, however the writer reports it: torch.save turns it into RuntimeErrors without an errno
+    (``basic_ios::clear``, ``unexpected pos``), so a save that failed on a (nearly) full disk counts too."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "no space left" in str(exc).lower() or free_gb(folder) < NEARLY_FULL_GB
+
+
 # --- the trainer ---
 def harden(trainer, stage: str, min_free_gb: float) -> None:
     """Make ``trainer``'s checkpoints crash-safe: disk check, marker written last, rotation by completeness."""
@@ -119,7 +129,17 @@ def harden(trainer, stage: str, min_free_gb: float) -> None:
     def _save_checkpoint(model, trial, *args: Any, **kwargs: Any):
         step = trainer.state.global_step
         check_disk(run_dir, min_free_gb, f"checkpoint-{step}", stage, step)
-        result = original(model, trial, *args, **kwargs)
+        try:
+            result = original(model, trial, *args, **kwargs)
+        except (OSError, RuntimeError) as exc:
+            if not _disk_full(exc, run_dir):
+                raise
+            newest = latest_complete(run_dir)
+            raise DiskFullError(
+                f"checkpoint-{step}: disk full while saving ({exc}); that folder is incomplete and will be "
+                f"ignored, the newest complete checkpoint is {newest.name if newest else 'none'}; free some "
+                "disk, then rerun with --resume True"
+            ) from None
         folder = run_dir / f"checkpoint-{step}"
         if faults.fires(stage, "kill_in_save", step):
             faults.kill_now()
