@@ -163,6 +163,8 @@ def run_train(cfg: TrainConfig) -> Path:
     p = prepare(cfg)
     write_run_files(p)
     setup_logging(p.log_dir)
+    if cfg.resume:
+        log.info("resuming the run in %s: finished parts are skipped", p.out)
     monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
     from ark_trainer.guards import attach_monitor, warn_skipped

@@ -143,7 +143,7 @@ def harden(trainer, stage: str, min_free_gb: float) -> None:
         folder = run_dir / f"checkpoint-{step}"
         if faults.fires(stage, "kill_in_save", step):
             faults.kill_now()
-        if folder.is_dir():
+        if folder.is_dir() and trainer.args.should_save:  # the main process only, under a multi-GPU launch
             mark_complete(folder, step)
             rotate(run_dir, keep)
         return result
@@ -211,9 +211,7 @@ def check_resume(cfg, out: Path) -> None:
         raise UserError(
             *(f"--resume: --{k}: {now.get(k)!r} differs from {before[k]!r} in {run_yaml}" for k in changed)
         )
-    if not cfg.resume:
-        log.info("%s holds this same run with saved progress: resuming it", out)
-    cfg.resume = True
+    cfg.resume = True  # run_train logs it once logging is set up
 
 
 class Progress:
