@@ -197,15 +197,16 @@ def load_graders(path: str | Path) -> list[GraderSpec]:
             problems.append(f"{path}:1: graders: each grader is a mapping with name and type, got {raw!r}")
             continue
         entry = _Entry(raw, path, problems)
+        name = raw.get("name")
+        if isinstance(name, str) and name in seen:
+            problems.append(f"{entry.where('name')}: name: {name!r} is already used at {seen[name]}")
+            continue
+        if isinstance(name, str):
+            seen[name] = entry.where("name")
         try:
-            spec = _top_level(entry)
+            specs.append(_top_level(entry))
         except _Bad:
             continue
-        if spec.name in seen:
-            problems.append(f"{entry.where('name')}: name: {spec.name!r} is already used at {seen[spec.name]}")
-            continue
-        seen[spec.name] = entry.where("name")
-        specs.append(spec)
     if problems:
         raise UserError(*problems)
     return specs
