@@ -231,6 +231,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     trainer.save_model(str(dest))
     tok.save_pretrained(str(dest))
     shutil.rmtree(dest / "trainer", ignore_errors=True)
+    (dest / "training_args.bin").unlink(missing_ok=True)  # a pickle; the settings are in rm_metrics.json
     history = [h for h in trainer.state.log_history if "loss" in h]
     return {
         "steps": trainer.state.global_step,
