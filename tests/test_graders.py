@@ -74,11 +74,15 @@ def test_string_check_good_and_bad(tmp_path):
     assert table["apologises"] == [1.0, 0.0]
     assert table["label_is"] == [1.0, None]  # a missing column: not applicable, not 0
     bad = spec(tmp_path, "- name: s\n  type: string_check\n  reference: x\n  operation: contains\n")
-    assert user_error(bad)[0].startswith(f"{bad}:5: operation: unknown value 'contains'; use one of eq, ne, like")
+    assert user_error(bad)[0].startswith(
+        f"{bad}:5: operation: unknown value 'contains'; use one of eq, ne, like"
+    )
 
 
 def test_regex_good_and_bad(tmp_path):
-    path = spec(tmp_path, '- name: no_phone\n  type: regex\n  pattern: "1[3-9]\\\\d{9}"\n  expect: no_match\n')
+    path = spec(
+        tmp_path, '- name: no_phone\n  type: regex\n  pattern: "1[3-9]\\\\d{9}"\n  expect: no_match\n'
+    )
     assert scores(path, [GOOD, BAD])["no_phone"] == [1.0, 0.0]
     bad = spec(tmp_path, '- name: r\n  type: regex\n  pattern: "(unclosed"\n')
     assert user_error(bad)[0].startswith(f"{bad}:4: pattern: not a valid regular expression")
@@ -151,7 +155,9 @@ def test_python_function_and_source_good_and_bad(tmp_path, monkeypatch):
 
 
 def test_python_grader_returning_junk_is_a_user_error(tmp_path):
-    path = spec(tmp_path, "- name: p\n  type: python\n  source: |\n    def grade(sample, item):\n      return 'x'\n")
+    path = spec(
+        tmp_path, "- name: p\n  type: python\n  source: |\n    def grade(sample, item):\n      return 'x'\n"
+    )
     with pytest.raises(UserError, match="returned 'x'"):
         scores(path, [GOOD])
 
@@ -191,7 +197,11 @@ def test_multi_formula_and_weights_good_and_bad(tmp_path):
             "calculate_output",
         ),
         ("- name: m\n  type: multi\n  graders:\n    a: {type: regex}\n", 5, "graders.a.pattern"),
-        ("- name: m\n  type: multi\n  graders:\n    a: {type: regex, pattern: x}\n  weights: {b: 1}\n", 6, "weights"),
+        (
+            "- name: m\n  type: multi\n  graders:\n    a: {type: regex, pattern: x}\n  weights: {b: 1}\n",
+            6,
+            "weights",
+        ),
     ]:
         bad = spec(tmp_path, body)
         assert user_error(bad)[0].startswith(f"{bad}:{line}: {field}: "), (body, user_error(bad))
@@ -203,9 +213,21 @@ def test_llm_judge_bad_specs(tmp_path):
         ("- name: j\n  type: llm_judge\n  base_url: http://x/v1\n  rubric: r\n", 2, "model"),
         ("- name: j\n  type: llm_judge\n  model: m\n  base_url: x.com\n  rubric: r\n", 5, "base_url"),
         ("- name: j\n  type: llm_judge\n  model: m\n  base_url: http://x/v1\n", 2, "rubric"),
-        ("- name: j\n  type: llm_judge\n  model: m\n  base_url: http://x/v1\n  rubric: r\n  range: [5, 1]\n", 7, "range"),
-        ("- name: j\n  type: score_model\n  model: m\n  base_url: http://x/v1\n  rubric: '{{item}}'\n", 6, "rubric"),
-        ("- name: j\n  type: llm_judge\n  model: m\n  base_url: http://x/v1\n  rubric: r\n  timeout: -1\n", 7, "timeout"),
+        (
+            "- name: j\n  type: llm_judge\n  model: m\n  base_url: http://x/v1\n  rubric: r\n  range: [5, 1]\n",
+            7,
+            "range",
+        ),
+        (
+            "- name: j\n  type: score_model\n  model: m\n  base_url: http://x/v1\n  rubric: '{{item}}'\n",
+            6,
+            "rubric",
+        ),
+        (
+            "- name: j\n  type: llm_judge\n  model: m\n  base_url: http://x/v1\n  rubric: r\n  timeout: -1\n",
+            7,
+            "timeout",
+        ),
     ]:
         bad = spec(tmp_path, body)
         assert user_error(bad)[0].startswith(f"{bad}:{line}: {field}: "), (body, user_error(bad))
@@ -269,7 +291,9 @@ def test_templates():
 
 def test_contexts_skip_trl_kwargs_and_add_prompt():
     ctx = contexts(
-        [[{"role": "user", "content": "q"}]], ["a"], {"label": ["x"], "trainer_state": None, "completion_ids": [[1]]}
+        [[{"role": "user", "content": "q"}]],
+        ["a"],
+        {"label": ["x"], "trainer_state": None, "completion_ids": [[1]]},
     )
     assert ctx == [({"output_text": "a"}, {"label": "x", "prompt": "q"})]
 

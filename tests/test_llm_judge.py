@@ -22,7 +22,9 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.server
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with server.lock:
-            server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            server.requests.append(
+                {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+            )
             n = len(server.requests)
         mode = server.mode
         if mode == "flaky" and n % 2 == 1:  # every first try fails with a 503
@@ -95,7 +97,9 @@ def test_judge_scores_and_normalises(server, tmp_path, monkeypatch):
     assert first["body"]["model"] == "judge-model" and first["body"]["temperature"] == 0.0
     roles = [m["role"] for m in first["body"]["messages"]]
     assert roles == ["system", "user"] and '"score"' in first["body"]["messages"][0]["content"]
-    assert any("问2" in r["body"]["messages"][1]["content"] for r in server.requests)  # {{item.prompt}} filled
+    assert any(
+        "问2" in r["body"]["messages"][1]["content"] for r in server.requests
+    )  # {{item.prompt}} filled
     assert judge_of(comp).stats["scored"] == 3
 
 
@@ -165,7 +169,13 @@ def test_judge_messages_input_and_missing_field(server, tmp_path):
 
 @pytest.mark.parametrize(
     ("reply", "score"),
-    [('{"score": 7}', 7.0), ('Reasoning... {"score": "3.5"}', 3.5), ("Score: 8/10", 8.0), ("6", 6.0), ("nice", None)],
+    [
+        ('{"score": 7}', 7.0),
+        ('Reasoning... {"score": "3.5"}', 3.5),
+        ("Score: 8/10", 8.0),
+        ("6", 6.0),
+        ("nice", None),
+    ],
 )
 def test_parse_score(reply, score):
     assert parse_score(reply) == score

@@ -30,7 +30,10 @@ def demo_pairs(n: int) -> list[dict]:
     pairs = []
     for row in generate_rows(n, 0, "train", with_candidates=False):
         rng = random.Random(row["id"])
-        answers = [gold_answer(row), format_answer(row["label"], flawed_reply(rng, row["scenario"], row["question"]))]
+        answers = [
+            gold_answer(row),
+            format_answer(row["label"], flawed_reply(rng, row["scenario"], row["question"])),
+        ]
         prompt = [{"role": "user", "content": row["question"]}]
         totals = reward([prompt] * 2, answers, label=[row["label"]] * 2)
         best, worst = (0, 1) if totals[0] >= totals[1] else (1, 0)
@@ -82,7 +85,10 @@ def test_rm_ranks_held_out_chosen_above_rejected(trained_run):
     assert metrics["n_eval_pairs"] >= 25 and metrics["n_train_pairs"] >= 100
     assert metrics["pair_accuracy"] >= 0.9, metrics
     assert metrics["last_loss"] < metrics["first_loss"]
-    assert "pair accuracy" in trained_run["stdout"] and f"{metrics['pair_accuracy']:.1%}" in trained_run["stdout"]
+    assert (
+        "pair accuracy" in trained_run["stdout"]
+        and f"{metrics['pair_accuracy']:.1%}" in trained_run["stdout"]
+    )
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
     assert not list(out.glob("*.bin")) and not (out / "trainer").exists()
     assert not list(out.parent.glob(".rm.partial*"))  # the staging folder is gone
@@ -141,7 +147,16 @@ def test_rm_train_user_errors(trained, tmp_path, capsys):
     assert "no usable pairs" in lines[0]
 
     lines = _rm_error(
-        ["rm", "train", "--data_path", str(trained["pairs"]), "--model_path", str(tmp_path / "nope"), *common], capsys
+        [
+            "rm",
+            "train",
+            "--data_path",
+            str(trained["pairs"]),
+            "--model_path",
+            str(tmp_path / "nope"),
+            *common,
+        ],
+        capsys,
     )
     assert lines[0].startswith("error: --model_path: no such folder")
 

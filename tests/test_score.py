@@ -50,8 +50,14 @@ def test_score_prints_per_grader_stats_and_flags_the_constant_grader(files, caps
     spec, data = files
     assert main(["score", "--reward_config", str(spec), "--data_path", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "scored 5 answers to 3 prompts" in out and "1 rows without an answer skipped, first on line 4" in out
-    lines = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(("warning", "scored"))}
+    assert (
+        "scored 5 answers to 3 prompts" in out and "1 rows without an answer skipped, first on line 4" in out
+    )
+    lines = {
+        line.split()[0]: line
+        for line in out.splitlines()
+        if line and not line.startswith(("warning", "scored"))
+    }
     assert set(lines) >= {"grader", "qc_verdict", "apologises", "always_one", "total"}
     assert lines["apologises"].split()[1:4] == ["1.00", "5/5", "0.600"]
     assert lines["always_one"].split()[1:7] == ["0.50", "5/5", "1.000", "0.000", "1.000", "1.000"]

@@ -73,7 +73,9 @@ def summarise(name: str, weight: float | None, per_row: list[list[float | None]]
     values = [v for row in per_row for v in row if v is not None]
     s = GraderSummary(name, weight, n=sum(len(r) for r in per_row), applicable=len(values))
     if not values:
-        s.warnings.append(f"grader {name!r} applies to no answer (None everywhere); check its columns/templates")
+        s.warnings.append(
+            f"grader {name!r} applies to no answer (None everywhere); check its columns/templates"
+        )
         return s
     mean = sum(values) / len(values)
     s.mean, s.min, s.max = mean, min(values), max(values)
@@ -144,7 +146,9 @@ def _fmt(v: float | None) -> str:
 
 def sparkline(hist: list[int]) -> str:
     top = max(hist) if hist else 0
-    return "".join(BARS[0 if c == 0 else max(1, round(c / top * (len(BARS) - 1)))] for c in hist) if top else ""
+    return (
+        "".join(BARS[0 if c == 0 else max(1, round(c / top * (len(BARS) - 1)))] for c in hist) if top else ""
+    )
 
 
 def render_text(result: dict[str, Any], header: str) -> str:

@@ -14,10 +14,18 @@ def register(sub) -> None:
         "--model_path) with the graders of --reward_config, print each grader's scores and distribution, and "
         "warn about graders that are constant (GRPO gets no signal from them). Exit code 0.",
     )
-    score.add_argument("--reward_config", default=None, help="grader spec YAML (default: the preset for the data)")
-    score.add_argument("--data_path", required=True, help="JSONL: prompts with answers, or prompts only with --model_path")
-    score.add_argument("--model_path", default=None, help="generate the answers with this local model instead")
-    score.add_argument("--num_samples", type=int, default=4, help="answers per prompt with --model_path (default: 4)")
+    score.add_argument(
+        "--reward_config", default=None, help="grader spec YAML (default: the preset for the data)"
+    )
+    score.add_argument(
+        "--data_path", required=True, help="JSONL: prompts with answers, or prompts only with --model_path"
+    )
+    score.add_argument(
+        "--model_path", default=None, help="generate the answers with this local model instead"
+    )
+    score.add_argument(
+        "--num_samples", type=int, default=4, help="answers per prompt with --model_path (default: 4)"
+    )
     score.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
     score.add_argument("--max_new_tokens", type=int, default=128, help="(default: 128)")
     score.add_argument("--max_samples", type=int, default=None, help="score only the first N rows")
@@ -42,7 +50,10 @@ def _score(args: argparse.Namespace) -> int:
     spec = args.reward_config or preset_path(default_preset(rows))
     reward = CompositeReward.from_spec(spec)
     if args.model_path:
-        answers, source = _generate(args, rows), f"{args.num_samples} answers per prompt from {args.model_path}"
+        answers, source = (
+            _generate(args, rows),
+            f"{args.num_samples} answers per prompt from {args.model_path}",
+        )
     else:
         rows, answers, skipped = collect_answers(rows, args.data_path)
         source = "the answers in the file"
@@ -52,7 +63,11 @@ def _score(args: argparse.Namespace) -> int:
     if args.output_file:
         write_jsonl(args.output_file, result["records"])
     if args.json:
-        print(json.dumps({"reward_config": str(spec), "n_prompts": len(rows), **to_json(result)}, ensure_ascii=False))
+        print(
+            json.dumps(
+                {"reward_config": str(spec), "n_prompts": len(rows), **to_json(result)}, ensure_ascii=False
+            )
+        )
     else:
         header = f"scored {len(result['records'])} answers to {len(rows)} prompts ({source}) with {spec}"
         print(render_text(result, header))

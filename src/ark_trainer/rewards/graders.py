@@ -217,10 +217,13 @@ def check_formula(text: str, names: set[str]) -> ast.Expression:
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords:
                 raise ValueError(f"only {', '.join(_FUNCS)} may be called")
-        elif not isinstance(
-            node,
-            ast.Expression | ast.Constant | ast.BinOp | ast.UnaryOp | ast.USub | ast.UAdd | ast.Load,
-        ) and type(node) not in _BINOPS:
+        elif (
+            not isinstance(
+                node,
+                ast.Expression | ast.Constant | ast.BinOp | ast.UnaryOp | ast.USub | ast.UAdd | ast.Load,
+            )
+            and type(node) not in _BINOPS
+        ):
             raise ValueError(f"{type(node).__name__} is not allowed; use numbers, names and + - * / **")
         if isinstance(node, ast.Constant) and not isinstance(node.value, int | float):
             raise ValueError(f"constant {node.value!r} is not a number")
@@ -262,7 +265,9 @@ class MultiGrader:
         self.graders, self.formula, self.weights = graders, formula, weights
 
     def __call__(self, prompts, completions, **columns):
-        table = {n: list(g(prompts=prompts, completions=completions, **columns)) for n, g in self.graders.items()}
+        table = {
+            n: list(g(prompts=prompts, completions=completions, **columns)) for n, g in self.graders.items()
+        }
         out: list[float | None] = []
         for i in range(len(completions)):
             row = {n: table[n][i] for n in table}

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import re
-import socket
 import threading
 import time
 import urllib.error
@@ -126,7 +125,9 @@ class LLMJudge:
         self.temperature, self.max_tokens = temperature, max_tokens
         self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
         self.concurrency, self.on_failure, self.where = max(1, concurrency), on_failure, where
-        self.cache = None if cache in (None, "none", "off") else _Cache(None if cache == "memory" else Path(cache))
+        self.cache = (
+            None if cache in (None, "none", "off") else _Cache(None if cache == "memory" else Path(cache))
+        )
         self.stats = {"requests": 0, "cache_hits": 0, "scored": 0, "request_failures": 0, "parse_failures": 0}
         self._lock = threading.Lock()
 
@@ -175,11 +176,13 @@ class LLMJudge:
                         f"({exc.reason}); check base_url, model and api_key_env"
                     ) from None
                 last = f"HTTP {exc.code}"
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             except (ValueError, KeyError, IndexError, TypeError):
                 last = "reply is not an OpenAI chat completion"
-        log.warning("llm_judge %s: request failed after %d tries (%s)", self.__name__, self.max_retries + 1, last)
+        log.warning(
+            "llm_judge %s: request failed after %d tries (%s)", self.__name__, self.max_retries + 1, last
+        )
         return None
 
     def _request_key(self, body: dict) -> str:

@@ -83,7 +83,9 @@ class _LineLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         mapping = super().construct_mapping(node, deep=deep)
         mapping["__line__"] = node.start_mark.line + 1
-        mapping["__keylines__"] = {k.value: k.start_mark.line + 1 for k, _ in node.value if hasattr(k, "value")}
+        mapping["__keylines__"] = {
+            k.value: k.start_mark.line + 1 for k, _ in node.value if hasattr(k, "value")
+        }
         return mapping
 
 
@@ -160,7 +162,14 @@ class _Entry:
 
 
 def _type_name(types) -> str:
-    names = {str: "text", int: "an integer", float: "a number", dict: "a mapping", list: "a list", bool: "true/false"}
+    names = {
+        str: "text",
+        int: "an integer",
+        float: "a number",
+        dict: "a mapping",
+        list: "a list",
+        bool: "true/false",
+    }
     types = types if isinstance(types, tuple) else (types,)
     return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
 
@@ -188,7 +197,9 @@ def load_graders(path: str | Path) -> list[GraderSpec]:
             line = data["__keylines__"].get(extra[0], 1)
             raise UserError(f"{path}:{line}: {extra[0]}: unknown key; the spec has one list, 'graders'")
     if not isinstance(items, list) or not items:
-        raise UserError(f"{path}:1: graders: expected a non-empty list of graders ({{name, type, weight, …}})")
+        raise UserError(
+            f"{path}:1: graders: expected a non-empty list of graders ({{name, type, weight, …}})"
+        )
     problems: list[str] = []
     specs: list[GraderSpec] = []
     seen: dict[str, str] = {}
@@ -230,7 +241,9 @@ def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Call
     allowed = FIELDS[kind] | allowed_extra | {"type", *_META}
     unknown = [k for k in entry.data if k not in allowed]
     for key in unknown:
-        entry.fail(key, f"unknown key for a {kind} grader; use {', '.join(sorted(FIELDS[kind] | allowed_extra))}")
+        entry.fail(
+            key, f"unknown key for a {kind} grader; use {', '.join(sorted(FIELDS[kind] | allowed_extra))}"
+        )
     builder = BUILDERS[kind]
     fn = builder(entry, name)
     if unknown:
@@ -335,7 +348,9 @@ def _llm_judge(entry: _Entry, name: str) -> Callable:
     model = entry.get("model", str, required=True)
     base_url = entry.get("base_url", str, required=True)
     if not base_url.startswith(("http://", "https://")):
-        raise entry.fail("base_url", f"expected an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
+        raise entry.fail(
+            "base_url", f"expected an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}"
+        )
     lo, hi = _range(entry)
     messages = _judge_messages(entry, default_system(lo, hi))
     cache = entry.get("cache", (str, bool), "memory")
@@ -379,7 +394,9 @@ def _judge_messages(entry: _Entry, system: str) -> list[tuple[str, g.Template]]:
         if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
             raise entry.fail("input", "each message needs role and content (text)")
         if msg.get("role") not in ("system", "developer", "user", "assistant"):
-            raise entry.fail("input", f"unknown role {msg.get('role')!r}; use system, developer, user, assistant")
+            raise entry.fail(
+                "input", f"unknown role {msg.get('role')!r}; use system, developer, user, assistant"
+            )
         try:
             messages.append((msg["role"], g.Template.parse(msg["content"])))
         except ValueError as exc:
@@ -391,7 +408,9 @@ def _judge_messages(entry: _Entry, system: str) -> list[tuple[str, g.Template]]:
 
 def _python(entry: _Entry, name: str) -> Callable:
     if entry.has("function") == entry.has("source"):
-        raise entry.fail("function", "give exactly one of function (package.module:function) or source (code)")
+        raise entry.fail(
+            "function", "give exactly one of function (package.module:function) or source (code)"
+        )
     if entry.has("function"):
         target = entry.get("function", str)
         module_name, _, attr = target.partition(":")
@@ -434,7 +453,9 @@ def _multi(entry: _Entry, name: str) -> Callable:
         if not isinstance(sub, dict):
             raise entry.fail("graders", f"{sub_name}: expected a grader mapping, got {strip_meta(sub)!r}")
         if not str(sub_name).isidentifier():
-            raise entry.fail("graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)")
+            raise entry.fail(
+                "graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)"
+            )
         sub_entry = _Entry(sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.")
         built[sub_name] = _build(sub_entry, f"{name}.{sub_name}", allowed_extra=set())[1]
     formula, weights = None, {n: 1.0 for n in built}

@@ -103,7 +103,10 @@ def _texts(tok, rows: list[dict], max_length: int) -> tuple[list[dict], int]:
 
     out, too_long = [], 0
     for row in rows:
-        chosen, rejected = rm_text(tok, row["prompt"], row["chosen"]), rm_text(tok, row["prompt"], row["rejected"])
+        chosen, rejected = (
+            rm_text(tok, row["prompt"], row["chosen"]),
+            rm_text(tok, row["prompt"], row["rejected"]),
+        )
         n = max(len(tok(t, add_special_tokens=True)["input_ids"]) for t in (chosen, rejected))
         if n > max_length:
             too_long += 1
@@ -136,7 +139,9 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir: {out} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
-        raise UserError(f"--output_dir: {out} is not empty; pick a new folder or pass --overwrite_output_dir True")
+        raise UserError(
+            f"--output_dir: {out} is not empty; pick a new folder or pass --overwrite_output_dir True"
+        )
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     return out, staging
