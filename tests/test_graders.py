@@ -311,3 +311,10 @@ def test_token_f1_and_rouge_l_values():
     assert similarity.token_f1("a b c d", "a b x y") == pytest.approx(0.5)
     assert similarity.rouge_l("a b c d", "a c d") == pytest.approx(2 * (3 / 4) * 1 / (3 / 4 + 1))
     assert similarity.tokens("Hello, 世界") == ["hello", ",", "世", "界"]
+
+
+def test_two_graders_may_not_share_a_name():
+    from ark_trainer.rewards.composite import Component
+
+    with pytest.raises(UserError, match="'reward_model' is the name of two graders"):
+        CompositeReward([Component("reward_model", len, 1.0), Component("reward_model", len, 1.0)])

@@ -179,3 +179,20 @@ def test_judge_messages_input_and_missing_field(server, tmp_path):
 )
 def test_parse_score(reply, score):
     assert parse_score(reply) == score
+
+
+def test_score_reports_judge_failures(server, tmp_path, capsys):
+    from ark_trainer.cli import main
+    from ark_trainer.fileio import write_jsonl
+
+    server.mode = "garbage"
+    judge_spec(tmp_path, server.base_url)  # writes judge.yaml
+    data = tmp_path / "d.jsonl"
+    write_jsonl(data, [{"prompt": "q", "candidates": ["抱歉", "好的"]}])
+    assert main(["score", "--reward_config", str(tmp_path / "judge.yaml"), "--data_path", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "llm_judge politeness: requests 2, cache_hits 0, scored 0, request_failures 0, parse_failures 2"
+        in out
+    )
+    assert "warning: llm_judge 'politeness': 2 failed samples" in out

@@ -173,10 +173,10 @@ def test_rft_pairs_written_by_the_rft_stage_are_valid_input(tmp_path):
     from ark_trainer.stages.rft import select
 
     rows = [{"prompt": [{"role": "user", "content": "q"}], "label": "辱骂", "_line": 1}]
-    answers = [[("good", "candidate"), ("bad", "sample")]]
+    answers = [[("good", "candidate"), ("", "sample")]]  # a policy sample can be empty
     scores = [[{"total": 1.0, "scores": {}}, {"total": 0.0, "scores": {}}]]
     sel = select(rows, answers, scores, 0.5, conversational=True)
     path = tmp_path / "rft_pairs.jsonl"
     write_jsonl(path, sel.pairs)
     pairs, dropped = load_pairs(path)
-    assert dropped == 0 and pairs[0]["chosen"] == "good" and pairs[0]["rejected"] == "bad"
+    assert dropped == 0 and pairs[0]["chosen"] == "good" and pairs[0]["rejected"] == ""

@@ -69,6 +69,13 @@ class CompositeReward:
     def __init__(self, components: Sequence[Component]) -> None:
         if not components or sum(c.weight for c in components) <= 0:
             raise UserError("rewards: at least one reward needs a weight > 0")
+        names = [c.name for c in components]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # scores are kept and logged by name, so two graders may not share one
+            raise UserError(
+                f"rewards: {twice[0]!r} is the name of two graders (--rm_model_path adds 'reward_model'); "
+                "rename one"
+            )
         self.components = list(components)
         self._cache_key: tuple | None = None
         self._cache: dict[str, list[float | None]] = {}

@@ -20,7 +20,9 @@ moved to ``--output_dir`` only when everything succeeded, so a crash leaves noth
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -28,7 +30,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.split import split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_json
@@ -68,19 +69,65 @@ class RMTrainArgs:
             raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
 
 
+def _answer(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+        return "".join(str(m.get("content", "")) for m in value)  # a chat-message answer
+    return value if isinstance(value, str) else None
+
+
 def load_pairs(path: str | Path) -> tuple[list[dict], int]:
-    """Rows with a prompt, ``chosen`` and ``rejected``; identical pairs are dropped and counted."""
-    rows = load_jsonl(path)
-    problems = []
-    for row in rows:
-        missing = [k for k in ("chosen", "rejected") if not row.get(k)]
-        if missing:
-            problems.append(
-                f"{path}:{row['_line']}: {missing[0]}: missing; every row of a pairs file needs "
-                "'chosen' and 'rejected' answers (rft_pairs.jsonl from a train run has them)"
+    """Rows with a prompt, ``chosen`` and ``rejected``; identical pairs are dropped and counted.
+
+    The prompt is read by the data loader's own rules; ``chosen``/``rejected`` may be empty text (a policy
+    sample can be empty, and rft_pairs.jsonl keeps it as the rejected answer, which it rightly is).
+    """
+    from ark_trainer.data.loader import _normalise, _Problems
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"--data_path: no such file {str(path)!r}; give a .jsonl file of chosen/rejected pairs"
+        )
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}:1: encoding: not UTF-8 text ({exc.reason}); save the file as UTF-8"
+        ) from None
+    problems, rows = _Problems(path), []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(
+                lineno, "json", f"not valid JSON ({exc.msg} at column {exc.colno}); one object per line"
             )
-    if problems:
-        raise UserError(*problems)
+            continue
+        if not isinstance(raw, dict):
+            problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
+            continue
+        answers = {k: raw.pop(k, None) for k in ("chosen", "rejected")}
+        for key, value in answers.items():
+            if value is None:
+                problems.add(lineno, key, "missing; every row of a pairs file needs 'chosen' and 'rejected'")
+            elif _answer(value) is None:
+                problems.add(lineno, key, f"expected text, got {type(value).__name__}")
+        row = _normalise(raw, lineno, problems)
+        if row is not None and all(_answer(v) is not None for v in answers.values()):
+            rows.append(
+                {
+                    "prompt": row["prompt"],
+                    "chosen": _answer(answers["chosen"]),
+                    "rejected": _answer(answers["rejected"]),
+                    "_line": lineno,
+                }
+            )
+    if problems.items:
+        raise UserError(*problems.items)
+    if not rows:
+        raise UserError(f"{path}: no pairs; the file is empty")
     pairs = [r for r in rows if r["chosen"].strip() != r["rejected"].strip()]
     if not pairs:
         raise UserError(f"{path}: no usable pairs; every row's chosen answer equals its rejected one")
@@ -190,6 +237,13 @@ def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     return metrics
 
 
+def _logging_steps(args: RMTrainArgs, n_pairs: int) -> int:
+    """About ten loss records per run, so the first and last loss are different points."""
+    per_epoch = math.ceil(n_pairs / (args.batch_size * args.gradient_accumulation_steps))
+    total = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * per_epoch)
+    return max(1, total // 10)
+
+
 def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> dict[str, Any]:
     import torch
     from datasets import Dataset
@@ -218,7 +272,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
         lr_scheduler_type="linear",
         warmup_steps=0.05,
         max_length=None,  # over-long pairs are already dropped (and counted) by _texts
-        logging_steps=10,
+        logging_steps=_logging_steps(args, len(texts)),
         save_strategy="no",
         report_to="none",
         seed=args.seed,
@@ -241,6 +295,6 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     return {
         "steps": trainer.state.global_step,
         "train_loss": round(float(result.training_loss), 4),
-        "first_loss": history[0]["loss"] if history else None,
-        "last_loss": history[-1]["loss"] if history else None,
+        "first_loss": round(history[0]["loss"], 4) if history else None,
+        "last_loss": round(history[-1]["loss"], 4) if history else None,
     }
