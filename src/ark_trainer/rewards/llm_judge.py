@@ -221,3 +221,69 @@ class LLMJudge:
             return [self.grade(s, i) for s, i in ctx]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(ctx))) as pool:
             return list(pool.map(lambda c: self.grade(*c), ctx))
+
+
+# --- built from a spec entry ---
+
+
+def build_judge(entry, name: str) -> LLMJudge:
+    """An LLMJudge from a spec entry (``rewards/spec.py``'s ``_Entry``, which records file:line problems)."""
+    model = entry.get("model", str, required=True)
+    base_url = entry.get("base_url", str, required=True)
+    if not base_url.startswith(("http://", "https://")):
+        raise entry.fail(
+            "base_url", f"expected an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}"
+        )
+    lo, hi = _range(entry)
+    messages = _judge_messages(entry, default_system(lo, hi))
+    cache = entry.get("cache", (str, bool), "memory")
+    cache = "memory" if cache is True else None if cache is False else cache
+    return LLMJudge(
+        name,
+        model=model,
+        base_url=base_url,
+        messages=messages,
+        score_range=(lo, hi),
+        api_key_env=entry.get("api_key_env", str, None),
+        temperature=float(entry.number("temperature", 0.0, low=0.0)),
+        max_tokens=int(entry.number("max_tokens", 64, low=1, integer=True)),
+        timeout=float(entry.number("timeout", 30.0, low=0.001)),
+        max_retries=int(entry.number("max_retries", 3, low=0, integer=True)),
+        backoff=float(entry.number("backoff", 1.0, low=0.0)),
+        concurrency=int(entry.number("concurrency", 4, low=1, integer=True)),
+        cache=cache,
+        on_failure=entry.choice("on_failure", ("skip", "zero"), "skip"),
+        where=entry.where(),
+    )
+
+
+def _range(entry) -> tuple[float, float]:
+    value = entry.get("range", list, [0, 1])
+    if len(value) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        raise entry.fail("range", f"expected [low, high], got {value!r}")
+    if value[0] >= value[1]:
+        raise entry.fail("range", f"low must be below high, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _judge_messages(entry, system: str) -> list[tuple[str, Template]]:
+    if entry.has("input") == entry.has("rubric"):
+        raise entry.fail("rubric", "give exactly one of rubric (text) or input (a list of {role, content})")
+    if entry.has("rubric"):
+        system = entry.get("system", str, system)
+        return [("system", Template.parse(system)), ("user", entry.template("rubric"))]
+    messages = []
+    for msg in entry.get("input", list):
+        if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
+            raise entry.fail("input", "each message needs role and content (text)")
+        if msg.get("role") not in ("system", "developer", "user", "assistant"):
+            raise entry.fail(
+                "input", f"unknown role {msg.get('role')!r}; use system, developer, user, assistant"
+            )
+        try:
+            messages.append((msg["role"], Template.parse(msg["content"])))
+        except ValueError as exc:
+            raise entry.fail("input", str(exc)) from None
+    if not messages:
+        raise entry.fail("input", "expected at least one message")
+    return messages
