@@ -198,6 +198,12 @@ def test_multi_formula_and_weights_good_and_bad(tmp_path):
         ),
         ("- name: m\n  type: multi\n  graders:\n    a: {type: regex}\n", 5, "graders.a.pattern"),
         (
+            "- name: m\n  type: multi\n  graders:\n    a: {type: regex, pattern: x}\n"
+            "  calculate_output: 'max(a)'\n",
+            6,
+            "calculate_output",
+        ),
+        (
             "- name: m\n  type: multi\n  graders:\n    a: {type: regex, pattern: x}\n  weights: {b: 1}\n",
             6,
             "weights",

@@ -202,6 +202,7 @@ class LazyRewardModel:
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _BINOPS[ast.Pow] = operator.pow
 _FUNCS = {"min": min, "max": max, "abs": abs, "clip": lambda x, lo=0.0, hi=1.0: min(max(x, lo), hi)}
+_ARITY = {"min": (2, 32), "max": (2, 32), "abs": (1, 1), "clip": (1, 3)}  # clip(x, lo=0, hi=1)
 
 
 def check_formula(text: str, names: set[str]) -> ast.Expression:
@@ -217,6 +218,9 @@ def check_formula(text: str, names: set[str]) -> ast.Expression:
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords:
                 raise ValueError(f"only {', '.join(_FUNCS)} may be called")
+            low, high = _ARITY[node.func.id]
+            if not low <= len(node.args) <= high or any(isinstance(a, ast.Starred) for a in node.args):
+                raise ValueError(f"{node.func.id}() takes {low} to {high} arguments, got {len(node.args)}")
         elif (
             not isinstance(
                 node,

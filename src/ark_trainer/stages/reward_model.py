@@ -182,7 +182,7 @@ def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: in
 
 
 def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
-    out = Path(args.output_dir)
+    out = Path(args.output_dir).resolve()
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir: {out} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
