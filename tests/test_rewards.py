@@ -488,25 +488,25 @@ def test_spec_loads_with_params(tmp_path):
         "    params: {required: ['抱歉']}\n",
     )
     specs = load_spec(path)
-    assert [s["name"] for s in specs] == ["qc_verdict", "keywords"]
-    assert specs[1]["params"] == {"required": ["抱歉"]} and specs[1]["weight"] == 0.2
-    assert specs[1]["where"] == f"{path}:4"
+    assert [s.name for s in specs] == ["qc_verdict", "keywords"]
+    assert specs[1].params == {"params": {"required": ["抱歉"]}} and specs[1].weight == 0.2
+    assert specs[1].where == f"{path}:4" and specs[1].kind == "rule"
     comp = CompositeReward.from_spec(path)
     assert comp.names == ["qc_verdict", "keywords"]
 
 
 def test_spec_bare_list(tmp_path):
-    assert [s["name"] for s in load_spec(spec_file(tmp_path, "- name: qc_format\n"))] == ["qc_format"]
+    assert [s.name for s in load_spec(spec_file(tmp_path, "- name: qc_format\n"))] == ["qc_format"]
 
 
 @pytest.mark.parametrize(
     ("text", "line", "field"),
     [
-        ("rewards:\n  - name: qc_verdict\n  - name: qc_format\n    wieght: 1\n", 3, "wieght"),
-        ("rewards:\n  - name: qc_verdict\n    weight: -1\n", 2, "weight"),
-        ("rewards:\n  - name: qc_verdict\n    weight: heavy\n", 2, "weight"),
+        ("rewards:\n  - name: qc_verdict\n  - name: qc_format\n    wieght: 1\n", 4, "wieght"),
+        ("rewards:\n  - name: qc_verdict\n    weight: -1\n", 3, "weight"),
+        ("rewards:\n  - name: qc_verdict\n    weight: heavy\n", 3, "weight"),
         ("rewards:\n  - name: qc_verdict\n  - weight: 1\n", 3, "name"),
-        ("rewards:\n  - name: qc_verdict\n    params: [1, 2]\n", 2, "params"),
+        ("rewards:\n  - name: keywords\n    params: [1, 2]\n", 3, "params"),
     ],
 )
 def test_spec_errors_name_file_line_and_field(tmp_path, text, line, field):
@@ -528,7 +528,7 @@ def test_spec_empty_or_wrong_shape(tmp_path, text):
     path = spec_file(tmp_path, text)
     with pytest.raises(UserError) as exc:
         load_spec(path)
-    assert exc.value.messages[0].startswith(f"{path}:1: rewards: ")
+    assert exc.value.messages[0].startswith(f"{path}:1: graders: ")
 
 
 def test_spec_all_problems_at_once(tmp_path):
@@ -537,14 +537,15 @@ def test_spec_all_problems_at_once(tmp_path):
     )
     with pytest.raises(UserError) as exc:
         load_spec(path)
-    assert [m.split(": ")[0] for m in exc.value.messages] == [f"{path}:2", f"{path}:4", f"{path}:5"]
+    where = [m.split(": ")[0] for m in exc.value.messages]
+    assert where[:2] == [f"{path}:3", f"{path}:4"] and f"{path}:6" in where  # 5: no reward named c
 
 
 def test_spec_unknown_reward_names_line(tmp_path):
     path = spec_file(tmp_path, "rewards:\n  - name: qc_verdict\n  - name: nope_reward\n")
     with pytest.raises(UserError) as exc:
         CompositeReward.from_spec(path)
-    assert exc.value.messages[0].startswith(f"{path}:3: ") and "qc_verdict" in exc.value.messages[0]
+    assert exc.value.messages[0].startswith(f"{path}:3: name: ") and "qc_verdict" in exc.value.messages[0]
 
 
 def test_spec_missing_file(tmp_path):

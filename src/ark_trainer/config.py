@@ -101,7 +101,7 @@ class TrainConfig:
     loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
     logging_steps: int = _opt(5, "log metrics every N steps")
     save_total_limit: int = _opt(2, "checkpoints kept per stage (older ones are deleted)")
-    reward_config: str | None = _opt(None, "YAML list of rewards {name, weight, params}; default: QC preset")
+    reward_config: str | None = _opt(None, "grader spec YAML (see README); default: QC preset")
     rm_weight: float = _opt(1.0, "weight of the reward model in the composite reward")
     pass_threshold: float = _opt(0.8, "a completion passes when its composite reward reaches this")
     eval_ratio: float = _opt(0.1, "held-out share of --data_path when no --eval_dataset is given")

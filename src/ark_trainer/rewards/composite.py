@@ -1,19 +1,20 @@
-"""The composite reward: named rewards with weights, from a YAML spec.
+"""The composite reward: named graders with weights, from a grader spec (``rewards/spec.py``).
 
-The total for a completion is the weighted mean of the rewards that apply to it (``None`` = not
+The total for a completion is the weighted mean of the graders that apply to it (``None`` = not
 applicable is left out of both sums), so a task without labels is not punished for them. The same
 :class:`CompositeReward` scores RFT candidates, drives GRPO and computes the evaluation metrics.
 
-Spec file (``--reward_config``)::
+Spec file (``--reward_config``), in short (every grader type is described in ``rewards/spec.py``)::
 
-    rewards:
-      - name: qc_verdict
+    graders:
+      - name: qc_verdict            # type: rule (the default): a built-in reward by name
         weight: 1.0
-      - name: keywords
+      - name: apologises
+        type: string_check
+        input: "{{sample.output_text}}"
+        reference: "抱歉"
+        operation: like
         weight: 0.2
-        params: {required: ["抱歉"]}
-      - name: my_pkg.rewards:politeness
-        weight: 0.5
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import RewardFn, completion_text, get_reward
+from ark_trainer.rewards.registry import RewardFn, completion_text
+from ark_trainer.rewards.spec import GraderSpec, load_graders
 
 TOTAL = "total"
 
@@ -38,15 +38,6 @@ class Component:
     fn: RewardFn
     weight: float
     params: dict[str, Any] = field(default_factory=dict)
-
-
-class _LineLoader(yaml.SafeLoader):
-    """A YAML loader that remembers each mapping's line, for file:line errors."""
-
-    def construct_mapping(self, node, deep=False):
-        mapping = super().construct_mapping(node, deep=deep)
-        mapping["__line__"] = node.start_mark.line + 1
-        return mapping
 
 
 def preset_path(name: str) -> Path:
@@ -65,41 +56,9 @@ def default_preset(rows: Sequence[dict]) -> str:
     return "qc"
 
 
-def load_spec(path: str | Path | None) -> list[dict[str, Any]]:
-    """Read a reward spec file (default: the QC preset) into a list of {name, weight, params, line}."""
-    path = Path(path) if path else preset_path("qc")
-    if not path.is_file():
-        raise UserError(f"--reward_config: no such file {str(path)!r}")
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None
-    items = data.get("rewards") if isinstance(data, dict) else data
-    if not isinstance(items, list) or not items:
-        raise UserError(f"{path}:1: rewards: expected a non-empty list of {{name, weight, params}}")
-    problems, specs = [], []
-    for item in items:
-        line = item.get("__line__", 1) if isinstance(item, dict) else 1
-        where = f"{path}:{line}"
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            problems.append(f"{where}: name: each reward needs a name")
-            continue
-        unknown = set(item) - {"name", "weight", "params", "__line__"}
-        problems += [f"{where}: {k}: unknown key; use name, weight, params" for k in sorted(unknown)]
-        weight = item.get("weight", 1.0)
-        if not isinstance(weight, int | float) or weight < 0:
-            problems.append(f"{where}: weight: expected a number ≥ 0, got {weight!r}")
-            continue
-        params = item.get("params") or {}
-        if not isinstance(params, dict):
-            problems.append(f"{where}: params: expected a mapping of keyword parameters, got {params!r}")
-            continue
-        params = {k: v for k, v in params.items() if k != "__line__"}
-        specs.append({"name": item["name"], "weight": float(weight), "params": params, "where": where})
-    if problems:
-        raise UserError(*problems)
-    return specs
+def load_spec(path: str | Path | None) -> list[GraderSpec]:
+    """Parse, validate and build the graders of a spec file (default: the QC preset)."""
+    return load_graders(path if path else preset_path("qc"))
 
 
 class CompositeReward:
@@ -110,16 +69,20 @@ class CompositeReward:
     def __init__(self, components: Sequence[Component]) -> None:
         if not components or sum(c.weight for c in components) <= 0:
             raise UserError("rewards: at least one reward needs a weight > 0")
+        names = [c.name for c in components]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # scores are kept and logged by name, so two graders may not share one
+            raise UserError(
+                f"rewards: {twice[0]!r} is the name of two graders (--rm_model_path adds 'reward_model'); "
+                "rename one"
+            )
         self.components = list(components)
         self._cache_key: tuple | None = None
         self._cache: dict[str, list[float | None]] = {}
 
     @classmethod
     def from_spec(cls, path: str | Path | None, extra: Sequence[Component] = ()) -> CompositeReward:
-        comps = [
-            Component(s["name"], get_reward(s["name"], s["params"], s["where"]), s["weight"], s["params"])
-            for s in load_spec(path)
-        ]
+        comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(path)]
         return cls([*comps, *extra])
 
     @property

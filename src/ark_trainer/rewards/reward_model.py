@@ -47,6 +47,30 @@ def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
     return p
 
 
+def auto_device() -> str:
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def rm_text(tokenizer, prompt: Any, completion: Any) -> str:
+    """The text a reward model reads for (prompt, completion), the same in ``rm train`` and in scoring.
+
+    The chat template when the tokenizer has one, else the prompt's turns and the answer on lines of their
+    own; always ending with the EOS token, as TRL's RewardTrainer appends it in training (a sequence
+    classifier reads the last token, so it must be the same one)."""
+    answer = completion_text(completion)
+    if isinstance(prompt, list) and getattr(tokenizer, "chat_template", None):
+        messages = [*prompt, {"role": "assistant", "content": answer}]
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    else:
+        if isinstance(prompt, list):
+            prompt = "\n".join(str(m.get("content", "")) for m in prompt)
+        text = f"{prompt}\n{answer}"
+    eos = tokenizer.eos_token or ""
+    return text if text.endswith(eos) else text + eos
+
+
 class RewardModelScorer:
     """Scores (prompt, completion) pairs with a sequence-classification model; TRL reward contract."""
 
@@ -69,18 +93,9 @@ class RewardModelScorer:
         self.device, self.batch_size, self.max_length = device, batch_size, max_length
         self._torch = torch
 
-    def _text(self, prompt: Any, completion: Any) -> str:
-        answer = completion_text(completion)
-        if isinstance(prompt, list) and self.tokenizer.chat_template:
-            messages = [*prompt, {"role": "assistant", "content": answer}]
-            return self.tokenizer.apply_chat_template(messages, tokenize=False)
-        if isinstance(prompt, list):
-            prompt = "\n".join(m.get("content", "") for m in prompt)
-        return f"{prompt}\n{answer}"
-
     def __call__(self, prompts: list, completions: list, **_: Any) -> list[float | None]:
         torch = self._torch
-        texts = [self._text(p, c) for p, c in zip(prompts, completions, strict=True)]
+        texts = [rm_text(self.tokenizer, p, c) for p, c in zip(prompts, completions, strict=True)]
         scores: list[float | None] = []
         for start in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(

@@ -1,0 +1,292 @@
+"""The grader kinds of a reward spec (``rewards/spec.py`` builds them from YAML and validates them).
+
+Every grader is a callable with TRL's reward contract ``fn(prompts, completions, **columns)`` and a
+``__name__`` (TRL logs rewards by it). Per-sample graders see two dicts, as OpenAI's graders do:
+
+- ``sample``: ``{"output_text": <the completion's text>}``;
+- ``item``: the data row's columns (``label``, ``reference``, ``id``, …) plus ``prompt`` (the last user
+  turn's text).
+
+Text fields are templates: ``{{sample.output_text}}``, ``{{item.label}}``, ``{{item.meta.lang}}``. A
+template that names a field the row does not have (or that is null) makes the grader return ``None``
+(not applicable) for that sample rather than grade an empty string.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.registry import completion_text, prompt_text
+from ark_trainer.rewards.similarity import METRICS
+
+# Keyword arguments TRL adds to a reward call that are not data columns.
+TRL_KWARGS = {"completion_ids", "trainer_state", "log_extra", "log_metric"}
+_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Template:
+    """A text with ``{{item.x}}`` / ``{{sample.output_text}}`` placeholders."""
+
+    text: str
+    fields: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Template:
+        """Parse and check the placeholders; ValueError says what is wrong."""
+        fields = []
+        for match in _PLACEHOLDER.finditer(text):
+            path = tuple(match.group(1).split("."))
+            if path[0] not in ("item", "sample") or len(path) < 2 or not all(path):
+                raise ValueError(
+                    f"placeholder {match.group(0)!r}: use {{{{item.<column>}}}} or {{{{sample.output_text}}}}"
+                )
+            if path[0] == "sample" and path[1] != "output_text":
+                raise ValueError(f"placeholder {match.group(0)!r}: sample has only output_text")
+            fields.append(path)
+        if "{{" in _PLACEHOLDER.sub("", text):
+            raise ValueError("unbalanced '{{'; placeholders are {{item.<column>}} or {{sample.output_text}}")
+        return cls(text, tuple(fields))
+
+    def render(self, sample: dict, item: dict) -> str | None:
+        """The filled-in text, or ``None`` when a field is missing or null."""
+        roots = {"sample": sample, "item": item}
+        values = []
+        for path in self.fields:
+            value: Any = roots[path[0]]
+            for key in path[1:]:
+                value = value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
+            if value is _MISSING or value is None:
+                return None
+            values.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        it = iter(values)
+        return _PLACEHOLDER.sub(lambda _m: next(it), self.text)
+
+
+OUTPUT_TEXT = Template.parse("{{sample.output_text}}")
+
+
+def contexts(prompts: list, completions: list, columns: dict[str, Any]) -> list[tuple[dict, dict]]:
+    """(sample, item) per completion, from TRL's batch arguments."""
+    names = [k for k, v in columns.items() if k not in TRL_KWARGS and isinstance(v, list | tuple)]
+    out = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        item = {k: columns[k][i] for k in names if i < len(columns[k])}
+        item.setdefault("prompt", prompt_text(prompt))
+        out.append(({"output_text": completion_text(completion)}, item))
+    return out
+
+
+class PerSampleGrader:
+    """Base class: grades one (sample, item) at a time with :meth:`grade`."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def grade(self, sample: dict, item: dict) -> float | None:
+        raise NotImplementedError
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        return [self.grade(s, i) for s, i in contexts(prompts, completions, columns)]
+
+
+class StringCheck(PerSampleGrader):
+    """1 or 0: ``eq`` equal, ``ne`` not equal, ``like`` contains, ``ilike`` contains ignoring case."""
+
+    OPERATIONS: dict[str, Callable[[str, str], bool]] = {
+        "eq": operator.eq,
+        "ne": operator.ne,
+        "like": lambda text, ref: ref in text,
+        "ilike": lambda text, ref: ref.lower() in text.lower(),
+    }
+
+    def __init__(self, name: str, input: Template, reference: Template, operation: str) -> None:
+        super().__init__(name)
+        self.input, self.reference, self.op = input, reference, self.OPERATIONS[operation]
+
+    def grade(self, sample, item):
+        text, ref = self.input.render(sample, item), self.reference.render(sample, item)
+        if text is None or ref is None:
+            return None
+        return float(self.op(text.strip(), ref.strip()))
+
+
+class RegexCheck(PerSampleGrader):
+    """1 when the pattern is found in the input (``expect: match``) or not found (``expect: no_match``)."""
+
+    def __init__(self, name: str, input: Template, pattern: re.Pattern, expect: str) -> None:
+        super().__init__(name)
+        self.input, self.pattern, self.want = input, pattern, expect == "match"
+
+    def grade(self, sample, item):
+        text = self.input.render(sample, item)
+        if text is None:
+            return None
+        return float((self.pattern.search(text) is not None) == self.want)
+
+
+class TextSimilarity(PerSampleGrader):
+    """A similarity metric in [0, 1]; with ``pass_threshold``, 1 at or above it and 0 below."""
+
+    def __init__(
+        self, name: str, input: Template, reference: Template, metric: str, pass_threshold: float | None
+    ) -> None:
+        super().__init__(name)
+        self.input, self.reference, self.metric = input, reference, METRICS[metric]
+        self.pass_threshold = pass_threshold
+
+    def grade(self, sample, item):
+        text, ref = self.input.render(sample, item), self.reference.render(sample, item)
+        if text is None or ref is None:
+            return None
+        score = self.metric(text, ref)
+        if self.pass_threshold is not None:
+            return float(score >= self.pass_threshold)
+        return round(score, 6)
+
+
+class PythonGrader(PerSampleGrader):
+    """User code ``grade(sample, item) -> float | None`` (OpenAI's python grader contract)."""
+
+    def __init__(self, name: str, fn: Callable, where: str) -> None:
+        super().__init__(name)
+        self.fn, self.where = fn, where
+
+    def grade(self, sample, item):
+        try:
+            value = self.fn(sample, item)
+        except Exception as exc:  # noqa: BLE001 - the user's code; say which grader and sample
+            raise UserError(
+                f"{self.where}: python grader {self.__name__!r} raised {type(exc).__name__}: {exc} "
+                f"(on a sample with output_text {sample['output_text'][:60]!r})"
+            ) from exc
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise UserError(
+                f"{self.where}: python grader {self.__name__!r} returned {value!r}; return a number or None"
+            )
+        return float(value)
+
+
+class LazyRewardModel:
+    """A reward-model grader that loads the model on first use, so spec checks stay cheap."""
+
+    def __init__(self, name: str, path: str, device: str, batch_size: int, max_length: int) -> None:
+        self.__name__ = name
+        self.path, self.device, self.batch_size, self.max_length = path, device, batch_size, max_length
+        self.scorer = None
+
+    def __call__(self, prompts, completions, **columns):
+        if self.scorer is None:
+            from ark_trainer.rewards.reward_model import RewardModelScorer, auto_device
+
+            device = auto_device() if self.device == "auto" else self.device
+            self.scorer = RewardModelScorer(
+                self.path, device=device, batch_size=self.batch_size, max_length=self.max_length
+            )
+        return self.scorer(prompts, completions, **columns)
+
+
+# --- multi: weighted mean or a formula over named sub-graders ---
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_BINOPS[ast.Pow] = operator.pow
+_FUNCS = {"min": min, "max": max, "abs": abs, "clip": lambda x, lo=0.0, hi=1.0: min(max(x, lo), hi)}
+_ARITY = {"min": (2, 32), "max": (2, 32), "abs": (1, 1), "clip": (1, 3)}  # clip(x, lo=0, hi=1)
+
+
+def check_formula(text: str, names: set[str]) -> ast.Expression:
+    """Parse a ``calculate_output`` formula: numbers, grader names, + - * / **, min/max/abs/clip."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not a valid formula ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id not in names and node.id not in _FUNCS:
+                raise ValueError(f"unknown name {node.id!r}; use the sub-graders {sorted(names)}")
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords:
+                raise ValueError(f"only {', '.join(_FUNCS)} may be called")
+            low, high = _ARITY[node.func.id]
+            if not low <= len(node.args) <= high or any(isinstance(a, ast.Starred) for a in node.args):
+                raise ValueError(f"{node.func.id}() takes {low} to {high} arguments, got {len(node.args)}")
+        elif (
+            not isinstance(
+                node,
+                ast.Expression | ast.Constant | ast.BinOp | ast.UnaryOp | ast.USub | ast.UAdd | ast.Load,
+            )
+            and type(node) not in _BINOPS
+        ):
+            raise ValueError(f"{type(node).__name__} is not allowed; use numbers, names and + - * / **")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, int | float):
+            raise ValueError(f"constant {node.value!r} is not a number")
+    return tree
+
+
+def _evaluate(node: ast.AST, env: dict[str, float]) -> float:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body, env)
+    if isinstance(node, ast.Constant):
+        return float(node.value)
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp):
+        value = _evaluate(node.operand, env)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        return _BINOPS[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
+    if isinstance(node, ast.Call):
+        return float(_FUNCS[node.func.id](*(_evaluate(a, env) for a in node.args)))
+    raise TypeError(type(node).__name__)
+
+
+class MultiGrader:
+    """Combines named sub-graders: a formula (``calculate_output``) or a weighted mean (``weights``).
+
+    With a formula, a sample where a sub-grader it uses is not applicable (``None``) is not applicable
+    either, and a division by zero gives ``None``. The weighted mean leaves ``None`` scores out.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        graders: dict[str, Callable],
+        formula: ast.Expression | None,
+        weights: dict[str, float],
+    ) -> None:
+        self.__name__ = name
+        self.graders, self.formula, self.weights = graders, formula, weights
+
+    def __call__(self, prompts, completions, **columns):
+        table = {
+            n: list(g(prompts=prompts, completions=completions, **columns)) for n, g in self.graders.items()
+        }
+        out: list[float | None] = []
+        for i in range(len(completions)):
+            row = {n: table[n][i] for n in table}
+            out.append(self._combine(row))
+        return out
+
+    def _combine(self, row: dict[str, float | None]) -> float | None:
+        if self.formula is not None:
+            used = {n.id for n in ast.walk(self.formula) if isinstance(n, ast.Name) and n.id in row}
+            if any(row[n] is None for n in used):
+                return None
+            try:
+                return _evaluate(self.formula, {n: float(row[n]) for n in used})
+            except (ZeroDivisionError, OverflowError, ValueError):
+                return None
+        pairs = [(self.weights[n], s) for n, s in row.items() if s is not None]
+        total = sum(w for w, _ in pairs)
+        return sum(w * s for w, s in pairs) / total if total > 0 else None

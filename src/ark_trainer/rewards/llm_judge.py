@@ -1,0 +1,289 @@
+"""The ``llm_judge`` grader: an LLM with a rubric scores each completion (OpenAI's ``score_model``).
+
+It posts the templated messages to an OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM,
+``transformers serve``, llama.cpp, OpenAI itself) with the standard library only, reads a number from the
+reply and maps the spec's ``range`` [lo, hi] onto [0, 1]. The reply may be ``{"score": 7}``, ``Score: 7``
+or a bare ``7``.
+
+Robustness, because a judge is a network service that a multi-hour run depends on:
+
+- every request has a ``timeout``; timeouts, connection errors, HTTP 429 and 5xx are retried
+  ``max_retries`` times with exponential ``backoff`` (1×, 2×, 4× … seconds);
+- a reply without a number in range, or a request that still fails, is a *failed sample*: scored
+  ``None`` (not applicable, left out of the composite) or ``0`` (``on_failure: zero``), counted in
+  :attr:`LLMJudge.stats` and reported by ``ark-trainer score``; the run goes on;
+- HTTP 400/401/403/404 mean the spec is wrong (model name, key, URL): a :class:`UserError` at once;
+- answers are cached by request (model, messages, sampling settings) in memory, or in a JSONL file
+  (``cache: judge_cache.jsonl``) that survives restarts, so a re-run or a repeated sample costs nothing.
+
+The API key is read from the environment variable named by ``api_key_env``, never from the spec file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.graders import Template, contexts
+
+log = logging.getLogger("ark_trainer")
+
+_SCORE_RE = re.compile(r"score\W{0,3}\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*\d+(?:\.\d+)?)?\s*\.?\s*$")
+_JSON_RE = re.compile(r"\{[^{}]*\}")
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def default_system(lo: float, hi: float) -> str:
+    return (
+        "You are a strict grader. Grade the answer with the rubric. "
+        f'Reply with JSON only: {{"score": <a number from {lo:g} to {hi:g}>}}'
+    )
+
+
+def parse_score(text: str) -> float | None:
+    """The score in a judge's reply, or ``None`` when there is none."""
+    for blob in _JSON_RE.findall(text):
+        try:
+            value = json.loads(blob).get("score")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    match = _SCORE_RE.search(text) or _NUMBER_RE.match(text)
+    return float(match.group(1)) if match else None
+
+
+class _Cache:
+    """Request hash → reply text, in memory and optionally appended to a JSONL file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.data, self.lock = path, {}, threading.Lock()
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.data[entry["key"]] = entry["reply"]
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line after a crash: that answer is simply asked again
+
+    def get(self, key: str) -> str | None:
+        return self.data.get(key)
+
+    def put(self, key: str, reply: str) -> None:
+        with self.lock:
+            self.data[key] = reply
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"key": key, "reply": reply}, ensure_ascii=False) + "\n")
+
+
+class LLMJudge:
+    """TRL-contract reward function that asks an OpenAI-compatible chat endpoint for a score."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        base_url: str,
+        messages: list[tuple[str, Template]],
+        score_range: tuple[float, float] = (0.0, 1.0),
+        api_key_env: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 64,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 1.0,
+        concurrency: int = 4,
+        cache: str | None = "memory",
+        on_failure: str = "skip",
+        where: str = "llm_judge",
+    ) -> None:
+        self.__name__ = name
+        self.model, self.messages = model, messages
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.lo, self.hi = score_range
+        self.api_key_env = api_key_env
+        self.temperature, self.max_tokens = temperature, max_tokens
+        self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
+        self.concurrency, self.on_failure, self.where = max(1, concurrency), on_failure, where
+        self.cache = (
+            None if cache in (None, "none", "off") else _Cache(None if cache == "memory" else Path(cache))
+        )
+        self.stats = {"requests": 0, "cache_hits": 0, "scored": 0, "request_failures": 0, "parse_failures": 0}
+        self._lock = threading.Lock()
+
+    # --- one sample ---
+
+    def _body(self, sample: dict, item: dict) -> dict | None:
+        messages = []
+        for role, template in self.messages:
+            text = template.render(sample, item)
+            if text is None:
+                return None
+            messages.append({"role": role, "content": text})
+        return {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "stream": False,
+        }
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    def _post(self, body: dict) -> str | None:
+        """The reply text, or ``None`` after the retries are spent."""
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            self._count("requests")
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    payload = json.loads(response.read().decode("utf-8"))
+                return str(payload["choices"][0]["message"]["content"] or "")
+            except urllib.error.HTTPError as exc:
+                if exc.code not in _RETRY_STATUS:
+                    raise UserError(
+                        f"{self.where}: llm_judge {self.__name__!r}: {self.url} answered HTTP {exc.code} "
+                        f"({exc.reason}); check base_url, model and api_key_env"
+                    ) from None
+                last = f"HTTP {exc.code}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            except (ValueError, KeyError, IndexError, TypeError):
+                last = "reply is not an OpenAI chat completion"
+        log.warning(
+            "llm_judge %s: request failed after %d tries (%s)", self.__name__, self.max_retries + 1, last
+        )
+        return None
+
+    def _request_key(self, body: dict) -> str:
+        blob = json.dumps([self.url, body], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def grade(self, sample: dict, item: dict) -> float | None:
+        body = self._body(sample, item)
+        if body is None:
+            return None  # a templated field is missing: not applicable, not a failure
+        key = self._request_key(body)
+        reply = self.cache.get(key) if self.cache else None
+        if reply is not None:
+            self._count("cache_hits")
+        else:
+            reply = self._post(body)
+            if reply is None:
+                self._count("request_failures")
+                return self._failed()
+        score = parse_score(reply)
+        if score is None or not self.lo <= score <= self.hi:
+            self._count("parse_failures")
+            log.warning("llm_judge %s: no score in range in reply %r", self.__name__, reply[:80])
+            return self._failed()
+        if self.cache is not None:
+            self.cache.put(key, reply)  # only good replies are cached, so a failure is asked again
+        self._count("scored")
+        return (score - self.lo) / (self.hi - self.lo)
+
+    def _failed(self) -> float | None:
+        return 0.0 if self.on_failure == "zero" else None
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        ctx = contexts(prompts, completions, columns)
+        if self.concurrency == 1 or len(ctx) == 1:
+            return [self.grade(s, i) for s, i in ctx]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(ctx))) as pool:
+            return list(pool.map(lambda c: self.grade(*c), ctx))
+
+
+# --- built from a spec entry ---
+
+
+def build_judge(entry, name: str) -> LLMJudge:
+    """An LLMJudge from a spec entry (``rewards/spec.py``'s ``_Entry``, which records file:line problems)."""
+    model = entry.get("model", str, required=True)
+    base_url = entry.get("base_url", str, required=True)
+    if not base_url.startswith(("http://", "https://")):
+        raise entry.fail(
+            "base_url", f"expected an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}"
+        )
+    lo, hi = _range(entry)
+    messages = _judge_messages(entry, default_system(lo, hi))
+    cache = entry.get("cache", (str, bool), "memory")
+    cache = "memory" if cache is True else None if cache is False else cache
+    return LLMJudge(
+        name,
+        model=model,
+        base_url=base_url,
+        messages=messages,
+        score_range=(lo, hi),
+        api_key_env=entry.get("api_key_env", str, None),
+        temperature=float(entry.number("temperature", 0.0, low=0.0)),
+        max_tokens=int(entry.number("max_tokens", 64, low=1, integer=True)),
+        timeout=float(entry.number("timeout", 30.0, low=0.001)),
+        max_retries=int(entry.number("max_retries", 3, low=0, integer=True)),
+        backoff=float(entry.number("backoff", 1.0, low=0.0)),
+        concurrency=int(entry.number("concurrency", 4, low=1, integer=True)),
+        cache=cache,
+        on_failure=entry.choice("on_failure", ("skip", "zero"), "skip"),
+        where=entry.where(),
+    )
+
+
+def _range(entry) -> tuple[float, float]:
+    value = entry.get("range", list, [0, 1])
+    if len(value) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        raise entry.fail("range", f"expected [low, high], got {value!r}")
+    if value[0] >= value[1]:
+        raise entry.fail("range", f"low must be below high, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _judge_messages(entry, system: str) -> list[tuple[str, Template]]:
+    if entry.has("input") == entry.has("rubric"):
+        raise entry.fail("rubric", "give exactly one of rubric (text) or input (a list of {role, content})")
+    if entry.has("rubric"):
+        system = entry.get("system", str, system)
+        return [("system", Template.parse(system)), ("user", entry.template("rubric"))]
+    messages = []
+    for msg in entry.get("input", list):
+        if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
+            raise entry.fail("input", "each message needs role and content (text)")
+        if msg.get("role") not in ("system", "developer", "user", "assistant"):
+            raise entry.fail(
+                "input", f"unknown role {msg.get('role')!r}; use system, developer, user, assistant"
+            )
+        try:
+            messages.append((msg["role"], Template.parse(msg["content"])))
+        except ValueError as exc:
+            raise entry.fail("input", str(exc)) from None
+    if not messages:
+        raise entry.fail("input", "expected at least one message")
+    return messages

@@ -1,0 +1,433 @@
+"""The declarative grader spec (``--reward_config rewards.yaml``): parse, validate, build.
+
+A spec is a list of graders under ``graders:``; the composite reward is their weighted mean (see
+``rewards/composite.py``). Field names follow OpenAI's RFT graders where there is one::
+
+    graders:
+      - name: verdict                 # unique; TRL logs rewards/<name>/mean
+        type: rule                    # a built-in (or package.module:function) reward by name
+        rule: qc_verdict
+        weight: 1.0
+      - name: apologises
+        type: string_check            # eq | ne | like (contains) | ilike (contains, any case)
+        input: "{{sample.output_text}}"
+        reference: "抱歉"
+        operation: like
+      - name: no_phone_number
+        type: regex
+        pattern: "1[3-9]\\d{9}"
+        expect: no_match
+      - name: close_to_reference
+        type: text_similarity         # fuzzy_match token_f1 bleu rouge_1..rouge_5 rouge_l
+        reference: "{{item.reference}}"
+        evaluation_metric: rouge_l
+      - name: rm
+        type: reward_model
+        model_path: runs/rm
+      - name: judge
+        type: llm_judge               # alias: score_model
+        base_url: http://127.0.0.1:8000/v1
+        model: qwen2.5-7b-instruct
+        rubric: "Rate 1-10 how polite this reply is: {{sample.output_text}}"
+        range: [1, 10]
+      - name: mine
+        type: python
+        function: my_pkg.graders:grade   # grade(sample, item) -> float | None
+      - name: combined
+        type: multi
+        graders: {a: {type: string_check, ...}, b: {type: regex, ...}}
+        calculate_output: "0.7 * a + 0.3 * b"     # or weights: {a: 0.7, b: 0.3}
+
+An entry without ``type`` is a ``rule`` whose rule is its ``name`` and whose ``params`` go to the rule's
+factory (the older ``rewards:`` list of {name, weight, params} is read the same way). Every problem in the
+file is reported at once, as ``file:line: field: message``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards import graders as g
+from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
+
+KINDS = ("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi")
+ALIASES = {"score_model": "llm_judge"}
+_META = ("__line__", "__keylines__")
+FIELDS = {
+    "rule": {"rule", "params"},
+    "string_check": {"input", "reference", "operation"},
+    "regex": {"input", "pattern", "expect", "ignore_case"},
+    "text_similarity": {"input", "reference", "evaluation_metric", "pass_threshold"},
+    "reward_model": {"model_path", "device", "batch_size", "max_length"},
+    "llm_judge": {
+        *("model", "base_url", "api_key_env", "input", "rubric", "system", "range", "temperature"),
+        *("max_tokens", "timeout", "max_retries", "backoff", "concurrency", "cache", "on_failure"),
+    },
+    "python": {"function", "source"},
+    "multi": {"graders", "calculate_output", "weights"},
+}
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A YAML loader that remembers each mapping's line and each key's line, for file:line errors."""
+
+    def construct_mapping(self, node, deep=False):
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__line__"] = node.start_mark.line + 1
+        mapping["__keylines__"] = {
+            k.value: k.start_mark.line + 1 for k, _ in node.value if hasattr(k, "value")
+        }
+        return mapping
+
+
+def strip_meta(value: Any) -> Any:
+    """The YAML value without the loader's line bookkeeping."""
+    if isinstance(value, dict):
+        return {k: strip_meta(v) for k, v in value.items() if k not in _META}
+    if isinstance(value, list):
+        return [strip_meta(v) for v in value]
+    return value
+
+
+class _Bad(Exception):
+    """This entry cannot be built; its problem is already recorded."""
+
+
+@dataclass
+class GraderSpec:
+    name: str
+    kind: str
+    weight: float
+    fn: Callable
+    params: dict[str, Any]
+    where: str
+
+
+class _Entry:
+    """One grader mapping of the file, with helpers that record file:line problems."""
+
+    def __init__(self, data: dict, path: Path, problems: list[str], prefix: str = "") -> None:
+        self.data, self.path, self.problems, self.prefix = data, path, problems, prefix
+
+    def where(self, key: str | None = None) -> str:
+        line = self.data.get("__keylines__", {}).get(key, self.data.get("__line__", 1))
+        return f"{self.path}:{line}"
+
+    def fail(self, key: str, message: str) -> _Bad:
+        self.problems.append(f"{self.where(key)}: {self.prefix}{key}: {message}")
+        return _Bad()
+
+    def has(self, key: str) -> bool:
+        return key in self.data and self.data[key] is not None
+
+    def get(self, key: str, types: type | tuple, default: Any = None, *, required: bool = False) -> Any:
+        if not self.has(key):
+            if required:
+                raise self.fail(key, "missing; this grader type needs it")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise self.fail(key, f"expected {_type_name(types)}, got {value!r}")
+        if not isinstance(value, types):
+            raise self.fail(key, f"expected {_type_name(types)}, got {value!r}")
+        return strip_meta(value)
+
+    def number(self, key: str, default: float, *, low: float | None = None, integer: bool = False) -> float:
+        value = self.get(key, int if integer else (int, float), default)
+        if low is not None and value < low:
+            raise self.fail(key, f"expected a number ≥ {low:g}, got {value!r}")
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
+        value = self.get(key, str, default, required=default is None)
+        if value not in options:
+            raise self.fail(key, f"unknown value {value!r}; use one of {', '.join(options)}")
+        return value
+
+    def template(self, key: str, default: str | None = None) -> g.Template:
+        text = self.get(key, str, default, required=default is None)
+        try:
+            return g.Template.parse(text)
+        except ValueError as exc:
+            raise self.fail(key, str(exc)) from None
+
+
+def _type_name(types) -> str:
+    names = {
+        str: "text",
+        int: "an integer",
+        float: "a number",
+        dict: "a mapping",
+        list: "a list",
+        bool: "true/false",
+    }
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise UserError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML ({problem})") from None
+
+
+def load_graders(path: str | Path) -> list[GraderSpec]:
+    """Parse, validate and build every grader of a spec file; one UserError lists all problems."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"--reward_config: no such file {str(path)!r}")
+    data = read_yaml(path)
+    items = data
+    if isinstance(data, dict):
+        items = data.get("graders", data.get("rewards"))
+        extra = [k for k in data if k not in ("graders", "rewards", *_META)]
+        if extra and items is not None:
+            line = data["__keylines__"].get(extra[0], 1)
+            raise UserError(f"{path}:{line}: {extra[0]}: unknown key; the spec has one list, 'graders'")
+    if not isinstance(items, list) or not items:
+        raise UserError(
+            f"{path}:1: graders: expected a non-empty list of graders ({{name, type, weight, …}})"
+        )
+    problems: list[str] = []
+    specs: list[GraderSpec] = []
+    seen: dict[str, str] = {}
+    for raw in items:
+        if not isinstance(raw, dict):
+            problems.append(f"{path}:1: graders: each grader is a mapping with name and type, got {raw!r}")
+            continue
+        entry = _Entry(raw, path, problems)
+        name = raw.get("name")
+        if isinstance(name, str) and name in seen:
+            problems.append(f"{entry.where('name')}: name: {name!r} is already used at {seen[name]}")
+            continue
+        if isinstance(name, str):
+            seen[name] = entry.where("name")
+        try:
+            specs.append(_top_level(entry))
+        except _Bad:
+            continue
+    if problems:
+        raise UserError(*problems)
+    return specs
+
+
+def _top_level(entry: _Entry) -> GraderSpec:
+    name = entry.get("name", str, required=True)
+    if name == "total":
+        raise entry.fail("name", "'total' is the composite's own name; pick another")
+    weight = entry.number("weight", 1.0, low=0.0)
+    kind, fn = _build(entry, name, allowed_extra={"name", "weight"})
+    params = {k: v for k, v in strip_meta(entry.data).items() if k not in ("name", "type", "weight")}
+    return GraderSpec(name, kind, float(weight), fn, params, entry.where())
+
+
+def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Callable]:
+    kind = entry.get("type", str, "rule")
+    kind = ALIASES.get(kind, kind)
+    if kind not in KINDS:
+        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(KINDS)}")
+    allowed = FIELDS[kind] | allowed_extra | {"type", *_META}
+    unknown = [k for k in entry.data if k not in allowed]
+    for key in unknown:
+        entry.fail(
+            key, f"unknown key for a {kind} grader; use {', '.join(sorted(FIELDS[kind] | allowed_extra))}"
+        )
+    builder = BUILDERS[kind]
+    fn = builder(entry, name)
+    if unknown:
+        raise _Bad()
+    if kind == "rule" and getattr(fn, "__name__", None) != name:
+        fn = _renamed(fn, name)  # never rename a registered function in place: others share it
+    return kind, fn
+
+
+def _renamed(fn: Callable, name: str) -> Callable:
+    def reward(prompts, completions, **columns):
+        return fn(prompts=prompts, completions=completions, **columns)
+
+    reward.__name__ = name
+    return reward
+
+
+# --- one builder per kind ---
+
+
+def _rule(entry: _Entry, name: str) -> Callable:
+    from ark_trainer.rewards.registry import get_reward
+
+    rule = entry.get("rule", str, name)
+    params = entry.get("params", dict, {})
+    try:
+        key = "rule" if entry.has("rule") else "name"
+        return get_reward(rule, params, f"{entry.where(key)}: {entry.prefix}{key}")
+    except UserError as exc:  # the registry's message already starts with file:line
+        entry.problems.extend(exc.messages)
+        raise _Bad() from None
+
+
+def _string_check(entry: _Entry, name: str) -> Callable:
+    return g.StringCheck(
+        name,
+        entry.template("input", "{{sample.output_text}}"),
+        entry.template("reference"),
+        entry.choice("operation", tuple(g.StringCheck.OPERATIONS)),
+    )
+
+
+def _regex(entry: _Entry, name: str) -> Callable:
+    text = entry.get("pattern", str, required=True)
+    flags = re.IGNORECASE if entry.get("ignore_case", bool, False) else 0
+    try:
+        pattern = re.compile(text, flags)
+    except re.error as exc:
+        raise entry.fail("pattern", f"not a valid regular expression ({exc})") from None
+    return g.RegexCheck(
+        name,
+        entry.template("input", "{{sample.output_text}}"),
+        pattern,
+        entry.choice("expect", ("match", "no_match"), "match"),
+    )
+
+
+def _text_similarity(entry: _Entry, name: str) -> Callable:
+    metric = entry.get("evaluation_metric", str, required=True)
+    if metric in NEEDS_DOWNLOAD:
+        raise entry.fail(
+            "evaluation_metric",
+            f"{metric!r} needs a downloaded model; use one of {', '.join(METRICS)} (all offline)",
+        )
+    metric = entry.choice("evaluation_metric", tuple(METRICS))
+    threshold = entry.get("pass_threshold", (int, float), None)
+    if threshold is not None and not 0 <= threshold <= 1:
+        raise entry.fail("pass_threshold", f"expected a number in [0, 1], got {threshold!r}")
+    return g.TextSimilarity(
+        name,
+        entry.template("input", "{{sample.output_text}}"),
+        entry.template("reference"),
+        metric,
+        threshold,
+    )
+
+
+def _reward_model(entry: _Entry, name: str) -> Callable:
+    from ark_trainer.rewards.reward_model import check_reward_model_dir
+
+    model_path = entry.get("model_path", str, required=True)
+    try:
+        check_reward_model_dir(model_path, f"{entry.where('model_path')}: model_path")
+    except UserError as exc:
+        entry.problems.extend(exc.messages)
+        raise _Bad() from None
+    device = entry.get("device", str, "auto")
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        raise entry.fail("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+    return g.LazyRewardModel(
+        name,
+        model_path,
+        device,
+        int(entry.number("batch_size", 16, low=1, integer=True)),
+        int(entry.number("max_length", 1024, low=8, integer=True)),
+    )
+
+
+def _llm_judge(entry: _Entry, name: str) -> Callable:
+    from ark_trainer.rewards.llm_judge import build_judge
+
+    return build_judge(entry, name)
+
+
+def _python(entry: _Entry, name: str) -> Callable:
+    if entry.has("function") == entry.has("source"):
+        raise entry.fail(
+            "function", "give exactly one of function (package.module:function) or source (code)"
+        )
+    if entry.has("function"):
+        target = entry.get("function", str)
+        module_name, _, attr = target.partition(":")
+        if not module_name or not attr:
+            raise entry.fail("function", f"expected package.module:function, got {target!r}")
+        try:
+            fn = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise entry.fail("function", f"cannot import {target!r}: {exc}") from None
+        key = "function"
+    else:
+        namespace: dict[str, Any] = {}
+        try:
+            exec(compile(entry.get("source", str), f"<{name} source>", "exec"), namespace)  # noqa: S102
+        except Exception as exc:  # noqa: BLE001 - any error in the user's code
+            raise entry.fail("source", f"the code does not run: {type(exc).__name__}: {exc}") from None
+        fn, key = namespace.get("grade"), "source"
+        if fn is None:
+            raise entry.fail("source", "the code must define grade(sample, item)")
+    if not callable(fn):
+        raise entry.fail(key, "is not callable")
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        raise entry.fail(key, "must take two arguments: grade(sample, item)") from None
+    except ValueError:
+        pass  # builtins without a signature: trust them
+    return g.PythonGrader(name, fn, entry.where(key))
+
+
+def _multi(entry: _Entry, name: str) -> Callable:
+    subs = entry.get("graders", dict, required=True)
+    raw = entry.data["graders"]
+    if not subs:
+        raise entry.fail("graders", "expected a mapping of name: grader")
+    built: dict[str, Callable] = {}
+    for sub_name, sub in raw.items():
+        if sub_name in _META:
+            continue
+        if not isinstance(sub, dict):
+            raise entry.fail("graders", f"{sub_name}: expected a grader mapping, got {strip_meta(sub)!r}")
+        if not str(sub_name).isidentifier():
+            raise entry.fail(
+                "graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)"
+            )
+        sub_entry = _Entry(sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.")
+        built[sub_name] = _build(sub_entry, f"{name}.{sub_name}", allowed_extra=set())[1]
+    formula, weights = None, {n: 1.0 for n in built}
+    if entry.has("calculate_output") and entry.has("weights"):
+        raise entry.fail("weights", "give calculate_output or weights, not both")
+    if entry.has("calculate_output"):
+        try:
+            formula = g.check_formula(entry.get("calculate_output", str), set(built))
+        except ValueError as exc:
+            raise entry.fail("calculate_output", str(exc)) from None
+    elif entry.has("weights"):
+        given = entry.get("weights", dict)
+        for key, value in given.items():
+            if key not in built:
+                raise entry.fail("weights", f"{key!r} is not a sub-grader; use {', '.join(built)}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise entry.fail("weights", f"{key}: expected a number ≥ 0, got {value!r}")
+        weights = {n: float(given.get(n, 0.0)) for n in built}
+        if sum(weights.values()) <= 0:
+            raise entry.fail("weights", "at least one weight must be > 0")
+    return g.MultiGrader(name, built, formula, weights)
+
+
+BUILDERS: dict[str, Callable[[_Entry, str], Callable]] = {
+    "rule": _rule,
+    "string_check": _string_check,
+    "regex": _regex,
+    "text_similarity": _text_similarity,
+    "reward_model": _reward_model,
+    "llm_judge": _llm_judge,
+    "python": _python,
+    "multi": _multi,
+}

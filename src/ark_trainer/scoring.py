@@ -1,0 +1,178 @@
+"""``ark-trainer score``: a dry run of a grader spec on a data file, before hours of training depend on it.
+
+Scores the answers a data file already holds, or answers a model generates for its prompts, with the
+composite reward, and summarises each grader: how often it applies, mean/std/min/max, a 10-bin histogram,
+and — what GRPO cares about — the share of prompts whose answers all get the same score (a group with
+zero variance gives GRPO no gradient). A grader that gives every answer the same score is flagged.
+
+Answers taken from a row (all of them, in this order): a trailing assistant turn of ``messages``,
+``completion``, ``candidates``/``answers``, ``response``/``output``, ``chosen``, ``rejected``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.stages.rft import score_completions
+
+ANSWER_COLUMNS = ("response", "output")
+BARS = " ▁▂▃▄▅▆▇█"
+N_BINS = 10
+
+
+def given_answers(row: dict[str, Any]) -> list[str]:
+    answers = list(row.get("candidates", []))
+    answers += [row[k] for k in ANSWER_COLUMNS if isinstance(row.get(k), str) and row[k].strip()]
+    answers += [row[k] for k in ("chosen", "rejected") if row.get(k)]
+    return answers
+
+
+def collect_answers(rows: list[dict], path: str) -> tuple[list[dict], list[list[str]], list[int]]:
+    """The rows that hold answers, their answers, and the lines of rows without any (skipped).
+
+    No answer in the whole file is an error: there is nothing to score (pass --model_path to generate)."""
+    kept, answers, skipped = [], [], []
+    for row in rows:
+        got = given_answers(row)
+        if got:
+            kept.append(row)
+            answers.append(got)
+        else:
+            skipped.append(row["_line"])
+    if not kept:
+        raise UserError(
+            f"{path}:{skipped[0]}: completion: no row holds an answer to score; give completion, candidates, "
+            "response, chosen or rejected, or pass --model_path to generate answers"
+        )
+    return kept, answers, skipped
+
+
+@dataclass
+class GraderSummary:
+    name: str
+    weight: float | None
+    n: int
+    applicable: int
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    distinct: int = 0
+    histogram: list[int] = field(default_factory=list)
+    hist_range: tuple[float, float] = (0.0, 1.0)
+    groups: int = 0
+    zero_variance_groups: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def summarise(name: str, weight: float | None, per_row: list[list[float | None]]) -> GraderSummary:
+    values = [v for row in per_row for v in row if v is not None]
+    s = GraderSummary(name, weight, n=sum(len(r) for r in per_row), applicable=len(values))
+    if not values:
+        s.warnings.append(
+            f"grader {name!r} applies to no answer (None everywhere); check its columns/templates"
+        )
+        return s
+    mean = sum(values) / len(values)
+    s.mean, s.min, s.max = mean, min(values), max(values)
+    s.std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    s.distinct = len({round(v, 9) for v in values})
+    lo, hi = (0.0, 1.0) if s.min >= 0 and s.max <= 1 else (s.min, s.max)
+    s.hist_range, s.histogram = (lo, hi), [0] * N_BINS
+    for v in values:
+        s.histogram[min(int((v - lo) / (hi - lo) * N_BINS), N_BINS - 1) if hi > lo else 0] += 1
+    for row in per_row:
+        got = [v for v in row if v is not None]
+        if len(got) >= 2:
+            s.groups += 1
+            s.zero_variance_groups += max(got) - min(got) < 1e-9
+    if len(values) >= 2 and s.max - s.min < 1e-9:
+        s.warnings.append(
+            f"grader {name!r} gives every answer the same score {s.min:g}: it is constant, so it adds no "
+            "signal (GRPO learns nothing from it); check its spec, or drop it"
+        )
+    elif s.groups and s.zero_variance_groups == s.groups:
+        s.warnings.append(
+            f"grader {name!r} gives all answers of each prompt the same score: within a GRPO group it is "
+            "constant and adds no signal"
+        )
+    return s
+
+
+def judge_stats(reward: CompositeReward) -> dict[str, dict[str, int]]:
+    """Counters of every LLM judge (top level or inside a multi grader), by name."""
+    out: dict[str, dict[str, int]] = {}
+    stack = [c.fn for c in reward.components]
+    while stack:
+        fn = stack.pop()
+        if isinstance(getattr(fn, "stats", None), dict):
+            out[fn.__name__] = dict(fn.stats)
+        stack += list(getattr(fn, "graders", {}).values())
+    return out
+
+
+def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str]]) -> dict[str, Any]:
+    """Score everything; returns the per-answer records, the per-grader summaries and the warnings."""
+    scored = score_completions(reward, rows, answers)
+    weights = {c.name: c.weight for c in reward.components}
+    summaries = []
+    for name in [*reward.names, TOTAL]:
+        key = (lambda a: a["total"]) if name == TOTAL else (lambda a, n=name: a["scores"][n])
+        summaries.append(summarise(name, weights.get(name), [[key(a) for a in row] for row in scored]))
+    records = [
+        {"line": row["_line"], "answer": text, "total": s["total"], "scores": s["scores"]}
+        for row, texts, row_scores in zip(rows, answers, scored, strict=True)
+        for text, s in zip(texts, row_scores, strict=True)
+    ]
+    judges = judge_stats(reward)
+    warnings = [w for s in summaries if s.name != TOTAL for w in s.warnings]
+    for name, st in judges.items():
+        failed = st["request_failures"] + st["parse_failures"]
+        if failed:
+            warnings.append(
+                f"llm_judge {name!r}: {failed} failed samples ({st['request_failures']} requests failed after "
+                f"retries, {st['parse_failures']} replies without a score in range)"
+            )
+    return {"summaries": summaries, "records": records, "judges": judges, "warnings": warnings}
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def sparkline(hist: list[int]) -> str:
+    top = max(hist) if hist else 0
+    return (
+        "".join(BARS[0 if c == 0 else max(1, round(c / top * (len(BARS) - 1)))] for c in hist) if top else ""
+    )
+
+
+def render_text(result: dict[str, Any], header: str) -> str:
+    lines = [header]
+    head = f"{'grader':<22} {'weight':>6} {'applies':>9} {'mean':>6} {'std':>6} {'min':>6} {'max':>6}"
+    lines.append(f"{head} {'flat groups':>11}  distribution (10 bins)")
+    for s in result["summaries"]:
+        weight = "" if s.weight is None else f"{s.weight:.2f}"
+        groups = f"{s.zero_variance_groups}/{s.groups}" if s.groups else "-"
+        dist = f"|{sparkline(s.histogram)}| {s.hist_range[0]:g}..{s.hist_range[1]:g}" if s.histogram else ""
+        lines.append(
+            f"{s.name[:22]:<22} {weight:>6} {f'{s.applicable}/{s.n}':>9} {_fmt(s.mean):>6} {_fmt(s.std):>6} "
+            f"{_fmt(s.min):>6} {_fmt(s.max):>6} {groups:>11}  {dist}"
+        )
+    for name, st in result["judges"].items():
+        lines.append(f"llm_judge {name}: " + ", ".join(f"{k} {v}" for k, v in st.items()))
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    return "\n".join(lines)
+
+
+def to_json(result: dict[str, Any]) -> dict[str, Any]:
+    graders = {}
+    for s in result["summaries"]:
+        d = {k: v for k, v in vars(s).items() if k not in ("name", "warnings")}
+        d["constant"] = s.applicable >= 2 and s.max is not None and s.max - s.min < 1e-9
+        graders[s.name] = d
+    return {"graders": graders, "judges": result["judges"], "warnings": result["warnings"]}

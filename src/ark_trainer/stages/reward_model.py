@@ -1,0 +1,300 @@
+"""``ark-trainer rm train``: a Bradley-Terry reward model from ``chosen``/``rejected`` pairs, on TRL.
+
+Input is any JSONL the data loader reads with ``chosen`` and ``rejected`` answers per prompt: user
+preference data, or ``OUT/data/rft_pairs.jsonl`` exactly as the RFT stage writes it (best vs worst
+completion by the rule graders). So rules → pairs → reward model → ``train --rm_model_path`` needs no
+human labels.
+
+Recipe: the base model is loaded as ``AutoModelForSequenceClassification`` with one output (a fresh
+score head), the pairs are split by prompt hash (``data/split.py``, no prompt on both sides), TRL's
+``RewardTrainer`` minimises ``-log σ(r_chosen − r_rejected)``, and the held-out pairs are then scored with
+:class:`~ark_trainer.rewards.reward_model.RewardModelScorer`, the very scorer ``--rm_model_path`` uses, to
+report pair accuracy (share of held-out pairs whose chosen answer scores above the rejected one). Texts
+are rendered by ``rm_text`` in both places, so training and scoring see the same tokens.
+
+The model (safetensors), tokenizer and ``rm_metrics.json`` are built in a hidden sibling folder and
+moved to ``--output_dir`` only when everything succeeded, so a crash leaves nothing half-written.
+
+    ark-trainer rm train --data_path runs/qc/data/rft_pairs.jsonl --model_path BASE --output_dir runs/rm
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.data.split import split_rows
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import write_json
+
+log = logging.getLogger("ark_trainer")
+METRICS_FILE = "rm_metrics.json"
+
+
+@dataclass
+class RMTrainArgs:
+    data_path: str
+    model_path: str
+    output_dir: str
+    eval_ratio: float = 0.1
+    num_train_epochs: float = 1.0
+    max_steps: int = -1
+    learning_rate: float = 1e-5
+    batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_length: int = 1024
+    seed: int = 0
+    device: str = "auto"
+    bf16: bool = False
+    overwrite_output_dir: bool = False
+
+    def check(self) -> None:
+        if not 0 <= self.eval_ratio < 1:
+            raise UserError(f"--eval_ratio: expected a number in [0, 1), got {self.eval_ratio}")
+        for flag in ("batch_size", "gradient_accumulation_steps", "max_length"):
+            if getattr(self, flag) < 1:
+                raise UserError(f"--{flag}: expected an integer ≥ 1, got {getattr(self, flag)}")
+        if self.learning_rate <= 0:
+            raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
+        if self.max_steps <= 0 and self.num_train_epochs <= 0:
+            raise UserError("--num_train_epochs: expected a number > 0 (or give --max_steps)")
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
+            raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
+
+
+def _answer(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+        return "".join(str(m.get("content", "")) for m in value)  # a chat-message answer
+    return value if isinstance(value, str) else None
+
+
+def load_pairs(path: str | Path) -> tuple[list[dict], int]:
+    """Rows with a prompt, ``chosen`` and ``rejected``; identical pairs are dropped and counted.
+
+    The prompt is read by the data loader's own rules; ``chosen``/``rejected`` may be empty text (a policy
+    sample can be empty, and rft_pairs.jsonl keeps it as the rejected answer, which it rightly is).
+    """
+    from ark_trainer.data.loader import _normalise, _Problems
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"--data_path: no such file {str(path)!r}; give a .jsonl file of chosen/rejected pairs"
+        )
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}:1: encoding: not UTF-8 text ({exc.reason}); save the file as UTF-8"
+        ) from None
+    problems, rows = _Problems(path), []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(
+                lineno, "json", f"not valid JSON ({exc.msg} at column {exc.colno}); one object per line"
+            )
+            continue
+        if not isinstance(raw, dict):
+            problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
+            continue
+        answers = {k: raw.pop(k, None) for k in ("chosen", "rejected")}
+        for key, value in answers.items():
+            if value is None:
+                problems.add(lineno, key, "missing; every row of a pairs file needs 'chosen' and 'rejected'")
+            elif _answer(value) is None:
+                problems.add(lineno, key, f"expected text, got {type(value).__name__}")
+        row = _normalise(raw, lineno, problems)
+        if row is not None and all(_answer(v) is not None for v in answers.values()):
+            rows.append(
+                {
+                    "prompt": row["prompt"],
+                    "chosen": _answer(answers["chosen"]),
+                    "rejected": _answer(answers["rejected"]),
+                    "_line": lineno,
+                }
+            )
+    if problems.items:
+        raise UserError(*problems.items)
+    if not rows:
+        raise UserError(f"{path}: no pairs; the file is empty")
+    pairs = [r for r in rows if r["chosen"].strip() != r["rejected"].strip()]
+    if not pairs:
+        raise UserError(f"{path}: no usable pairs; every row's chosen answer equals its rejected one")
+    return pairs, len(rows) - len(pairs)
+
+
+def _device(want: str) -> str:
+    import torch
+
+    if want == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if want.startswith("cuda") and not torch.cuda.is_available():
+        log.warning("--device %s: no CUDA GPU on this machine; training on CPU instead", want)
+        return "cpu"
+    return want
+
+
+def _texts(tok, rows: list[dict], max_length: int) -> tuple[list[dict], int]:
+    from ark_trainer.rewards.reward_model import rm_text
+
+    out, too_long = [], 0
+    for row in rows:
+        chosen, rejected = (
+            rm_text(tok, row["prompt"], row["chosen"]),
+            rm_text(tok, row["prompt"], row["rejected"]),
+        )
+        n = max(len(tok(t, add_special_tokens=True)["input_ids"]) for t in (chosen, rejected))
+        if n > max_length:
+            too_long += 1
+            continue
+        out.append({"chosen": chosen, "rejected": rejected})
+    return out, too_long
+
+
+def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: int) -> dict[str, Any]:
+    """Share of pairs whose chosen answer the saved reward model scores above the rejected one."""
+    from ark_trainer.rewards.reward_model import RewardModelScorer
+
+    if not rows:
+        return {"pair_accuracy": None, "mean_margin": None, "n": 0}
+    scorer = RewardModelScorer(str(model_dir), device=device, max_length=max_length)
+    prompts = [r["prompt"] for r in rows]
+    chosen = scorer(prompts, [r["chosen"] for r in rows])
+    rejected = scorer(prompts, [r["rejected"] for r in rows])
+    wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
+    margins = [c - r for c, r in zip(chosen, rejected, strict=True)]
+    return {
+        "pair_accuracy": round(sum(wins) / len(wins), 4),
+        "mean_margin": round(sum(margins) / len(margins), 4),
+        "n": len(rows),
+    }
+
+
+def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
+    out = Path(args.output_dir).resolve()
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir: {out} is a file; give a folder")
+    if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
+        raise UserError(
+            f"--output_dir: {out} is not empty; pick a new folder or pass --overwrite_output_dir True"
+        )
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    return out, staging
+
+
+def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
+    """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
+    from ark_trainer.stages.common import check_policy_dir, load_tokenizer
+
+    args.check()
+    check_policy_dir(args.model_path)
+    pairs, n_identical = load_pairs(args.data_path)
+    out, staging = _prepare_output(args)
+    train_rows, eval_rows = split_rows(pairs, args.eval_ratio)
+    if not train_rows:
+        raise UserError(f"{args.data_path}: no training pairs left after holding out the eval split")
+    tok = load_tokenizer(args.model_path)
+    train_texts, too_long = _texts(tok, train_rows, args.max_length)
+    if not train_texts:
+        raise UserError(f"--max_length {args.max_length}: every training pair is longer; raise --max_length")
+    device = _device(args.device)
+    started = time.time()
+    try:
+        train_log = _fit(args, tok, train_texts, device, staging)
+        held = pair_accuracy(staging, eval_rows, device, args.max_length)
+        seen = pair_accuracy(staging, train_rows[:512], device, args.max_length)
+        metrics = {
+            "pair_accuracy": held["pair_accuracy"],
+            "mean_margin": held["mean_margin"],
+            "n_eval_pairs": held["n"],
+            "train_pair_accuracy": seen["pair_accuracy"],
+            "n_train_pairs": len(train_texts),
+            "n_dropped_identical": n_identical,
+            "n_dropped_too_long": too_long,
+            **train_log,
+            "seconds": round(time.time() - started, 1),
+            "device": device,
+            "args": asdict(args),
+        }
+        write_json(staging / METRICS_FILE, metrics)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return metrics
+
+
+def _logging_steps(args: RMTrainArgs, n_pairs: int) -> int:
+    """About ten loss records per run, so the first and last loss are different points."""
+    per_epoch = math.ceil(n_pairs / (args.batch_size * args.gradient_accumulation_steps))
+    total = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * per_epoch)
+    return max(1, total // 10)
+
+
+def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForSequenceClassification
+    from trl import RewardConfig, RewardTrainer
+
+    use_cpu = device == "cpu"
+    bf16 = args.bf16 and not use_cpu
+    model = AutoModelForSequenceClassification.from_pretrained(
+        args.model_path,
+        num_labels=1,
+        use_safetensors=True,
+        trust_remote_code=False,
+        dtype=torch.bfloat16 if bf16 else torch.float32,
+    )
+    model.config.pad_token_id = tok.pad_token_id
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    config = RewardConfig(
+        output_dir=str(dest / "trainer"),
+        num_train_epochs=args.num_train_epochs,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        lr_scheduler_type="linear",
+        warmup_steps=0.05,
+        max_length=None,  # over-long pairs are already dropped (and counted) by _texts
+        logging_steps=_logging_steps(args, len(texts)),
+        save_strategy="no",
+        report_to="none",
+        seed=args.seed,
+        use_cpu=use_cpu,
+        bf16=bf16,
+        fp16=False,
+        gradient_checkpointing=not use_cpu,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    trainer = RewardTrainer(
+        model=model, args=config, train_dataset=Dataset.from_list(texts), processing_class=tok
+    )
+    result = trainer.train()
+    trainer.save_model(str(dest))
+    tok.save_pretrained(str(dest))
+    shutil.rmtree(dest / "trainer", ignore_errors=True)
+    (dest / "training_args.bin").unlink(missing_ok=True)  # a pickle; the settings are in rm_metrics.json
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    return {
+        "steps": trainer.state.global_step,
+        "train_loss": round(float(result.training_loss), 4),
+        "first_loss": round(history[0]["loss"], 4) if history else None,
+        "last_loss": round(history[-1]["loss"], 4) if history else None,
+    }
