@@ -149,7 +149,7 @@ def _path_role(before: str, path: str) -> str | None:
     best: tuple[int, str] | None = None
     for pattern, role in PATH_ROLES:
         for m in re.finditer(pattern + CONNECT + r"$", before, flags=re.IGNORECASE):
-            if best is None or m.start() > best[0]:
+            if best is None or m.start() < best[0]:  # the longest keyword wins: "reward model" over "model"
                 best = (m.start(), role)
     if best:
         return best[1]
