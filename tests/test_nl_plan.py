@@ -38,8 +38,14 @@ TABLE = [
     ("仅GRPO快速迭代", {"strategy": "GRPO", "rft_steps": 0}),
     ("只用GRPO训练500步", {"strategy": "GRPO", "max_train_steps": 500, "rft_steps": 0}),
     ("快速迭代一下客服模型", {"strategy": "GRPO", "task_name": "智能客服_agent_training"}),
-    ("自动选择策略，训练1万步，RFT 3000步，显存32G", {"strategy": "auto", "max_train_steps": 10000, "rft_steps": 3000, "batch_size": 16}),
-    ("先RFT再GRPO，总步数15000，RFT阶段5000步", {"strategy": "RFT+GRPO", "max_train_steps": 15000, "rft_steps": 5000}),
+    (
+        "自动选择策略，训练1万步，RFT 3000步，显存32G",
+        {"strategy": "auto", "max_train_steps": 10000, "rft_steps": 3000, "batch_size": 16},
+    ),
+    (
+        "先RFT再GRPO，总步数15000，RFT阶段5000步",
+        {"strategy": "RFT+GRPO", "max_train_steps": 15000, "rft_steps": 5000},
+    ),
     ("RFT+GRPO，学习率5e-6，批大小16", {"grpo_learning_rate": 5e-6, "batch_size": 16}),
     ("RFT学习率2e-4，GRPO学习率1e-5", {"rft_learning_rate": 2e-4, "grpo_learning_rate": 1e-5}),
     ("用16G显存的卡训练质检模型", {"batch_size": 8, "task_name": QC_AGENT}),
@@ -48,9 +54,18 @@ TABLE = [
     ("80GB显卡，仅GRPO", {"batch_size": 32, "strategy": "GRPO"}),
     ("训练2000步，每500步保存，预热0.1", {"max_train_steps": 2000, "save_steps": 500, "warmup_ratio": 0.1}),
     ("任务名 质检_v2，RFT+GRPO", {"task_name": "质检_v2"}),
-    ("智能客服 RFT+GRPO，评估集 ./eval/，输出到 runs/v2", {"task_name": "智能客服_agent_training", "eval_dataset": "./eval/", "output_dir": "runs/v2"}),
-    ("模型 ./ckpt/qwen 数据 ./qc/train.jsonl RFT+GRPO 3000步", {"model_path": "./ckpt/qwen", "data_path": "./qc/train.jsonl", "max_train_steps": 3000}),
-    ("基座模型在 /models/qwen2，训练集 /data/a.jsonl，验证集 /data/b.jsonl", {"model_path": "/models/qwen2", "data_path": "/data/a.jsonl", "eval_dataset": "/data/b.jsonl"}),
+    (
+        "智能客服 RFT+GRPO，评估集 ./eval/，输出到 runs/v2",
+        {"task_name": "智能客服_agent_training", "eval_dataset": "./eval/", "output_dir": "runs/v2"},
+    ),
+    (
+        "模型 ./ckpt/qwen 数据 ./qc/train.jsonl RFT+GRPO 3000步",
+        {"model_path": "./ckpt/qwen", "data_path": "./qc/train.jsonl", "max_train_steps": 3000},
+    ),
+    (
+        "基座模型在 /models/qwen2，训练集 /data/a.jsonl，验证集 /data/b.jsonl",
+        {"model_path": "/models/qwen2", "data_path": "/data/a.jsonl", "eval_dataset": "/data/b.jsonl"},
+    ),
     ("不要评估，仅GRPO", {"eval_auto": False, "strategy": "GRPO"}),
     ("用fp16在cuda:0上训练", {"fp16": True, "device": "cuda:0"}),
     ("在CPU上跑，100步", {"device": "cpu", "max_train_steps": 100}),
@@ -70,7 +85,13 @@ TABLE = [
     (
         "Run RFT+GRPO on my QC agent for 10000 steps with batch size 8, model at ./models/qwen, "
         "data ./data/train.jsonl",
-        {"task_name": QC_AGENT, "max_train_steps": 10000, "batch_size": 8, "model_path": "./models/qwen", "data_path": "./data/train.jsonl"},
+        {
+            "task_name": QC_AGENT,
+            "max_train_steps": 10000,
+            "batch_size": 8,
+            "model_path": "./models/qwen",
+            "data_path": "./data/train.jsonl",
+        },
     ),
     (
         "Please fine-tune our customer service agent with RFT then GRPO: 15k steps in total, RFT stage 5000 "
@@ -87,18 +108,38 @@ TABLE = [
             "device": "cuda:0",
         },
     ),
-    ("optimize compliance and customer satisfaction", {"reward_weights": "qc_compliance=1,qc_satisfaction=1"}),
-    ("improve accuracy, 2k steps, batch 4", {"reward_weights": "qc_verdict=1", "max_train_steps": 2000, "batch_size": 4}),
+    (
+        "optimize compliance and customer satisfaction",
+        {"reward_weights": "qc_compliance=1,qc_satisfaction=1"},
+    ),
+    (
+        "improve accuracy, 2k steps, batch 4",
+        {"reward_weights": "qc_verdict=1", "max_train_steps": 2000, "batch_size": 4},
+    ),
     ("focus on format", {"reward_weights": "qc_format=1"}),
     ("RFT then GRPO, skip eval, 64GB GPU", {"eval_auto": False, "batch_size": 32}),
     ("train on a 16 GB GPU", {"batch_size": 8}),
     ("32GB, batch size 64", {"batch_size": 64}),
-    ("auto, model ~/ckpt/qwen2-0.5b, data /data/qc.jsonl, output /tmp/out, eval set /data/eval.jsonl",
-     {"strategy": "auto", "model_path": "~/ckpt/qwen2-0.5b", "data_path": "/data/qc.jsonl", "output_dir": "/tmp/out", "eval_dataset": "/data/eval.jsonl"}),
+    (
+        "auto, model ~/ckpt/qwen2-0.5b, data /data/qc.jsonl, output /tmp/out, eval set /data/eval.jsonl",
+        {
+            "strategy": "auto",
+            "model_path": "~/ckpt/qwen2-0.5b",
+            "data_path": "/data/qc.jsonl",
+            "output_dir": "/tmp/out",
+            "eval_dataset": "/data/eval.jsonl",
+        },
+    ),
     ("task name cs_v3, RFT+GRPO, bf16", {"task_name": "cs_v3", "bf16": True}),
-    ("customer service quality inspection, 1200 steps, rft 400 steps", {"task_name": QC_AGENT, "max_train_steps": 1200, "rft_steps": 400}),
+    (
+        "customer service quality inspection, 1200 steps, rft 400 steps",
+        {"task_name": QC_AGENT, "max_train_steps": 1200, "rft_steps": 400},
+    ),
     ("batch size 6", {"batch_size": 6, "num_generations": 3}),
-    ("RFT+GRPO with reward model ./rm, logs in ./logs/run1", {"rm_model_path": "./rm", "log_dir": "./logs/run1"}),
+    (
+        "RFT+GRPO with reward model ./rm, logs in ./logs/run1",
+        {"rm_model_path": "./rm", "log_dir": "./logs/run1"},
+    ),
     ("train with DPO, or RFT+GRPO if DPO is unavailable", {"strategy": "RFT+GRPO"}),
 ]
 
@@ -186,7 +227,9 @@ def test_cli_plan_json_and_errors(capsys):
     assert main(["plan", "DPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: request: DPO not supported yet")
-    assert main(["run", "仅GRPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2  # stdin not a tty, no --yes
+    assert (
+        main(["run", "仅GRPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
+    )  # stdin not a tty, no --yes
     assert "--yes" in capsys.readouterr().err
 
 
@@ -210,7 +253,9 @@ def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     reward = build_reward(plan.cfg, read_jsonl(qc_data), "cpu")
     assert {c.name: c.weight for c in reward.components}["qc_compliance"] == 1.0  # preset says 0.5
     assert {c.name: c.weight for c in reward.components}["qc_satisfaction"] == 0.25
-    with pytest.raises(UserError, match="--reward_weights: unknown reward 'politeness'; this run's rewards are qc_verdict"):
+    with pytest.raises(
+        UserError, match="--reward_weights: unknown reward 'politeness'; this run's rewards are qc_verdict"
+    ):
         build_reward(TrainConfig(reward_weights="politeness=1"), read_jsonl(qc_data), "cpu")
     # free-text data gets the reference preset: accuracy → reference_match, compliance has no grader
     ref = tmp_path / "ref.jsonl"
@@ -298,13 +343,35 @@ def test_llm_answer_fills_the_config(llm_server, capsys):
 def test_llm_invalid_answers_are_rejected(llm_server, capsys, answer, message):
     url, answers, _ = llm_server
     answers.append(answer)
-    argv = ["plan", "x", "--llm-base-url", url, "--llm-model", "tiny", "--model_path", "m", "--data_path", "d.jsonl"]
+    argv = [
+        "plan",
+        "x",
+        "--llm-base-url",
+        url,
+        "--llm-model",
+        "tiny",
+        "--model_path",
+        "m",
+        "--data_path",
+        "d.jsonl",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
 
 def test_llm_unreachable_is_one_line(capsys):
-    argv = ["plan", "x", "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "tiny", "--model_path", "m"]
+    argv = [
+        "plan",
+        "x",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--llm-model",
+        "tiny",
+        "--model_path",
+        "m",
+    ]
     assert main([*argv, "--data_path", "d.jsonl"]) == 2
-    assert capsys.readouterr().err.startswith("error: --llm-base-url: cannot reach http://127.0.0.1:9/v1/chat/completions")
+    assert capsys.readouterr().err.startswith(
+        "error: --llm-base-url: cannot reach http://127.0.0.1:9/v1/chat/completions"
+    )

@@ -246,7 +246,9 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.auto_probe_prompts < 1:
         problems.append(f"--auto_probe_prompts: must be ≥ 1, got {cfg.auto_probe_prompts}")
     if cfg.auto_probe_samples < 2:
-        problems.append(f"--auto_probe_samples: a group needs at least 2 answers, got {cfg.auto_probe_samples}")
+        problems.append(
+            f"--auto_probe_samples: a group needs at least 2 answers, got {cfg.auto_probe_samples}"
+        )
     for name in ("auto_min_pass_rate", "auto_max_zero_std"):
         if not 0 <= getattr(cfg, name) <= 1:
             problems.append(f"--{name}: must be in [0, 1], got {getattr(cfg, name)}")

@@ -227,7 +227,11 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     elif not cfg.rft_steps:
         cfg.rft_steps = max(cfg.max_train_steps // 3, 1)
     p.plan.update(
-        strategy=strategy, reason=reason, rft_steps=cfg.rft_steps, grpo_steps=cfg.grpo_steps, probe=probe_record(result)
+        strategy=strategy,
+        reason=reason,
+        rft_steps=cfg.rft_steps,
+        grpo_steps=cfg.grpo_steps,
+        probe=probe_record(result),
     )
     write_json(p.out / "plan.json", p.plan)
     atomic_write_text(p.out / "run.yaml", to_yaml(cfg))

@@ -23,6 +23,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model_path", default=None, help="base model folder (overrides the request)")
     parser.add_argument("--data_path", default=None, help="training data JSONL (overrides the request)")
     parser.add_argument("--output_dir", default=None, help="run folder (overrides the request)")
+    parser.add_argument(
+        "--config", default=None, help="YAML of train flags as defaults; what the request says overrides them"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     parser.add_argument(
         "--llm-base-url",
@@ -34,7 +37,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    plan = sub.add_parser("plan", help='turn a request ("RFT+GRPO on my QC agent, 1000 steps") into a run config')
+    plan = sub.add_parser(
+        "plan", help='turn a request ("RFT+GRPO on my QC agent, 1000 steps") into a run config'
+    )
     _add_common(plan)
     plan.set_defaults(func=cmd_plan)
     run = sub.add_parser("run", help="plan a request, show it, confirm (or --yes), and train")
@@ -46,7 +51,12 @@ def register(sub) -> None:
 def _plan(args: argparse.Namespace):
     from ark_trainer.nl.plan import make_plan
 
-    overrides = {"model_path": args.model_path, "data_path": args.data_path, "output_dir": args.output_dir}
+    overrides = {
+        "model_path": args.model_path,
+        "data_path": args.data_path,
+        "output_dir": args.output_dir,
+        "config": args.config,
+    }
     return make_plan(args.request, overrides, args.llm_base_url, args.llm_model)
 
 

@@ -155,7 +155,13 @@ def _qwen2_config(tokenizer, hidden_size: int, num_layers: int) -> Qwen2Config:
 
 
 def _warm_up(
-    model, tokenizer, rows: list[dict], steps: int, seed: int, progress: bool, batch_size: int = WARMUP_BATCH_SIZE
+    model,
+    tokenizer,
+    rows: list[dict],
+    steps: int,
+    seed: int,
+    progress: bool,
+    batch_size: int = WARMUP_BATCH_SIZE,
 ) -> list[dict]:
     """A short SFT run on the warm-up rows; returns the trainer's log history."""
     from datasets import Dataset

@@ -30,7 +30,9 @@ def schema_text() -> str:
     for f in fields(TrainConfig):
         if f.metadata.get("cli_only"):
             continue
-        lines.append(f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {f.metadata.get('help', '')}")
+        lines.append(
+            f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {f.metadata.get('help', '')}"
+        )
     return "\n".join(lines)
 
 
@@ -48,7 +50,9 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     key = os.environ.get("ARK_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             return json.loads(response.read().decode("utf-8"))
@@ -82,7 +86,9 @@ def check_answer(data: dict[str, Any], where: str) -> dict[str, Any]:
     problems, out = [], {}
     for key, value in data.items():
         if key not in known:
-            problems.append(f"{where}: {key}: not a config field (the train flags, see ark-trainer train --help)")
+            problems.append(
+                f"{where}: {key}: not a config field (the train flags, see ark-trainer train --help)"
+            )
             continue
         try:
             out[key] = coerce(key, value, f"{where}: {key}")
@@ -103,12 +109,17 @@ def ask_llm(base_url: str, model: str | None, request: str) -> dict[str, Any]:
         {
             "model": model,
             "temperature": 0,
-            "messages": [{"role": "system", "content": system_prompt()}, {"role": "user", "content": request}],
+            "messages": [
+                {"role": "system", "content": system_prompt()},
+                {"role": "user", "content": request},
+            ],
         },
     )
     where = f"--llm-model {model}"
     try:
         content = reply["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise UserError(f"--llm-base-url: {url}: not an OpenAI chat completion (no choices[0].message)") from None
+        raise UserError(
+            f"--llm-base-url: {url}: not an OpenAI chat completion (no choices[0].message)"
+        ) from None
     return check_answer(extract_object(str(content), where), where)

@@ -25,11 +25,20 @@ PATH = r"((?:~|\.{1,2})?/?[\w.\-~]*[/\\][\w.\-~/\\]*|[\w.\-~]+\.jsonl?)"
 
 # strategy words, most specific first (the pattern, the strategy)
 STRATEGIES = [
-    (r"rft\s*(?:\+|＋|和|与|加|then|and|->|→|、|/|_|-)?\s*(?:再|后|然后)?\s*grpo|先\s*rft\s*再\s*grpo", "RFT+GRPO"),
-    (r"(?:only|just)\s+(?:use\s+)?grpo|grpo[\s_-]*only|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo", "GRPO"),
+    (
+        r"rft\s*(?:\+|＋|和|与|加|then|and|->|→|、|/|_|-)?\s*(?:再|后|然后)?\s*grpo|先\s*rft\s*再\s*grpo",
+        "RFT+GRPO",
+    ),
+    (
+        r"(?:only|just)\s+(?:use\s+)?grpo|grpo[\s_-]*only|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
+        "GRPO",
+    ),
     (r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step", "GRPO"),
-    (r"auto(?:matic(?:ally)?)?\s*(?:strategy|select\w*|choose|choice|pick)?|自动\s*(?:选择|选|判断|决定)?(?:策略)?"
-     r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)", "auto"),
+    (
+        r"auto(?:matic(?:ally)?)?\s*(?:strategy|select\w*|choose|choice|pick)?|自动\s*(?:选择|选|判断|决定)?(?:策略)?"
+        r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)",
+        "auto",
+    ),
     (r"(?<![a-z_])grpo(?![a-z_])", "GRPO"),
 ]
 UNSUPPORTED = r"(?<![a-z])(dpo|ppo)(?![a-z])"
@@ -43,7 +52,10 @@ TASKS = [  # (pattern, task label used for the default task name)
 OBJECTIVES = {
     "compliance": (r"合规(?:性)?|compliance|compliant|违规", ("qc_compliance",)),
     "satisfaction": (r"(?:用户|客户)?满意度?|satisfaction|satisfied|polite\w*|礼貌", ("qc_satisfaction",)),
-    "accuracy": (r"准确(?:率|性|度)?|accura\w+|正确率|correct\w*|判定|verdict", ("qc_verdict", "reference_match")),
+    "accuracy": (
+        r"准确(?:率|性|度)?|accura\w+|正确率|correct\w*|判定|verdict",
+        ("qc_verdict", "reference_match"),
+    ),
     "format": (r"格式|format\w*", ("qc_format",)),
 }
 NAMED_WEIGHT = 1.0
@@ -114,13 +126,20 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
 
 PATH_ROLES = [  # keyword before the path → flag
     (r"(?:奖励模型|reward[\s_-]*model|rm(?:_model)?(?:_path)?)", "rm_model_path"),
-    (r"(?:评估集|评测集|验证集|测试集|评估数据|eval(?:uation)?[\s_-]*(?:set|data(?:set)?|on)?|test[\s_-]*set|dev[\s_-]*set)",
-     "eval_dataset"),
+    (
+        r"(?:评估集|评测集|验证集|测试集|评估数据|eval(?:uation)?[\s_-]*(?:set|data(?:set)?|on)?|test[\s_-]*set|dev[\s_-]*set)",
+        "eval_dataset",
+    ),
     (r"(?:日志|log(?:s|_dir)?)", "log_dir"),
-    (r"(?:输出到|输出目录|输出|保存到|保存在|存到|结果放到|output(?:_dir)?|out(?:put)?\s+(?:to|in)|save(?:\s+(?:it|them))?\s+(?:to|in|under)|write\s+to)",
-     "output_dir"),
+    (
+        r"(?:输出到|输出目录|输出|保存到|保存在|存到|结果放到|output(?:_dir)?|out(?:put)?\s+(?:to|in)|save(?:\s+(?:it|them))?\s+(?:to|in|under)|write\s+to)",
+        "output_dir",
+    ),
     (r"(?:基座模型|基础模型|模型路径|模型|base[\s_-]*model|model(?:_path)?|checkpoint|ckpt)", "model_path"),
-    (r"(?:训练数据|训练集|数据集|数据路径|数据|training[\s_-]*data|train(?:ing)?[\s_-]*set|data(?:set|_path)?)", "data_path"),
+    (
+        r"(?:训练数据|训练集|数据集|数据路径|数据|training[\s_-]*data|train(?:ing)?[\s_-]*set|data(?:set|_path)?)",
+        "data_path",
+    ),
 ]
 CONNECT = r"\s*(?:[:：=]|在|是|为|位于|at|in|is|from|on|under|to)?\s*"
 
@@ -195,44 +214,78 @@ def _strategy(t: _Text, out: Parsed) -> None:
 
 STEP_WORD = r"(?:steps?|步|次迭代|iterations?|iters?)"
 NUMBER_RULES = [  # (flag, patterns with the number as groups 1-2), most specific first
-    ("rft_steps", [
-        rf"rft\s*(?:阶段|stage|部分|phase)?\s*(?:steps?|步数|训练)?\s*(?:[:：=]|为|用|跑|of|for)?\s*{NUM}\s*{STEP_WORD}?",
-        rf"{NUM}\s*{STEP_WORD}\s*(?:of\s+|的\s*)?rft",
-        rf"rft_steps\s*[:=]?\s*{NUM}",
-    ]),
-    ("max_train_steps", [
-        rf"max_train_steps\s*[:=]?\s*{NUM}",
-        rf"(?:总|一共|共|总共|合计|total|max(?:imum)?)\s*(?:训练)?\s*(?:steps?|步数?)?\s*(?:[:：=]|为|of)?\s*{NUM}\s*{STEP_WORD}?",
-        rf"(?:训练|train(?:ing)?\s*(?:for)?)\s*{NUM}\s*{STEP_WORD}",
-        rf"{NUM}\s*{STEP_WORD}",
-        rf"(?:steps?|步数)\s*(?:[:：=]|为|of)?\s*{NUM}",
-    ]),
-    ("batch_size", [
-        rf"(?:batch[\s_-]*size|批大小|批次大小|批量大小|批量|批次|bs|batch)\s*(?:[:：=]|为|of|设为|设置为)?\s*{NUM}",
-        rf"{NUM}\s*(?:per\s+batch|条每批|一批)",
-    ]),
-    ("gradient_accumulation_steps", [
-        rf"(?:gradient[\s_-]*accumulation(?:[\s_-]*steps)?|grad[\s_-]*accum\w*|梯度累积(?:步数)?|梯度累加)\s*(?:[:：=]|为|of)?\s*{NUM}",
-    ]),
-    ("rft_learning_rate", [
-        rf"rft\s*(?:的)?\s*(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of)?\s*{NUM}",
-    ]),
-    ("grpo_learning_rate", [
-        rf"(?:grpo\s*(?:的)?\s*)?(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of|设为)?\s*{NUM}",
-        rf"grpo_learning_rate\s*[:=]?\s*{NUM}",
-    ]),
-    ("warmup_ratio", [rf"(?:warm[\s_-]*up(?:_ratio)?|预热(?:比例)?)\s*(?:ratio)?\s*(?:[:：=]|为|of)?\s*{NUM}"]),
-    ("save_steps", [
-        rf"(?:每|every)\s*{NUM}\s*{STEP_WORD}\s*(?:保存|存一次|save|a\s+checkpoint|checkpoint)",
-        rf"(?:save(?:_steps)?|保存)\s*(?:a\s+checkpoint\s*)?(?:every|每)?\s*{NUM}",
-    ]),
+    (
+        "rft_steps",
+        [
+            rf"rft\s*(?:阶段|stage|部分|phase)?\s*(?:steps?|步数|训练)?\s*(?:[:：=]|为|用|跑|of|for)?\s*{NUM}\s*{STEP_WORD}?",
+            rf"{NUM}\s*{STEP_WORD}\s*(?:of\s+|的\s*)?rft",
+            rf"rft_steps\s*[:=]?\s*{NUM}",
+        ],
+    ),
+    (
+        "max_train_steps",
+        [
+            rf"max_train_steps\s*[:=]?\s*{NUM}",
+            rf"(?:总|一共|共|总共|合计|total|max(?:imum)?)\s*(?:训练)?\s*(?:steps?|步数?)?\s*(?:[:：=]|为|of)?\s*{NUM}\s*{STEP_WORD}?",
+            rf"(?:训练|train(?:ing)?\s*(?:for)?)\s*{NUM}\s*{STEP_WORD}",
+            rf"{NUM}\s*{STEP_WORD}",
+            rf"(?:steps?|步数)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "batch_size",
+        [
+            rf"(?:batch[\s_-]*size|批大小|批次大小|批量大小|批量|批次|bs|batch)\s*(?:[:：=]|为|of|设为|设置为)?\s*{NUM}",
+            rf"{NUM}\s*(?:per\s+batch|条每批|一批)",
+        ],
+    ),
+    (
+        "gradient_accumulation_steps",
+        [
+            rf"(?:gradient[\s_-]*accumulation(?:[\s_-]*steps)?|grad[\s_-]*accum\w*|梯度累积(?:步数)?|梯度累加)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "rft_learning_rate",
+        [
+            rf"rft\s*(?:的)?\s*(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "grpo_learning_rate",
+        [
+            rf"(?:grpo\s*(?:的)?\s*)?(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of|设为)?\s*{NUM}",
+            rf"grpo_learning_rate\s*[:=]?\s*{NUM}",
+        ],
+    ),
+    (
+        "warmup_ratio",
+        [rf"(?:warm[\s_-]*up(?:_ratio)?|预热(?:比例)?)\s*(?:ratio)?\s*(?:[:：=]|为|of)?\s*{NUM}"],
+    ),
+    (
+        "save_steps",
+        [
+            rf"(?:每|every)\s*{NUM}\s*{STEP_WORD}\s*(?:保存|存一次|save|a\s+checkpoint|checkpoint)",
+            rf"(?:save(?:_steps)?|保存)\s*(?:a\s+checkpoint\s*)?(?:every|每)?\s*{NUM}",
+        ],
+    ),
     ("num_generations", [rf"(?:num_generations|group[\s_-]*size|组大小|每组)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
-    ("max_eval_samples", [
-        rf"(?:评估|eval(?:uate)?(?:uation)?\s*(?:on)?)\s*{NUM}\s*(?:条|个|samples?|prompts?|examples?)",
-    ]),
+    (
+        "max_eval_samples",
+        [
+            rf"(?:评估|eval(?:uate)?(?:uation)?\s*(?:on)?)\s*{NUM}\s*(?:条|个|samples?|prompts?|examples?)",
+        ],
+    ),
 ]
-INT_FLAGS = {"rft_steps", "max_train_steps", "batch_size", "gradient_accumulation_steps", "save_steps",
-             "num_generations", "max_eval_samples"}
+INT_FLAGS = {
+    "rft_steps",
+    "max_train_steps",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "save_steps",
+    "num_generations",
+    "max_eval_samples",
+}
 
 
 def _numbers(t: _Text, out: Parsed) -> None:
@@ -289,7 +342,11 @@ def _gpu_memory(t: _Text, out: Parsed) -> None:
 # --- switches ----------------------------------------------------------------------------------------------
 
 SWITCHES = [  # (pattern, flag, value)
-    (r"不(?:要|用)?(?:做)?(?:自动)?评估|跳过评估|no\s+eval\w*|skip\s+eval\w*|without\s+eval\w*", "eval_auto", False),
+    (
+        r"不(?:要|用)?(?:做)?(?:自动)?评估|跳过评估|no\s+eval\w*|skip\s+eval\w*|without\s+eval\w*",
+        "eval_auto",
+        False,
+    ),
     (r"(?:openclaw|龙虾)", "openclaw_env", True),
     (r"fp16|半精度|float16|混合精度", "fp16", True),
     (r"bf16|bfloat16", "bf16", True),
@@ -375,7 +432,11 @@ def _leftover(rest: str) -> list[str]:
         chunk = re.sub(rf"^(?:{FILLER})+$", "", chunk, flags=re.IGNORECASE)
         if not chunk:
             continue
-        for part in re.split(rf"(?:{FILLER})+", chunk, flags=re.IGNORECASE) if re.search(r"[\u4e00-\u9fff]", chunk) else [chunk]:
+        for part in (
+            re.split(rf"(?:{FILLER})+", chunk, flags=re.IGNORECASE)
+            if re.search(r"[\u4e00-\u9fff]", chunk)
+            else [chunk]
+        ):
             if part and not re.fullmatch(r"[\W_\d]*", part):
                 words.append(part)
     return words

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.config import REQUIRED, TrainConfig, resolve_config, to_yaml
+from ark_trainer.config import REQUIRED, TrainConfig, load_yaml_config, resolve_config, to_yaml
 from ark_trainer.errors import UserError
 from ark_trainer.nl.parse import parse_request
 
@@ -71,12 +71,13 @@ def train_command(cfg: TrainConfig) -> str:
     return shlex.join(parts)
 
 
-def _fit_group_size(flags: dict[str, Any], assumptions: list[str]) -> None:
+def _fit_group_size(flags: dict[str, Any], from_yaml: dict[str, Any], assumptions: list[str]) -> None:
     """A small batch gets a GRPO group size that divides it (GRPO needs batch × accumulation % group == 0)."""
-    if "num_generations" in flags or "batch_size" not in flags:
+    merged = {**from_yaml, **flags}
+    if "num_generations" in merged or "batch_size" not in flags:
         return
     try:
-        total = int(flags["batch_size"]) * int(flags.get("gradient_accumulation_steps") or 1)
+        total = int(merged["batch_size"]) * int(merged.get("gradient_accumulation_steps") or 1)
     except (TypeError, ValueError):
         return  # resolve_config reports the bad value
     default = TrainConfig.num_generations
@@ -108,8 +109,9 @@ def make_plan(
 ) -> Plan:
     """Read ``request`` and return a validated plan; raises UserError with a fix on anything missing."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    from_yaml = load_yaml_config(overrides["config"]) if overrides.get("config") else {}
     parsed = parse_request(request)
-    reward = _run_reward({**parsed.flags, **overrides})
+    reward = _run_reward({**from_yaml, **parsed.flags, **overrides})
     if reward is not None and parsed.objectives:  # map objectives onto the rewards this data really gets
         parsed = parse_request(request, reward.names)
     flags = dict(parsed.flags)
@@ -124,16 +126,16 @@ def make_plan(
         if name in flags and flags[name] != value:
             assumptions.append(f"--{name} {value} given on the command line replaces {flags[name]!r}")
         flags[name] = value
-    missing = [name for name in ("model_path", "data_path") if not flags.get(name)]
+    missing = [name for name in ("model_path", "data_path") if not (flags.get(name) or from_yaml.get(name))]
     if missing:
         raise UserError(*(f"--{name}: the request names none; {HINTS[name]}" for name in missing))
-    if not flags.get("output_dir"):
+    if not (flags.get("output_dir") or from_yaml.get("output_dir")):
         flags["output_dir"] = f"runs/{flags.get('task_name') or TrainConfig.task_name}"
         assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
     for name, what in DEFAULTS_NOTED.items():
-        if name not in flags:
+        if name not in flags and name not in from_yaml:
             assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")
-    _fit_group_size(flags, assumptions)
+    _fit_group_size(flags, from_yaml, assumptions)
     try:
         cfg = resolve_config(flags)
     except UserError as exc:
