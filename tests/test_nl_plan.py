@@ -141,6 +141,17 @@ TABLE = [
         {"rm_model_path": "./rm", "log_dir": "./logs/run1"},
     ),
     ("train with DPO, or RFT+GRPO if DPO is unavailable", {"strategy": "RFT+GRPO"}),
+    ("训练一万步，RFT五千步", {"max_train_steps": 10000, "rft_steps": 5000}),
+    ("10,000 steps, 1.5k RFT steps", {"max_train_steps": 10000, "rft_steps": 1500}),
+    (
+        "temperature 0.7, 8 generations per prompt, seed 7",
+        {"temperature": 0.7, "num_generations": 8, "seed": 7},
+    ),
+    ("把模型./m在数据./d.jsonl上用RFT+GRPO训练", {"model_path": "./m", "data_path": "./d.jsonl"}),
+    (
+        '模型 "/data/我的 模型" 数据 「/data/质检 数据.jsonl」',
+        {"model_path": "/data/我的 模型", "data_path": "/data/质检 数据.jsonl"},
+    ),
 ]
 
 

@@ -19,9 +19,16 @@ from typing import Any
 from ark_trainer.errors import UserError
 from ark_trainer.nl.weights import format_weights
 
-NUM = r"(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([kK]|千|万|w|W)?"
+NUM = (
+    r"(\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|[一二两三四五六七八九十百千万]+)"
+    r"\s*([kK]|千|万|w|W)?"
+)
 MULTIPLIERS = {"k": 1_000, "K": 1_000, "千": 1_000, "万": 10_000, "w": 10_000, "W": 10_000}
-PATH = r"((?:~|\.{1,2})?/?[\w.\-~]*[/\\][\w.\-~/\\]*|[\w.\-~]+\.jsonl?)"
+# a path: quoted (any characters), or ASCII with a slash, or a *.json(l) file name
+PATH = (
+    r"[\"'“「]([^\"'”」\n]*[/\\.][^\"'”」\n]*)[\"'”」]"
+    r"|((?:~|\.{1,2})?/?[A-Za-z0-9_.\-~]*[/\\][A-Za-z0-9_.\-~/\\]*|[A-Za-z0-9_.\-~]+\.jsonl?)"
+)
 
 # strategy words, most specific first (the pattern, the strategy)
 STRATEGIES = [
@@ -65,7 +72,7 @@ FILLER = (
     "对当前的|对当前|当前的|当前|执行|进行|开始|训练|优化|提升|提高|改进|模型|请|帮我|帮忙|一下|使用|用|采用|的|和|与|及|以及|并|并且|"
     "在|上|对|把|将|给|为|做|跑|一个|一次|我的|我们的|我们|我|策略|一轮|目标|重点|关注|agent|智能体|please|train|training|"
     "run|fine[- ]?tune|optimi[sz]e|improve|boost|focus|on|for|the|a|an|my|our|with|and|to|of|using|use|in|at|it|"
-    "model|agent|strategy|me|let|can|you|then|by|from|is|be|steps?|步"
+    "model|agent|strategy|me|let|can|you|then|by|from|is|be|i|want|would|like|need|could|steps?|步"
 )
 
 
@@ -102,8 +109,31 @@ class _Text:
         self.rest = self.rest[: m.start()] + " " * (m.end() - m.start()) + self.rest[m.end() :]
 
 
+CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+
+
+def chinese_number(text: str) -> float:
+    """一万 → 10000, 五千 → 5000, 三百五十 → 350, 十二 → 12 (the forms a request uses)."""
+    total, section, digit = 0, 0, 0
+    for ch in text:
+        if ch in CN_DIGITS:
+            digit = CN_DIGITS[ch]
+        elif ch == "万":
+            total += (section + digit or 1) * 10_000
+            section, digit = 0, 0
+        else:
+            section += (digit or 1) * CN_UNITS[ch]
+            digit = 0
+    return float(total + section + digit)
+
+
 def number(value: str, unit: str | None = None) -> float:
-    return float(value) * MULTIPLIERS.get(unit or "", 1)
+    if value[0] in CN_DIGITS or value[0] in CN_UNITS or value[0] == "万":
+        base = chinese_number(value)
+    else:
+        base = float(value.replace(",", ""))
+    return base * MULTIPLIERS.get(unit or "", 1)
 
 
 def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
@@ -146,7 +176,7 @@ CONNECT = r"\s*(?:[:：=]|在|是|为|位于|at|in|is|from|on|under|to)?\s*"
 
 def _paths(t: _Text, out: Parsed) -> None:
     for m in t.finditer(PATH):
-        path = m.group(1).rstrip(".,;，。；")
+        path = (m.group(1) or m.group(2)).rstrip(".,;，。；")
         if not path or path in ("+", "/") or re.fullmatch(r"[\d.]+", path):
             continue
         before = t.rest[max(0, m.start() - 40) : m.start()]
@@ -219,6 +249,7 @@ NUMBER_RULES = [  # (flag, patterns with the number as groups 1-2), most specifi
         [
             rf"rft\s*(?:阶段|stage|部分|phase)?\s*(?:steps?|步数|训练)?\s*(?:[:：=]|为|用|跑|of|for)?\s*{NUM}\s*{STEP_WORD}?",
             rf"{NUM}\s*{STEP_WORD}\s*(?:of\s+|的\s*)?rft",
+            rf"{NUM}\s*rft\s*{STEP_WORD}",
             rf"rft_steps\s*[:=]?\s*{NUM}",
         ],
     ),
@@ -271,6 +302,18 @@ NUMBER_RULES = [  # (flag, patterns with the number as groups 1-2), most specifi
     ),
     ("num_generations", [rf"(?:num_generations|group[\s_-]*size|组大小|每组)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
     (
+        "num_generations",
+        [
+            rf"{NUM}\s*(?:generations|completions|samples|answers)\s*(?:per|a|each)\s*(?:prompt|question|group)"
+        ],
+    ),
+    (
+        "rft_temperature",
+        [rf"rft\s*(?:的)?\s*(?:sampling\s*)?(?:temperature|温度)\s*(?:[:：=]|为|of)?\s*{NUM}"],
+    ),
+    ("temperature", [rf"(?:sampling\s*)?(?:temperature|采样温度|温度)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
+    ("seed", [rf"(?:random\s*)?(?:seed|随机种子|种子)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
+    (
         "max_eval_samples",
         [
             rf"(?:评估|eval(?:uate)?(?:uation)?\s*(?:on)?)\s*{NUM}\s*(?:条|个|samples?|prompts?|examples?)",
@@ -285,6 +328,7 @@ INT_FLAGS = {
     "save_steps",
     "num_generations",
     "max_eval_samples",
+    "seed",
 }
 
 
