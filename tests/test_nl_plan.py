@@ -386,3 +386,12 @@ def test_llm_unreachable_is_one_line(capsys):
     assert capsys.readouterr().err.startswith(
         "error: --llm-base-url: cannot reach http://127.0.0.1:9/v1/chat/completions"
     )
+
+
+def test_run_asks_before_training(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "never"
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    argv = ["run", f"仅GRPO 输出到 {out}", "--model_path", "m", "--data_path", "d.jsonl"]
+    assert main(argv) == 1
+    assert "not started" in capsys.readouterr().out and not out.exists()
