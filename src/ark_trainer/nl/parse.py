@@ -220,6 +220,11 @@ def _strategy(t: _Text, out: Parsed) -> None:
             out.flags["strategy"] = strategy
             if strategy == "GRPO" and re.search(r"快速迭代|fast|quick|one[\s-]step", m.group(0), re.I):
                 out.assumptions.append("fast iteration: Only GRPO (one step, no RFT)")
+            if strategy == "auto":
+                out.assumptions.append(
+                    "auto: the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
+                    "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
+                )
             for more in STRATEGIES:  # a second mention of the same strategy is not ignored
                 while t.take(more[0]):
                     pass
