@@ -21,8 +21,9 @@ from ark_trainer.fileio import read_jsonl
 from ark_trainer.stages.probe import decide, summarize
 
 # Small enough to build both models in seconds on CPU, trained enough for the strong one to answer with the
-# right verdict and a compliant reply most of the time (measured on 24 prompts × 4 samples at composite ≥ 0.7:
-# pass rate 0.57 strong vs 0.14 weak; at the default 0.8, which needs the exact type, 0.13 vs 0.05).
+# right verdict and a compliant reply most of the time (measured on all 48 training prompts × 4 samples at
+# composite ≥ 0.7: pass rate 0.56 strong vs 0.24 weak; at the default 0.8, which needs the exact type, both
+# are low). The minimum pass rate sits halfway between.
 MODEL = {
     "hidden_size": 32,
     "num_layers": 2,
@@ -35,9 +36,9 @@ MODEL = {
 # compliant, polite reply (composite ≥ 0.7) rather than the default 0.8 (exact type).
 RUN_CONFIG = {
     "pass_threshold": 0.7,
-    "auto_probe_prompts": 24,
+    "auto_probe_prompts": 48,
     "auto_probe_samples": 4,
-    "auto_min_pass_rate": 0.3,
+    "auto_min_pass_rate": 0.4,
     "num_generations": 4,
     "rft_num_samples": 2,
     "rft_min_reward": 0.0,
@@ -98,8 +99,8 @@ def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path,
         torch.set_num_threads(threads)
 
     weak_probe, strong_probe = weak_plan["probe"], strong_plan["probe"]
-    assert weak_probe["pass_rate"] < 0.3 <= strong_probe["pass_rate"], (weak_probe, strong_probe)
-    assert weak_probe["prompts"] == strong_probe["prompts"] == 24 and weak_probe["samples_per_prompt"] == 4
+    assert weak_probe["pass_rate"] < 0.4 <= strong_probe["pass_rate"], (weak_probe, strong_probe)
+    assert weak_probe["prompts"] == strong_probe["prompts"] == 48 and weak_probe["samples_per_prompt"] == 4
 
     assert weak_plan["requested"] == strong_plan["requested"] == "auto"
     assert (weak_plan["strategy"], weak_plan["rft_steps"], weak_plan["grpo_steps"]) == ("RFT+GRPO", 1, 2)
