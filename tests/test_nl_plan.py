@@ -233,7 +233,7 @@ def test_cli_plan_yaml_is_a_run_config(tmp_path, capsys):
 def test_cli_plan_json_and_errors(capsys):
     assert main(["plan", "仅GRPO 300步", "--json", "--model_path", "m", "--data_path", "d.jsonl"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["config"]["strategy"] == "GRPO" and data["config"]["max_train_steps"] == 300
+    assert data["strategy"] == "GRPO" and data["max_train_steps"] == 300 and data["rft_steps"] == 0
     assert data["command"].startswith("ark-trainer-inner train ") and data["source"] == "rules"
     assert main(["plan", "DPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -331,7 +331,7 @@ def test_llm_answer_fills_the_config(llm_server, capsys):
     assert main([*argv, "--model_path", "m", "--data_path", "d.jsonl"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["source"] == "llm:tiny"
-    assert (data["config"]["strategy"], data["config"]["max_train_steps"], data["config"]["batch_size"]) == (
+    assert (data["strategy"], data["max_train_steps"], data["batch_size"]) == (
         "GRPO",
         800,
         16,

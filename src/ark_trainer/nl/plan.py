@@ -37,8 +37,9 @@ class Plan:
         return train_command(self.cfg)
 
     def as_json(self) -> dict[str, Any]:
+        """The config keyed by the train flag names, then the command, assumptions, ignored words, source."""
         return {
-            "config": self.cfg.flag_items(),
+            **self.cfg.flag_items(),
             "command": self.command,
             "assumptions": self.assumptions,
             "ignored": self.ignored,
