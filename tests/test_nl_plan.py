@@ -142,6 +142,8 @@ TABLE = [
     ),
     ("train with DPO, or RFT+GRPO if DPO is unavailable", {"strategy": "RFT+GRPO"}),
     ("训练一万步，RFT五千步", {"max_train_steps": 10000, "rft_steps": 5000}),
+    ("RFT+GRPO，自动评估", {"strategy": "RFT+GRPO", "eval_auto": True}),
+    ("GRPO with automatic evaluation", {"strategy": "GRPO", "eval_auto": True}),
     ("10,000 steps, 1.5k RFT steps", {"max_train_steps": 10000, "rft_steps": 1500}),
     (
         "temperature 0.7, 8 generations per prompt, seed 7",

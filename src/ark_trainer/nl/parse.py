@@ -42,7 +42,9 @@ STRATEGIES = [
     ),
     (r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step", "GRPO"),
     (
-        r"auto(?:matic(?:ally)?)?\s*(?:strategy|select\w*|choose|choice|pick)?|自动\s*(?:选择|选|判断|决定)?(?:策略)?"
+        r"(?<![a-z_])auto(?:matic(?:ally)?)?(?![a-z_])(?!\s*(?:eval|evaluat|评估|deploy|部署|heartbeat|save))"
+        r"\s*(?:strategy|select\w*|choose|choice|pick)?"
+        r"|自动(?!\s*(?:评估|评测|部署|心跳|保存|化))\s*(?:选择|选|判断|决定)?(?:策略)?"
         r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)",
         "auto",
     ),
@@ -403,6 +405,7 @@ SWITCHES = [  # (pattern, flag, value)
     (r"(?:在|on|use)?\s*(?:the\s+)?cpu\s*(?:上|only)?|(?:cpu)", "device", "cpu"),
     (r"(?:在|on|use)?\s*(?:a\s+|the\s+)?gpu\s*(?:上)?", "device", "cuda"),
     (r"心跳|heartbeat", "auto_heartbeat", True),
+    (r"自动\s*(?:评估|评测)|auto(?:matic(?:ally)?)?[\s_-]*eval\w*|eval_auto", "eval_auto", True),
     (r"覆盖(?:输出目录|旧的?结果)?|overwrite", "overwrite_output_dir", True),
 ]
 
