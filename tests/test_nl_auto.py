@@ -109,6 +109,14 @@ def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path,
     assert "already passes often" in strong_plan["reason"]
     assert (weak_run["strategy"], strong_run["strategy"], strong_run["rft_steps"]) == ("RFT+GRPO", "GRPO", 0)
 
+    # the probe's answers are kept, and its numbers are theirs
+    scored = read_jsonl(tmp_path / "strong" / "data" / "probe_scored.jsonl")
+    rewards = [a["reward"] for row in scored for a in row["answers"]]
+    assert len(scored) == 48 and len(rewards) == 192
+    assert sum(r >= 0.7 - 1e-9 for r in rewards) / len(rewards) == pytest.approx(
+        strong_probe["pass_rate"], abs=1e-4
+    )
+
     # the stages followed the decision
     assert (tmp_path / "weak" / "eval" / "rft.json").is_file()
     assert not (tmp_path / "strong" / "eval" / "rft.json").exists()

@@ -219,7 +219,8 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
     cfg = p.cfg
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
-        result = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
+        result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
+    write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
     strategy, reason = decide(result)
     cfg.strategy = strategy
     if strategy == "GRPO":

@@ -88,8 +88,10 @@ def decide(result: ProbeResult) -> tuple[str, str]:
 
 def run_probe(
     cfg: TrainConfig, rt: Runtime, model_path: str, rows: list[dict], reward: CompositeReward, on_batch=None
-) -> ProbeResult:
-    """Sample and score the base model's answers on a sample of training prompts."""
+) -> tuple[ProbeResult, list[dict]]:
+    """Sample and score the base model's answers on a sample of training prompts.
+
+    Returns the summary and, per prompt, its answers with their rewards (for ``OUT/data/probe_scored.jsonl``)."""
     sample = probe_prompts(rows, cfg.auto_probe_prompts, cfg.seed)
     model, tok = load_policy(model_path, rt)
     try:
@@ -108,7 +110,14 @@ def run_probe(
     finally:
         del model
     scores = score_completions(reward, sample, answers)
-    return summarize([[s["total"] for s in group] for group in scores], cfg)
+    scored = [
+        {
+            "prompt": row["prompt"],
+            "answers": [{"text": t, "reward": s["total"]} for t, s in zip(texts, group, strict=True)],
+        }
+        for row, texts, group in zip(sample, answers, scores, strict=True)
+    ]
+    return summarize([[s["total"] for s in group] for group in scores], cfg), scored
 
 
 def probe_record(result: ProbeResult) -> dict:
