@@ -16,6 +16,9 @@ often a non-compliant reply, and sampling still finds the right answer often eno
 something to select. It is a toy for the demo, not a real model; ``ARK_DEMO_MODEL.md`` beside the weights
 says how it was made.
 
+``build_base_model(..., strong=True)`` warms up on the gold answers instead: a base model that already does
+the task fairly well, so that ``--strategy auto`` has a strong and a weak model to choose between (tests).
+
 Run it::
 
     PYTHONPATH=src python -m ark_trainer.demo.model OUT_DIR
