@@ -117,6 +117,17 @@ class TrainConfig:
     reward_timeout: float = _opt(60.0, "seconds a reward call may take before its samples are skipped")
     min_free_disk_gb: float = _opt(1.0, "refuse to start or save a checkpoint with less free disk (GB)")
     trust_remote_code: bool = _opt(False, "run the model folder's own Python code (off: never)")
+    reward_weights: str = _opt(
+        "", "re-weight rewards by name, e.g. 'qc_compliance=1,qc_satisfaction=0.5' (default: the spec's)"
+    )
+    auto_probe_prompts: int = _opt(32, "--strategy auto: training prompts the base model is probed on")
+    auto_probe_samples: int = _opt(4, "--strategy auto: answers sampled per probe prompt (a GRPO group)")
+    auto_min_pass_rate: float = _opt(
+        0.3, "--strategy auto: below this probe pass rate RFT+GRPO is chosen, at or above it Only GRPO"
+    )
+    auto_max_zero_std: float = _opt(
+        0.5, "--strategy auto: RFT+GRPO when at least this share of probe groups has zero reward variance"
+    )
 
     def flag_items(self) -> dict[str, Any]:
         """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
@@ -252,6 +263,15 @@ def validate(cfg: TrainConfig) -> None:
             problems.append(f"--{name}: must be ≥ 0")
     if cfg.save_steps < 0:
         problems.append("--save_steps: must be ≥ 0")
+    if cfg.auto_probe_prompts < 1:
+        problems.append(f"--auto_probe_prompts: must be ≥ 1, got {cfg.auto_probe_prompts}")
+    if cfg.auto_probe_samples < 2:
+        problems.append(
+            f"--auto_probe_samples: a group needs at least 2 answers, got {cfg.auto_probe_samples}"
+        )
+    for name in ("auto_min_pass_rate", "auto_max_zero_std"):
+        if not 0 <= getattr(cfg, name) <= 1:
+            problems.append(f"--{name}: must be in [0, 1], got {getattr(cfg, name)}")
     if cfg.fp16 and cfg.bf16:
         problems.append("--fp16/--bf16: choose one")
     if problems:

@@ -17,8 +17,9 @@ from ark_trainer.config import TrainConfig, to_yaml
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
+from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
 from ark_trainer.monitor import Monitor, setup_logging
+from ark_trainer.nl.weights import apply_reward_weights
 from ark_trainer.resume import Progress, reselect
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
 from ark_trainer.stages.common import Runtime
@@ -78,6 +79,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
     plan = make_plan(cfg)
+    if cfg.resume and (out / "plan.json").is_file():
+        plan = read_json(out / "plan.json")  # keeps the first attempt's plan (and an auto probe's numbers)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt)
 
@@ -94,6 +97,7 @@ def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeRe
     from ark_trainer.guards import guard_reward
 
     reward = CompositeReward.from_spec(spec, extra)
+    apply_reward_weights(reward, cfg.reward_weights)
     guard_reward(reward, cfg.reward_timeout)  # a reward raising/hanging on one sample skips that sample
     return reward
 
@@ -116,11 +120,16 @@ class _LazyRewardModel:
 
 def make_plan(cfg: TrainConfig) -> dict:
     strategy, requested = cfg.strategy, cfg.strategy
-    if strategy == "auto":
-        strategy = "RFT+GRPO"
-        reason = "auto: no probe of the base model yet, so the safer two-step RFT+GRPO was chosen"
-    else:
-        reason = f"requested with --strategy: {STRATEGY_REASONS[strategy]}"
+    if strategy == "auto":  # decided by stages/probe.py once the run starts (it needs the model)
+        return {
+            "strategy": "auto",
+            "requested": requested,
+            "reason": "auto: pending; the base model is probed at the start of the run",
+            "rft_steps": cfg.rft_steps,
+            "grpo_steps": cfg.grpo_steps,
+            "task_name": cfg.task_name,
+        }
+    reason = f"requested with --strategy: {STRATEGY_REASONS[strategy]}"
     rft_steps = cfg.rft_steps if strategy == "RFT+GRPO" else 0
     cfg.strategy, cfg.rft_steps = strategy, rft_steps
     return {
@@ -202,6 +211,8 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         len(p.eval),
         rt.device,
     )
+    if cfg.strategy == "auto":
+        _choose_strategy(p, monitor)
     evaluator = _Evaluator(p, rt, monitor)
     evaluator.run("base", cfg.model_path)
     current = cfg.model_path
@@ -223,6 +234,34 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         )
         gc.collect()
         evaluator.run("grpo", current)
+
+
+def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
+    """``--strategy auto``: probe the base model, fix the strategy and steps, rewrite plan.json and run.yaml."""
+    from ark_trainer.stages.probe import decide, probe_record, run_probe
+
+    cfg = p.cfg
+    with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
+        result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
+    write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
+    strategy, reason = decide(result)
+    cfg.strategy = strategy
+    if strategy == "GRPO":
+        cfg.rft_steps = 0
+    elif not cfg.rft_steps:
+        cfg.rft_steps = max(cfg.max_train_steps // 3, 1)
+    p.plan.update(
+        strategy=strategy,
+        reason=reason,
+        rft_steps=cfg.rft_steps,
+        grpo_steps=cfg.grpo_steps,
+        probe=probe_record(result),
+    )
+    write_json(p.out / "plan.json", p.plan)
+    atomic_write_text(p.out / "run.yaml", to_yaml(cfg))
+    monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
+    log.info("%s", reason)
+    gc.collect()
 
 
 def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:

@@ -212,6 +212,9 @@ def check_resume(cfg, out: Path) -> None:
             *(f"--resume: --{k}: {now.get(k)!r} differs from {before[k]!r} in {run_yaml}" for k in changed)
         )
     cfg.resume = True  # run_train logs it once logging is set up
+    if cfg.strategy == "auto" and before.get("strategy") not in (None, "auto"):
+        # the probe of the first attempt already chose; resuming must not probe (and maybe choose) again
+        cfg.strategy, cfg.rft_steps = before["strategy"], before.get("rft_steps", cfg.rft_steps)
 
 
 class Progress:

@@ -16,6 +16,9 @@ often a non-compliant reply, and sampling still finds the right answer often eno
 something to select. It is a toy for the demo, not a real model; ``ARK_DEMO_MODEL.md`` beside the weights
 says how it was made.
 
+``build_base_model(..., strong=True)`` warms up on the gold answers instead: a base model that already does
+the task fairly well, so that ``--strategy auto`` has a strong and a weak model to choose between (tests).
+
 Run it::
 
     PYTHONPATH=src python -m ark_trainer.demo.model OUT_DIR
@@ -115,14 +118,19 @@ def _warmup_target(rng: random.Random, row: dict) -> str:
     return format_answer(label, reply)
 
 
-def warmup_rows(n: int, seed: int, exclude: Iterable[str] = ()) -> list[dict]:
-    """``n`` conversational prompt/completion rows for the warm-up, with its deliberate flaws."""
+def warmup_rows(n: int, seed: int, exclude: Iterable[str] = (), strong: bool = False) -> list[dict]:
+    """``n`` conversational prompt/completion rows for the warm-up, with its deliberate flaws.
+
+    ``strong=True`` warms up on the gold answers instead (a base model that already does the task well,
+    used to test ``--strategy auto``)."""
     rows = generate_rows(n, seed + WARMUP_SEED_OFFSET, "warmup", with_candidates=False, exclude=set(exclude))
     rng = random.Random(f"ark-demo:warmup-targets:{seed}")
     return [
         {
             "prompt": chat_prompt(row["question"]),
-            "completion": [{"role": "assistant", "content": _warmup_target(rng, row)}],
+            "completion": [
+                {"role": "assistant", "content": gold_answer(row) if strong else _warmup_target(rng, row)}
+            ],
         }
         for row in rows
     ]
@@ -149,7 +157,15 @@ def _qwen2_config(tokenizer, hidden_size: int, num_layers: int) -> Qwen2Config:
     )
 
 
-def _warm_up(model, tokenizer, rows: list[dict], steps: int, seed: int, progress: bool) -> list[dict]:
+def _warm_up(
+    model,
+    tokenizer,
+    rows: list[dict],
+    steps: int,
+    seed: int,
+    progress: bool,
+    batch_size: int = WARMUP_BATCH_SIZE,
+) -> list[dict]:
     """A short SFT run on the warm-up rows; returns the trainer's log history."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -158,7 +174,7 @@ def _warm_up(model, tokenizer, rows: list[dict], steps: int, seed: int, progress
         args = SFTConfig(
             output_dir=scratch,
             max_steps=steps,
-            per_device_train_batch_size=WARMUP_BATCH_SIZE,
+            per_device_train_batch_size=batch_size,
             learning_rate=WARMUP_LEARNING_RATE,
             lr_scheduler_type="cosine",
             warmup_steps=max(1, steps // 20),
@@ -198,29 +214,39 @@ def build_base_model(
     n_warmup_rows: int = 3000,
     vocab_size: int = 1500,
     progress: bool = True,
+    strong: bool = False,
+    warmup_batch_size: int = WARMUP_BATCH_SIZE,
 ) -> Path:
     """Make the demo base model in ``out_dir`` (safetensors, tokenizer, generation config, model card).
 
     ``train_rows`` (the demo's training rows) feed the tokenizer; the warm-up uses its own rows, drawn with
-    a different seed and kept apart from ``train_rows``. Loads with ``AutoModelForCausalLM.from_pretrained``."""
+    a different seed and kept apart from ``train_rows``. Loads with ``AutoModelForCausalLM.from_pretrained``.
+    ``strong=True`` warms up on the correct answers (no deliberate flaws): a base model for which
+    ``--strategy auto`` should pick Only GRPO."""
     from transformers import GenerationConfig, Qwen2ForCausalLM, set_seed
 
     started = time.monotonic()
     out_dir = Path(out_dir)
     set_seed(seed)
-    warmup = warmup_rows(n_warmup_rows, seed, exclude=[row["question"] for row in train_rows])
+    warmup = warmup_rows(n_warmup_rows, seed, exclude=[row["question"] for row in train_rows], strong=strong)
     tokenizer = train_tokenizer(_tokenizer_corpus(train_rows, warmup), vocab_size=vocab_size)
     model = Qwen2ForCausalLM(_qwen2_config(tokenizer, hidden_size, num_layers))
     model.generation_config = GenerationConfig(
         bos_token_id=None, eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id
     )
-    history = _warm_up(model, tokenizer, warmup, warmup_steps, seed, progress) if warmup_steps > 0 else []
+    history = (
+        _warm_up(model, tokenizer, warmup, warmup_steps, seed, progress, warmup_batch_size)
+        if warmup_steps > 0
+        else []
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     facts = {
         "seed": seed,
+        "warmup_target": "gold answers (strong variant)" if strong else "deliberately flawed answers",
         "warmup_steps": warmup_steps,
+        "warmup_batch_size": warmup_batch_size,
         "n_warmup_rows": len(warmup),
         "n_parameters": sum(p.numel() for p in model.parameters()),
         "final_loss": next((round(e["loss"], 4) for e in reversed(history) if "loss" in e), None),
@@ -239,7 +265,7 @@ def _model_card(config, vocab: int, facts: dict) -> str:
         f"{facts['n_parameters']:,} parameters"
     )
     warmup = (
-        f"{facts['warmup_steps']} steps of TRL `SFTTrainer` (batch {WARMUP_BATCH_SIZE}, lr {WARMUP_LEARNING_RATE}, "
+        f"{facts['warmup_steps']} steps of TRL `SFTTrainer` (batch {facts['warmup_batch_size']}, lr {WARMUP_LEARNING_RATE}, "
         f"cosine, completion-only loss) on {facts['n_warmup_rows']} synthetic QC dialogues drawn with seed "
         f"{facts['seed']} + {WARMUP_SEED_OFFSET} (not the train/eval seeds; no train dialogue reused); "
         f"final training loss {facts['final_loss']}"

@@ -1,0 +1,1 @@
+"""Natural-language requests → a validated TrainConfig (``ark-trainer plan`` / ``run``)."""

@@ -1,0 +1,494 @@
+"""Deterministic parser: a Chinese or English training request → ``train`` flags, assumptions, ignored words.
+
+Offline and rule-based (regexes and keyword tables), so the same request always gives the same plan::
+
+    parse_request("对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度，显存16G")
+
+gives ``strategy RFT+GRPO``, ``task_name 客服质检_agent_training``, reward weights for compliance and
+satisfaction, ``batch_size 8`` (the reference's table: 16 GB → 4–8, 32 GB → 16–32) and one assumption line
+for every value the request did not state. Each rule consumes the characters it matched; what is left,
+minus filler words, is reported as ignored, so a user sees what was not understood.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.nl.weights import format_weights
+
+NUM = (
+    r"(\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|[一二两三四五六七八九十百千万]+)"
+    r"\s*([kK]|千|万|w|W)?"
+)
+MULTIPLIERS = {"k": 1_000, "K": 1_000, "千": 1_000, "万": 10_000, "w": 10_000, "W": 10_000}
+# a path: quoted (any characters), or ASCII with a slash, or a *.json(l) file name
+PATH = (
+    r"[\"'“「]([^\"'”」\n]*[/\\.][^\"'”」\n]*)[\"'”」]"
+    r"|((?:~|\.{1,2})?/?[A-Za-z0-9_.\-~]*[/\\][A-Za-z0-9_.\-~/\\]*|[A-Za-z0-9_.\-~]+\.jsonl?)"
+)
+
+# strategy words, most specific first (the pattern, the strategy)
+STRATEGIES = [
+    (
+        r"rft\s*(?:\+|＋|和|与|加|then|and|->|→|、|/|_|-)?\s*(?:再|后|然后)?\s*grpo|先\s*rft\s*再\s*grpo",
+        "RFT+GRPO",
+    ),
+    (
+        r"(?:only|just)\s+(?:use\s+)?grpo|grpo[\s_-]*only|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
+        "GRPO",
+    ),
+    (r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step", "GRPO"),
+    (
+        r"(?<![a-z_])auto(?:matic(?:ally)?)?(?![a-z_])(?!\s*(?:eval|evaluat|评估|deploy|部署|heartbeat|save))"
+        r"\s*(?:strategy|select\w*|choose|choice|pick)?"
+        r"|自动(?!\s*(?:评估|评测|部署|心跳|保存|化))\s*(?:选择|选|判断|决定)?(?:策略)?"
+        r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)",
+        "auto",
+    ),
+    (r"(?<![a-z_])grpo(?![a-z_])", "GRPO"),
+]
+UNSUPPORTED = r"(?<![a-z])(dpo|ppo)(?![a-z])"
+
+TASKS = [  # (pattern, task label used for the default task name)
+    (r"客服\s*质检|质检|quality[\s-]*inspection|\bqc\b", "客服质检"),
+    (r"智能\s*客服|客服|customer[\s-]*(?:service|support)", "智能客服"),
+]
+
+# objective → (grader names in preference order, the weight the objective gets when named)
+OBJECTIVES = {
+    "compliance": (r"合规(?:性)?|compliance|compliant|违规", ("qc_compliance",)),
+    "satisfaction": (r"(?:用户|客户)?满意度?|satisfaction|satisfied|polite\w*|礼貌", ("qc_satisfaction",)),
+    "accuracy": (
+        r"准确(?:率|性|度)?|accura\w+|正确率|correct\w*|判定|verdict",
+        ("qc_verdict", "reference_match"),
+    ),
+    "format": (r"格式|format\w*", ("qc_format",)),
+}
+NAMED_WEIGHT = 1.0
+
+# filler words left out of the "ignored" list (they carry no setting)
+FILLER = (
+    "对当前的|对当前|当前的|当前|执行|进行|开始|训练|优化|提升|提高|改进|模型|请|帮我|帮忙|一下|使用|用|采用|的|和|与|及|以及|并|并且|"
+    "在|上|对|把|将|给|为|做|跑|一个|一次|我的|我们的|我们|我|策略|一轮|目标|重点|关注|agent|智能体|please|train|training|"
+    "run|fine[- ]?tune|optimi[sz]e|improve|boost|focus|on|for|the|a|an|my|our|with|and|to|of|using|use|in|at|it|"
+    "model|agent|strategy|me|let|can|you|then|by|from|is|be|i|want|would|like|need|could|steps?|步"
+)
+
+
+@dataclass
+class Parsed:
+    """What the request said (flags), what was assumed, and what was not understood."""
+
+    flags: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    objectives: list[str] = field(default_factory=list)
+
+
+class _Text:
+    """The request with consumed spans blanked out, so no two rules read the same words."""
+
+    def __init__(self, text: str) -> None:
+        self.original = text
+        self.rest = text
+
+    def find(self, pattern: str) -> re.Match | None:
+        return re.search(pattern, self.rest, flags=re.IGNORECASE)
+
+    def finditer(self, pattern: str) -> list[re.Match]:
+        return list(re.finditer(pattern, self.rest, flags=re.IGNORECASE))
+
+    def take(self, pattern: str) -> re.Match | None:
+        m = self.find(pattern)
+        if m:
+            self.consume(m)
+        return m
+
+    def consume(self, m: re.Match) -> None:
+        self.rest = self.rest[: m.start()] + " " * (m.end() - m.start()) + self.rest[m.end() :]
+
+
+CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+
+
+def chinese_number(text: str) -> float:
+    """一万 → 10000, 五千 → 5000, 三百五十 → 350, 十二 → 12 (the forms a request uses)."""
+    total, section, digit = 0, 0, 0
+    for ch in text:
+        if ch in CN_DIGITS:
+            digit = CN_DIGITS[ch]
+        elif ch == "万":
+            total += (section + digit or 1) * 10_000
+            section, digit = 0, 0
+        else:
+            section += (digit or 1) * CN_UNITS[ch]
+            digit = 0
+    return float(total + section + digit)
+
+
+def number(value: str, unit: str | None = None) -> float:
+    if value[0] in CN_DIGITS or value[0] in CN_UNITS or value[0] == "万":
+        base = chinese_number(value)
+    else:
+        base = float(value.replace(",", ""))
+    return base * MULTIPLIERS.get(unit or "", 1)
+
+
+def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
+    """Parse ``text``; ``known_rewards`` (the run's reward names, when known) steers objective mapping."""
+    if not text or not text.strip():
+        raise UserError('request: empty; say what to train, e.g. "RFT+GRPO on my QC data, 1000 steps"')
+    t, out = _Text(text), Parsed()
+    _paths(t, out)
+    _strategy(t, out)
+    _numbers(t, out)
+    _gpu_memory(t, out)
+    _switches(t, out)
+    _objectives(t, out, known_rewards)
+    _task(t, out)
+    out.ignored = _leftover(t.rest)
+    return out
+
+
+# --- paths -------------------------------------------------------------------------------------------------
+
+PATH_ROLES = [  # keyword before the path → flag
+    (r"(?:奖励模型|reward[\s_-]*model|rm(?:_model)?(?:_path)?)", "rm_model_path"),
+    (
+        r"(?:评估集|评测集|验证集|测试集|评估数据|eval(?:uation)?[\s_-]*(?:set|data(?:set)?|on)?|test[\s_-]*set|dev[\s_-]*set)",
+        "eval_dataset",
+    ),
+    (r"(?:日志|log(?:s|_dir)?)", "log_dir"),
+    (
+        r"(?:输出到|输出目录|输出|保存到|保存在|存到|结果放到|output(?:_dir)?|out(?:put)?\s+(?:to|in)|save(?:\s+(?:it|them))?\s+(?:to|in|under)|write\s+to)",
+        "output_dir",
+    ),
+    (r"(?:基座模型|基础模型|模型路径|模型|base[\s_-]*model|model(?:_path)?|checkpoint|ckpt)", "model_path"),
+    (
+        r"(?:训练数据|训练集|数据集|数据路径|数据|training[\s_-]*data|train(?:ing)?[\s_-]*set|data(?:set|_path)?)",
+        "data_path",
+    ),
+]
+CONNECT = r"\s*(?:[:：=]|在|是|为|位于|at|in|is|from|on|under|to)?\s*"
+
+
+def _paths(t: _Text, out: Parsed) -> None:
+    for m in t.finditer(PATH):
+        path = (m.group(1) or m.group(2)).rstrip(".,;，。；")
+        if not path or path in ("+", "/") or re.fullmatch(r"[\d.]+", path):
+            continue
+        before = t.rest[max(0, m.start() - 40) : m.start()]
+        role = _path_role(before, path)
+        if role is None or role in out.flags:
+            continue
+        out.flags[role] = path
+        t.rest = t.rest[: m.start()] + " " * len(m.group(0)) + t.rest[m.end() :]
+        kw = re.search(_role_pattern(role) + CONNECT + r"$", t.rest[: m.start()], flags=re.IGNORECASE)
+        if kw:
+            t.rest = t.rest[: kw.start()] + " " * (kw.end() - kw.start()) + t.rest[kw.end() :]
+
+
+def _role_pattern(role: str) -> str:
+    return next(p for p, r in PATH_ROLES if r == role)
+
+
+def _path_role(before: str, path: str) -> str | None:
+    best: tuple[int, str] | None = None
+    for pattern, role in PATH_ROLES:
+        for m in re.finditer(pattern + CONNECT + r"$", before, flags=re.IGNORECASE):
+            if best is None or m.start() < best[0]:  # the longest keyword wins: "reward model" over "model"
+                best = (m.start(), role)
+    if best:
+        return best[1]
+    if re.search(r"\.jsonl?$", path):
+        return "data_path"
+    return None
+
+
+# --- strategy ----------------------------------------------------------------------------------------------
+
+
+def _strategy(t: _Text, out: Parsed) -> None:
+    unsupported = sorted({m.group(1).upper() for m in t.finditer(UNSUPPORTED)})
+    for m in t.finditer(UNSUPPORTED):
+        t.consume(m)
+    for pattern, strategy in STRATEGIES:
+        m = t.take(pattern)
+        if m:
+            out.flags["strategy"] = strategy
+            if strategy == "GRPO" and re.search(r"快速迭代|fast|quick|one[\s-]step", m.group(0), re.I):
+                out.assumptions.append("fast iteration: Only GRPO (one step, no RFT)")
+            if strategy == "auto":
+                out.assumptions.append(
+                    "auto: the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
+                    "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
+                )
+            for more in STRATEGIES:  # a second mention of the same strategy is not ignored
+                while t.take(more[0]):
+                    pass
+            break
+    if unsupported:
+        names = " and ".join(unsupported)
+        if "strategy" not in out.flags:
+            raise UserError(
+                f"request: {names} not supported yet (the reference tool lists DPO and PPO as future work); "
+                "ask for RFT+GRPO, Only GRPO or auto"
+            )
+        out.assumptions.append(f"{names} not supported yet; ignored, training with {out.flags['strategy']}")
+    if "strategy" not in out.flags:
+        out.flags["strategy"] = "RFT+GRPO"
+        out.assumptions.append(
+            "strategy not named: RFT+GRPO (the reference's choice for precise preference alignment); "
+            "say 'only GRPO' for one fast step or 'auto' to let a probe of the base model decide"
+        )
+
+
+# --- numbers -----------------------------------------------------------------------------------------------
+
+STEP_WORD = r"(?:steps?|步|次迭代|iterations?|iters?)"
+NUMBER_RULES = [  # (flag, patterns with the number as groups 1-2), most specific first
+    (
+        "rft_steps",
+        [
+            rf"rft\s*(?:阶段|stage|部分|phase)?\s*(?:steps?|步数|训练)?\s*(?:[:：=]|为|用|跑|of|for)?\s*{NUM}\s*{STEP_WORD}?",
+            rf"{NUM}\s*{STEP_WORD}\s*(?:of\s+|的\s*)?rft",
+            rf"{NUM}\s*rft\s*{STEP_WORD}",
+            rf"rft_steps\s*[:=]?\s*{NUM}",
+        ],
+    ),
+    (
+        "max_train_steps",
+        [
+            rf"max_train_steps\s*[:=]?\s*{NUM}",
+            rf"(?:总|一共|共|总共|合计|total|max(?:imum)?)\s*(?:训练)?\s*(?:steps?|步数?)?\s*(?:[:：=]|为|of)?\s*{NUM}\s*{STEP_WORD}?",
+            rf"(?:训练|train(?:ing)?\s*(?:for)?)\s*{NUM}\s*{STEP_WORD}",
+            rf"{NUM}\s*{STEP_WORD}",
+            rf"(?:steps?|步数)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "batch_size",
+        [
+            rf"(?:batch[\s_-]*size|批大小|批次大小|批量大小|批量|批次|bs|batch)\s*(?:[:：=]|为|of|设为|设置为)?\s*{NUM}",
+            rf"{NUM}\s*(?:per\s+batch|条每批|一批)",
+        ],
+    ),
+    (
+        "gradient_accumulation_steps",
+        [
+            rf"(?:gradient[\s_-]*accumulation(?:[\s_-]*steps)?|grad[\s_-]*accum\w*|梯度累积(?:步数)?|梯度累加)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "rft_learning_rate",
+        [
+            rf"rft\s*(?:的)?\s*(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of)?\s*{NUM}",
+        ],
+    ),
+    (
+        "grpo_learning_rate",
+        [
+            rf"(?:grpo\s*(?:的)?\s*)?(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of|设为)?\s*{NUM}",
+            rf"grpo_learning_rate\s*[:=]?\s*{NUM}",
+        ],
+    ),
+    (
+        "warmup_ratio",
+        [rf"(?:warm[\s_-]*up(?:_ratio)?|预热(?:比例)?)\s*(?:ratio)?\s*(?:[:：=]|为|of)?\s*{NUM}"],
+    ),
+    (
+        "save_steps",
+        [
+            rf"(?:每|every)\s*{NUM}\s*{STEP_WORD}\s*(?:保存|存一次|save|a\s+checkpoint|checkpoint)",
+            rf"(?:save(?:_steps)?|保存)\s*(?:a\s+checkpoint\s*)?(?:every|每)?\s*{NUM}",
+        ],
+    ),
+    ("num_generations", [rf"(?:num_generations|group[\s_-]*size|组大小|每组)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
+    (
+        "num_generations",
+        [
+            rf"{NUM}\s*(?:generations|completions|samples|answers)\s*(?:per|a|each)\s*(?:prompt|question|group)"
+        ],
+    ),
+    (
+        "rft_temperature",
+        [rf"rft\s*(?:的)?\s*(?:sampling\s*)?(?:temperature|温度)\s*(?:[:：=]|为|of)?\s*{NUM}"],
+    ),
+    ("temperature", [rf"(?:sampling\s*)?(?:temperature|采样温度|温度)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
+    ("seed", [rf"(?:random\s*)?(?:seed|随机种子|种子)\s*(?:[:：=]|为|of)?\s*{NUM}"]),
+    (
+        "max_eval_samples",
+        [
+            rf"(?:评估|eval(?:uate)?(?:uation)?\s*(?:on)?)\s*{NUM}\s*(?:条|个|samples?|prompts?|examples?)",
+        ],
+    ),
+]
+INT_FLAGS = {
+    "rft_steps",
+    "max_train_steps",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "save_steps",
+    "num_generations",
+    "max_eval_samples",
+    "seed",
+}
+
+
+def _numbers(t: _Text, out: Parsed) -> None:
+    for flag, patterns in NUMBER_RULES:
+        for pattern in patterns:
+            m = t.find(pattern)
+            if not m:
+                continue
+            value = number(m.group(1), m.group(2))
+            if flag in INT_FLAGS:
+                if not value.is_integer():
+                    raise UserError(f"request: {m.group(0).strip()!r}: --{flag} must be a whole number")
+                value = int(value)
+            out.flags[flag] = value
+            t.consume(m)
+            break
+
+
+# --- GPU memory (the reference's table) --------------------------------------------------------------------
+
+GPU_MEMORY = rf"(?:显存|gpu\s*memory|vram|memory)?\s*(?:[:：=]|为|是|of)?\s*{NUM}\s*(?:gb|g|gib)\b\s*(?:显存|的?显卡|gpu|vram|card|memory)?"
+
+
+def batch_for_memory(gb: float) -> tuple[int, str]:
+    """The reference's advice: 16 GB → 4–8, 32 GB → 16–32; the upper end below 32 GB, the lower above."""
+    if gb < 16:
+        return 4, f"{gb:g} GB is below the reference's smallest row (16 GB → 4–8): batch_size 4"
+    if gb < 32:
+        return 8, f"{gb:g} GB: the reference advises batch 4–8 for 16 GB; batch_size 8"
+    if gb < 64:
+        return 16, f"{gb:g} GB: the reference advises batch 16–32 for 32 GB; batch_size 16 (the safe end)"
+    return 32, f"{gb:g} GB: above the reference's 32 GB row (16–32); batch_size 32"
+
+
+def _gpu_memory(t: _Text, out: Parsed) -> None:
+    m = re.search(GPU_MEMORY.replace(r"\b", r"(?![a-z])"), t.rest, flags=re.IGNORECASE)
+    if not m:
+        return
+    t.consume(m)
+    gb = number(m.group(1), None)
+    batch, why = batch_for_memory(gb)
+    if "batch_size" in out.flags:
+        low, high = (4, 8) if gb < 32 else (16, 32)
+        if not low <= out.flags["batch_size"] <= high:
+            out.assumptions.append(
+                f"batch_size {out.flags['batch_size']} as asked, though the reference advises {low}–{high} "
+                f"for {gb:g} GB"
+            )
+        return
+    out.flags["batch_size"] = batch
+    out.assumptions.append(f"GPU memory {why}")
+
+
+# --- switches ----------------------------------------------------------------------------------------------
+
+SWITCHES = [  # (pattern, flag, value)
+    (
+        r"不(?:要|用)?(?:做)?(?:自动)?评估|跳过评估|no\s+eval\w*|skip\s+eval\w*|without\s+eval\w*",
+        "eval_auto",
+        False,
+    ),
+    (r"(?:openclaw|龙虾)", "openclaw_env", True),
+    (r"fp16|半精度|float16|混合精度", "fp16", True),
+    (r"bf16|bfloat16", "bf16", True),
+    (r"(?:cuda:\d+)", "device", None),
+    (r"(?:在|on|use)?\s*(?:the\s+)?cpu\s*(?:上|only)?|(?:cpu)", "device", "cpu"),
+    (r"(?:在|on|use)?\s*(?:a\s+|the\s+)?gpu\s*(?:上)?", "device", "cuda"),
+    (r"心跳|heartbeat", "auto_heartbeat", True),
+    (r"自动\s*(?:评估|评测)|auto(?:matic(?:ally)?)?[\s_-]*eval\w*|eval_auto", "eval_auto", True),
+    (r"覆盖(?:输出目录|旧的?结果)?|overwrite", "overwrite_output_dir", True),
+]
+
+
+def _switches(t: _Text, out: Parsed) -> None:
+    for pattern, flag, value in SWITCHES:
+        m = t.take(pattern)
+        if m and flag not in out.flags:
+            out.flags[flag] = m.group(0).strip().lower() if value is None else value
+    if re.search(r"agent|智能体", t.original, flags=re.IGNORECASE) and "openclaw_env" not in out.flags:
+        out.flags["openclaw_env"] = True
+        out.assumptions.append("an agent is named: --openclaw_env True (check OpenClaw, deploy when present)")
+
+
+# --- objectives → reward weights ---------------------------------------------------------------------------
+
+OBJECTIVE_WEIGHT = rf"\s*(?:权重|weight(?:ed)?|[:：=]|x|×)\s*{NUM}"
+
+
+def _objectives(t: _Text, out: Parsed, known: list[str] | None) -> None:
+    weights: dict[str, float] = {}
+    for objective, (pattern, graders) in OBJECTIVES.items():
+        m = t.find(f"(?:{pattern})(?:{OBJECTIVE_WEIGHT})?")
+        if not m:
+            continue
+        t.consume(m)
+        while t.take(pattern):  # "合规 ... 违规" names one objective
+            pass
+        grader = next((g for g in graders if known is None or g in known), None)
+        if grader is None:
+            out.assumptions.append(
+                f"objective {objective}: no matching reward in this run's rewards ({', '.join(known or [])}); ignored"
+            )
+            continue
+        weights[grader] = number(m.group(1), m.group(2)) if m.group(1) else NAMED_WEIGHT
+        out.objectives.append(objective)
+    if weights:
+        out.flags["reward_weights"] = format_weights(weights)
+        out.assumptions.append(
+            f"objectives {', '.join(out.objectives)} → --reward_weights {format_weights(weights)} "
+            "(named objectives count as much as the verdict; the other rewards keep the preset's weights)"
+        )
+
+
+# --- task --------------------------------------------------------------------------------------------------
+
+TASK_NAME = (
+    r"(?:task[\s_-]*name|任务名(?:称)?|名为|叫做|命名为|named|called)\s*(?:[:：=]|为|是)?\s*"
+    r"[\"'“”‘’「」]?([\w\-+.]+)[\"'“”‘’「」]?"
+)
+
+
+def _task(t: _Text, out: Parsed) -> None:
+    m = t.take(TASK_NAME)
+    task = None
+    for pattern, label in TASKS:
+        found = t.take(pattern)
+        if found:
+            task = label
+            while t.take(pattern):
+                pass
+            break
+    if m:
+        out.flags["task_name"] = m.group(1)
+    elif task:
+        out.flags["task_name"] = f"{task}_agent_training"
+        out.assumptions.append(f"task {task}: task_name {task}_agent_training (the reference's naming)")
+
+
+# --- leftovers ---------------------------------------------------------------------------------------------
+
+
+def _leftover(rest: str) -> list[str]:
+    words = []
+    for chunk in re.split(r"[\s,.;:!?，。；：！？、()（）\[\]【】\"'“”‘’「」+*/=]+", rest):
+        chunk = re.sub(rf"^(?:{FILLER})+$", "", chunk, flags=re.IGNORECASE)
+        if not chunk:
+            continue
+        for part in (
+            re.split(rf"(?:{FILLER})+", chunk, flags=re.IGNORECASE)
+            if re.search(r"[\u4e00-\u9fff]", chunk)
+            else [chunk]
+        ):
+            if part and not re.fullmatch(r"[\W_\d]*", part):
+                words.append(part)
+    return words

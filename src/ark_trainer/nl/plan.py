@@ -1,0 +1,151 @@
+"""A request → a complete, validated :class:`TrainConfig`, its ``train`` command line, and how it was read.
+
+Used by ``ark-trainer plan`` and ``ark-trainer run`` (``commands/plan.py``). The rules in ``nl/parse.py``
+read the request; with ``llm_base_url`` an OpenAI-compatible model fills the config instead
+(``nl/llm.py``), and its answer passes through the same schema checks as a ``--config`` YAML file.
+Explicit ``--model_path`` / ``--data_path`` / ``--output_dir`` always win.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.config import REQUIRED, TrainConfig, load_yaml_config, resolve_config, to_yaml
+from ark_trainer.errors import UserError
+from ark_trainer.nl.parse import parse_request
+
+ALWAYS_SHOWN = ("strategy", "task_name", *REQUIRED)
+HINTS = {
+    "model_path": "name it in the request (e.g. 'model at ./my-model', '模型 ./my-model') or pass --model_path",
+    "data_path": "name it in the request (e.g. 'data ./train.jsonl', '数据 ./train.jsonl') or pass --data_path",
+}
+DEFAULTS_NOTED = {"task_name": "task name", "max_train_steps": "step count", "batch_size": "batch size"}
+
+
+@dataclass
+class Plan:
+    cfg: TrainConfig
+    assumptions: list[str]
+    ignored: list[str]
+    source: str  # "rules" or "llm:<model>"
+
+    @property
+    def command(self) -> str:
+        return train_command(self.cfg)
+
+    def as_json(self) -> dict[str, Any]:
+        """The config keyed by the train flag names, then the command, assumptions, ignored words, source."""
+        return {
+            **self.cfg.flag_items(),
+            "command": self.command,
+            "assumptions": self.assumptions,
+            "ignored": self.ignored,
+            "source": self.source,
+        }
+
+    def as_yaml(self) -> str:
+        """The config as a run YAML (usable with ``train --config``), the rest as comments."""
+        lines = [f"# ark-trainer plan ({self.source}); run it with:", f"#   {self.command}"]
+        lines += [f"# assumption: {a}" for a in self.assumptions]
+        if self.ignored:
+            lines.append(f"# ignored (not understood): {', '.join(self.ignored)}")
+        return "\n".join(lines) + "\n" + to_yaml(self.cfg)
+
+
+def _flag_value(value: Any) -> str:
+    return str(value)  # bools print as True/False, as the reference writes them
+
+
+def train_command(cfg: TrainConfig) -> str:
+    """The equivalent ``ark-trainer-inner train ...`` line: required flags plus every non-default value."""
+    parts = ["ark-trainer-inner", "train"]
+    for f in fields(TrainConfig):
+        if f.metadata.get("cli_only"):
+            continue
+        value = getattr(cfg, f.name)
+        if value is None or (value == f.default and f.name not in ALWAYS_SHOWN):
+            continue
+        parts += [f"--{f.name}", _flag_value(value)]
+    return shlex.join(parts)
+
+
+def _fit_group_size(flags: dict[str, Any], from_yaml: dict[str, Any], assumptions: list[str]) -> None:
+    """A small batch gets a GRPO group size that divides it (GRPO needs batch × accumulation % group == 0)."""
+    merged = {**from_yaml, **flags}
+    if "num_generations" in merged or "batch_size" not in flags:
+        return
+    try:
+        total = int(merged["batch_size"]) * int(merged.get("gradient_accumulation_steps") or 1)
+    except (TypeError, ValueError):
+        return  # resolve_config reports the bad value
+    default = TrainConfig.num_generations
+    if total % default:
+        group = next((g for g in range(default, 1, -1) if total % g == 0), default)
+        flags["num_generations"] = group
+        assumptions.append(f"batch {total} per step: --num_generations {group} (a GRPO group must divide it)")
+
+
+def _run_reward(flags: dict[str, Any]):
+    """The composite reward this run would use, or None while the data file is not readable."""
+    data = flags.get("data_path")
+    if not data or not Path(str(data)).is_file():
+        return None
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.pipeline import build_reward
+
+    rows = load_jsonl(str(data), "--data_path")
+    keys = ("reward_config", "rm_model_path", "rm_weight")
+    cfg = TrainConfig(**{k: flags[k] for k in keys if k in flags})
+    return build_reward(cfg, rows, "cpu")
+
+
+def make_plan(
+    request: str,
+    overrides: dict[str, Any] | None = None,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+) -> Plan:
+    """Read ``request`` and return a validated plan; raises UserError with a fix on anything missing."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    from_yaml = load_yaml_config(overrides["config"]) if overrides.get("config") else {}
+    parsed = parse_request(request)
+    reward = _run_reward({**from_yaml, **parsed.flags, **overrides})
+    if reward is not None and parsed.objectives:  # map objectives onto the rewards this data really gets
+        parsed = parse_request(request, reward.names)
+    flags = dict(parsed.flags)
+    assumptions, ignored, source = list(parsed.assumptions), list(parsed.ignored), "rules"
+    if llm_base_url:
+        from ark_trainer.nl.llm import ask_llm
+
+        answer = ask_llm(llm_base_url, llm_model, request)
+        flags, source, ignored = answer, f"llm:{llm_model}", []
+        assumptions = [f"filled by {llm_model} at {llm_base_url}: {', '.join(answer) or 'nothing'}"]
+    for name, value in overrides.items():
+        if name in flags and flags[name] != value:
+            assumptions.append(f"--{name} {value} given on the command line replaces {flags[name]!r}")
+        flags[name] = value
+    missing = [name for name in ("model_path", "data_path") if not (flags.get(name) or from_yaml.get(name))]
+    if missing:
+        raise UserError(*(f"--{name}: the request names none; {HINTS[name]}" for name in missing))
+    if not (flags.get("output_dir") or from_yaml.get("output_dir")):
+        flags["output_dir"] = f"runs/{flags.get('task_name') or TrainConfig.task_name}"
+        assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
+    for name, what in DEFAULTS_NOTED.items():
+        if name not in flags and name not in from_yaml:
+            assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")
+    _fit_group_size(flags, from_yaml, assumptions)
+    try:
+        cfg = resolve_config(flags)
+    except UserError as exc:
+        if not llm_base_url:
+            raise
+        raise UserError(*(f"--llm-model {llm_model}: answer rejected: {m}" for m in exc.messages)) from None
+    reward = _run_reward(cfg.flag_items()) if llm_base_url or reward is None else reward
+    if reward is not None:
+        from ark_trainer.nl.weights import apply_reward_weights
+
+        apply_reward_weights(reward, cfg.reward_weights)  # unknown reward names fail here, not mid-run
+    return Plan(cfg, assumptions, ignored, source)

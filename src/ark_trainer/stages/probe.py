@@ -1,0 +1,124 @@
+"""``--strategy auto``: probe the base model, then choose RFT+GRPO or Only GRPO.
+
+The probe samples ``--auto_probe_samples`` answers (one GRPO group) for each of ``--auto_probe_prompts``
+training prompts with the base model, at the GRPO sampling temperature, and scores them with the run's
+composite reward. Two numbers decide:
+
+- ``pass_rate``: share of answers whose reward reaches ``--pass_threshold``. Below ``--auto_min_pass_rate``
+  the base model rarely finds a good answer on its own, so RFT first fine-tunes it on the best it can find.
+- ``zero_std_share``: share of groups whose answers all got the same reward. GRPO learns from differences
+  within a group; at or above ``--auto_max_zero_std`` most of its steps would carry no signal, so RFT
+  goes first to move the model to where the rewards differ.
+
+Otherwise the base model already passes often and its groups differ: Only GRPO (one step, faster).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import asdict, dataclass
+
+from ark_trainer.config import TrainConfig
+from ark_trainer.generation import generate
+from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.stages.common import Runtime, load_policy
+from ark_trainer.stages.rft import GEN_SEQUENCES, score_completions
+
+
+@dataclass
+class ProbeResult:
+    prompts: int
+    samples_per_prompt: int
+    pass_threshold: float
+    pass_rate: float
+    zero_std_share: float
+    reward_mean: float
+    min_pass_rate: float
+    max_zero_std: float
+
+
+def probe_prompts(rows: list[dict], n: int, seed: int) -> list[dict]:
+    """A seeded sample of ``n`` training rows (all of them when there are fewer)."""
+    if len(rows) <= n:
+        return list(rows)
+    return random.Random(f"ark-probe:{seed}").sample(rows, n)
+
+
+def summarize(groups: list[list[float | None]], cfg: TrainConfig) -> ProbeResult:
+    """Pass rate and zero-variance share of scored groups (``None`` rewards count as not passing)."""
+    flat = [r for g in groups for r in g]
+    scored = [r for r in flat if r is not None]
+    passed = sum(r is not None and r >= cfg.pass_threshold - 1e-9 for r in flat)
+    zero_std = sum(len({None if r is None else round(r, 6) for r in g}) <= 1 for g in groups)
+    return ProbeResult(
+        prompts=len(groups),
+        samples_per_prompt=cfg.auto_probe_samples,
+        pass_threshold=cfg.pass_threshold,
+        pass_rate=round(passed / max(len(flat), 1), 4),
+        zero_std_share=round(zero_std / max(len(groups), 1), 4),
+        reward_mean=round(statistics.fmean(scored), 4) if scored else 0.0,
+        min_pass_rate=cfg.auto_min_pass_rate,
+        max_zero_std=cfg.auto_max_zero_std,
+    )
+
+
+def decide(result: ProbeResult) -> tuple[str, str]:
+    """(strategy, reason) from the probe's numbers and thresholds."""
+    numbers = (
+        f"base model probe: pass rate {result.pass_rate:.0%} on {result.prompts} prompts × "
+        f"{result.samples_per_prompt} samples (reward ≥ {result.pass_threshold}), "
+        f"{result.zero_std_share:.0%} of groups with zero reward variance"
+    )
+    if result.pass_rate < result.min_pass_rate:
+        return "RFT+GRPO", (
+            f"auto: {numbers}; the pass rate is below --auto_min_pass_rate {result.min_pass_rate:.0%}, so RFT "
+            "first fine-tunes the model on its best-scored answers, then GRPO optimises from there"
+        )
+    if result.zero_std_share >= result.max_zero_std:
+        return "RFT+GRPO", (
+            f"auto: {numbers}; at least --auto_max_zero_std {result.max_zero_std:.0%} of groups would give "
+            "GRPO no learning signal, so RFT goes first"
+        )
+    return "GRPO", (
+        f"auto: {numbers}; the base model already passes often (≥ --auto_min_pass_rate "
+        f"{result.min_pass_rate:.0%}) and its groups differ, so Only GRPO (one step, faster iteration)"
+    )
+
+
+def run_probe(
+    cfg: TrainConfig, rt: Runtime, model_path: str, rows: list[dict], reward: CompositeReward, on_batch=None
+) -> tuple[ProbeResult, list[dict]]:
+    """Sample and score the base model's answers on a sample of training prompts.
+
+    Returns the summary and, per prompt, its answers with their rewards (for ``OUT/data/probe_scored.jsonl``)."""
+    sample = probe_prompts(rows, cfg.auto_probe_prompts, cfg.seed)
+    model, tok = load_policy(model_path, rt)
+    try:
+        answers = generate(
+            model,
+            tok,
+            [row["prompt"] for row in sample],
+            num_samples=cfg.auto_probe_samples,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_completion_length,
+            batch_size=max(1, GEN_SEQUENCES // cfg.auto_probe_samples),
+            seed=cfg.seed,
+            on_batch=on_batch,
+            desc="probing base model",
+        )
+    finally:
+        del model
+    scores = score_completions(reward, sample, answers)
+    scored = [
+        {
+            "prompt": row["prompt"],
+            "answers": [{"text": t, "reward": s["total"]} for t, s in zip(texts, group, strict=True)],
+        }
+        for row, texts, group in zip(sample, answers, scores, strict=True)
+    ]
+    return summarize([[s["total"] for s in group] for group in scores], cfg), scored
+
+
+def probe_record(result: ProbeResult) -> dict:
+    return asdict(result)

@@ -1,0 +1,167 @@
+"""``--strategy auto`` on a weak and a strong demo base model, driven end to end by ``ark-trainer run --yes``.
+
+The two models differ only in their warm-up targets (``build_base_model(strong=...)``): the weak one learned
+the demo's deliberately flawed answers, the strong one the correct ones. The probe must choose RFT+GRPO for
+the first and Only GRPO for the second, and plan.json, run.yaml and the report must say why.
+
+Run: PYTHONPATH=src python -m pytest tests/test_nl_auto.py -q
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ark_trainer.cli import main
+from ark_trainer.config import TrainConfig
+from ark_trainer.fileio import read_jsonl
+from ark_trainer.stages.probe import decide, summarize
+
+# Small enough to build both models in seconds on CPU, trained enough for the strong one to answer with the
+# right verdict and a compliant reply most of the time (measured on all 48 training prompts × 4 samples at
+# composite ≥ 0.7: pass rate 0.56 strong vs 0.24 weak; at the default 0.8, which needs the exact type, both
+# are low). The minimum pass rate sits halfway between.
+MODEL = {
+    "hidden_size": 32,
+    "num_layers": 2,
+    "warmup_steps": 100,
+    "n_warmup_rows": 320,
+    "vocab_size": 1000,
+    "warmup_batch_size": 16,
+}
+# The tiny models rarely name the exact violation type, so "pass" here means a right verdict with a
+# compliant, polite reply (composite ≥ 0.7) rather than the default 0.8 (exact type).
+RUN_CONFIG = {
+    "pass_threshold": 0.7,
+    "auto_probe_prompts": 48,
+    "auto_probe_samples": 4,
+    "auto_min_pass_rate": 0.4,
+    "num_generations": 4,
+    "rft_num_samples": 2,
+    "rft_min_reward": 0.0,
+    "max_completion_length": 40,
+    "rft_learning_rate": 1e-3,
+    "grpo_learning_rate": 1e-3,
+    "logging_steps": 1,
+    "save_steps": 0,
+    "beta": 0.0,
+    "heartbeat_interval": 1.0,
+}
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict[str, Path]:
+    import torch
+
+    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.demo.model import build_base_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is faster than two fighting on a busy CPU
+    try:
+        root = tmp_path_factory.mktemp("auto")
+        train, eval_ = write_demo_data(root / "data", n_train=48, n_eval=6, seed=3)
+        rows = read_jsonl(train)
+        weak = build_base_model(root / "weak", rows, seed=3, progress=False, **MODEL)
+        strong = build_base_model(root / "strong", rows, seed=3, progress=False, strong=True, **MODEL)
+        config = root / "auto.yaml"
+        config.write_text(yaml.safe_dump(RUN_CONFIG), encoding="utf-8")
+        yield {"train": train, "eval": eval_, "weak": weak, "strong": strong, "config": config}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(assets, model: str, out: Path, capsys) -> tuple[dict, dict, str]:
+    request = (
+        f"自动选择策略，训练3步，RFT 1步，batch size 8，模型 {assets[model]}，数据 {assets['train']}，"
+        f"评估集 {assets['eval']}，输出到 {out}"
+    )
+    assert main(["run", request, "--yes", "--config", str(assets["config"])]) == 0
+    shown = capsys.readouterr().out
+    assert "ark-trainer-inner train --strategy auto" in shown  # the plan was shown before training
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    run = yaml.safe_load((out / "run.yaml").read_text(encoding="utf-8"))
+    return plan, run, (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path, capsys):
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        weak_plan, weak_run, weak_report = _run(assets, "weak", tmp_path / "weak", capsys)
+        strong_plan, strong_run, strong_report = _run(assets, "strong", tmp_path / "strong", capsys)
+    finally:
+        torch.set_num_threads(threads)
+
+    weak_probe, strong_probe = weak_plan["probe"], strong_plan["probe"]
+    assert weak_probe["pass_rate"] < 0.4 <= strong_probe["pass_rate"], (weak_probe, strong_probe)
+    assert weak_probe["prompts"] == strong_probe["prompts"] == 48 and weak_probe["samples_per_prompt"] == 4
+
+    assert weak_plan["requested"] == strong_plan["requested"] == "auto"
+    assert (weak_plan["strategy"], weak_plan["rft_steps"], weak_plan["grpo_steps"]) == ("RFT+GRPO", 1, 2)
+    assert (strong_plan["strategy"], strong_plan["rft_steps"], strong_plan["grpo_steps"]) == ("GRPO", 0, 3)
+    assert "below --auto_min_pass_rate" in weak_plan["reason"]
+    assert "already passes often" in strong_plan["reason"]
+    assert (weak_run["strategy"], strong_run["strategy"], strong_run["rft_steps"]) == ("RFT+GRPO", "GRPO", 0)
+
+    # the probe's answers are kept, and its numbers are theirs
+    scored = read_jsonl(tmp_path / "strong" / "data" / "probe_scored.jsonl")
+    rewards = [a["reward"] for row in scored for a in row["answers"]]
+    assert len(scored) == 48 and len(rewards) == 192
+    assert sum(r >= 0.7 - 1e-9 for r in rewards) / len(rewards) == pytest.approx(
+        strong_probe["pass_rate"], abs=1e-4
+    )
+
+    # the stages followed the decision
+    assert (tmp_path / "weak" / "eval" / "rft.json").is_file()
+    assert not (tmp_path / "strong" / "eval" / "rft.json").exists()
+    assert (tmp_path / "strong" / "eval" / "grpo.json").is_file()
+    events = read_jsonl(tmp_path / "strong" / "events.jsonl")
+    decision = [e for e in events if e["event"] == "strategy"]
+    assert (
+        decision
+        and decision[0]["strategy"] == "GRPO"
+        and decision[0]["pass_rate"] == strong_probe["pass_rate"]
+    )
+
+    # the report says what was chosen and why
+    assert (
+        "Strategy: RFT+GRPO (requested: auto)" in weak_report and "below --auto_min_pass_rate" in weak_report
+    )
+    assert "Strategy: GRPO (requested: auto)" in strong_report and "already passes often" in strong_report
+    assert "pass_rate" in strong_report
+
+
+def _cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{"auto_probe_samples": 2, **kw})
+
+
+def test_decision_rules():
+    cfg = _cfg(pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5)
+    # mostly failing → RFT first
+    result = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], cfg)
+    assert (result.pass_rate, result.zero_std_share) == (round(1 / 6, 4), 0.0)
+    assert decide(result)[0] == "RFT+GRPO"
+    # passes often but every group identical → GRPO would get no signal → RFT first
+    result = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], cfg)
+    assert result.zero_std_share == 1.0 and result.pass_rate == round(4 / 6, 4)
+    strategy, reason = decide(result)
+    assert strategy == "RFT+GRPO" and "--auto_max_zero_std" in reason
+    # passes often and groups differ → Only GRPO
+    result = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], cfg)
+    assert decide(result)[0] == "GRPO"
+    # None (reward not applicable) never passes
+    assert summarize([[None, None]], cfg).pass_rate == 0.0
+
+
+def test_auto_settings_are_validated(capsys):
+    argv = ["train", "--model_path", "m", "--data_path", "d", "--output_dir", "o", "--strategy", "auto"]
+    assert main([*argv, "--auto_probe_samples", "1", "--auto_min_pass_rate", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--auto_probe_samples: a group needs at least 2 answers" in err
+    assert "--auto_min_pass_rate: must be in [0, 1], got 2.0" in err
