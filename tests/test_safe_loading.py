@@ -70,3 +70,18 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
     check_resume(smaller, out)  # resources may change
     with pytest.raises(UserError, match="no run"):
         check_resume(_cfg(tmp_path / "elsewhere", resume="True"), tmp_path / "elsewhere" / "out")
+
+
+def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
+    from ark_trainer.config import to_yaml
+    from ark_trainer.fileio import atomic_write_text
+    from ark_trainer.resume import check_resume
+
+    out = tmp_path / "out"
+    out.mkdir()
+    chosen = _cfg(tmp_path, strategy="GRPO", rft_steps="0")  # what the probe wrote back to run.yaml
+    atomic_write_text(out / "run.yaml", to_yaml(chosen))
+    (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "probe", "status": "ok"}\n')
+    again = _cfg(tmp_path, strategy="auto")  # the same command line as the first attempt
+    check_resume(again, out)
+    assert again.resume and (again.strategy, again.rft_steps) == ("GRPO", 0)
