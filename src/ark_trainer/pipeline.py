@@ -175,7 +175,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
 
-        monitor.event("openclaw", **check_openclaw(monitor.warn))
+        monitor.event("openclaw", **check_openclaw(monitor.warn, cfg))
     log.info(
         "task %s: %s, %d train / %d eval prompts, device %s",
         cfg.task_name,
