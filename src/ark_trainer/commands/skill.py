@@ -17,7 +17,9 @@ def register(sub) -> None:
     p = sub.add_parser("skill", help="the OpenClaw skill that teaches an agent to drive ark-trainer")
     actions = p.add_subparsers(dest="skill_command", metavar="ACTION")
     install = actions.add_parser("install", help="copy SKILL.md where OpenClaw looks for skills")
-    install.add_argument("--workspace", default=None, help="an agent workspace (default: the shared skills folder)")
+    install.add_argument(
+        "--workspace", default=None, help="an agent workspace (default: the shared skills folder)"
+    )
     install.add_argument("--force", action="store_true", help="replace a SKILL.md that differs")
     install.set_defaults(func=_cmd_install)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
