@@ -165,6 +165,10 @@ def run_train(cfg: TrainConfig) -> Path:
         raise
     monitor.finish("finished")
     _build_report(p.out)
+    if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (with rollback)
+        from ark_trainer.openclaw.deploy import deploy_after_train
+
+        deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 

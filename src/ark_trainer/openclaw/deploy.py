@@ -415,3 +415,24 @@ def rollback(out: str | None, force: bool = False) -> dict:
         "restored": "previous bytes" if before is not None else "removed (none before)",
         "server_stopped": stopped,
     }
+
+
+def deploy_after_train(out: Path, info, warn) -> dict | None:
+    """``train --openclaw_env True``'s last step: deploy when OpenClaw is installed; never fails the run.
+
+    ``ARK_OPENCLAW_AUTODEPLOY=0`` turns it off (the test suite does, so that training tests start no
+    servers).
+    """
+    if os.environ.get("ARK_OPENCLAW_AUTODEPLOY", "1") == "0":
+        info("openclaw: automatic deploy is off (ARK_OPENCLAW_AUTODEPLOY=0); run `ark-trainer deploy OUT`")
+        return None
+    if cli.find_openclaw() is None:
+        warn(
+            "openclaw: CLI not found, so the model is not deployed; `ark-trainer install --openclaw`, then deploy"
+        )
+        return None
+    try:
+        return deploy(out, log=info)
+    except (UserError, cli.OpenClawError) as exc:
+        warn(f"openclaw: deploy failed, OpenClaw's config is unchanged: {exc}")
+        return None
