@@ -153,9 +153,8 @@ def wait_healthy(server: dict, timeout: float = 300) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not pid_alive(server["pid"]):
-            raise UserError(
-                f"deploy: the model server exited at start; see {server['log']}:\n{_tail(server['log'])}"
-            )
+            last = _tail(server["log"], 1).strip()[:300]
+            raise UserError(f"deploy: the model server exited at start ({last}); see {server['log']}")
         try:
             if _get(url).get("status") == "ok":
                 return
