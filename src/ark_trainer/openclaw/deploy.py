@@ -124,9 +124,17 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def is_our_server(pid: int) -> bool:
+    """The pid still runs ``ark_trainer.openclaw.serve`` (a pid reused after a reboot is left alone)."""
+    try:
+        return b"ark_trainer.openclaw.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def stop_server(pid: int, timeout: float = 20) -> bool:
     """SIGTERM the server's process group, then SIGKILL; True if it was running."""
-    if not pid_alive(pid):
+    if not pid_alive(pid) or not is_our_server(pid):
         return False
     try:
         os.killpg(pid, signal.SIGTERM)
@@ -297,9 +305,13 @@ def _register(out, name, port, window, reply_tokens, agent, server, smoke) -> di
     config, source = cli.config_path()
     before = config.read_bytes() if config.is_file() else None
     mode = config.stat().st_mode & 0o777 if config.is_file() else None
-    backup = deploy_dir / "openclaw.json.before"
+    # The saved bytes live in OpenClaw's state folder (next to the config, survives deleting OUT) and,
+    # for the user to see, in OUT/deploy/.
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    backup = cli.state_dir() / "ark-trainer" / "backups" / f"{stamp}-{name}.openclaw.json"
     if before is not None:
         atomic_write_bytes(backup, before)
+        atomic_write_bytes(deploy_dir / "openclaw.json.before", before)
     patch = provider_patch(name, port, window, reply_tokens, agent)
     write_json(deploy_dir / "patch.json5", patch)
     try:
@@ -405,7 +417,14 @@ def rollback(out: str | None, force: bool = False) -> dict:
             f"deploy --rollback: {config} changed since the deploy; restoring it would lose those changes "
             "(pass --force to restore anyway)"
         )
-    before = Path(record["config_backup"]).read_bytes() if record["config_existed"] else None
+    before = None
+    if record["config_existed"]:
+        try:
+            before = Path(record["config_backup"]).read_bytes()
+        except OSError as exc:
+            raise UserError(
+                f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"
+            ) from exc
     restore_config(config, before, record.get("config_mode"))
     stopped = stop_server(record["pid"])
     _save_registry([r for r in items if r is not record])
