@@ -53,7 +53,7 @@ def model_window(model_dir: Path) -> int:
 
 def served_name(out: Path) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", out.resolve().name.lower()).strip("-") or "model"
-    return f"ark-{name}"[:60]
+    return (name if name.startswith("ark-") else f"ark-{name}")[:60]
 
 
 def _registry() -> Path:
