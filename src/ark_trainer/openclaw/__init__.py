@@ -1,7 +1,7 @@
 """OpenClaw integration: environment checks (doctor), deploy/rollback, trajectory collection, the skill.
 
-Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` + ``serve`` (serve OUT/model
-and register it in OpenClaw's config), ``collect`` + ``scrub`` (sessions → training JSONL), ``skill/``.
+Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` + ``server`` + ``serve`` (serve
+OUT/model and register it in OpenClaw's config), ``config_edit``, ``collect`` + ``scrub`` (sessions → training JSONL), ``skill/``.
 """
 
 from __future__ import annotations
