@@ -14,6 +14,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(root / ".cache" / "huggingface"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("OPENCLAW_CONFIG_PATH", raising=False)
+    monkeypatch.setenv("ARK_OPENCLAW_AUTODEPLOY", "0")  # train --openclaw_env True starts no model server
     return root
 
 

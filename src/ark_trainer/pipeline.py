@@ -192,6 +192,10 @@ def run_train(cfg: TrainConfig) -> Path:
     warn_skipped(p.reward, monitor)
     monitor.finish("finished")
     _build_report(p.out)
+    if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (with rollback)
+        from ark_trainer.openclaw.deploy import deploy_after_train
+
+        deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 
@@ -202,7 +206,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
 
-        monitor.event("openclaw", **check_openclaw(monitor.warn))
+        monitor.event("openclaw", **check_openclaw(monitor.warn, cfg))
     log.info(
         "task %s: %s, %d train / %d eval prompts, device %s",
         cfg.task_name,

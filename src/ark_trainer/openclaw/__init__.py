@@ -1,36 +1,26 @@
-"""OpenClaw integration. For now: detect the CLI for ``--openclaw_env True`` (never fatal).
+"""OpenClaw integration: environment checks (doctor), deploy/rollback, trajectory collection, the skill.
 
-Environment checks in depth, deploy and trajectory collection build on this (see the README's roadmap).
+Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` + ``server`` + ``serve`` (serve
+OUT/model and register it in OpenClaw's config), ``config_edit``, ``collect`` + ``scrub`` (sessions → training JSONL), ``skill/``.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 
 
-def check_openclaw(warn: Callable[[str], None]) -> dict:
-    """Find the ``openclaw`` CLI and its version; a missing or broken CLI is a warning, not an error."""
-    path = shutil.which("openclaw")
-    if path is None:
-        warn(
-            "--openclaw_env True: the OpenClaw CLI is not on PATH; training goes on without OpenClaw "
-            "(install it with `npm install openclaw`, see the README)"
-        )
-        return {"found": False}
-    try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-        version = (proc.stdout or proc.stderr).strip().splitlines()[0] if proc.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, IndexError):
-        version = None
-    if version is None:
-        warn(
-            f"--openclaw_env True: {path} did not answer `openclaw --version`; training goes on without OpenClaw"
-        )
-        return {"found": True, "path": path, "version": None}
-    warn(
-        f"--openclaw_env True: found OpenClaw {version}; deploying the model into it is not available yet, "
-        "so the trained model stays in OUT/model"
-    )
-    return {"found": True, "path": path, "version": version}
+def check_openclaw(warn: Callable[[str], None], cfg=None) -> dict:
+    """``doctor``'s checks for ``--openclaw_env True`` (disk sized for ``cfg``); problems are warnings here."""
+    from ark_trainer.openclaw.doctor import run_checks
+
+    checks = run_checks(cfg.output_dir, cfg.model_path, cfg.save_total_limit) if cfg else run_checks()
+    for c in checks:
+        if c.status != "ok":
+            warn(f"--openclaw_env True: {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
+    cli = next(c for c in checks if c.name == "openclaw_cli")
+    found = cli.status == "ok"
+    return {
+        "found": found,
+        "version": cli.detail.split(" at ")[0] if found else None,
+        "checks": {c.name: c.status for c in checks},
+    }

@@ -1,0 +1,64 @@
+"""``ark-trainer data collect --openclaw [--agent ID] [--since DATE] -o FILE``.
+
+Collects the OpenClaw agent's conversations as training JSONL (see :mod:`ark_trainer.openclaw.collect`):
+secrets and personal data are scrubbed before anything is written, and the file is written only if
+``train``'s own validation accepts it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+
+
+def register(sub) -> None:
+    data = sub.add_parser("data", help="data tools: collect OpenClaw conversations as training JSONL")
+    actions = data.add_subparsers(dest="data_command", metavar="ACTION")
+    collect = actions.add_parser("collect", help="OpenClaw sessions -> scrubbed training JSONL")
+    collect.add_argument(
+        "--openclaw", action="store_true", help="collect from OpenClaw (the only source for now)"
+    )
+    collect.add_argument(
+        "--agent", default=None, help="OpenClaw agent id (default: OpenClaw's default agent)"
+    )
+    collect.add_argument(
+        "--since", default=None, help="only messages from this date on (YYYY-MM-DD or ISO time)"
+    )
+    collect.add_argument("-o", "--output", required=True, help="the JSONL file to write")
+    collect.set_defaults(func=_cmd_collect)
+    data.set_defaults(func=lambda args: _usage(data))
+
+
+def _usage(parser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _cmd_collect(args) -> int:
+    from ark_trainer.openclaw import cli
+    from ark_trainer.openclaw.collect import collect, write_rows
+
+    if not args.openclaw:
+        raise UserError("data collect: give --openclaw (the source to collect from)")
+    try:
+        result = collect(agent=args.agent, since=args.since)
+    except cli.OpenClawError as exc:
+        raise UserError(f"data collect: {exc}") from exc
+    if not result.rows:
+        raise UserError(
+            f"data collect: no assistant messages found ({result.sessions} sessions, {result.legacy} legacy "
+            "files); talk to the agent first, or widen --since/--agent"
+        )
+    for why in result.skipped:
+        print(f"warning: session skipped: {why}", file=sys.stderr)
+    out = Path(args.output)
+    write_rows(result.rows, out)
+    scrubbed = ", ".join(f"{k} {v}" for k, v in sorted(result.scrubbed.items())) or "nothing"
+    print(
+        f"wrote {len(result.rows)} rows to {out} from {result.sessions} sessions and {result.legacy} legacy "
+        f"files; scrubbed: {scrubbed}",
+        file=sys.stdout,
+    )
+    return 0

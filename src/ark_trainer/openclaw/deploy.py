@@ -1,0 +1,301 @@
+"""Serve a trained model and make it the OpenClaw agent's model; stop it; roll it back.
+
+    ark-trainer deploy OUT [--agent ID] [--port P]     # serve OUT/model, smoke-test it, patch the config
+    ark-trainer deploy --status | --stop | --rollback  # the latest deployment (or give OUT)
+
+Order matters: the server is started and smoke-tested (streaming, a tools list, a 40k-character system
+prompt: what an OpenClaw turn sends) *before* the config is touched, so a model that cannot answer
+never reaches the agent. The config's exact bytes (or its absence) are saved first, so ``--rollback``
+restores them byte for byte. Files: ``OUT/deploy/`` (server.log, server.pid, deploy.json, patch.json5,
+openclaw.json.before, serve/NAME -> ../../model) and ``$OPENCLAW_STATE_DIR/ark-trainer/deployments.json``
+(a stack of deployments, newest last, so ``--rollback`` without OUT undoes the latest one). The
+server process itself is managed by :mod:`ark_trainer.openclaw.server`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import tempfile
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_bytes, read_json, write_json
+from ark_trainer.openclaw import cli, config_edit
+from ark_trainer.openclaw.server import (
+    HOST,
+    get_json,
+    pid_alive,
+    smoke_request,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
+
+PROVIDER = "ark"
+OPENCLAW_MIN_CONTEXT = 4000  # measured: OpenClaw 2026.9.6 refuses a model registered below 4000 tokens
+
+
+def model_window(model_dir: Path) -> int:
+    """The context the model was built for: ``max_position_embeddings`` (or the tokenizer's limit if lower)."""
+    config = read_json(model_dir / "config.json")
+    text_config = config.get("text_config") or {}
+    window = config.get("max_position_embeddings") or text_config.get("max_position_embeddings") or 2048
+    tok_path = model_dir / "tokenizer_config.json"
+    tok_max = read_json(tok_path).get("model_max_length") if tok_path.is_file() else None
+    if isinstance(tok_max, int) and 0 < tok_max < window:
+        window = tok_max
+    return int(window)
+
+
+def served_name(out: Path) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", out.resolve().name.lower()).strip("-") or "model"
+    return (name if name.startswith("ark-") else f"ark-{name}")[:60]
+
+
+def _registry() -> Path:
+    return cli.state_dir() / "ark-trainer" / "deployments.json"
+
+
+def _load_registry() -> list[dict]:
+    path = _registry()
+    return read_json(path) if path.is_file() else []
+
+
+def _save_registry(items: list[dict]) -> None:
+    write_json(_registry(), items)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _check_model_dir(model_dir: Path) -> None:
+    if not (model_dir / "config.json").is_file() or not list(model_dir.glob("*.safetensors")):
+        raise UserError(
+            f"deploy: {model_dir} holds no model (config.json + *.safetensors); give the --output_dir of a "
+            "finished run"
+        )
+
+
+def provider_patch(name: str, port: int, window: int, reply_tokens: int, agent: str | None) -> dict:
+    model = {
+        "id": name,
+        "name": f"{name} (ark-trainer)",
+        "contextWindow": max(window, OPENCLAW_MIN_CONTEXT),
+        "maxTokens": reply_tokens,
+    }
+    provider = {
+        "baseUrl": f"http://{HOST}:{port}/v1",
+        "apiKey": "ark-local",
+        "api": "openai-completions",
+        "models": [model],
+    }
+    ref = f"{PROVIDER}/{name}"
+    agents = (
+        {"entries": {agent: {"model": {"primary": ref}}}}
+        if agent
+        else {"defaults": {"model": {"primary": ref}}}
+    )
+    return {"models": {"providers": {PROVIDER: provider}}, "agents": agents}
+
+
+def deploy(out: Path, agent: str | None = None, port: int | None = None, log=print) -> dict:
+    out = Path(out).resolve()
+    model_dir = out / "model"
+    _check_model_dir(model_dir)
+    if agent is not None and not re.fullmatch(r"[a-z0-9_][a-z0-9_-]{0,63}", agent):
+        raise UserError(
+            f"--agent: {agent!r} is not an OpenClaw agent id (lowercase letters, digits, _ and -)"
+        )
+    for item in _load_registry():
+        if Path(item["out"]) == out and pid_alive(item["pid"]):
+            raise UserError(
+                f"deploy: {out} is already deployed (pid {item['pid']}); `ark-trainer deploy --rollback` first"
+            )
+    name, window = served_name(out), model_window(model_dir)
+    reply_tokens = max(16, min(512, window // 4))
+    port = port or _free_port()
+    log(f"deploy: serving {model_dir} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
+    server = start_server(out, name, port, window, reply_tokens)
+    try:
+        wait_healthy(server)
+        smoke = smoke_request(f"http://{HOST}:{port}/v1", name)
+        log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
+        record = _register(out, name, port, window, reply_tokens, agent, server, smoke)
+    except BaseException:
+        stop_server(server["pid"])
+        raise
+    if window < OPENCLAW_MIN_CONTEXT:
+        log(
+            f"deploy: note: the model has {window} positions but OpenClaw needs >= {OPENCLAW_MIN_CONTEXT}; "
+            f"registered {OPENCLAW_MIN_CONTEXT}, and the server keeps each prompt's last "
+            f"{window - reply_tokens} tokens and replies with up to {reply_tokens}"
+        )
+    log(f"deploy: OpenClaw config {record['config_path']} now uses {PROVIDER}/{name} for {record['agent']}")
+    log("deploy: undo with `ark-trainer deploy --rollback`")
+    return record
+
+
+def _register(out, name, port, window, reply_tokens, agent, server, smoke) -> dict:
+    """Save the config's bytes, patch it (validated), validate the result; restore on any failure."""
+    deploy_dir = out / "deploy"
+    config, source = cli.config_path()
+    before = config.read_bytes() if config.is_file() else None
+    mode = config.stat().st_mode & 0o777 if config.is_file() else None
+    # The saved bytes live in OpenClaw's state folder (next to the config, survives deleting OUT) and,
+    # for the user to see, in OUT/deploy/.
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    backup = cli.state_dir() / "ark-trainer" / "backups" / f"{stamp}-{name}.openclaw.json"
+    if before is not None:
+        atomic_write_bytes(backup, before)
+        atomic_write_bytes(deploy_dir / "openclaw.json.before", before)
+    patch = provider_patch(name, port, window, reply_tokens, agent)
+    write_json(deploy_dir / "patch.json5", patch)
+    try:
+        method = config_edit.apply_patch(config, patch, deploy_dir / "patch.json5")
+        config_edit.validate(config)
+    except BaseException:
+        restore_config(config, before, mode)
+        raise
+    record = {
+        "out": str(out),
+        "name": name,
+        "model_ref": f"{PROVIDER}/{name}",
+        "agent": agent or "defaults",
+        "host": HOST,
+        "port": port,
+        "pid": server["pid"],
+        "log": server["log"],
+        "window": window,
+        "context_window": max(window, OPENCLAW_MIN_CONTEXT),
+        "reply_tokens": reply_tokens,
+        "config_path": str(config),
+        "config_source": source,
+        "config_existed": before is not None,
+        "config_mode": mode,
+        "config_backup": str(backup) if before is not None else None,
+        "config_sha256_before": hashlib.sha256(before).hexdigest() if before is not None else None,
+        "config_sha256_after": hashlib.sha256(config.read_bytes()).hexdigest(),
+        "method": method,
+        "smoke": smoke,
+        "deployed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    write_json(deploy_dir / "deploy.json", record)
+    _save_registry([*_load_registry(), record])
+    return record
+
+
+def restore_config(config: Path, before: bytes | None, mode: int | None) -> None:
+    """Put the config back exactly: same bytes and mode, or no file if there was none."""
+    if before is None:
+        config.unlink(missing_ok=True)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{config.name}.", suffix=".restore", dir=config.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(before)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode if mode is not None else 0o600)
+        os.replace(tmp, config)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def find_record(out: str | None) -> tuple[dict, list[dict]]:
+    items = _load_registry()
+    if out is not None:
+        target = Path(out).resolve()
+        matches = [r for r in items if Path(r["out"]) == target]
+        if not matches:
+            path = target / "deploy" / "deploy.json"
+            if path.is_file():
+                return read_json(path), items
+            raise UserError(f"deploy: {out} has no deployment (no {path})")
+        return matches[-1], items
+    if not items:
+        raise UserError("deploy: nothing is deployed (no ark-trainer deployments in this OpenClaw state)")
+    return items[-1], items
+
+
+def status(out: str | None) -> dict:
+    record, _ = find_record(out)
+    alive = pid_alive(record["pid"])
+    healthy = False
+    if alive:
+        try:
+            healthy = get_json(f"http://{record['host']}:{record['port']}/health").get("status") == "ok"
+        except (urllib.error.URLError, OSError, ValueError):
+            healthy = False
+    config = Path(record["config_path"])
+    current = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+    return {
+        **{
+            k: record[k]
+            for k in ("out", "model_ref", "agent", "host", "port", "pid", "config_path", "deployed_at")
+        },
+        "server": "healthy" if healthy else ("starting or stuck" if alive else "stopped"),
+        "config": "as deployed" if current == record["config_sha256_after"] else "changed since deploy",
+    }
+
+
+def stop(out: str | None) -> bool:
+    record, _ = find_record(out)
+    return stop_server(record["pid"])
+
+
+def rollback(out: str | None, force: bool = False) -> dict:
+    record, items = find_record(out)
+    config = Path(record["config_path"])
+    current = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+    if current != record["config_sha256_after"] and not force:
+        raise UserError(
+            f"deploy --rollback: {config} changed since the deploy; restoring it would lose those changes "
+            "(pass --force to restore anyway)"
+        )
+    before = None
+    if record["config_existed"]:
+        try:
+            before = Path(record["config_backup"]).read_bytes()
+        except OSError as exc:
+            raise UserError(
+                f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"
+            ) from exc
+    restore_config(config, before, record.get("config_mode"))
+    stopped = stop_server(record["pid"])
+    _save_registry([r for r in items if r is not record])
+    return {
+        "config_path": str(config),
+        "restored": "previous bytes" if before is not None else "removed (none before)",
+        "server_stopped": stopped,
+    }
+
+
+def deploy_after_train(out: Path, info, warn) -> dict | None:
+    """``train --openclaw_env True``'s last step: deploy when OpenClaw is installed; never fails the run.
+
+    ``ARK_OPENCLAW_AUTODEPLOY=0`` turns it off (the test suite does, so that training tests start no
+    servers).
+    """
+    if os.environ.get("ARK_OPENCLAW_AUTODEPLOY", "1") == "0":
+        info("openclaw: automatic deploy is off (ARK_OPENCLAW_AUTODEPLOY=0); run `ark-trainer deploy OUT`")
+        return None
+    if cli.find_openclaw() is None:
+        warn(
+            "openclaw: CLI not found, so the model is not deployed; `ark-trainer install --openclaw`, then deploy"
+        )
+        return None
+    try:
+        return deploy(out, log=info)
+    except (UserError, cli.OpenClawError) as exc:
+        warn(f"openclaw: deploy failed, OpenClaw's config is unchanged: {exc}")
+        return None

@@ -1,0 +1,103 @@
+"""The server process ``ark-trainer deploy`` starts: ``transformers serve`` with the prompt fitted to the model.
+
+    python -m ark_trainer.openclaw.serve NAME --host 127.0.0.1 --port 8765 --window 512 --reply_tokens 128
+
+Run from a folder where ``NAME`` is the model folder (deploy links ``OUT/deploy/serve/NAME`` to
+``OUT/model``), so the OpenAI ``model`` field is ``NAME``. It is ``transformers serve``'s own command
+class (``transformers.cli.serve.Serve``: FastAPI + uvicorn, OpenAI chat completions, streaming, tools)
+with one change to its chat handler: a prompt longer than the model's window is cut to its last
+``window - reply_tokens`` tokens (what vLLM's ``truncate_prompt_tokens`` does), and then the reply gets
+``reply_tokens`` whatever the client asked, because the client sized its request for the uncut prompt.
+Why: OpenClaw sends a ~40k-character system prompt and refuses models registered below 4000 tokens of
+context; a small model must still answer it without running positions it was never trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def _length(value) -> int:
+    """Tokens in one prompt: a [1, n] tensor (plain generate) or a list of ids (continuous batching)."""
+    if hasattr(value, "shape"):
+        return int(value.shape[-1])
+    return len(value[0]) if value and isinstance(value[0], list) else len(value)
+
+
+def _tail(value, budget: int):
+    if hasattr(value, "shape"):
+        return value[..., -budget:]
+    return [row[-budget:] for row in value] if value and isinstance(value[0], list) else value[-budget:]
+
+
+def _fitting_handler(base, window: int, reply_tokens: int):
+    """A subclass of transformers' ChatCompletionHandler that keeps prompts inside ``window``."""
+
+    class FittingChatCompletionHandler(base):
+        _cut: tuple[int, int] | None = None
+        _prompt_len: int = 0
+
+        def _resolve_model(self, body):
+            model_id, model, processor = super()._resolve_model(body)
+            if not getattr(processor, "_ark_fitted", False):
+                original = processor.apply_chat_template
+
+                def fitted(*args, **kwargs):
+                    return self._fit(original(*args, **kwargs))
+
+                processor.apply_chat_template = fitted
+                processor._ark_fitted = True
+            self._cut, self._prompt_len = None, 0
+            return model_id, model, processor
+
+        def _fit(self, encoded):
+            if not hasattr(encoded, "keys") or "input_ids" not in encoded:
+                return encoded
+            n = _length(encoded["input_ids"])
+            budget = window - reply_tokens
+            if n > budget:
+                for key in ("input_ids", "attention_mask"):
+                    if key in encoded:
+                        encoded[key] = _tail(encoded[key], budget)
+                self._cut = (n, budget)
+                print(f"[ark serve] prompt of {n} tokens cut to its last {budget}", flush=True)
+            self._prompt_len = min(n, budget)
+            return encoded
+
+        def _build_generation_config(self, body, model_generation_config, use_cb=False):
+            config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+            room = max(1, window - self._prompt_len)
+            if self._cut is not None:
+                config.max_new_tokens = min(reply_tokens, room)
+            else:
+                config.max_new_tokens = max(1, min(config.max_new_tokens or reply_tokens, room))
+            return config
+
+    return FittingChatCompletionHandler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ark_trainer.openclaw.serve")
+    parser.add_argument("name", help="model folder, relative to the working directory: the served model id")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--window", type=int, required=True, help="the model's context in tokens")
+    parser.add_argument("--reply_tokens", type=int, required=True, help="tokens kept free for the reply")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(var, "1")
+
+    import transformers.cli.serving.chat_completion as chat_completion
+    from transformers.cli.serve import Serve
+
+    chat_completion.ChatCompletionHandler = _fitting_handler(
+        chat_completion.ChatCompletionHandler, args.window, args.reply_tokens
+    )
+    # Serve() builds the app with the handler named in chat_completion, then runs uvicorn until stopped.
+    Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The model server behind ``ark-trainer deploy``: start, health, smoke request, stop.
+
+The server is ``python -m ark_trainer.openclaw.serve`` (``transformers serve`` with the prompt fitted
+to the model, see :mod:`ark_trainer.openclaw.serve`) in its own session on 127.0.0.1, its output in
+``OUT/deploy/server.log`` and its pid in ``OUT/deploy/server.pid``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_text
+
+HOST = "127.0.0.1"
+SMOKE_SYSTEM_CHARS = 40_000
+
+
+def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int) -> dict:
+    deploy_dir = out / "deploy"
+    serve_dir = deploy_dir / "serve"
+    serve_dir.mkdir(parents=True, exist_ok=True)
+    link = serve_dir / name
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path("..") / ".." / "model")
+    log_path = deploy_dir / "server.log"
+    argv = [sys.executable, "-m", "ark_trainer.openclaw.serve", name, "--host", HOST, "--port", str(port)]
+    argv += ["--window", str(window), "--reply_tokens", str(reply_tokens)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2])] + sys.path)}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            cwd=serve_dir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+    atomic_write_text(deploy_dir / "server.pid", f"{proc.pid}\n")
+    return {"pid": proc.pid, "port": port, "host": HOST, "log": str(log_path), "argv": argv}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:  # a zombie (our own exited child) is not alive
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+def is_our_server(pid: int) -> bool:
+    """The pid still runs ``ark_trainer.openclaw.serve`` (a pid reused after a reboot is left alone)."""
+    try:
+        return b"ark_trainer.openclaw.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def stop_server(pid: int, timeout: float = 20) -> bool:
+    """SIGTERM the server's process group, then SIGKILL; True if it was running."""
+    if not pid_alive(pid) or not is_our_server(pid):
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.2)
+    os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def get_json(url: str, timeout: float = 5) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def wait_healthy(server: dict, timeout: float = 300) -> None:
+    url = f"http://{server['host']}:{server['port']}/health"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not pid_alive(server["pid"]):
+            last = _tail(server["log"], 1).strip()[:300]
+            raise UserError(f"deploy: the model server exited at start ({last}); see {server['log']}")
+        try:
+            if get_json(url).get("status") == "ok":
+                return
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise UserError(
+        f"deploy: the model server did not answer {url} within {timeout:.0f}s; see {server['log']}"
+    )
+
+
+def _tail(path: str, lines: int = 8) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+SMOKE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name} (smoke test)",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+    for name in ("read", "ls")
+]
+
+
+def smoke_request(base_url: str, model: str, timeout: float = 300) -> dict:
+    """What an OpenClaw turn sends: stream, tools, a 40k-char system prompt; returns what came back."""
+    system = ("You are a personal assistant running inside OpenClaw. " * 800)[:SMOKE_SYSTEM_CHARS]
+    body = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tool_choice": "auto",
+        "tools": SMOKE_TOOLS,
+        "max_completion_tokens": 16,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "你好，请回复。"}],
+    }
+    req = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer ark-local"},
+    )
+    text, chunks, finish = [], 0, None
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            for raw in resp:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[5:])
+                chunks += 1
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    text.append(delta.get("content") or "")
+                    text += [json.dumps(c) for c in delta.get("tool_calls") or []]
+                    finish = choice.get("finish_reason") or finish
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        detail = exc.read().decode(errors="replace")[:300] if isinstance(exc, urllib.error.HTTPError) else ""
+        raise UserError(f"deploy: smoke request to {base_url} failed: {exc} {detail}".strip()) from exc
+    if not chunks or not "".join(text) or finish is None:
+        raise UserError(f"deploy: smoke request got no streamed answer ({chunks} chunks, finish {finish})")
+    return {"chunks": chunks, "text": "".join(text), "finish_reason": finish}

@@ -1,0 +1,122 @@
+"""OpenClaw pieces that need no CLI: the JSON5 config edit, restore, the deploy patch, session rows."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import json5
+
+from ark_trainer.openclaw import cli as oc
+from ark_trainer.openclaw.collect import Session, parse_since, session_rows
+from ark_trainer.openclaw.config_edit import apply_patch, merge
+from ark_trainer.openclaw.deploy import provider_patch, restore_config
+from ark_trainer.openclaw.scrub import Scrubber
+
+
+def test_without_the_cli_the_patch_is_a_json5_aware_atomic_edit(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARK_OPENCLAW_BIN", str(tmp_path / "no-such-openclaw"))
+    assert oc.find_openclaw() is None
+    config = tmp_path / "openclaw.json"
+    config.write_text("// mine\n{ gateway: { port: 19001, }, models: { providers: { x: { api: 'a' } } }, }\n")
+    config.chmod(0o600)
+    before = config.read_bytes()
+    patch = provider_patch("ark-run", 8765, 512, 128, agent="work")
+    assert apply_patch(config, patch, tmp_path / "patch.json5") == "json5 edit"
+    data = json5.loads(config.read_text())
+    assert data["gateway"] == {"port": 19001} and data["models"]["providers"]["x"] == {"api": "a"}
+    assert data["agents"]["entries"]["work"]["model"]["primary"] == "ark/ark-run"
+    ark = data["models"]["providers"]["ark"]
+    assert ark["baseUrl"] == "http://127.0.0.1:8765/v1" and ark["models"][0]["contextWindow"] == 4000
+    assert (tmp_path / "openclaw.json.ark-bak").read_bytes() == before
+    assert config.stat().st_mode & 0o777 == 0o600
+    restore_config(config, before, 0o600)
+    assert config.read_bytes() == before
+    restore_config(config, None, None)
+    assert not config.exists()
+
+
+def test_merge_follows_openclaws_patch_rules():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    assert merge(base, {"a": {"c": [3]}, "d": None, "e": "x"}) == {"a": {"b": 1, "c": [3]}, "e": "x"}
+
+
+def test_the_default_agent_or_a_named_one():
+    assert provider_patch("m", 1, 32768, 512, None)["agents"] == {"defaults": {"model": {"primary": "ark/m"}}}
+    assert (
+        provider_patch("m", 1, 32768, 512, None)["models"]["providers"]["ark"]["models"][0]["contextWindow"]
+        == 32768
+    )
+
+
+def _entries():
+    def msg(i, parent, role, content, ts, **extra):
+        return {
+            "type": "message",
+            "id": f"e{i}",
+            "parentId": parent,
+            "message": {"role": role, "content": content, "timestamp": ts, **extra},
+        }
+
+    return [
+        {"type": "model_change", "id": "e0", "parentId": None, "provider": "p", "modelId": "m"},
+        msg(1, "e0", "user", "hi, I am bob@corp.com", 1767225600000),  # 2026-01-01
+        msg(
+            2,
+            "e1",
+            "assistant",
+            [{"type": "text", "text": "old answer"}],
+            1767225601000,
+            provider="p",
+            model="m",
+        ),
+        msg(3, "e2", "user", [{"type": "text", "text": "list files"}], 1780000000000),  # 2026-05
+        msg(
+            4,
+            "e3",
+            "assistant",
+            [{"type": "toolCall", "id": "c", "name": "ls", "arguments": {"path": "."}}],
+            1780000001000,
+        ),
+        msg(5, "e4", "toolResult", [{"type": "text", "text": "a.txt"}], 1780000002000, toolCallId="c"),
+        msg(
+            6,
+            "e5",
+            "assistant",
+            [{"type": "thinking", "thinking": "hidden"}, {"type": "text", "text": "a.txt is there"}],
+            1780000003000,
+        ),
+        msg(7, "e1", "assistant", [{"type": "text", "text": "an abandoned branch"}], 1767225602000),
+    ]
+
+
+def test_session_rows_follow_the_branch_keep_tool_calls_and_honour_since():
+    session = Session("k", "s1", "main", _entries()[:-1])  # the current branch ends at e6
+    rows = session_rows(session, None, Scrubber())
+    assert [r["messages"][-1]["content"] for r in rows] == [
+        "old answer",
+        '<tool_call>{"name": "ls", "arguments": {"path": "."}}</tool_call>',
+        "a.txt is there",
+    ]
+    assert rows[0]["messages"][0]["content"] == "hi, I am [EMAIL]" and rows[0]["model"] == "p/m"
+    assert rows[1]["tool_calls"] == [{"name": "ls", "arguments": '{"path": "."}'}]
+    assert [m["role"] for m in rows[2]["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    later = session_rows(session, parse_since("2026-03-01"), Scrubber())
+    assert [r["turn"] for r in later] == [3, 5]
+    branch = session_rows(Session("k", "s1", "main", _entries()), None, Scrubber())
+    assert [r["messages"][-1]["content"] for r in branch] == ["an abandoned branch"]  # leaf e7's branch
+    json.dumps(rows)  # plain JSON
+
+
+def test_tools_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARK_TOOLS_DIR", str(tmp_path))
+    monkeypatch.delenv("ARK_OPENCLAW_BIN", raising=False)
+    assert oc.tools_dir() == tmp_path
+    assert os.environ["OPENCLAW_STATE_DIR"].endswith(".openclaw") and oc.state_dir().name == ".openclaw"
