@@ -52,7 +52,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     from ark_trainer.stages.common import check_policy_dir, resolve_runtime
 
     out = Path(cfg.output_dir)
-    if (out / "run.yaml").exists() and not cfg.overwrite_output_dir:
+    from ark_trainer.launch import is_child
+
+    if (out / "run.yaml").exists() and not cfg.overwrite_output_dir and not is_child():  # parent checked
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder or pass --overwrite_output_dir True"
         )
@@ -153,9 +155,22 @@ def write_run_files(p: Prepared) -> None:
 def run_train(cfg: TrainConfig) -> Path:
     """Run the whole pipeline; returns the run directory."""
     p = prepare(cfg)
-    write_run_files(p)
-    setup_logging(p.log_dir)
-    monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
+    from ark_trainer import launch
+    from ark_trainer.distributed import QuietMonitor, init_ranks, run_device
+
+    if launch.wants_relaunch(cfg):  # several processes: accelerate starts them, each runs this pipeline
+        launch.relaunch(cfg, p.rt.use_cpu)
+        return p.out
+    ranks = init_ranks(p.rt.use_cpu)
+    p.rt.device = run_device(p.rt.device)
+    if ranks.is_main:  # only the main process writes the run directory
+        write_run_files(p)
+        setup_logging(p.log_dir)
+    ranks.wait()
+    monitor = (Monitor if ranks.is_main else QuietMonitor)(
+        p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval
+    )
+    ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy)
     try:
         _run_stages(p, monitor)
@@ -164,7 +179,8 @@ def run_train(cfg: TrainConfig) -> Path:
         monitor.finish("failed")
         raise
     monitor.finish("finished")
-    _build_report(p.out)
+    if ranks.is_main:
+        _build_report(p.out)
     return p.out
 
 
@@ -227,6 +243,13 @@ class _Evaluator:
         self.base_totals: list | None = None
 
     def run(self, name: str, model_path: str) -> None:
+        from ark_trainer.distributed import ranks
+
+        if ranks().is_main:  # the other processes wait at the barrier
+            self._run(name, model_path)
+        ranks().wait()
+
+    def _run(self, name: str, model_path: str) -> None:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
         from ark_trainer.evaluate import evaluate_model

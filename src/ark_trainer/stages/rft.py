@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.distributed import check_replicas, ranks
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import generate
 from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.scale import peft_config
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
@@ -147,31 +149,44 @@ def sample_and_select(
     reward: CompositeReward,
     data_dir: Path,
 ) -> Selection:
-    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl."""
-    model, tok = load_policy(model_path, rt)
-    conversational = is_conversational(tok)
-    with monitor.stage("rft_sampling", total=len(rows)):
-        samples = generate(
-            model,
-            tok,
-            [r["prompt"] for r in rows],
-            num_samples=cfg.rft_num_samples,
-            temperature=cfg.rft_temperature,
-            max_new_tokens=cfg.max_completion_length,
-            batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
-            seed=cfg.seed,
-            on_batch=monitor.progress,
-            desc="RFT sampling",
-        )
-        del model
+    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
+
+    Under several processes each samples and scores its own slice of the prompts; the slices are gathered
+    and every process selects from the same full list (``ark_trainer.distributed``).
+    """
+    r = ranks()
+    mine = r.shard(rows)
+    with monitor.stage("rft_sampling", total=len(mine)):
+        if cfg.use_vllm:
+            from ark_trainer.vllm_rollouts import vllm_sample
+
+            tok = load_tokenizer(model_path)
+            samples = vllm_sample(cfg, model_path, tok, [x["prompt"] for x in mine], seed=cfg.seed + r.index)
+        else:
+            model, tok = load_policy(model_path, rt)
+            samples = generate(
+                model,
+                tok,
+                [x["prompt"] for x in mine],
+                num_samples=cfg.rft_num_samples,
+                temperature=cfg.rft_temperature,
+                max_new_tokens=cfg.max_completion_length,
+                batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
+                seed=cfg.seed + r.index,
+                on_batch=monitor.progress,
+                desc="RFT sampling",
+            )
+            del model
         answers = [
-            _given_answers(r) + [(s, "sample") for s in row_samples]
-            for r, row_samples in zip(rows, samples, strict=True)
+            _given_answers(x) + [(s, "sample") for s in row_samples]
+            for x, row_samples in zip(mine, samples, strict=True)
         ]
-        scores = score_completions(reward, rows, [[t for t, _ in a] for a in answers])
-        sel = select(rows, answers, scores, cfg.rft_min_reward, conversational)
-    write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
-    write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
+        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
+        answers, scores = r.gather(answers), r.gather(scores)
+        sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
+    if r.is_main:
+        write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
+        write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
     monitor.event("rft_selection", **sel.stats)
     log.info("RFT selection: %(n_selected)s of %(n_prompts)s prompts kept, %(n_pairs)s pairs", sel.stats)
     return sel
@@ -204,7 +219,9 @@ def train_rft(
             train_dataset=Dataset.from_list(sft_rows),
             processing_class=tok,
             callbacks=stage_callbacks(monitor, log_dir, "rft"),
+            peft_config=peft_config(cfg),
         )
         trainer.train()
-        save_final(trainer, tok, final_dir)
+        check_replicas(trainer, "rft")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and not cfg.grpo_steps)
     return final_dir
