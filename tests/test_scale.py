@@ -155,3 +155,35 @@ def test_auto_precision_choice():
     assert auto_precision(C, "cuda:0", False, False)[:2] == (False, False)
     C.mixed_precision = "bf16"
     assert auto_precision(C, "cuda:0", False, False)[:2] == (False, True)
+
+
+def test_rft_sampling_is_one_generate_call_per_batch_and_keeps_prompt_order(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ark_trainer.generation import generate
+    from ark_trainer.stages.common import load_tokenizer
+
+    path = save_tiny_qwen(tmp_path / "m")
+    model, tok = AutoModelForCausalLM.from_pretrained(str(path)).eval(), load_tokenizer(path)
+    prompts = [[{"role": "user", "content": "hello " * n + "world"}] for n in (1, 7, 3, 12, 5)]
+    calls = []
+    real = model.generate
+
+    def counting(*args, **kwargs):
+        calls.append((kwargs["input_ids"].shape[0], kwargs["num_return_sequences"], kwargs["use_cache"]))
+        return real(*args, **kwargs)
+
+    model.generate = counting
+    out = generate(model, tok, prompts, num_samples=3, temperature=1.0, max_new_tokens=4, batch_size=2)
+    assert [len(s) for s in out] == [3] * 5
+    assert calls == [
+        (2, 3, True),
+        (2, 3, True),
+        (1, 3, True),
+    ]  # N samples per call, prompts batched, cache on
+    calls.clear()
+    greedy = generate(model, tok, prompts, max_new_tokens=4, batch_size=2)
+    alone = [generate(model, tok, [p], max_new_tokens=4)[0] for p in prompts]
+    assert greedy == alone  # answers come back in the prompts' order despite the length sort
+    assert torch.is_grad_enabled()
