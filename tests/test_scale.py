@@ -187,3 +187,17 @@ def test_rft_sampling_is_one_generate_call_per_batch_and_keeps_prompt_order(tmp_
     alone = [generate(model, tok, [p], max_new_tokens=4)[0] for p in prompts]
     assert greedy == alone  # answers come back in the prompts' order despite the length sort
     assert torch.is_grad_enabled()
+
+
+def test_example_accelerate_configs_load_and_are_documented():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    files = sorted((root / "examples" / "accelerate").glob("*.yaml"))
+    assert {f.name for f in files} >= {"multi_gpu.yaml", "two_nodes.yaml", "deepspeed_zero3.yaml", "fsdp.yaml"}
+    for f in files:
+        cfg = load_config_from_file(str(f))  # accelerate's own parser: unknown keys are an error
+        assert cfg.num_processes >= 2
+        assert f"--accelerate_config examples/accelerate/{f.name}" in readme, f.name
+        assert f"--accelerate_config examples/accelerate/{f.name}" in f.read_text(encoding="utf-8")
