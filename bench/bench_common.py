@@ -89,13 +89,18 @@ def median(values: list[float]) -> float:
 
 
 def write_results(
-    name: str, md_lines: list[str], data: dict, quick: bool, out_dir: Path | None = None
+    name: str,
+    md_lines: list[str],
+    data: dict,
+    quick: bool,
+    out_dir: Path | None = None,
+    label: str | None = None,
 ) -> Path:
     """Write ``<name>.md`` and ``<name>.json``; the label and the machine go at the top of both."""
     out_dir = Path(out_dir or RESULTS)
     out_dir.mkdir(parents=True, exist_ok=True)
     m = machine()
-    label = QUICK_LABEL if quick else FULL_LABEL
+    label = label or (QUICK_LABEL if quick else FULL_LABEL)
     header = [
         md_lines[0],
         "",

@@ -103,7 +103,8 @@ def main() -> int:
             "CUDA GPU (vLLM rollouts are used when the vllm package is installed); it finishes in under 10 minutes "
             "and replaces this file with step time, tokens/s and peak GPU memory.",
         ]
-        write_results("gpu_grpo", md, {"gpu": False, "measured": False}, s.quick, out_dir)
+        label = "NO GPU: nothing measured"
+        write_results("gpu_grpo", md, {"gpu": False, "measured": False}, s.quick, out_dir, label=label)
         return 0
     steps, max_new = (5, 64) if s.quick else (30, 256)
     want_vllm = importlib.util.find_spec("vllm") is not None and not s.no_vllm
