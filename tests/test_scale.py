@@ -195,9 +195,58 @@ def test_example_accelerate_configs_load_and_are_documented():
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text(encoding="utf-8")
     files = sorted((root / "examples" / "accelerate").glob("*.yaml"))
-    assert {f.name for f in files} >= {"multi_gpu.yaml", "two_nodes.yaml", "deepspeed_zero3.yaml", "fsdp.yaml"}
+    assert {f.name for f in files} >= {
+        "multi_gpu.yaml",
+        "two_nodes.yaml",
+        "deepspeed_zero3.yaml",
+        "fsdp.yaml",
+    }
     for f in files:
         cfg = load_config_from_file(str(f))  # accelerate's own parser: unknown keys are an error
         assert cfg.num_processes >= 2
         assert f"--accelerate_config examples/accelerate/{f.name}" in readme, f.name
         assert f"--accelerate_config examples/accelerate/{f.name}" in f.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", ["colocate", "server"])
+def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
+    from trl import GRPOConfig
+
+    from ark_trainer.scale import vllm_grpo_kwargs
+
+    cfg = resolve_config(
+        {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
+        | {
+            "use_vllm": "True",
+            "vllm_mode": mode,
+            "vllm_server_port": "8123",
+            "vllm_gpu_memory_utilization": "0.5",
+        }
+    )
+    kwargs = vllm_grpo_kwargs(cfg)
+    args = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, **kwargs
+    )  # TRL's own names, accepted as they are
+    assert args.use_vllm and args.vllm_mode == mode
+    if mode == "server":
+        assert (args.vllm_server_host, args.vllm_server_port) == ("127.0.0.1", 8123)
+    else:
+        assert args.vllm_gpu_memory_utilization == 0.5
+    cfg.use_vllm = False
+    assert vllm_grpo_kwargs(cfg) == {}
+
+
+def test_fp16_trains_fp32_master_weights_and_bf16_stays_bf16():
+    import torch
+
+    from ark_trainer.scale import trainer_model_kwargs
+    from ark_trainer.stages.common import Runtime
+
+    class C:
+        load_in_4bit = False
+
+    assert (
+        trainer_model_kwargs(C, Runtime("cuda:0", fp16=True, bf16=False, warnings=[]))["dtype"]
+        == torch.float32
+    )
+    assert trainer_model_kwargs(C, Runtime("cuda:0", fp16=False, bf16=True, warnings=[])) == {}

@@ -131,6 +131,15 @@ def trainer_extras(cfg, rt) -> dict[str, Any]:
     return extras
 
 
+def trainer_model_kwargs(cfg, rt) -> dict[str, Any]:
+    """``model_init_kwargs`` additions for the trainers: fp32 master weights under fp16 mixed precision
+    (the fp16 grad scaler refuses fp16 parameters; bf16 trains in bf16 weights as TRL does), and QLoRA."""
+    import torch
+
+    extra: dict[str, Any] = {"dtype": torch.float32} if rt.fp16 and not cfg.load_in_4bit else {}
+    return {**extra, **quantization_kwargs(cfg, rt)}
+
+
 def quantization_kwargs(cfg, rt) -> dict[str, Any]:
     """``model_init_kwargs`` additions for QLoRA (NF4, double quantisation, compute in the run's dtype)."""
     if not cfg.load_in_4bit:

@@ -125,7 +125,7 @@ def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
 
 def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
-    from ark_trainer.scale import quantization_kwargs, trainer_extras
+    from ark_trainer.scale import trainer_extras, trainer_model_kwargs
 
     return {
         "output_dir": str(out_dir),
@@ -145,7 +145,7 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "fp16": rt.fp16,
         "bf16": rt.bf16,
         "dataloader_num_workers": 0,
-        "model_init_kwargs": {**model_init_kwargs(rt), **quantization_kwargs(cfg, rt)},
+        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(cfg, rt)},
         "disable_tqdm": False,
         **trainer_extras(cfg, rt),
     }
