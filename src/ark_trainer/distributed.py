@@ -10,7 +10,7 @@ accelerate's ``PartialState`` is the only source of rank information; nothing he
   are gathered (``accelerate.utils.gather_object``, in rank order, so the result is the prompt order), and
   every process runs the same deterministic selection on the same gathered list, so all ranks fine-tune on
   identical data without any file round-trip.
-- Evaluation runs on the main process while the others wait at a barrier.
+- Evaluation runs on the main process while the others wait at a barrier (collective timeout: 4 hours).
 - After each stage every process hashes its weights; the main process records the digests as a
   ``replicas`` event and warns when they differ (DDP keeps them identical; sharded ZeRO-3/FSDP is skipped).
 
@@ -25,6 +25,9 @@ import os
 from typing import Any
 
 log = logging.getLogger("ark_trainer")
+
+
+BARRIER_TIMEOUT_S = 4 * 3600
 
 
 class Ranks:
@@ -80,9 +83,12 @@ def init_ranks(use_cpu: bool) -> Ranks:
     """
     global _RANKS
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from datetime import timedelta
+
         from accelerate import PartialState
 
-        _RANKS = Ranks(PartialState(cpu=use_cpu))
+        # A generous collective timeout: the others wait at a barrier while the main process evaluates.
+        _RANKS = Ranks(PartialState(cpu=use_cpu, timeout=timedelta(seconds=BARRIER_TIMEOUT_S)))
     else:
         _RANKS = Ranks()
     return _RANKS
