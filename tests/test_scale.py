@@ -250,3 +250,15 @@ def test_fp16_trains_fp32_master_weights_and_bf16_stays_bf16():
         == torch.float32
     )
     assert trainer_model_kwargs(C, Runtime("cuda:0", fp16=False, bf16=True, warnings=[])) == {}
+
+
+def test_shards_cover_the_prompts_in_order():
+    from types import SimpleNamespace
+
+    from ark_trainer.distributed import Ranks
+
+    items = list(range(10))
+    for k in (1, 2, 3, 4, 11):
+        parts = [Ranks(SimpleNamespace(num_processes=k, process_index=i)).shard(items) for i in range(k)]
+        assert [x for p in parts for x in p] == items  # gather concatenates in rank order
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
