@@ -47,7 +47,15 @@ def main() -> None:
     a = ap.parse_args()
     with open(a.data_path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    data = [{"prompt": [{"role": "user", "content": r.pop("question")}], **r} for r in rows]
+    # the columns ark-trainer hands the rewards: everything but the prompt and the candidate answers
+    dropped = ("question", "candidates", "chosen", "rejected")
+    data = [
+        {
+            "prompt": [{"role": "user", "content": r["question"]}],
+            **{k: v for k, v in r.items() if k not in dropped},
+        }
+        for r in rows
+    ]
     tok = AutoTokenizer.from_pretrained(a.model_path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
