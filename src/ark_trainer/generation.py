@@ -74,3 +74,35 @@ def generate(
     for i, samples in zip(order, out, strict=True):
         restored[i] = samples
     return restored
+
+
+def sample_prompts(
+    cfg, rt, model_path: str, prompts: list, seed: int, on_batch=None
+) -> tuple[list[list[str]], object]:
+    """RFT candidates: ``--rft_num_samples`` per prompt, from vLLM (``--use_vllm``) or transformers.
+
+    Returns (samples per prompt, tokenizer); the model is freed before returning.
+    """
+    from ark_trainer.stages.common import load_policy, load_tokenizer
+    from ark_trainer.stages.rft import GEN_SEQUENCES
+
+    if cfg.use_vllm:
+        from ark_trainer.vllm_rollouts import vllm_sample
+
+        tok = load_tokenizer(model_path)
+        return vllm_sample(cfg, model_path, tok, prompts, seed=seed), tok
+    model, tok = load_policy(model_path, rt)
+    samples = generate(
+        model,
+        tok,
+        prompts,
+        num_samples=cfg.rft_num_samples,
+        temperature=cfg.rft_temperature,
+        max_new_tokens=cfg.max_completion_length,
+        batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
+        seed=seed,
+        on_batch=on_batch,
+        desc="RFT sampling",
+    )
+    del model
+    return samples, tok

@@ -17,14 +17,13 @@ from typing import Any
 from ark_trainer.config import TrainConfig
 from ark_trainer.distributed import check_replicas, ranks
 from ark_trainer.fileio import write_jsonl
-from ark_trainer.generation import generate
+from ark_trainer.generation import sample_prompts
 from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.scale import peft_config
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
-    load_policy,
     load_tokenizer,
     model_prompt,
     save_final,
@@ -154,37 +153,25 @@ def sample_and_select(
     Under several processes each samples and scores its own slice of the prompts; the slices are gathered
     and every process selects from the same full list (``ark_trainer.distributed``).
     """
-    r = ranks()
-    mine = r.shard(rows)
+    dist = ranks()
+    mine = dist.shard(rows)
     with monitor.stage("rft_sampling", total=len(mine)):
-        if cfg.use_vllm:
-            from ark_trainer.vllm_rollouts import vllm_sample
-
-            tok = load_tokenizer(model_path)
-            samples = vllm_sample(cfg, model_path, tok, [x["prompt"] for x in mine], seed=cfg.seed + r.index)
-        else:
-            model, tok = load_policy(model_path, rt)
-            samples = generate(
-                model,
-                tok,
-                [x["prompt"] for x in mine],
-                num_samples=cfg.rft_num_samples,
-                temperature=cfg.rft_temperature,
-                max_new_tokens=cfg.max_completion_length,
-                batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
-                seed=cfg.seed + r.index,
-                on_batch=monitor.progress,
-                desc="RFT sampling",
-            )
-            del model
+        samples, tok = sample_prompts(
+            cfg,
+            rt,
+            model_path,
+            [r["prompt"] for r in mine],
+            seed=cfg.seed + dist.index,
+            on_batch=monitor.progress,
+        )
         answers = [
-            _given_answers(x) + [(s, "sample") for s in row_samples]
-            for x, row_samples in zip(mine, samples, strict=True)
+            _given_answers(r) + [(s, "sample") for s in row_samples]
+            for r, row_samples in zip(mine, samples, strict=True)
         ]
         scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
-        answers, scores = r.gather(answers), r.gather(scores)
+        answers, scores = dist.gather(answers), dist.gather(scores)
         sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
-    if r.is_main:
+    if dist.is_main:
         write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
         write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
     monitor.event("rft_selection", **sel.stats)
