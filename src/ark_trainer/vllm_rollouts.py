@@ -1,7 +1,8 @@
 """RFT sampling through vLLM (``--use_vllm True``), the same two modes TRL's GRPOTrainer offers.
 
 - ``colocate``: a ``vllm.LLM`` engine in this process, on this process's GPU, taking at most
-  ``--vllm_gpu_memory_utilization`` of its memory; freed before RFT training starts.
+  ``--vllm_gpu_memory_utilization`` of its memory, set up the way TRL's colocate mode sets its own
+  (``external_launcher``); freed before RFT training starts. Not run in CI (no GPU there).
 - ``server``: requests to a running ``trl vllm-serve --model M`` at ``--vllm_server_host:--vllm_server_port``
   through TRL's ``VLLMClient`` (the server must serve the same ``--model_path``).
 
@@ -40,16 +41,26 @@ def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> li
         ids = out["completion_ids"]
         decoded = tokenizer.batch_decode(ids, skip_special_tokens=True)
         return [decoded[i : i + n] for i in range(0, len(decoded), n)]
+    import os
+
     import torch
+    from trl.trainer.utils import ensure_master_addr_port
     from vllm import LLM, SamplingParams
 
+    # As TRL's colocate mode does: one engine per training process, on the process's own GPU, joined
+    # through the launcher's environment ("external_launcher"). Each process samples its own prompts, so
+    # the engines stay independent (tensor parallel only in a single-process run).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    for key, default in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, default)
+    ensure_master_addr_port()
     llm = LLM(
         model=model_path,
         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        tensor_parallel_size=cfg.vllm_tensor_parallel_size if world == 1 else 1,
+        distributed_executor_backend="external_launcher",
         seed=seed,
-        max_model_len=None,
-        enforce_eager=False,
+        max_num_batched_tokens=4096,
     )
     params = SamplingParams(
         n=n, temperature=cfg.rft_temperature, max_tokens=cfg.max_completion_length, seed=seed
