@@ -49,6 +49,8 @@ def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(a
     events = _events(out)
     # only the main process wrote: one run, one start, one end
     assert [e["event"] for e in events].count("run_start") == 1
+    scale = next(e for e in events if e["event"] == "scale")
+    assert (scale["processes"], scale["launcher"], scale["precision"]) == (2, "accelerate", "fp32")
     assert [e for e in events if e["event"] == "run_end"][0]["status"] == "finished"
     replicas = {e["stage"]: e for e in events if e["event"] == "replicas"}
     assert set(replicas) == {"rft", "grpo"}

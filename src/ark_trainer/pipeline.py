@@ -172,6 +172,9 @@ def run_train(cfg: TrainConfig) -> Path:
     )
     ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy)
+    from ark_trainer.scale import scale_summary
+
+    monitor.event("scale", **scale_summary(cfg, p.rt, ranks.num_processes))
     try:
         _run_stages(p, monitor)
     except BaseException as exc:

@@ -169,3 +169,20 @@ def vllm_grpo_kwargs(cfg) -> dict[str, Any]:
             vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
         )
     return kwargs
+
+
+def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
+    """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM."""
+    precision = "fp16" if rt.fp16 else "bf16" if rt.bf16 else "fp32"
+    return {
+        "processes": processes,
+        "launcher": "accelerate" if processes > 1 or cfg.launcher == "accelerate" else "none",
+        "accelerate_config": cfg.accelerate_config,
+        "device": rt.device,
+        "precision": precision,
+        "lora_r": cfg.lora_r or None,
+        "load_in_4bit": cfg.load_in_4bit,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "export": "adapter" if cfg.save_adapter_only else "merged" if cfg.lora_r else "full",
+        "rollouts": f"vllm-{cfg.vllm_mode}" if cfg.use_vllm else "transformers",
+    }
