@@ -65,7 +65,8 @@ def launch_command(cfg, use_cpu: bool) -> list[str]:
     else:
         # --multi_gpu selects torchrun; on CPU the children pick gloo themselves (ACCELERATE_USE_CPU).
         # accelerate's own --cpu flag would start a single process (several CPU processes need mpirun).
-        cmd += ["--multi_gpu", "--num_processes", str(cfg.num_processes), "--num_machines", "1"]
+        several = ["--multi_gpu"] if cfg.num_processes > 1 else (["--cpu"] if use_cpu else [])
+        cmd += [*several, "--num_processes", str(cfg.num_processes), "--num_machines", "1"]
         cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
     if cfg.main_process_port or not cfg.accelerate_config:
         cmd += ["--main_process_port", str(cfg.main_process_port or _free_port())]
