@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
+LOAD_AT_START = os.getloadavg() if hasattr(os, "getloadavg") else None  # this module is imported at start
 QUICK_LABEL = "SMOKE RUN (--quick, tiny settings, possibly on a busy machine): proves the script works; not a measurement"
 FULL_LABEL = "measurement"
 
@@ -68,6 +69,7 @@ def machine() -> dict:
         "peft": peft.__version__,
         "vllm": vllm_version,
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "load_average_at_start": LOAD_AT_START,
     }
 
 
@@ -76,7 +78,8 @@ def machine_line(m: dict) -> str:
         f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, GPU: {m['gpu'] or 'none'}; {m['os']}, "
         f"Python {m['python']}, torch {m['torch']}, transformers {m['transformers']}, trl {m['trl']}, "
         f"accelerate {m['accelerate']}, peft {m['peft']}, vllm {m['vllm'] or 'not installed'}; "
-        f"load average at the end {tuple(round(x, 2) for x in m['load_average'] or ())}"
+        f"load average (1, 5, 15 min) at the start {tuple(round(x, 2) for x in m['load_average_at_start'] or ())}, "
+        f"at the end {tuple(round(x, 2) for x in m['load_average'] or ())}"
     )
 
 
@@ -101,6 +104,13 @@ def write_results(
     out_dir.mkdir(parents=True, exist_ok=True)
     m = machine()
     label = label or (QUICK_LABEL if quick else FULL_LABEL)
+    busy = [
+        x
+        for x in (m["load_average_at_start"] or ())[:1] + (m["load_average"] or ())[:1]
+        if x > 0.5 * m["cores"] + 1
+    ]
+    if not quick and label == FULL_LABEL and busy:
+        label += f" (caution: the 1-minute load average reached {max(busy):.1f} on {m['cores']} cores: other work shared the machine)"
     header = [
         md_lines[0],
         "",
