@@ -10,7 +10,7 @@ memory as the driver reports it, which includes vLLM's reserved KV cache).
 Where no GPU is present it writes a results file saying so, with no numbers. If the vLLM run fails it
 records the error and measures the transformers-generation run instead (never invented figures).
 
-    python bench/gpu_grpo.py            # 30 steps, batch 16 × 8 generations × 256 tokens: ~5 min on an H100-class GPU
+    python bench/gpu_grpo.py            # 30 steps, batch 16 × 8 generations × 256 tokens: sized for < 10 min (not yet run on a GPU)
     python bench/gpu_grpo.py --quick    # 5 steps, 64 tokens
 """
 

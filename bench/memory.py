@@ -4,7 +4,7 @@ Each variant is ``ark-trainer-inner train --strategy GRPO --eval_auto False`` on
 demo QC data, run in a fresh process that reports its own peak resident memory (``ru_maxrss``) and, on a
 GPU, ``torch.cuda.max_memory_allocated``. Variants run in alternating order over the repeats.
 
-    python bench/memory.py            # hidden 512 × 8 layers, 10 steps, 2 repeats: ~15 min on 2 quiet CPU cores
+    python bench/memory.py            # hidden 512 × 8 layers, 10 steps, 2 repeats: ~4 min on 2 CPU cores
     python bench/memory.py --quick    # tiny model, 2 steps: smoke run (~2 min)
 """
 

@@ -74,6 +74,8 @@ def main() -> None:
         seed=a.seed,
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
+        fp16=False,  # as ark-trainer with --mixed_precision no (GRPOConfig would default to bf16=True, even on CPU)
+        bf16=False,
         dataloader_num_workers=0,
         model_init_kwargs={"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False},
         num_generations=a.num_generations,

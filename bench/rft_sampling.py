@@ -7,7 +7,7 @@ prompts longest-first, ``GEN_SEQUENCES`` sequences per call, as RFT uses it). Na
 per prompt and sample. Tokens counted: the completion tokens actually produced (up to EOS), the same way
 for both. Repeats alternate the order.
 
-    python bench/rft_sampling.py            # 64 prompts × 4 samples × 48 tokens, hidden 256 × 4: ~10 min on 2 quiet cores
+    python bench/rft_sampling.py            # 64 prompts × 4 samples × 48 tokens, hidden 256 × 4: ~15 min on 2 busy cores
     python bench/rft_sampling.py --quick    # 8 prompts × 4 samples × 16 tokens, tiny model: smoke run (~1 min)
 """
 
