@@ -128,6 +128,31 @@ class TrainConfig:
     auto_max_zero_std: float = _opt(
         0.5, "--strategy auto: RFT+GRPO when at least this share of probe groups has zero reward variance"
     )
+    # --- scale and speed (issue 7): processes, low memory, vLLM; logic in launch.py / scale.py ---
+    num_processes: int = _opt(1, "training processes on this machine (>1 relaunches through accelerate)")
+    launcher: str = _opt("auto", "auto (accelerate when --num_processes > 1) or accelerate (always)")
+    accelerate_config: str | None = _opt(
+        None, "accelerate config YAML (multi-node, DeepSpeed ZeRO, FSDP); see examples/accelerate/"
+    )
+    main_process_port: int | None = _opt(None, "rendezvous port of the main process (default: a free one)")
+    mixed_precision: str = _opt(
+        "auto", "auto (bf16 on GPUs that support it, else fp16; fp32 on CPU), fp16, bf16 or no"
+    )
+    gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass (less memory)")
+    lora_r: int = _opt(0, "LoRA rank; 0 trains all weights")
+    lora_alpha: int | None = _opt(None, "LoRA alpha (default: 2 × --lora_r)")
+    lora_dropout: float = _opt(0.05, "LoRA dropout")
+    lora_target_modules: str = _opt("all-linear", "LoRA target modules: all-linear or a comma list")
+    load_in_4bit: bool = _opt(False, "QLoRA: load the base model in 4-bit (needs bitsandbytes and a GPU)")
+    save_adapter_only: bool = _opt(False, "with LoRA, export only the adapter as OUT/model (default: merged)")
+    use_vllm: bool = _opt(False, "generate rollouts (RFT sampling, GRPO) with vLLM (needs vllm and a GPU)")
+    vllm_mode: str = _opt(
+        "colocate", "colocate (vLLM inside the training process) or server (trl vllm-serve)"
+    )
+    vllm_server_host: str = _opt("127.0.0.1", "host of `trl vllm-serve` in server mode")
+    vllm_server_port: int = _opt(8000, "port of `trl vllm-serve` in server mode")
+    vllm_gpu_memory_utilization: float = _opt(0.3, "GPU memory share vLLM may take in colocate mode")
+    vllm_tensor_parallel_size: int = _opt(1, "tensor parallel size of the colocated vLLM engine")
 
     def flag_items(self) -> dict[str, Any]:
         """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
@@ -274,6 +299,9 @@ def validate(cfg: TrainConfig) -> None:
             problems.append(f"--{name}: must be in [0, 1], got {getattr(cfg, name)}")
     if cfg.fp16 and cfg.bf16:
         problems.append("--fp16/--bf16: choose one")
+    from ark_trainer.scale import validate_scale  # issue 7: scale and speed flags
+
+    problems += validate_scale(cfg)
     if problems:
         raise UserError(*problems)
 

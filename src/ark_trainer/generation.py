@@ -1,7 +1,9 @@
 """Batched generation for RFT sampling and evaluation.
 
 All samples of a prompt come from one ``generate`` call (``num_return_sequences``), prompts are batched
-with left padding, and the KV cache is on; nothing is generated twice.
+with left padding (longest first, so a batch holds prompts of similar length and little padding; the
+answers come back in the callers' order), and the KV cache is on; nothing is generated twice.
+``bench/rft_sampling.py`` measures this against a per-prompt, per-sample loop.
 """
 
 from __future__ import annotations
@@ -45,12 +47,17 @@ def generate(
         gen_kwargs.update(temperature=None, top_p=None, top_k=None)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     out: list[list[str]] = []
     bar = tqdm(total=len(texts), desc=desc, unit="prompt", leave=False)
     try:
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(
-                texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+                [texts[i] for i in order[start : start + batch_size]],
+                return_tensors="pt",
+                padding=True,
+                add_special_tokens=False,
             ).to(model.device)
             with torch.no_grad():
                 ids = model.generate(**batch, **gen_kwargs)
@@ -63,4 +70,39 @@ def generate(
     finally:
         bar.close()
         torch.random.set_rng_state(generator_state)
-    return out
+    restored: list[list[str]] = [[] for _ in texts]
+    for i, samples in zip(order, out, strict=True):
+        restored[i] = samples
+    return restored
+
+
+def sample_prompts(
+    cfg, rt, model_path: str, prompts: list, seed: int, on_batch=None
+) -> tuple[list[list[str]], object]:
+    """RFT candidates: ``--rft_num_samples`` per prompt, from vLLM (``--use_vllm``) or transformers.
+
+    Returns (samples per prompt, tokenizer); the model is freed before returning.
+    """
+    from ark_trainer.stages.common import load_policy, load_tokenizer
+    from ark_trainer.stages.rft import GEN_SEQUENCES
+
+    if cfg.use_vllm:
+        from ark_trainer.vllm_rollouts import vllm_sample
+
+        tok = load_tokenizer(model_path)
+        return vllm_sample(cfg, model_path, tok, prompts, seed=seed), tok
+    model, tok = load_policy(model_path, rt)
+    samples = generate(
+        model,
+        tok,
+        prompts,
+        num_samples=cfg.rft_num_samples,
+        temperature=cfg.rft_temperature,
+        max_new_tokens=cfg.max_completion_length,
+        batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
+        seed=seed,
+        on_batch=on_batch,
+        desc="RFT sampling",
+    )
+    del model
+    return samples, tok

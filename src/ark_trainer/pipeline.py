@@ -55,7 +55,10 @@ def prepare(cfg: TrainConfig) -> Prepared:
     from ark_trainer.stages.common import check_policy_dir, resolve_runtime
 
     out = Path(cfg.output_dir)
-    check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
+    from ark_trainer.launch import is_child
+
+    if not is_child():  # the parent of an accelerate launch checked the folder and passes --resume on
+        check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
     check_disk(out, cfg.min_free_disk_gb, "--output_dir")
     rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
     check_policy_dir(cfg.model_path)
@@ -170,17 +173,32 @@ def run_train(cfg: TrainConfig) -> Path:
 
         return supervise(cfg)
     p = prepare(cfg)
-    write_run_files(p)
-    setup_logging(p.log_dir)
-    if cfg.resume:
-        log.info("resuming the run in %s: finished parts are skipped", p.out)
-    monitor = Monitor(p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval)
+    from ark_trainer import launch
+    from ark_trainer.distributed import QuietMonitor, init_ranks, run_device
+
+    if launch.wants_relaunch(cfg):  # several processes: accelerate starts them, each runs this pipeline
+        launch.relaunch(cfg, p.rt.use_cpu)
+        return p.out
+    ranks = init_ranks(p.rt.use_cpu)
+    p.rt.device = run_device(p.rt.device)
+    if ranks.is_main:  # only the main process writes the run directory
+        write_run_files(p)
+        setup_logging(p.log_dir)
+        if cfg.resume:
+            log.info("resuming the run in %s: finished parts are skipped", p.out)
+    ranks.wait()
+    monitor = (Monitor if ranks.is_main else QuietMonitor)(
+        p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval
+    )
+    ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
     from ark_trainer.guards import attach_monitor, warn_skipped
+    from ark_trainer.scale import scale_summary
     from ark_trainer.watchdog import Watchdog
 
+    monitor.event("scale", **scale_summary(cfg, p.rt, ranks.num_processes))
     attach_monitor(p.reward, monitor)
-    watchdog = Watchdog(monitor, cfg.stall_timeout).start()
+    watchdog = Watchdog(monitor, cfg.stall_timeout if ranks.is_main else 0).start()
     try:
         _run_stages(p, monitor)
     except BaseException as exc:
@@ -191,11 +209,12 @@ def run_train(cfg: TrainConfig) -> Path:
     watchdog.stop()
     warn_skipped(p.reward, monitor)
     monitor.finish("finished")
-    _build_report(p.out)
-    if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (with rollback)
-        from ark_trainer.openclaw.deploy import deploy_after_train
+    if ranks.is_main:
+        _build_report(p.out)
+        if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (rollback)
+            from ark_trainer.openclaw.deploy import deploy_after_train
 
-        deploy_after_train(p.out, log.info, log.warning)
+            deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 
@@ -247,8 +266,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     cfg = p.cfg
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
         result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
-    write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
-    strategy, reason = decide(result)
+    strategy, reason = decide(result)  # every process probes the same prompts with the same seed
     cfg.strategy = strategy
     if strategy == "GRPO":
         cfg.rft_steps = 0
@@ -261,8 +279,12 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
         grpo_steps=cfg.grpo_steps,
         probe=probe_record(result),
     )
-    write_json(p.out / "plan.json", p.plan)
-    atomic_write_text(p.out / "run.yaml", to_yaml(cfg))
+    from ark_trainer.distributed import ranks
+
+    if ranks().is_main:
+        write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
+        write_json(p.out / "plan.json", p.plan)
+        atomic_write_text(p.out / "run.yaml", to_yaml(cfg))
     monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
     log.info("%s", reason)
     gc.collect()
@@ -302,6 +324,13 @@ class _Evaluator:
         self.base_totals: list | None = None
 
     def run(self, name: str, model_path: str) -> None:
+        from ark_trainer.distributed import ranks
+
+        if ranks().is_main:  # the other processes wait at the barrier
+            self._run(name, model_path)
+        ranks().wait()
+
+    def _run(self, name: str, model_path: str) -> None:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
         from ark_trainer.evaluate import evaluate_model

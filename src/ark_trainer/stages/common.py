@@ -68,6 +68,10 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         fp16 = bf16 = False
     if cfg.trust_remote_code:
         warnings.append("--trust_remote_code True: the model folder's own Python code will run")
+    from ark_trainer.scale import auto_precision, check_hardware  # issue 7: precision, QLoRA, vLLM
+
+    check_hardware(cfg, device)
+    fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)
     return Runtime(
         device=device, fp16=fp16, bf16=bf16, warnings=warnings, trust_remote_code=cfg.trust_remote_code
     )
@@ -126,6 +130,8 @@ def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
 
 def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
+    from ark_trainer.scale import trainer_extras, trainer_model_kwargs
+
     return {
         "output_dir": str(out_dir),
         "max_steps": steps,
@@ -144,8 +150,9 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "fp16": rt.fp16,
         "bf16": rt.bf16,
         "dataloader_num_workers": 0,
-        "model_init_kwargs": model_init_kwargs(rt),
+        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(cfg, rt)},
         "disable_tqdm": False,
+        **trainer_extras(cfg, rt),
     }
 
 
@@ -154,15 +161,22 @@ def stage_callbacks(monitor, log_dir: Path, stage: str) -> list:
     from torch.utils.tensorboard import SummaryWriter
     from transformers.integrations import TensorBoardCallback
 
+    from ark_trainer.distributed import ranks
     from ark_trainer.monitor import trainer_callback
 
+    if not ranks().is_main:  # only the main process writes TensorBoard events
+        return [trainer_callback(monitor, stage)]
     writer = SummaryWriter(log_dir=str(log_dir / "tensorboard" / stage))
     return [trainer_callback(monitor, stage), TensorBoardCallback(tb_writer=writer)]
 
 
-def save_final(trainer, tokenizer, dest: Path) -> None:
-    """Save the trained model (safetensors) and its tokenizer so AutoModelForCausalLM loads them."""
-    dest.mkdir(parents=True, exist_ok=True)
-    trainer.save_model(str(dest))
-    tokenizer.save_pretrained(str(dest))
+def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> None:
+    """Save the trained model (safetensors) and its tokenizer so AutoModelForCausalLM loads them.
+
+    A LoRA model is merged into full weights unless ``adapter_only``; under several processes only the
+    main one writes (see ``ark_trainer.export``).
+    """
+    from ark_trainer.export import export_model
+
+    export_model(trainer, tokenizer, dest, adapter_only=adapter_only)
     log.info("saved model to %s", dest)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.scale import peft_config, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
@@ -56,6 +58,7 @@ def train_grpo(
         beta=cfg.beta,
         loss_type=cfg.loss_type,
         reward_weights=weights,
+        **vllm_grpo_kwargs(cfg),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
@@ -66,9 +69,11 @@ def train_grpo(
             train_dataset=dataset,
             processing_class=tok,
             callbacks=stage_callbacks(monitor, log_dir, "grpo"),
+            peft_config=peft_config(cfg),
         )
         run_trainer(trainer, cfg, monitor, "grpo", out_dir)  # resume, crash-safe saves, guards
-        save_final(trainer, tok, final_dir)
+        check_replicas(trainer, "grpo")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
     warn_if_no_signal(monitor, trainer.state.log_history)
     return final_dir
 

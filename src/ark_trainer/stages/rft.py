@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.distributed import check_replicas, ranks
 from ark_trainer.fileio import write_jsonl
-from ark_trainer.generation import generate
+from ark_trainer.generation import sample_prompts
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.scale import peft_config
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
-    load_policy,
     load_tokenizer,
     model_prompt,
     save_final,
@@ -148,31 +149,32 @@ def sample_and_select(
     reward: CompositeReward,
     data_dir: Path,
 ) -> Selection:
-    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl."""
-    model, tok = load_policy(model_path, rt)
-    conversational = is_conversational(tok)
-    with monitor.stage("rft_sampling", total=len(rows)):
-        samples = generate(
-            model,
-            tok,
-            [r["prompt"] for r in rows],
-            num_samples=cfg.rft_num_samples,
-            temperature=cfg.rft_temperature,
-            max_new_tokens=cfg.max_completion_length,
-            batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
-            seed=cfg.seed,
+    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
+
+    Under several processes each samples and scores its own slice of the prompts; the slices are gathered
+    and every process selects from the same full list (``ark_trainer.distributed``).
+    """
+    dist = ranks()
+    mine = dist.shard(rows)
+    with monitor.stage("rft_sampling", total=len(mine)):
+        samples, tok = sample_prompts(
+            cfg,
+            rt,
+            model_path,
+            [r["prompt"] for r in mine],
+            seed=cfg.seed + dist.index,
             on_batch=monitor.progress,
-            desc="RFT sampling",
         )
-        del model
         answers = [
             _given_answers(r) + [(s, "sample") for s in row_samples]
-            for r, row_samples in zip(rows, samples, strict=True)
+            for r, row_samples in zip(mine, samples, strict=True)
         ]
-        scores = score_completions(reward, rows, [[t for t, _ in a] for a in answers])
-        sel = select(rows, answers, scores, cfg.rft_min_reward, conversational)
-    write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
-    write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
+        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
+        answers, scores = dist.gather(answers), dist.gather(scores)
+        sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
+    if dist.is_main:
+        write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
+        write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
     monitor.event("rft_selection", **sel.stats)
     log.info("RFT selection: %(n_selected)s of %(n_prompts)s prompts kept, %(n_pairs)s pairs", sel.stats)
     return sel
@@ -205,7 +207,9 @@ def train_rft(
             train_dataset=Dataset.from_list(sft_rows),
             processing_class=tok,
             callbacks=stage_callbacks(monitor, log_dir, "rft"),
+            peft_config=peft_config(cfg),
         )
         run_trainer(trainer, cfg, monitor, "rft", out_dir)  # resume, crash-safe saves, guards
-        save_final(trainer, tok, final_dir)
+        check_replicas(trainer, "rft")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and not cfg.grpo_steps)
     return final_dir

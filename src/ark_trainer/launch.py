@@ -1,0 +1,100 @@
+"""Relaunch ``train`` through ``accelerate launch`` for several processes, machines, ZeRO or FSDP.
+
+``--num_processes N`` (N > 1) or ``--launcher accelerate`` / ``--accelerate_config FILE`` make the command
+the user typed check everything first (flags, model, data, rewards: nothing is written when a check fails),
+then run::
+
+    python -m accelerate.commands.launch [--config_file FILE] [--num_processes N]
+        [--multi_gpu | (CPU) --multi_gpu with ACCELERATE_USE_CPU] -m ark_trainer train <the resolved flags>
+
+accelerate starts the processes (torchrun underneath; DeepSpeed/FSDP per the config file); each child
+sees ``ARK_TRAINER_LAUNCHED=1`` and runs the pipeline instead of relaunching again. On CPU the children
+join a gloo process group (``PartialState(cpu=True)``, see ``ark_trainer.distributed``). The parent
+waits and returns the children's exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from ark_trainer.errors import UserError
+
+log = logging.getLogger("ark_trainer")
+
+CHILD_ENV = "ARK_TRAINER_LAUNCHED"
+
+
+def is_child() -> bool:
+    return os.environ.get(CHILD_ENV) == "1"
+
+
+def wants_relaunch(cfg) -> bool:
+    return not is_child() and (cfg.num_processes > 1 or cfg.launcher == "accelerate")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _flag_value(value: Any) -> str:
+    return str(bool(value)) if isinstance(value, bool) else str(value)
+
+
+def child_flags(cfg) -> list[str]:
+    """The resolved config as ``train`` flags: the children run exactly what the parent checked."""
+    out: list[str] = []
+    for name, value in cfg.flag_items().items():
+        if value is not None:
+            out += [f"--{name}", _flag_value(value)]
+    return out
+
+
+def launch_command(cfg, use_cpu: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
+    if cfg.accelerate_config:
+        cmd += ["--config_file", cfg.accelerate_config]
+        if cfg.num_processes > 1:
+            cmd += ["--num_processes", str(cfg.num_processes)]
+    else:
+        # --multi_gpu selects torchrun; on CPU the children pick gloo themselves (ACCELERATE_USE_CPU).
+        # accelerate's own --cpu flag would start a single process (several CPU processes need mpirun).
+        several = ["--multi_gpu"] if cfg.num_processes > 1 else (["--cpu"] if use_cpu else [])
+        cmd += [*several, "--num_processes", str(cfg.num_processes), "--num_machines", "1"]
+        cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    if cfg.main_process_port or not cfg.accelerate_config:
+        cmd += ["--main_process_port", str(cfg.main_process_port or _free_port())]
+    resume = ["--resume", "True"] if cfg.resume else []  # CLI-only: not among the config's flag items
+    return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg), *resume]
+
+
+def relaunch(cfg, use_cpu: bool) -> None:
+    """Run the training through accelerate and wait; raises when the children fail."""
+    if cfg.accelerate_config and not os.path.isfile(cfg.accelerate_config):
+        raise UserError(f"--accelerate_config: no such file {cfg.accelerate_config!r}")
+    if cfg.num_processes > 1 and not use_cpu:
+        import torch
+
+        if torch.cuda.device_count() < cfg.num_processes and not cfg.accelerate_config:
+            raise UserError(
+                f"--num_processes: {cfg.num_processes} processes need {cfg.num_processes} GPUs; this machine has "
+                f"{torch.cuda.device_count()} (use --device cpu for CPU processes)"
+            )
+    cmd = launch_command(cfg, use_cpu)
+    env = {**os.environ, CHILD_ENV: "1"}
+    if use_cpu:
+        env["ACCELERATE_USE_CPU"] = "true"
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.num_processes)))
+    log.info("relaunching through accelerate: %s", " ".join(cmd[:12]) + " ...")
+    print(f"launching {cfg.num_processes} process(es) through accelerate", file=sys.stderr, flush=True)
+    rc = subprocess.run(cmd, env=env, check=False).returncode
+    if rc != 0:
+        raise UserError(
+            f"accelerate launch: the training processes exited with code {rc} (see the log above)"
+        )

@@ -1,0 +1,188 @@
+"""Scale and speed settings: precision choice, LoRA/QLoRA, gradient checkpointing, vLLM rollouts.
+
+Everything here maps our flags onto the engines' own options (peft ``LoraConfig``, transformers
+``BitsAndBytesConfig``, TRL ``GRPOConfig``'s ``use_vllm``/``vllm_*``); nothing is re-implemented.
+
+- Precision: ``--mixed_precision auto`` (default) trains in bf16 on a GPU that supports it, fp16 on an
+  older GPU, fp32 on CPU. ``--fp16 True``/``--bf16 True`` always win; ``--mixed_precision no`` forces fp32.
+- LoRA: ``--lora_r R`` (> 0) trains adapters on ``--lora_target_modules``; the final model is merged into
+  full weights (``OUT/model``, plain ``AutoModelForCausalLM``) unless ``--save_adapter_only True``.
+- QLoRA: ``--load_in_4bit True`` loads the frozen base in NF4; it needs ``--lora_r`` > 0, bitsandbytes and a
+  CUDA GPU, and is refused in one line otherwise.
+- vLLM: ``--use_vllm True`` needs the ``vllm`` package and a CUDA GPU; refused in one line otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from ark_trainer.errors import UserError
+
+PRECISIONS = ("auto", "fp16", "bf16", "no")
+VLLM_MODES = ("colocate", "server")
+LAUNCHERS = ("auto", "accelerate")
+
+
+def validate_scale(cfg) -> list[str]:
+    """Problems with the scale/speed flags alone (no hardware needed)."""
+    problems = []
+    if cfg.num_processes < 1:
+        problems.append(f"--num_processes: must be ≥ 1, got {cfg.num_processes}")
+    if cfg.launcher not in LAUNCHERS:
+        problems.append(f"--launcher: unknown launcher {cfg.launcher!r}; use {' or '.join(LAUNCHERS)}")
+    if cfg.accelerate_config and cfg.launcher != "accelerate":
+        cfg.launcher = "accelerate"  # a config file only makes sense through accelerate
+    cfg.mixed_precision = str(cfg.mixed_precision).strip().lower()
+    if cfg.mixed_precision in ("fp32", "none", "false"):
+        cfg.mixed_precision = "no"
+    if cfg.mixed_precision not in PRECISIONS:
+        problems.append(
+            f"--mixed_precision: unknown value {cfg.mixed_precision!r}; use {', '.join(PRECISIONS)}"
+        )
+    if cfg.lora_r < 0:
+        problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
+    if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
+        problems.append("--lora_alpha: must be > 0")
+    if not 0 <= cfg.lora_dropout < 1:
+        problems.append(f"--lora_dropout: must be in [0, 1), got {cfg.lora_dropout}")
+    if cfg.load_in_4bit and cfg.lora_r == 0:
+        problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")
+    if cfg.save_adapter_only and cfg.lora_r == 0:
+        problems.append("--save_adapter_only: there is no adapter without LoRA; pass --lora_r (e.g. 16)")
+    if cfg.vllm_mode not in VLLM_MODES:
+        problems.append(f"--vllm_mode: unknown mode {cfg.vllm_mode!r}; use colocate or server")
+    if not 0 < cfg.vllm_gpu_memory_utilization <= 1:
+        problems.append("--vllm_gpu_memory_utilization: must be in (0, 1]")
+    return problems
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def check_hardware(cfg, device: str) -> None:
+    """Refuse, in one line, what this machine cannot do (called before anything is written)."""
+    on_gpu = device.startswith("cuda")
+    if cfg.load_in_4bit:
+        missing = [
+            w for w, ok in (("bitsandbytes", _installed("bitsandbytes")), ("a CUDA GPU", on_gpu)) if not ok
+        ]
+        if missing:
+            raise UserError(
+                f"--load_in_4bit: QLoRA needs bitsandbytes and a CUDA GPU; missing {' and '.join(missing)} "
+                "(use --lora_r alone for LoRA in full precision)"
+            )
+    if cfg.use_vllm:
+        missing = [
+            w for w, ok in (("the vllm package", _installed("vllm")), ("a CUDA GPU", on_gpu)) if not ok
+        ]
+        if missing:
+            raise UserError(
+                f"--use_vllm: vLLM rollouts need the vllm package and a CUDA GPU; missing {' and '.join(missing)} "
+                "(drop --use_vllm to generate with transformers)"
+            )
+
+
+def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool, str | None]:
+    """(fp16, bf16, note): explicit --fp16/--bf16 win; otherwise ``--mixed_precision`` decides."""
+    if fp16 or bf16 or device == "cpu":
+        return fp16, bf16, None
+    mode = cfg.mixed_precision
+    if mode == "auto":
+        import torch
+
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        mode = (
+            "bf16"
+            if torch.cuda.is_bf16_supported() and torch.cuda.get_device_capability(index)[0] >= 8
+            else "fp16"
+        )
+        return mode == "fp16", mode == "bf16", f"--mixed_precision auto: {mode} on {device}"
+    return mode == "fp16", mode == "bf16", None
+
+
+def peft_config(cfg):
+    """peft ``LoraConfig`` for ``--lora_r`` > 0, else None."""
+    if cfg.lora_r <= 0:
+        return None
+    from peft import LoraConfig
+
+    targets = cfg.lora_target_modules.strip()
+    modules: Any = (
+        targets if targets == "all-linear" else [m.strip() for m in targets.split(",") if m.strip()]
+    )
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha or 2 * cfg.lora_r,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=modules,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
+
+
+def trainer_extras(cfg, rt) -> dict[str, Any]:
+    """Extra TrainingArguments: gradient checkpointing and the 4-bit loading of QLoRA."""
+    extras: dict[str, Any] = {}
+    if cfg.gradient_checkpointing:
+        extras["gradient_checkpointing"] = True
+        extras["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    return extras
+
+
+def trainer_model_kwargs(cfg, rt) -> dict[str, Any]:
+    """``model_init_kwargs`` additions for the trainers: fp32 master weights under fp16 mixed precision
+    (the fp16 grad scaler refuses fp16 parameters; bf16 trains in bf16 weights as TRL does), and QLoRA."""
+    import torch
+
+    extra: dict[str, Any] = {"dtype": torch.float32} if rt.fp16 and not cfg.load_in_4bit else {}
+    return {**extra, **quantization_kwargs(cfg, rt)}
+
+
+def quantization_kwargs(cfg, rt) -> dict[str, Any]:
+    """``model_init_kwargs`` additions for QLoRA (NF4, double quantisation, compute in the run's dtype)."""
+    if not cfg.load_in_4bit:
+        return {}
+    from transformers import BitsAndBytesConfig
+
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=rt.dtype,
+        )
+    }
+
+
+def vllm_grpo_kwargs(cfg) -> dict[str, Any]:
+    """TRL ``GRPOConfig`` options for vLLM rollouts (empty without ``--use_vllm``)."""
+    if not cfg.use_vllm:
+        return {}
+    kwargs: dict[str, Any] = {"use_vllm": True, "vllm_mode": cfg.vllm_mode}
+    if cfg.vllm_mode == "server":
+        kwargs.update(vllm_server_host=cfg.vllm_server_host, vllm_server_port=cfg.vllm_server_port)
+    else:
+        kwargs.update(
+            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        )
+    return kwargs
+
+
+def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
+    """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM."""
+    precision = "fp16" if rt.fp16 else "bf16" if rt.bf16 else "fp32"
+    return {
+        "processes": processes,
+        "launcher": "accelerate" if processes > 1 or cfg.launcher == "accelerate" else "none",
+        "accelerate_config": cfg.accelerate_config,
+        "device": rt.device,
+        "precision": precision,
+        "lora_r": cfg.lora_r or None,
+        "load_in_4bit": cfg.load_in_4bit,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "export": "adapter" if cfg.save_adapter_only else "merged" if cfg.lora_r else "full",
+        "rollouts": f"vllm-{cfg.vllm_mode}" if cfg.use_vllm else "transformers",
+    }
