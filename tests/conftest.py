@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -43,3 +45,15 @@ def save_tiny_qwen(path, model_class: str = "Qwen2ForCausalLM", texts=(), **conf
     getattr(transformers, model_class)(cfg).save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def openclaw():
+    """The real OpenClaw CLI wrapper; skips when the CLI is missing, fails under ARK_REQUIRE_OPENCLAW=1 (CI)."""
+    from ark_trainer.openclaw import cli as oc
+
+    if oc.find_openclaw() is None:
+        if os.environ.get("ARK_REQUIRE_OPENCLAW") == "1":
+            pytest.fail("OpenClaw CLI not found; run scripts/setup_openclaw.sh (ARK_REQUIRE_OPENCLAW=1)")
+        pytest.skip("OpenClaw CLI not installed (scripts/setup_openclaw.sh)")
+    return oc

@@ -12,21 +12,10 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
 from ark_trainer.cli import main
 from ark_trainer.openclaw import cli as oc
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def openclaw():
-    if oc.find_openclaw() is None:
-        if os.environ.get("ARK_REQUIRE_OPENCLAW") == "1":
-            pytest.fail("OpenClaw CLI not found; run scripts/setup_openclaw.sh (ARK_REQUIRE_OPENCLAW=1)")
-        pytest.skip("OpenClaw CLI not installed (scripts/setup_openclaw.sh)")
-    return oc
 
 
 def _doctor(capsys) -> tuple[int, dict]:

@@ -21,7 +21,6 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.fileio import read_json, read_jsonl
-from ark_trainer.openclaw import cli as oc
 from ark_trainer.openclaw.scrub import Scrubber
 from ark_trainer.openclaw.server import pid_alive, stop_server
 
@@ -40,15 +39,6 @@ CONFIG = """// hand-written OpenClaw config: JSON5, with a comment and trailing 
   }},
 }}
 """
-
-
-@pytest.fixture
-def openclaw():
-    if oc.find_openclaw() is None:
-        if os.environ.get("ARK_REQUIRE_OPENCLAW") == "1":
-            pytest.fail("OpenClaw CLI not found; run scripts/setup_openclaw.sh (ARK_REQUIRE_OPENCLAW=1)")
-        pytest.skip("OpenClaw CLI not installed (scripts/setup_openclaw.sh)")
-    return oc
 
 
 def _train_and_deploy(tmp_path: Path, monkeypatch) -> Path:
