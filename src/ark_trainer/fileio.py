@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file or the new one, never half of it."""
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` so that readers see the old file or the new one, never half of it.
+
+    ``mode`` is the new file's permission bits (run files are meant to be read by others; a config that
+    holds secrets keeps its own, e.g. 0o600).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -19,7 +23,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run files are meant to be read by others
+        os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

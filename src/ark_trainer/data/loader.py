@@ -39,16 +39,12 @@ class _Problems:
         self.items.append(f"{self.path}:{line}: {field}: {message}")
 
 
-def load_jsonl(path: str | Path, flag: str = "--data_path") -> list[dict[str, Any]]:
-    """Read, validate and normalise a JSONL file; raise :class:`UserError` listing every problem."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{flag}: no such file {str(path)!r}; give the path of a .jsonl file")
-    problems = _Problems(path)
-    rows: list[dict[str, Any]] = []
-    column_types: dict[str, tuple[str, int]] = {}
-    # Decoded line by line so that every non-UTF-8 line is reported with its number, with the others;
-    # a UTF-8 byte-order mark (Windows editors write one) is dropped rather than refused.
+def json_objects(path: Path, problems: _Problems):
+    """Yield ``(line number, object)`` for each JSON object line of ``path``; bad lines go to ``problems``.
+
+    Decoded line by line so that every non-UTF-8 line is reported with its number, with the others;
+    a UTF-8 byte-order mark (Windows editors write one) is dropped rather than refused.
+    """
     for lineno, raw_line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
             line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
@@ -67,6 +63,18 @@ def load_jsonl(path: str | Path, flag: str = "--data_path") -> list[dict[str, An
         if not isinstance(raw, dict):
             problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
             continue
+        yield lineno, raw
+
+
+def load_jsonl(path: str | Path, flag: str = "--data_path") -> list[dict[str, Any]]:
+    """Read, validate and normalise a JSONL file; raise :class:`UserError` listing every problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{flag}: no such file {str(path)!r}; give the path of a .jsonl file")
+    problems = _Problems(path)
+    rows: list[dict[str, Any]] = []
+    column_types: dict[str, tuple[str, int]] = {}
+    for lineno, raw in json_objects(path, problems):
         row = _normalise(raw, lineno, problems)
         if row is not None:
             _check_column_types(row, lineno, problems, column_types)

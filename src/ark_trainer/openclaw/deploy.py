@@ -18,7 +18,6 @@ import hashlib
 import os
 import re
 import socket
-import tempfile
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -198,17 +197,7 @@ def restore_config(config: Path, before: bytes | None, mode: int | None) -> None
     if before is None:
         config.unlink(missing_ok=True)
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{config.name}.", suffix=".restore", dir=config.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(before)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode if mode is not None else 0o600)
-        os.replace(tmp, config)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(config, before, mode if mode is not None else 0o600)
 
 
 def find_record(out: str | None) -> tuple[dict, list[dict]]:

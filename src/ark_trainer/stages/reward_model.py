@@ -20,7 +20,6 @@ moved to ``--output_dir`` only when everything succeeded, so a crash leaves noth
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -81,33 +80,15 @@ def load_pairs(path: str | Path) -> tuple[list[dict], int]:
     The prompt is read by the data loader's own rules; ``chosen``/``rejected`` may be empty text (a policy
     sample can be empty, and rft_pairs.jsonl keeps it as the rejected answer, which it rightly is).
     """
-    from ark_trainer.data.loader import _normalise, _Problems
+    from ark_trainer.data.loader import _normalise, _Problems, json_objects
 
     path = Path(path)
     if not path.is_file():
         raise UserError(
             f"--data_path: no such file {str(path)!r}; give a .jsonl file of chosen/rejected pairs"
         )
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        raise UserError(
-            f"{path}:1: encoding: not UTF-8 text ({exc.reason}); save the file as UTF-8"
-        ) from None
     problems, rows = _Problems(path), []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.add(
-                lineno, "json", f"not valid JSON ({exc.msg} at column {exc.colno}); one object per line"
-            )
-            continue
-        if not isinstance(raw, dict):
-            problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
-            continue
+    for lineno, raw in json_objects(path, problems):
         answers = {k: raw.pop(k, None) for k in ("chosen", "rejected")}
         for key, value in answers.items():
             if value is None:
