@@ -47,6 +47,7 @@ class Prepared:
     reward: CompositeReward
     plan: dict
     rt: Runtime
+    done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -85,7 +86,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.resume and (out / "plan.json").is_file():
         plan = read_json(out / "plan.json")  # keeps the first attempt's plan (and an auto probe's numbers)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt)
+    done = Progress(out) if cfg.resume else None
+    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt, done)
 
 
 def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeReward:
@@ -243,7 +245,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.strategy == "RFT+GRPO" and cfg.rft_steps > 0:
         current = _rft(p, rt, monitor, current, final_dir=p.out / ("rft/final" if grpo_steps else "model"))
         evaluator.run("rft", current)
-    if grpo_steps > 0 and cfg.resume and Progress(p.out).model_done("grpo", p.out / "model"):
+    if grpo_steps > 0 and p.done and p.done.model_done("grpo", p.out / "model"):
         current = str(p.out / "model")
         grpo_steps = 0
         log.info("resume: GRPO already done")
@@ -294,7 +296,7 @@ def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) ->
     from ark_trainer.stages.common import is_conversational, load_tokenizer
     from ark_trainer.stages.rft import sample_and_select, train_rft
 
-    done = Progress(p.out) if p.cfg.resume else None
+    done = p.done
     if done and done.model_done("rft", final_dir):
         log.info("resume: RFT already done (%s)", final_dir)
         return str(final_dir)
@@ -336,7 +338,7 @@ class _Evaluator:
         from ark_trainer.evaluate import evaluate_model
 
         cfg = self.p.cfg
-        if cfg.resume and (done := Progress(self.p.out).eval_result(name)) is not None:
+        if self.p.done and (done := self.p.done.eval_result(name)) is not None:
             log.info("resume: eval %s already done", name)
             if self.base_totals is None:
                 self.base_totals = [a["reward"] for a in done["answers"]]

@@ -65,23 +65,23 @@ def check_hardware(cfg, device: str) -> None:
     """Refuse, in one line, what this machine cannot do (called before anything is written)."""
     on_gpu = device.startswith("cuda")
     if cfg.load_in_4bit:
-        missing = [
-            w for w, ok in (("bitsandbytes", _installed("bitsandbytes")), ("a CUDA GPU", on_gpu)) if not ok
-        ]
-        if missing:
-            raise UserError(
-                f"--load_in_4bit: QLoRA needs bitsandbytes and a CUDA GPU; missing {' and '.join(missing)} "
-                "(use --lora_r alone for LoRA in full precision)"
-            )
+        _require(
+            "--load_in_4bit: QLoRA needs bitsandbytes and a CUDA GPU",
+            {"bitsandbytes": _installed("bitsandbytes"), "a CUDA GPU": on_gpu},
+            "use --lora_r alone for LoRA in full precision",
+        )
     if cfg.use_vllm:
-        missing = [
-            w for w, ok in (("the vllm package", _installed("vllm")), ("a CUDA GPU", on_gpu)) if not ok
-        ]
-        if missing:
-            raise UserError(
-                f"--use_vllm: vLLM rollouts need the vllm package and a CUDA GPU; missing {' and '.join(missing)} "
-                "(drop --use_vllm to generate with transformers)"
-            )
+        _require(
+            "--use_vllm: vLLM rollouts need the vllm package and a CUDA GPU",
+            {"the vllm package": _installed("vllm"), "a CUDA GPU": on_gpu},
+            "drop --use_vllm to generate with transformers",
+        )
+
+
+def _require(what: str, needs: dict[str, bool], fix: str) -> None:
+    missing = [name for name, ok in needs.items() if not ok]
+    if missing:
+        raise UserError(f"{what}; missing {' and '.join(missing)} ({fix})")
 
 
 def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool, str | None]:

@@ -46,25 +46,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from ark_trainer.config import parse_bool
     from ark_trainer.stages.reward_model import METRICS_FILE, RMTrainArgs, train_reward_model
 
-    rm_args = RMTrainArgs(
-        data_path=args.data_path,
-        model_path=args.model_path,
-        output_dir=args.output_dir,
-        eval_ratio=args.eval_ratio,
-        num_train_epochs=args.num_train_epochs,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        max_length=args.max_length,
-        seed=args.seed,
-        device=args.device,
-        bf16=parse_bool(args.bf16, "--bf16"),
-        overwrite_output_dir=parse_bool(args.overwrite_output_dir, "--overwrite_output_dir"),
-    )
+    values = {f.name: getattr(args, f.name) for f in fields(RMTrainArgs)}  # the flags are the fields
+    for flag in ("bf16", "overwrite_output_dir"):
+        values[flag] = parse_bool(values[flag], f"--{flag}")
+    rm_args = RMTrainArgs(**values)
     m = train_reward_model(rm_args)
     acc = m["pair_accuracy"]
     acc_text = (
