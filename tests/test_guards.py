@@ -105,3 +105,58 @@ def test_skipped_samples_are_summed_up_in_one_warning_per_reward(tmp_path):
     warn_skipped(reward, Monitor(tmp_path, heartbeat=False))
     warnings = [e["message"] for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "warning"]
     assert len(warnings) == 1 and "'fragile'" in warnings[0] and "on 3 samples" in warnings[0]
+
+
+def test_reward_calls_share_one_worker_thread_until_one_hangs(tmp_path):
+    import threading
+
+    seen = []
+
+    def where(prompts, completions, **kw):
+        seen.append(threading.current_thread())  # kept alive, so two threads never share an id()
+        return fragile_reward(prompts, completions)
+
+    reward = CompositeReward([Component("fragile", where, 1.0)])
+    guard_reward(reward, 0.5)
+    for i in range(20):
+        reward.score(["p"], [f"ok {i}"])  # distinct batches: the composite caches a batch it has scored
+    assert len(seen) == 20 and len({id(t) for t in seen}) == 1 and seen[0] is not threading.current_thread()  # not one per call
+    assert reward(["p"] * 2, ["sleep", "ok"]) == [None, 1.0]  # that worker hangs and is abandoned
+    seen.clear()
+    assert reward(["p"], ["fine"]) == [1.0]  # a fresh worker serves on
+    assert len({id(t) for t in seen}) == 1
+
+
+def test_non_finite_gradients_stop_the_step(tmp_path):
+    import pytest
+    import torch
+
+    from ark_trainer.guards import TrainingDiverged
+
+    model = torch.nn.Linear(3, 2)
+    model(torch.ones(1, 3)).sum().backward()
+    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
+    guard.on_pre_optimizer_step(None, _State(1), None, model=model)  # finite: goes on
+    model.weight.grad[0, 1] = float("nan")
+    with pytest.raises(TrainingDiverged, match="step 2: gradient norm = nan"):
+        guard.on_pre_optimizer_step(None, _State(1), None, model=model)
+
+
+def test_the_gradient_check_reads_the_trainers_own_norm(tmp_path):
+    import pytest
+
+    from ark_trainer.guards import TrainingDiverged
+
+    class _Trainer:
+        norms = iter([0.5, float("inf")])
+
+        def _get_grad_norm(self, model, grad_norm=None):
+            return next(self.norms)
+
+    trainer = _Trainer()
+    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "grpo", trainer)[0]
+    assert trainer._get_grad_norm(None) == 0.5  # what the Trainer's loop calls, then the callbacks
+    guard.on_pre_optimizer_step(None, _State(4), None, model=None)
+    trainer._get_grad_norm(None)
+    with pytest.raises(TrainingDiverged, match="step 5: gradient norm = inf"):
+        guard.on_pre_optimizer_step(None, _State(4), None, model=None)

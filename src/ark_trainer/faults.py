@@ -63,14 +63,20 @@ def fault_callback(stage: str):
     from transformers import TrainerCallback
 
     class _FaultCallback(TrainerCallback):
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        hook = None
+
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
             if faults.get("nan_at_step") == state.global_step + 1 and model is not None:
-                for param in model.parameters():
-                    if param.grad is not None:
-                        param.grad.fill_(float("nan"))
-                        break
+                import torch
+
+                # NaN born in the backward pass, as a real blow-up would be (before the Trainer's grad norm)
+                param = next(p for p in model.parameters() if p.requires_grad)
+                self.hook = param.register_hook(lambda grad: torch.full_like(grad, float("nan")))
 
         def on_step_end(self, args, state, control, **kwargs):
+            if self.hook is not None:
+                self.hook.remove()
+                self.hook = None
             step = state.global_step
             if faults.get("kill_after_step") == step:
                 kill_now()

@@ -7,8 +7,8 @@
   (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
 - **rewards that raise or hang**: :func:`guard_reward` wraps each reward component of a
   :class:`CompositeReward` from the outside. A call that raises is retried one sample at a time; a call
-  that takes longer than ``--reward_timeout`` seconds is abandoned (its thread is left behind: Python
-  cannot kill a thread) and retried one sample at a time, each with the same timeout. Samples that still
+  that takes longer than ``--reward_timeout`` seconds is abandoned (its worker thread is left behind:
+  Python cannot kill a thread) and retried one sample at a time, each with the same timeout. Samples that still
   fail score ``None`` (not applicable: left out of the composite's weighted mean) and are counted in
   ``reward_skipped`` events. A completion that no reward could score has a ``None`` total: RFT does not
   rank it, and TRL 1.16's GRPOTrainer marks it unscorable (left out of its group's baseline, advantage 0).
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import threading
 from typing import Any
 
@@ -39,18 +40,25 @@ def _finite(value: Any) -> bool:
         return True
 
 
-def guard_callbacks(monitor, stage: str) -> list:
+def guard_callbacks(monitor, stage: str, trainer=None) -> list:
+    """The guards' trainer callbacks; with ``trainer``, the gradient check reads the norm the Trainer computes.
+
+    transformers' Trainer computes the total gradient norm (for clipping and its logs) right before
+    ``on_pre_optimizer_step``; the total is NaN/inf exactly when some gradient is, so checking that one number
+    costs nothing, where a pass over every parameter cost ~2% of a small model's step on CPU
+    (``bench/overhead.py``). Without it (another Trainer version), one fused norm over the gradients.
+    """
     from transformers import TrainerCallback
 
     class _NonFiniteGuard(TrainerCallback):
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            import torch
+        norm: Any = None  # this step's total gradient norm, when captured from the trainer
 
-            if model is None:
-                return
-            for name, param in model.named_parameters():
-                if param.grad is not None and not torch.isfinite(param.grad).all():
-                    self._stop(state.global_step + 1, f"gradient of {name}")
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            norm, self.norm = self.norm, None
+            if norm is None:
+                norm = _grad_norm(model)
+            if norm is not None and not _finite(norm):
+                self._stop(state.global_step + 1, f"gradient norm = {float(norm)}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             for key in ("loss", "grad_norm"):
@@ -83,7 +91,24 @@ def guard_callbacks(monitor, stage: str) -> list:
                     "--temperature, or use a finer-grained reward"
                 )
 
-    return [_NonFiniteGuard()] + ([_NoSignalGuard()] if stage == "grpo" else [])
+    guard = _NonFiniteGuard()
+    if trainer is not None and callable(getattr(trainer, "_get_grad_norm", None)):
+        original = trainer._get_grad_norm
+
+        def _get_grad_norm(*args: Any, **kwargs: Any):
+            guard.norm = original(*args, **kwargs)
+            return guard.norm
+
+        trainer._get_grad_norm = _get_grad_norm
+    return [guard] + ([_NoSignalGuard()] if stage == "grpo" else [])
+
+
+def _grad_norm(model) -> Any:
+    """The total norm of ``model``'s gradients (one fused pass), or None when it has none."""
+    import torch
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None] if model is not None else []
+    return torch.nn.utils.get_total_norm(grads) if grads else None
 
 
 # --- rewards ---
@@ -91,21 +116,36 @@ class _TimedOut(Exception):
     pass
 
 
-def _call_with_timeout(fn, timeout: float, *args: Any, **kwargs: Any):
-    if timeout <= 0:
-        return fn(*args, **kwargs)
-    box: dict[str, Any] = {}
+_WORKER = threading.local()
 
-    def target() -> None:
+
+def _serve(jobs: queue.SimpleQueue) -> None:
+    while True:
+        fn, args, kwargs, box, done = jobs.get()
         try:
             box["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+        done.set()
 
-    thread = threading.Thread(target=target, daemon=True, name="ark-reward")
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+
+def _call_with_timeout(fn, timeout: float, *args: Any, **kwargs: Any):
+    """``fn(*args, **kwargs)`` on this thread's reward worker, given up after ``timeout`` seconds.
+
+    One long-lived worker per calling thread: starting a thread per call cost ~1 ms each on a busy 2-core
+    machine (``bench/overhead.py``). A worker that timed out is left to finish alone and replaced.
+    """
+    if timeout <= 0:
+        return fn(*args, **kwargs)
+    jobs = getattr(_WORKER, "jobs", None)
+    if jobs is None:
+        jobs = _WORKER.jobs = queue.SimpleQueue()
+        threading.Thread(target=_serve, args=(jobs,), daemon=True, name="ark-reward").start()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    jobs.put((fn, args, kwargs, box, done))
+    if not done.wait(timeout):
+        _WORKER.jobs = None  # the stuck worker keeps its queue; the next call starts a fresh one
         raise _TimedOut(f"no answer after {timeout:g}s")
     if "error" in box:
         raise box["error"]

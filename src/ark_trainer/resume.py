@@ -157,7 +157,7 @@ def run_trainer(trainer, cfg, monitor, stage: str, out_dir: Path) -> None:
 
     harden(trainer, stage, cfg.min_free_disk_gb)
     fault = faults.fault_callback(stage)
-    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage):
+    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage, trainer):
         trainer.add_callback(cb)
     ckpt = latest_complete(out_dir) if cfg.resume else None
     if ckpt is not None:
