@@ -13,6 +13,9 @@ Two ratios are reported, and which is which is said in the results:
   heartbeat and report (evaluation is off: ``--eval_auto False``, as plain TRL has none); where that extra
   time goes is broken down from the event timestamps.
 
+Inside the loop, one more run of ours under ``bench/hook_profile.py`` times what our layer adds there (its
+callbacks and the reward guard's hand-off) directly, free of the machine's run-to-run noise.
+
     python bench/overhead.py            # 5 repeats × 40 steps, hidden 256 × 4 layers: ~5 min on 2 CPU cores
     python bench/overhead.py --quick    # 2 repeats × 3 steps, tiny model: a smoke run (~3 min)
 """
@@ -34,9 +37,15 @@ from bench_common import make_assets, median, src_env, write_results  # noqa: E4
 HERE = Path(__file__).resolve().parent
 
 
-def run_ours(a: dict, out: Path, s: argparse.Namespace) -> dict:
+def run_ours(a: dict, out: Path, s: argparse.Namespace, profile: Path | None = None) -> dict:
+    """One ``ark-trainer-inner train`` process; with ``profile``, under ``bench/hook_profile.py``'s timers."""
+    runner = (
+        ["-m", "ark_trainer"]
+        if profile is None
+        else [str(HERE / "hook_profile.py"), "--profile_out", str(profile)]
+    )
     cmd = [
-        sys.executable, "-m", "ark_trainer", "train", "--strategy", "GRPO",
+        sys.executable, *runner, "train", "--strategy", "GRPO",
         "--model_path", str(a["model"]), "--data_path", str(a["train"]), "--output_dir", str(out),
         "--max_train_steps", str(s.steps), "--batch_size", str(s.batch_size),
         "--num_generations", str(s.num_generations), "--max_completion_length", str(s.max_completion_length),
@@ -129,8 +138,13 @@ def main() -> int:
                 print(
                     f"repeat {r} {side}: loop {res['loop_s']:.2f}s, process {res['total_s']:.2f}s", flush=True
                 )
+        # one more run of ours, instrumented: what our callbacks and reward guard cost inside the loop
+        prof_path = root / "hooks.json"
+        prof_run = run_ours(a, root / "ours-profiled", s, profile=prof_path)
+        prof = json.loads(prof_path.read_text(encoding="utf-8"))
     ours = [x for x in runs if x["side"] == "ours"]
     plain = [x for x in runs if x["side"] == "plain"]
+    in_loop = prof["callbacks_ours_s"] + prof["reward_guard_handoff_s"]
 
     def ratio(key: str) -> float:
         return median([x[key] for x in ours]) / median([x[key] for x in plain])
@@ -193,8 +207,25 @@ def main() -> int:
         f"- after the GRPO stage (finish events, stop heartbeat, report.md/html and plots, exit): "
         f"{extra['after_grpo_s']:.2f}s",
         f"- plain TRL outside its span (interpreter, imports, data): {plain_outside:.2f}s",
-        "- inside the loop, ours adds two trainer callbacks (heartbeat/metrics to events.jsonl, TensorBoard "
-        "events); both sides save the model and tokenizer.",
+        "",
+        "## Inside the training loop (one more run of ours, instrumented by `bench/hook_profile.py`)",
+        "",
+        f"What ark-trainer adds to the loop, timed directly: **{in_loop:.3f}s, "
+        f"{in_loop / prof_run['loop_s']:.2%} of that run's {prof_run['loop_s']:.2f}s loop**.",
+        "",
+        f"- our trainer callbacks: {prof['callbacks_ours_s']:.3f}s ("
+        + ", ".join(
+            f"{k} {v * 1000:.0f} ms"
+            for k, v in prof["callbacks_s"].items()
+            if k not in ("DefaultFlowCallback", "ProgressCallback")
+        )
+        + "); transformers' default callbacks, which plain TRL runs too: "
+        f"{prof['callbacks_defaults_s'] * 1000:.0f} ms",
+        f"- the reward guard (`--reward_timeout`): {prof['reward_guard_handoff_s'] * 1000:.0f} ms of hand-off to its "
+        f"worker thread over {prof['reward_guard_calls']} calls; the reward functions themselves ran "
+        f"{prof['reward_functions_s'] * 1000:.0f} ms (the same functions plain TRL calls)",
+        "- everything else in the loop is the same TRL/transformers code on both sides (the same GRPOConfig: "
+        "`bench/plain_trl_grpo.py`); both sides save the model and tokenizer.",
         "",
         "## Runs",
         "",
@@ -226,6 +257,7 @@ def main() -> int:
         "loop_ratio_paired_median": median(per_repeat),
         "loop_ratio_per_repeat": per_repeat,
         "extra_time_medians": extra,
+        "in_loop_profile": {**prof, "loop_s": prof_run["loop_s"], "added_s": in_loop},
         "runs": runs,
     }
     write_results("overhead", md, data, s.quick, Path(s.out) if s.out else None)

@@ -39,13 +39,14 @@ def _events(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(assets, tmp_path):
+def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(assets, tmp_path, capfd):
     from safetensors.torch import load_file
 
     from ark_trainer.distributed import weights_digest
 
     out = tmp_path / "run"
     assert main(_args(assets, out, "--num_processes", "2")) == 0
+    assert capfd.readouterr().out.count("done: model in") == 1  # the launcher says it, not each process
     events = _events(out)
     # only the main process wrote: one run, one start, one end
     assert [e["event"] for e in events].count("run_start") == 1

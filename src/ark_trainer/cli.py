@@ -109,8 +109,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = resolve_config(train_flags(args))
     from ark_trainer.pipeline import run_train
 
+    from ark_trainer.launch import is_child
+
     out = run_train(cfg)
-    print(f"done: model in {out / 'model'}, report in {out / 'report.html'}")
+    if not is_child():  # under --num_processes the launching process says it once, when all have ended
+        print(f"done: model in {out / 'model'}, report in {out / 'report.html'}")
     return 0
 
 
