@@ -120,7 +120,9 @@ def test_reward_calls_share_one_worker_thread_until_one_hangs(tmp_path):
     guard_reward(reward, 0.5)
     for i in range(20):
         reward.score(["p"], [f"ok {i}"])  # distinct batches: the composite caches a batch it has scored
-    assert len(seen) == 20 and len({id(t) for t in seen}) == 1 and seen[0] is not threading.current_thread()  # not one per call
+    assert (
+        len(seen) == 20 and len({id(t) for t in seen}) == 1 and seen[0] is not threading.current_thread()
+    )  # not one per call
     assert reward(["p"] * 2, ["sleep", "ok"]) == [None, 1.0]  # that worker hangs and is abandoned
     seen.clear()
     assert reward(["p"], ["fine"]) == [1.0]  # a fresh worker serves on

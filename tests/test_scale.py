@@ -269,3 +269,22 @@ def test_shards_cover_the_prompts_in_order():
         parts = [Ranks(SimpleNamespace(num_processes=k, process_index=i)).shard(items) for i in range(k)]
         assert [x for p in parts for x in p] == items  # gather concatenates in rank order
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path):
+    """bench/hook_profile.py (the in-loop part of bench/overhead.py) still hooks into this transformers."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    prof = tmp_path / "hooks.json"
+    args = _args(assets, tmp_path / "run", "--strategy", "GRPO", "--eval_auto", "False")
+    cmd = [sys.executable, str(root / "bench" / "hook_profile.py"), "--profile_out", str(prof), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(prof.read_text())
+    assert {"_MonitorCallback", "_NonFiniteGuard", "TensorBoardCallback", "DefaultFlowCallback"} <= set(
+        data["callbacks_s"]
+    )
+    assert data["callbacks_ours_s"] > 0 and data["reward_guard_calls"] > 0
+    assert data["reward_guard_handoff_s"] >= 0 and data["reward_functions_s"] > 0

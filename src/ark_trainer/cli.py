@@ -107,9 +107,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from ark_trainer.config import resolve_config
 
     cfg = resolve_config(train_flags(args))
-    from ark_trainer.pipeline import run_train
-
     from ark_trainer.launch import is_child
+    from ark_trainer.pipeline import run_train
 
     out = run_train(cfg)
     if not is_child():  # under --num_processes the launching process says it once, when all have ended
