@@ -174,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ.setdefault(var, "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Weight-loading, shard-writing and dataset-mapping bars say nothing a user acts on; the training,
+    # sampling and evaluation bars stay (set these to 0 to see them all again).
+    for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        os.environ.setdefault(var, "1")
     # Library deprecation chatter is not the user's business; real problems still surface as errors.
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -174,6 +174,54 @@ def trainer_callback(monitor: Monitor, stage: str):
     return _MonitorCallback()
 
 
+# What the console shows of each logging step: (metric, label), in this order, the ones the stage logs.
+CONSOLE_METRICS = (
+    ("loss", "loss"),
+    ("reward", "reward"),
+    ("reward_std", "±"),
+    ("frac_reward_zero_std", "zero-std groups"),
+    ("kl", "kl"),
+    ("entropy", "entropy"),
+    ("completions/mean_length", "length"),
+    ("mean_token_accuracy", "token acc"),
+    ("accuracy", "pair acc"),
+    ("margin", "margin"),
+    ("grad_norm", "grad norm"),
+    ("learning_rate", "lr"),
+    ("step_time", "s/step"),  # printed after its value
+)
+
+
+def console_line(stage: str, step: int, total: int, logs: dict) -> str:
+    """One short console line for a logging step (every metric stays in events.jsonl and TensorBoard)."""
+    if "train_runtime" in logs:
+        return f"{stage}: {step} steps in {float(logs['train_runtime']):.1f}s"
+    parts = []
+    for key, label in CONSOLE_METRICS:
+        value = logs.get(key)
+        if isinstance(value, int | float):
+            if key == "step_time":
+                parts.append(f"{value:.2f} s/step")
+            elif key == "frac_reward_zero_std":
+                parts.append(f"{label} {value:.0%}")
+            else:
+                parts.append(f"{label} {value:.4g}")
+    return f"{stage} step {step}/{total}: " + ", ".join(parts).replace(", ± ", " ± ")
+
+
+def use_console_progress(trainer, stage: str) -> None:
+    """Keep ``trainer``'s progress bar, but print :func:`console_line` instead of each whole log dict."""
+    from transformers.trainer_callback import ProgressCallback
+
+    class _ConsoleProgress(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and self.training_bar is not None and logs:
+                self.training_bar.write(console_line(stage, state.global_step, state.max_steps, logs))
+
+    if trainer.pop_callback(ProgressCallback) is not None:  # absent under disable_tqdm
+        trainer.add_callback(_ConsoleProgress())
+
+
 def setup_logging(log_dir: Path) -> None:
     """Send the ``ark_trainer`` logger to ``log_dir/train.log`` and the console."""
     log_dir.mkdir(parents=True, exist_ok=True)

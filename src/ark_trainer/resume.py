@@ -154,8 +154,10 @@ def harden(trainer, stage: str, min_free_gb: float) -> None:
 def run_trainer(trainer, cfg, monitor, stage: str, out_dir: Path) -> None:
     """``trainer.train()``, resumed from the newest complete checkpoint under ``--resume``, with the guards."""
     from ark_trainer.guards import guard_callbacks
+    from ark_trainer.monitor import use_console_progress
 
     harden(trainer, stage, cfg.min_free_disk_gb)
+    use_console_progress(trainer, stage)
     fault = faults.fault_callback(stage)
     for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage, trainer):
         trainer.add_callback(cb)

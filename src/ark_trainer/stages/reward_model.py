@@ -229,17 +229,26 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     import torch
     from datasets import Dataset
     from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
     from trl import RewardConfig, RewardTrainer
+
+    from ark_trainer.monitor import use_console_progress
 
     use_cpu = device == "cpu"
     bf16 = args.bf16 and not use_cpu
-    model = AutoModelForSequenceClassification.from_pretrained(
-        args.model_path,
-        num_labels=1,
-        use_safetensors=True,
-        trust_remote_code=False,
-        dtype=torch.bfloat16 if bf16 else torch.float32,
-    )
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report lists the new score head as MISSING: expected here
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            args.model_path,
+            num_labels=1,
+            use_safetensors=True,
+            trust_remote_code=False,
+            dtype=torch.bfloat16 if bf16 else torch.float32,
+        )
+    finally:
+        hf_logging.set_verbosity(level)
+    log.info("reward model: %s with a fresh score head (one output)", args.model_path)
     model.config.pad_token_id = tok.pad_token_id
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
@@ -267,6 +276,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     trainer = RewardTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(texts), processing_class=tok
     )
+    use_console_progress(trainer, "rm")
     result = trainer.train()
     trainer.save_model(str(dest))
     tok.save_pretrained(str(dest))

@@ -1,0 +1,31 @@
+"""The console shows one short line per logging step; every metric still goes to events.jsonl."""
+
+from __future__ import annotations
+
+from ark_trainer.monitor import console_line
+
+
+def test_a_grpo_log_becomes_one_short_line_in_a_fixed_order():
+    logs = {
+        "step_time": 0.6306,
+        "kl": 8.98e-06,
+        "reward_std": 0.04897,
+        "reward": 0.29375,
+        "loss": -0.0197,
+        "frac_reward_zero_std": 0.2,
+        "completions/clipped_ratio": 0.95,  # not shown: events.jsonl and TensorBoard have it
+        "rewards/qc_compliance/mean": 0.9,
+        "learning_rate": 9e-07,
+    }
+    assert console_line("grpo", 5, 40, logs) == (
+        "grpo step 5/40: loss -0.0197, reward 0.2938 ± 0.04897, zero-std groups 20%, kl 8.98e-06, "
+        "lr 9e-07, 0.63 s/step"
+    )
+
+
+def test_the_sft_log_and_the_final_summary():
+    logs = {"loss": 6.86, "grad_norm": 10.44, "learning_rate": 2e-05, "mean_token_accuracy": 0.0}
+    assert (
+        console_line("rft", 1, 3, logs) == "rft step 1/3: loss 6.86, token acc 0, grad norm 10.44, lr 2e-05"
+    )
+    assert console_line("rft", 3, 3, {"train_runtime": 0.8683, "train_loss": 6.7}) == "rft: 3 steps in 0.9s"
