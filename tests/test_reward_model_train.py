@@ -122,6 +122,25 @@ def test_rm_is_accepted_by_rm_model_path(trained_run):
     assert not (root / "run").exists()  # prepare writes nothing
 
 
+def test_rm_with_lora_trains_adapters_and_saves_a_merged_model(trained, tmp_path, capsys):
+    """--lora_r: adapters on the linear layers plus a fully trained score head, merged into plain weights."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "rm-lora"
+    argv = [a if a != str(trained["out"]) else str(out) for a in trained["argv"]]
+    assert main([*argv, "--lora_r", "8", "--learning_rate", "1e-2"]) == 0
+    metrics = json.loads((out / "rm_metrics.json").read_text(encoding="utf-8"))
+    assert metrics["args"]["lora_r"] == 8 and metrics["pair_accuracy"] >= 0.8, metrics
+    weights = load_file(str(out / "model.safetensors"))
+    assert not [k for k in weights if "lora_" in k or "modules_to_save" in k]  # merged, loadable as is
+    base = load_file(str(trained["base"] / "model.safetensors"))
+    q_proj = "model.layers.0.self_attn.q_proj.weight"
+    assert not (weights[q_proj] == base[q_proj]).all()  # the adapter was merged into the target layer
+    assert (weights["model.embed_tokens.weight"] == base["model.embed_tokens.weight"]).all()  # frozen
+    assert main([*argv[:-4], "--lora_r", "-1", "--output_dir", str(tmp_path / "x")]) == 2
+    assert "--lora_r" in capsys.readouterr().err
+
+
 def test_rm_refuses_a_non_empty_output_dir(trained_run, capsys):
     assert main(trained_run["argv"]) == 2
     assert "--output_dir" in capsys.readouterr().err

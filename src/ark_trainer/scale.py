@@ -102,8 +102,8 @@ def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool
     return mode == "fp16", mode == "bf16", None
 
 
-def peft_config(cfg):
-    """peft ``LoraConfig`` for ``--lora_r`` > 0, else None."""
+def peft_config(cfg, task_type: str = "CAUSAL_LM"):
+    """peft ``LoraConfig`` for ``--lora_r`` > 0, else None (``SEQ_CLS``: the score head trains in full)."""
     if cfg.lora_r <= 0:
         return None
     from peft import LoraConfig
@@ -117,7 +117,7 @@ def peft_config(cfg):
         lora_alpha=cfg.lora_alpha or 2 * cfg.lora_r,
         lora_dropout=cfg.lora_dropout,
         target_modules=modules,
-        task_type="CAUSAL_LM",
+        task_type=task_type,
         bias="none",
     )
 

@@ -36,6 +36,14 @@ def register(sub) -> None:
     train.add_argument(
         "--overwrite_output_dir", default="False", metavar="True|False", help="replace a model there"
     )
+    train.add_argument("--lora_r", type=int, default=0, help="LoRA rank; 0 trains all weights (default: 0)")
+    train.add_argument("--lora_alpha", type=int, default=None, help="LoRA alpha (default: 2 × --lora_r)")
+    train.add_argument("--lora_dropout", type=float, default=0.05, help="LoRA dropout (default: 0.05)")
+    train.add_argument(
+        "--lora_target_modules",
+        default="all-linear",
+        help="all-linear or a comma list; the score head always trains in full (default: all-linear)",
+    )
     train.set_defaults(func=_train)
     rm.set_defaults(func=lambda _args: _usage(rm))
 

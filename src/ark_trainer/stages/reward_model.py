@@ -53,6 +53,10 @@ class RMTrainArgs:
     device: str = "auto"
     bf16: bool = False
     overwrite_output_dir: bool = False
+    lora_r: int = 0
+    lora_alpha: int | None = None
+    lora_dropout: float = 0.05
+    lora_target_modules: str = "all-linear"
 
     def check(self) -> None:
         if not 0 <= self.eval_ratio < 1:
@@ -64,6 +68,12 @@ class RMTrainArgs:
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
             raise UserError("--num_train_epochs: expected a number > 0 (or give --max_steps)")
+        if self.lora_r < 0:
+            raise UserError(f"--lora_r: expected an integer ≥ 0, got {self.lora_r}")
+        if self.lora_alpha is not None and self.lora_alpha <= 0:
+            raise UserError(f"--lora_alpha: expected an integer > 0, got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            raise UserError(f"--lora_dropout: expected a number in [0, 1), got {self.lora_dropout}")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
 
@@ -233,6 +243,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     from trl import RewardConfig, RewardTrainer
 
     from ark_trainer.monitor import use_console_progress
+    from ark_trainer.scale import peft_config
 
     use_cpu = device == "cpu"
     bf16 = args.bf16 and not use_cpu
@@ -274,11 +285,20 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
         disable_tqdm=False,
     )
     trainer = RewardTrainer(
-        model=model, args=config, train_dataset=Dataset.from_list(texts), processing_class=tok
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(texts),
+        processing_class=tok,
+        peft_config=peft_config(args, "SEQ_CLS"),
     )
     use_console_progress(trainer, "rm")
     result = trainer.train()
-    trainer.save_model(str(dest))
+    if (
+        args.lora_r > 0
+    ):  # merged: the scorer and --rm_model_path load a plain AutoModelForSequenceClassification
+        trainer.model.merge_and_unload().save_pretrained(str(dest), safe_serialization=True)
+    else:
+        trainer.save_model(str(dest))
     tok.save_pretrained(str(dest))
     shutil.rmtree(dest / "trainer", ignore_errors=True)
     (dest / "training_args.bin").unlink(missing_ok=True)  # a pickle; the settings are in rm_metrics.json
