@@ -13,6 +13,8 @@ from ark_trainer.config import resolve_config
 from ark_trainer.fileio import read_jsonl
 from conftest import save_tiny_qwen
 
+ZERO3 = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / "deepspeed_zero3.yaml"
+
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
@@ -116,6 +118,10 @@ def test_lora_exports_merged_model_or_adapter_both_loadable(assets, tmp_path):
         (["--save_adapter_only", "True"], "--save_adapter_only: there is no adapter without LoRA"),
         (["--mixed_precision", "fp8"], "--mixed_precision: unknown value 'fp8'"),
         (["--accelerate_config", "nope.yaml"], "--accelerate_config: no such file 'nope.yaml'"),
+        (
+            ["--accelerate_config", str(ZERO3)],
+            f"--accelerate_config: {ZERO3} uses DeepSpeed, which needs CUDA GPUs",
+        ),
     ],
 )
 def test_unavailable_scale_options_are_refused_in_one_line(assets, tmp_path, capsys, extra, message):
@@ -288,3 +294,17 @@ def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path)
     )
     assert data["callbacks_ours_s"] > 0 and data["reward_guard_calls"] > 0
     assert data["reward_guard_handoff_s"] >= 0 and data["reward_functions_s"] > 0
+
+
+def test_fsdp_on_cpu_is_said_to_run_as_plain_data_parallel(tmp_path, capsys):
+    from ark_trainer.errors import UserError
+    from ark_trainer.launch import check_engine
+
+    check_engine(str(ZERO3.with_name("fsdp.yaml")), use_cpu=True)
+    assert "FSDP, which shards only on GPUs" in capsys.readouterr().err
+    check_engine(str(ZERO3.with_name("multi_gpu.yaml")), use_cpu=True)
+    assert capsys.readouterr().err == ""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("distributed_type: [unclosed\n", encoding="utf-8")
+    with pytest.raises(UserError, match="not a readable accelerate config"):
+        check_engine(str(bad), use_cpu=True)

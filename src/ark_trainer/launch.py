@@ -74,10 +74,43 @@ def launch_command(cfg, use_cpu: bool) -> list[str]:
     return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg), *resume]
 
 
+def check_engine(path: str, use_cpu: bool) -> None:
+    """Refuse, before any process starts, a DeepSpeed config this machine cannot run; say what FSDP does on CPU."""
+    import importlib.util
+
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"--accelerate_config: {path}: not a readable accelerate config ({exc})") from None
+    engine = str((data or {}).get("distributed_type", "")).upper() if isinstance(data, dict) else ""
+    if engine == "DEEPSPEED":
+        if use_cpu:
+            raise UserError(
+                f"--accelerate_config: {path} uses DeepSpeed, which needs CUDA GPUs; on CPU drop the file "
+                "and use --num_processes N"
+            )
+        if importlib.util.find_spec("deepspeed") is None:
+            raise UserError(
+                f"--accelerate_config: {path} uses DeepSpeed, which is not installed (pip install deepspeed)"
+            )
+    if engine == "FSDP" and use_cpu:
+        print(
+            f"warning: --accelerate_config: {path} asks for FSDP, which shards only on GPUs; on CPU accelerate "
+            "runs the processes as plain data parallel",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def relaunch(cfg, use_cpu: bool) -> None:
     """Run the training through accelerate and wait; raises when the children fail."""
     if cfg.accelerate_config and not os.path.isfile(cfg.accelerate_config):
         raise UserError(f"--accelerate_config: no such file {cfg.accelerate_config!r}")
+    if cfg.accelerate_config:
+        check_engine(cfg.accelerate_config, use_cpu)
     if cfg.num_processes > 1 and not use_cpu:
         import torch
 
