@@ -23,7 +23,14 @@ import json
 import sys
 import time
 
-DEFAULTS = {"DefaultFlowCallback", "ProgressCallback", "PrinterCallback"}  # transformers' own, both sides
+# transformers' own callbacks, which plain TRL runs too; ours replace the last two with a shorter log line
+DEFAULTS = {
+    "DefaultFlowCallback",
+    "ProgressCallback",
+    "PrinterCallback",
+    "_ConsoleProgress",
+    "_ConsolePrinter",
+}
 
 
 def main() -> int:
@@ -83,6 +90,7 @@ def main() -> int:
             "callbacks_ours_s": sum(ours.values()),
             "callbacks_defaults_s": sum(v for k, v in callbacks.items() if k in DEFAULTS),
             "callbacks_s": dict(sorted(callbacks.items(), key=lambda kv: -kv[1])),
+            "default_callbacks": sorted(DEFAULTS),
             "reward_guard_calls": reward["calls"],
             "reward_guard_handoff_s": reward["total_s"] - reward["inner_s"],
             "reward_functions_s": reward["inner_s"],

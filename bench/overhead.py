@@ -217,9 +217,10 @@ def main() -> int:
         + ", ".join(
             f"{k} {v * 1000:.0f} ms"
             for k, v in prof["callbacks_s"].items()
-            if k not in ("DefaultFlowCallback", "ProgressCallback")
+            if k not in prof["default_callbacks"]
         )
-        + "); transformers' default callbacks, which plain TRL runs too: "
+        + "); transformers' default callbacks (flow control and the progress bar, which ours keeps but "
+        "with a one-line log instead of the log dict), which plain TRL runs too: "
         f"{prof['callbacks_defaults_s'] * 1000:.0f} ms",
         f"- the reward guard (`--reward_timeout`): {prof['reward_guard_handoff_s'] * 1000:.0f} ms of hand-off to its "
         f"worker thread over {prof['reward_guard_calls']} calls; the reward functions themselves ran "

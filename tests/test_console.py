@@ -29,3 +29,35 @@ def test_the_sft_log_and_the_final_summary():
         console_line("rft", 1, 3, logs) == "rft step 1/3: loss 6.86, token acc 0, grad norm 10.44, lr 2e-05"
     )
     assert console_line("rft", 3, 3, {"train_runtime": 0.8683, "train_loss": 6.7}) == "rft: 3 steps in 0.9s"
+
+
+def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_line(capsys):
+    from types import SimpleNamespace
+
+    from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback, ProgressCallback
+
+    from ark_trainer.monitor import use_console_progress
+
+    class _Trainer:  # the two methods of transformers' Trainer that the swap uses
+        def __init__(self, callbacks):
+            self.callbacks = callbacks
+
+        def pop_callback(self, cls):
+            found = next((cb for cb in self.callbacks if isinstance(cb, cls)), None)
+            if found is not None:
+                self.callbacks.remove(found)
+            return found
+
+        def add_callback(self, cb):
+            self.callbacks.append(cb)
+
+    trainer = _Trainer([DefaultFlowCallback(), PrinterCallback()])  # what disable_tqdm=True gives
+    use_console_progress(trainer, "rft")
+    assert [type(cb).__name__ for cb in trainer.callbacks] == ["DefaultFlowCallback", "_ConsolePrinter"]
+    state = SimpleNamespace(is_local_process_zero=True, global_step=2, max_steps=4)
+    trainer.callbacks[1].on_log(None, state, None, logs={"loss": 1.5, "total_flos": 9.0})
+    assert capsys.readouterr().out == "rft step 2/4: loss 1.5\n"
+    trainer = _Trainer([ProgressCallback()])
+    use_console_progress(trainer, "grpo")
+    assert [type(cb).__name__ for cb in trainer.callbacks] == ["_ConsoleProgress"]
+    assert isinstance(trainer.callbacks[0], ProgressCallback)  # the same bar

@@ -211,15 +211,22 @@ def console_line(stage: str, step: int, total: int, logs: dict) -> str:
 
 def use_console_progress(trainer, stage: str) -> None:
     """Keep ``trainer``'s progress bar, but print :func:`console_line` instead of each whole log dict."""
-    from transformers.trainer_callback import ProgressCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     class _ConsoleProgress(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_world_process_zero and self.training_bar is not None and logs:
                 self.training_bar.write(console_line(stage, state.global_step, state.max_steps, logs))
 
-    if trainer.pop_callback(ProgressCallback) is not None:  # absent under disable_tqdm
+    class _ConsolePrinter(PrinterCallback):  # what transformers uses instead under disable_tqdm
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_local_process_zero and logs:
+                print(console_line(stage, state.global_step, state.max_steps, logs), flush=True)
+
+    if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(_ConsoleProgress())
+    if trainer.pop_callback(PrinterCallback) is not None:
+        trainer.add_callback(_ConsolePrinter())
 
 
 def setup_logging(log_dir: Path) -> None:

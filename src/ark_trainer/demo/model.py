@@ -170,6 +170,8 @@ def _warm_up(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from ark_trainer.monitor import use_console_progress
+
     with tempfile.TemporaryDirectory(prefix="ark-demo-warmup-") as scratch:
         args = SFTConfig(
             output_dir=scratch,
@@ -190,6 +192,7 @@ def _warm_up(
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer
         )
+        use_console_progress(trainer, "demo warm-up")
         trainer.train()
         return list(trainer.state.log_history)
 
