@@ -162,3 +162,23 @@ def test_the_gradient_check_reads_the_trainers_own_norm(tmp_path):
     trainer._get_grad_norm(None)
     with pytest.raises(TrainingDiverged, match="step 5: gradient norm = inf"):
         guard.on_pre_optimizer_step(None, _State(4), None, model=None)
+
+
+def test_under_fp16_overflowing_gradients_are_left_to_the_loss_scaler(tmp_path):
+    from types import SimpleNamespace
+
+    import pytest
+
+    from ark_trainer.guards import TrainingDiverged
+
+    class _Trainer:
+        def _get_grad_norm(self, model, grad_norm=None):
+            return float("inf")
+
+    trainer, fp16 = _Trainer(), SimpleNamespace(fp16=True)
+    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft", trainer)[0]
+    trainer._get_grad_norm(None)
+    guard.on_pre_optimizer_step(fp16, _State(1), None, model=None)  # the scaler skips this step
+    guard.on_log(fp16, _State(1), None, logs={"loss": 2.0, "grad_norm": float("inf")})
+    with pytest.raises(TrainingDiverged, match="loss = nan"):  # a NaN loss is still divergence
+        guard.on_log(fp16, _State(2), None, logs={"loss": float("nan")})

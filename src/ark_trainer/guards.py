@@ -3,6 +3,8 @@
 - **non-finite loss or gradients**: checked before every optimizer step (gradients) and at every log
   (loss, grad_norm). The run stops with :class:`TrainingDiverged` before the optimizer applies the bad
   step, so neither the weights nor any checkpoint ever hold NaN; the last complete checkpoint stays.
+  Under fp16 only the loss is checked: overflowing gradients are routine there, and the loss scaler
+  skips those steps and lowers its scale by itself.
 - **no learning signal** (GRPO): when the share of groups whose completions all got the same reward
   (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
 - **rewards that raise or hang**: :func:`guard_reward` wraps each reward component of a
@@ -55,13 +57,15 @@ def guard_callbacks(monitor, stage: str, trainer=None) -> list:
 
         def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
             norm, self.norm = self.norm, None
+            if getattr(args, "fp16", False):
+                return  # fp16's loss scaler skips a step whose gradients overflowed and lowers the scale
             if norm is None:
                 norm = _grad_norm(model)
             if norm is not None and not _finite(norm):
                 self._stop(state.global_step + 1, f"gradient norm = {float(norm)}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            for key in ("loss", "grad_norm"):
+            for key in ("loss",) if getattr(args, "fp16", False) else ("loss", "grad_norm"):
                 if key in (logs or {}) and not _finite(logs[key]):
                     self._stop(state.global_step, f"{key} = {logs[key]}")
 
