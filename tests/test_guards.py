@@ -92,7 +92,7 @@ def test_non_finite_loss_in_the_logs_stops_the_run(tmp_path):
 
     guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
     guard.on_log(None, _State(1), None, logs={"loss": 1.0, "grad_norm": 0.5})
-    with pytest.raises(TrainingDiverged, match="loss = inf"):
+    with pytest.raises(TrainingDiverged, match=r"loss \(inf\) is NaN/inf"):
         guard.on_log(None, _State(2), None, logs={"loss": float("inf")})
 
 
@@ -140,7 +140,7 @@ def test_non_finite_gradients_stop_the_step(tmp_path):
     guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
     guard.on_pre_optimizer_step(None, _State(1), None, model=model)  # finite: goes on
     model.weight.grad[0, 1] = float("nan")
-    with pytest.raises(TrainingDiverged, match="step 2: gradient norm = nan"):
+    with pytest.raises(TrainingDiverged, match=r"step 2: the gradient norm \(nan\) is NaN/inf"):
         guard.on_pre_optimizer_step(None, _State(1), None, model=model)
 
 
@@ -160,7 +160,7 @@ def test_the_gradient_check_reads_the_trainers_own_norm(tmp_path):
     assert trainer._get_grad_norm(None) == 0.5  # what the Trainer's loop calls, then the callbacks
     guard.on_pre_optimizer_step(None, _State(4), None, model=None)
     trainer._get_grad_norm(None)
-    with pytest.raises(TrainingDiverged, match="step 5: gradient norm = inf"):
+    with pytest.raises(TrainingDiverged, match=r"step 5: the gradient norm \(inf\)"):
         guard.on_pre_optimizer_step(None, _State(4), None, model=None)
 
 
@@ -180,5 +180,5 @@ def test_under_fp16_overflowing_gradients_are_left_to_the_loss_scaler(tmp_path):
     trainer._get_grad_norm(None)
     guard.on_pre_optimizer_step(fp16, _State(1), None, model=None)  # the scaler skips this step
     guard.on_log(fp16, _State(1), None, logs={"loss": 2.0, "grad_norm": float("inf")})
-    with pytest.raises(TrainingDiverged, match="loss = nan"):  # a NaN loss is still divergence
+    with pytest.raises(TrainingDiverged, match=r"loss \(nan\)"):  # a NaN loss is still divergence
         guard.on_log(fp16, _State(2), None, logs={"loss": float("nan")})

@@ -62,12 +62,12 @@ def guard_callbacks(monitor, stage: str, trainer=None) -> list:
             if norm is None:
                 norm = _grad_norm(model)
             if norm is not None and not _finite(norm):
-                self._stop(state.global_step + 1, f"gradient norm = {float(norm)}")
+                self._stop(state.global_step + 1, f"the gradient norm ({float(norm)})")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             for key in ("loss",) if getattr(args, "fp16", False) else ("loss", "grad_norm"):
                 if key in (logs or {}) and not _finite(logs[key]):
-                    self._stop(state.global_step, f"{key} = {logs[key]}")
+                    self._stop(state.global_step, f"{key} ({logs[key]})")
 
         def _stop(self, step: int, what: str) -> None:
             message = (
