@@ -52,11 +52,7 @@ def run_ours(a: dict, out: Path, s: argparse.Namespace, profile: Path | None = N
         "--grpo_learning_rate", "1e-6", "--eval_auto", "False", "--save_steps", "0", "--logging_steps", "5",
         "--mixed_precision", "no", "--seed", "42",
     ]  # fmt: skip
-    t0, cpu0 = time.time(), _children_cpu()
-    proc = subprocess.run(cmd, env=src_env(), capture_output=True, text=True, check=False)
-    t1, cpu = time.time(), _children_cpu() - cpu0
-    if proc.returncode:
-        raise SystemExit(f"ark-trainer failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    _, t0, t1, cpu = _timed(cmd, "ark-trainer")
     events = [json.loads(x) for x in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
     start = next(e for e in events if e["event"] == "run_start")["ts"]
     grpo_start = next(e for e in events if e["event"] == "stage_start" and e["stage"] == "grpo")["ts"]
@@ -70,6 +66,16 @@ def run_ours(a: dict, out: Path, s: argparse.Namespace, profile: Path | None = N
         "run_start_to_grpo_s": grpo_start - start,  # warnings, openclaw check, logging setup
         "after_grpo_s": t1 - grpo_end["ts"],  # finish, heartbeat stop, report, exit
     }
+
+
+def _timed(cmd: list[str], what: str) -> tuple[subprocess.CompletedProcess, float, float, float]:
+    """Run one side as a fresh process: (the process, start, end, its CPU seconds); stops on a failure."""
+    t0, cpu0 = time.time(), _children_cpu()
+    proc = subprocess.run(cmd, env=src_env(), capture_output=True, text=True, check=False)
+    t1, cpu = time.time(), _children_cpu() - cpu0
+    if proc.returncode:
+        raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc, t0, t1, cpu
 
 
 def _children_cpu() -> float:
@@ -96,11 +102,7 @@ def run_plain(a: dict, out: Path, s: argparse.Namespace) -> dict:
         "--max_steps", str(s.steps), "--batch_size", str(s.batch_size), "--num_generations", str(s.num_generations),
         "--max_completion_length", str(s.max_completion_length), "--learning_rate", "1e-6", "--seed", "42",
     ]  # fmt: skip
-    t0, cpu0 = time.time(), _children_cpu()
-    proc = subprocess.run(cmd, env=src_env(), capture_output=True, text=True, check=False)
-    t1, cpu = time.time(), _children_cpu() - cpu0
-    if proc.returncode:
-        raise SystemExit(f"plain TRL failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    proc, t0, t1, cpu = _timed(cmd, "plain TRL")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PLAIN_TIMINGS "))
     timings = json.loads(line.split(" ", 1)[1])
     return {

@@ -107,9 +107,9 @@ def check_engine(path: str, use_cpu: bool) -> None:
 
 def relaunch(cfg, use_cpu: bool) -> None:
     """Run the training through accelerate and wait; raises when the children fail."""
-    if cfg.accelerate_config and not os.path.isfile(cfg.accelerate_config):
-        raise UserError(f"--accelerate_config: no such file {cfg.accelerate_config!r}")
     if cfg.accelerate_config:
+        if not os.path.isfile(cfg.accelerate_config):
+            raise UserError(f"--accelerate_config: no such file {cfg.accelerate_config!r}")
         check_engine(cfg.accelerate_config, use_cpu)
     if cfg.num_processes > 1 and not use_cpu:
         import torch

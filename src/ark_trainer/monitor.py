@@ -174,21 +174,21 @@ def trainer_callback(monitor: Monitor, stage: str):
     return _MonitorCallback()
 
 
-# What the console shows of each logging step: (metric, label), in this order, the ones the stage logs.
+# What the console shows of each logging step, in this order: (metric, how), for the metrics the stage logs.
 CONSOLE_METRICS = (
-    ("loss", "loss"),
-    ("reward", "reward"),
-    ("reward_std", "±"),
-    ("frac_reward_zero_std", "zero-std groups"),
-    ("kl", "kl"),
-    ("entropy", "entropy"),
-    ("completions/mean_length", "length"),
-    ("mean_token_accuracy", "token acc"),
-    ("accuracy", "pair acc"),
-    ("margin", "margin"),
-    ("grad_norm", "grad norm"),
-    ("learning_rate", "lr"),
-    ("step_time", "s/step"),  # printed after its value
+    ("loss", "loss {:.4g}"),
+    ("reward", "reward {:.4g}"),
+    ("reward_std", "± {:.4g}"),
+    ("frac_reward_zero_std", "zero-std groups {:.0%}"),
+    ("kl", "kl {:.4g}"),
+    ("entropy", "entropy {:.4g}"),
+    ("completions/mean_length", "length {:.4g}"),
+    ("mean_token_accuracy", "token acc {:.4g}"),
+    ("accuracy", "pair acc {:.4g}"),
+    ("margin", "margin {:.4g}"),
+    ("grad_norm", "grad norm {:.4g}"),
+    ("learning_rate", "lr {:.4g}"),
+    ("step_time", "{:.2f} s/step"),
 )
 
 
@@ -196,17 +196,13 @@ def console_line(stage: str, step: int, total: int, logs: dict) -> str:
     """One short console line for a logging step (every metric stays in events.jsonl and TensorBoard)."""
     if "train_runtime" in logs:
         return f"{stage}: {step} steps in {float(logs['train_runtime']):.1f}s"
-    parts = []
-    for key, label in CONSOLE_METRICS:
+    line = f"{stage} step {step}/{total}:"
+    for key, how in CONSOLE_METRICS:
         value = logs.get(key)
         if isinstance(value, int | float):
-            if key == "step_time":
-                parts.append(f"{value:.2f} s/step")
-            elif key == "frac_reward_zero_std":
-                parts.append(f"{label} {value:.0%}")
-            else:
-                parts.append(f"{label} {value:.4g}")
-    return f"{stage} step {step}/{total}: " + ", ".join(parts).replace(", ± ", " ± ")
+            text = how.format(value)
+            line += (" " if text.startswith("±") or line.endswith(":") else ", ") + text
+    return line
 
 
 def use_console_progress(trainer, stage: str) -> None:

@@ -40,12 +40,7 @@ def validate_scale(cfg) -> list[str]:
         problems.append(
             f"--mixed_precision: unknown value {cfg.mixed_precision!r}; use {', '.join(PRECISIONS)}"
         )
-    if cfg.lora_r < 0:
-        problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
-    if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
-        problems.append("--lora_alpha: must be > 0")
-    if not 0 <= cfg.lora_dropout < 1:
-        problems.append(f"--lora_dropout: must be in [0, 1), got {cfg.lora_dropout}")
+    problems += lora_problems(cfg)
     if cfg.load_in_4bit and cfg.lora_r == 0:
         problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")
     if cfg.save_adapter_only and cfg.lora_r == 0:
@@ -54,6 +49,18 @@ def validate_scale(cfg) -> list[str]:
         problems.append(f"--vllm_mode: unknown mode {cfg.vllm_mode!r}; use colocate or server")
     if not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         problems.append("--vllm_gpu_memory_utilization: must be in (0, 1]")
+    return problems
+
+
+def lora_problems(cfg) -> list[str]:
+    """What is wrong with ``--lora_r/--lora_alpha/--lora_dropout`` (``train`` and ``rm train`` share them)."""
+    problems = []
+    if cfg.lora_r < 0:
+        problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
+    if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
+        problems.append("--lora_alpha: must be > 0")
+    if not 0 <= cfg.lora_dropout < 1:
+        problems.append(f"--lora_dropout: must be in [0, 1), got {cfg.lora_dropout}")
     return problems
 
 

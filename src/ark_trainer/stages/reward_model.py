@@ -68,12 +68,10 @@ class RMTrainArgs:
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
             raise UserError("--num_train_epochs: expected a number > 0 (or give --max_steps)")
-        if self.lora_r < 0:
-            raise UserError(f"--lora_r: expected an integer ≥ 0, got {self.lora_r}")
-        if self.lora_alpha is not None and self.lora_alpha <= 0:
-            raise UserError(f"--lora_alpha: expected an integer > 0, got {self.lora_alpha}")
-        if not 0 <= self.lora_dropout < 1:
-            raise UserError(f"--lora_dropout: expected a number in [0, 1), got {self.lora_dropout}")
+        from ark_trainer.scale import lora_problems
+
+        if problems := lora_problems(self):
+            raise UserError(*problems)
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
 
@@ -259,7 +257,6 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
         )
     finally:
         hf_logging.set_verbosity(level)
-    log.info("reward model: %s with a fresh score head (one output)", args.model_path)
     model.config.pad_token_id = tok.pad_token_id
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
@@ -293,9 +290,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     )
     use_console_progress(trainer, "rm")
     result = trainer.train()
-    if (
-        args.lora_r > 0
-    ):  # merged: the scorer and --rm_model_path load a plain AutoModelForSequenceClassification
+    if args.lora_r > 0:  # merged: the scorer and --rm_model_path load a plain sequence classifier
         trainer.model.merge_and_unload().save_pretrained(str(dest), safe_serialization=True)
     else:
         trainer.save_model(str(dest))
