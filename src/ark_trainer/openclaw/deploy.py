@@ -52,6 +52,11 @@ from ark_trainer.openclaw.server import (
 )
 
 PROVIDER = "ark"
+DEPLOY_STATES = {
+    "pending": "interrupted: `ark-trainer deploy --rollback` undoes it",
+    "deployed": "complete",
+    "failed": "failed (the config was left as it was)",
+}
 OPENCLAW_MIN_CONTEXT = 4000  # measured: OpenClaw 2026.9.6 refuses a model registered below 4000 tokens
 
 
@@ -156,17 +161,19 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
     record = _intent(out, name, port, window, reply_tokens, agent, key_file)
     faults.deploy_point("backup")
     log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
-    server = start_server(out, name, port, window, reply_tokens, key_file)
-    faults.deploy_point("server_started")
-    _update(record, pid=server["pid"], log=server["log"])
+    server = None
     try:
+        server = start_server(out, name, port, window, reply_tokens, key_file)
+        faults.deploy_point("server_started")
+        _update(record, pid=server["pid"], log=server["log"])
         wait_healthy(server, key)
         smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)
         log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
         faults.deploy_point("smoke")
         _patch(record, key, smoke)
     except BaseException:  # the config is restored by then; the record goes, marked failed in OUT
-        stop_server(server["pid"])
+        if server is not None:
+            stop_server(server["pid"])
         _save_registry(_without(_load_registry(), record))
         write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
         raise
@@ -310,14 +317,13 @@ def status(out: str | None) -> dict:
         except (urllib.error.URLError, OSError, ValueError):
             healthy = False
     config = Path(record["config_path"])
-    pending = record.get("state") == "pending"
     return {
         **{
             k: record[k]
             for k in ("out", "model_ref", "agent", "host", "port", "pid", "config_path", "deployed_at")
             if k in record
         },
-        "deploy": "interrupted: `deploy --rollback` undoes it" if pending else "complete",
+        "deploy": DEPLOY_STATES.get(record.get("state", "deployed"), record.get("state")),
         "server": "healthy" if healthy else ("starting or stuck" if alive else "stopped"),
         "config": "as deployed" if _sha(config) == record["config_sha256_after"] else "changed since deploy",
     }
