@@ -89,7 +89,13 @@ def test_a_deploy_killed_anywhere_rolls_back_byte_identical(openclaw, tmp_path, 
         assert proc.returncode == -9, proc.stdout + proc.stderr
         if point != "backup":
             assert _servers(out), "the server outlives its killed deploy"
-        if point == "smoke":  # --stop finds the server of a deploy that died before recording its pid
+        if point == "patched":  # the interrupted deploy shows, and blocks a new one until rolled back
+            capsys.readouterr()
+            assert main(["deploy", "--status"]) == 1 and "interrupted" in capsys.readouterr().out
+            assert main(["deploy", str(out)]) == 2 and "did not finish" in capsys.readouterr().err
+        if (
+            point == "server_started"
+        ):  # --stop finds the server of a deploy that died before recording its pid
             assert main(["deploy", "--stop"]) == 0
             assert not _servers(out)
         capsys.readouterr()
@@ -165,6 +171,40 @@ def test_the_server_needs_the_deployments_key_and_secrets_stay_private(openclaw,
         stop_server(record["pid"])
     assert main(["deploy", "--rollback"]) == 0
     assert config.read_bytes() == original and config.stat().st_mode & 0o777 == 0o640
+
+
+def test_the_gate_refuses_each_kind_of_unwanted_request():
+    from ark_trainer.openclaw.guard import Gate
+
+    gate = Gate(None, "k" * 43, 8765)
+
+    def status(method="GET", path="/health", key="k" * 43, **headers) -> int | None:
+        headers = {"host": "127.0.0.1:8765", **headers}
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        raw = [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+        refusal = gate.refusal({"type": "http", "method": method, "path": path, "headers": raw})
+        return refusal and refusal[0]
+
+    chat = {"method": "POST", "path": "/v1/chat/completions"}
+    assert status() is None and status(path="/v1/models") is None
+    assert status(**chat, content_type="application/json; charset=utf-8") is None
+    assert status(host="localhost:8765", origin="http://localhost:8765") is None  # its own origin
+    for key in (None, "", "k" * 42, "k" * 44, "K" * 43):  # no key, empty, short, long, wrong
+        assert status(key=key) == 401
+    assert status(authorization="Basic " + "k" * 43, key=None) == 401
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:8766", "https://127.0.0.1:8765"):
+        assert status(origin=origin) == 403
+    for site in ("cross-site", "same-site"):
+        assert status(sec_fetch_site=site) == 403
+    for host in ("evil.example:8765", "127.0.0.1:8766", "127.0.0.1"):  # DNS rebinding, another port
+        assert status(host=host) == 403
+    for method, path in (("POST", "/load_model"), ("POST", "/reset"), ("OPTIONS", "/v1/models"),
+                         ("GET", "/docs"), ("POST", "/v1/responses"), ("GET", "/v1/chat/completions")):  # fmt: skip
+        assert status(method, path) == 404, path
+    # the three content types a browser sends cross-origin without a preflight
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", ""):
+        assert status(**chat, content_type=content_type) == 415
 
 
 def test_deploy_and_doctor_name_a_missing_serving_package(tmp_path, monkeypatch, capsys):
