@@ -31,7 +31,7 @@ def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_hom
     checks = {c["name"]: c for c in doc["checks"]}
     assert doc["schema"] == "ark-trainer.doctor/1" and code == 0 and doc["ok"] is True
     assert set(checks) == {
-        "python", "torch", "cuda", "disk", "libraries", "openclaw_cli", "openclaw_config",
+        "python", "torch", "cuda", "disk", "libraries", "serving", "openclaw_cli", "openclaw_config",
         "openclaw_config_valid", "openclaw_auth", "openclaw_gateway",
     }  # fmt: skip
     assert all(set(c) == {"name", "status", "detail", "fix"} for c in doc["checks"])

@@ -14,6 +14,8 @@ import json
 import os
 import shlex
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,10 @@ def test_train_deploy_agent_collect_rollback(openclaw, tmp_path, monkeypatch, ca
         text = "".join(p.get("text") or "" for p in answer["payloads"][:1])
         assert text.strip()
         assert "[ark serve] prompt of" in Path(record["log"]).read_text()  # OpenClaw's 40k prompt was fitted
+        # ...which OpenClaw reached with the deployment's key: without it the server answers 401
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{record['port']}/v1/models", timeout=30)
+        assert refused.value.code == 401
 
         # 2. a tool-calling turn on the stub provider, and a legacy transcript made from its real export
         tools = _agent(

@@ -21,7 +21,7 @@ def test_without_the_cli_the_patch_is_a_json5_aware_atomic_edit(tmp_path, monkey
     config.write_text("// mine\n{ gateway: { port: 19001, }, models: { providers: { x: { api: 'a' } } }, }\n")
     config.chmod(0o600)
     before = config.read_bytes()
-    patch = provider_patch("ark-run", 8765, 512, 128, agent="work")
+    patch = provider_patch("ark-run", 8765, 512, 128, agent="work", api_key="k")
     assert apply_patch(config, patch, tmp_path / "patch.json5") == "json5 edit"
     data = json5.loads(config.read_text())
     assert data["gateway"] == {"port": 19001} and data["models"]["providers"]["x"] == {"api": "a"}
@@ -42,9 +42,13 @@ def test_merge_follows_openclaws_patch_rules():
 
 
 def test_the_default_agent_or_a_named_one():
-    assert provider_patch("m", 1, 32768, 512, None)["agents"] == {"defaults": {"model": {"primary": "ark/m"}}}
+    assert provider_patch("m", 1, 32768, 512, None, "k")["agents"] == {
+        "defaults": {"model": {"primary": "ark/m"}}
+    }
     assert (
-        provider_patch("m", 1, 32768, 512, None)["models"]["providers"]["ark"]["models"][0]["contextWindow"]
+        provider_patch("m", 1, 32768, 512, None, "k")["models"]["providers"]["ark"]["models"][0][
+            "contextWindow"
+        ]
         == 32768
     )
 

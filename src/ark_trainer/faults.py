@@ -10,6 +10,9 @@
 - ``kill_in_save:4``    — SIGKILL while checkpoint-4 is being written (files there, marker not yet)
 - ``disk_full_at_step:4`` — the free-disk check before checkpoint-4 sees 0 bytes free
 
+- ``deploy_kill_after:patched`` — ``deploy`` SIGKILLs itself right after that point (``backup``,
+  ``server_started``, ``smoke``, ``patched``, ``recorded``; see :mod:`ark_trainer.openclaw.deploy`)
+
 ``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (``rft`` or ``grpo``). Nothing here runs unless
 the variable is set; ``--auto_resume`` clears it for the restarted runs so a fault fires once.
 """
@@ -21,6 +24,7 @@ import signal
 import time
 
 ENV, STAGE_ENV = "ARK_FAULT", "ARK_FAULT_STAGE"
+DEPLOY_KILL = "deploy_kill_after"
 KINDS = (
     "raise_at_step",
     "hang_at_step",
@@ -41,6 +45,8 @@ def active(stage: str) -> dict[str, int]:
     faults = {}
     for item in spec.split(","):
         kind, _, step = item.strip().partition(":")
+        if kind == DEPLOY_KILL:
+            continue
         if kind not in KINDS or not step.strip().isdigit():
             raise ValueError(f"{ENV}: unknown fault {item!r}; use one of {', '.join(KINDS)} as KIND:STEP")
         faults[kind] = int(step)
@@ -53,6 +59,13 @@ def fires(stage: str, kind: str, step: int) -> bool:
 
 def kill_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def deploy_point(point: str) -> None:
+    """SIGKILL this process at ``point`` of a deploy when ``ARK_FAULT`` holds ``deploy_kill_after:POINT``."""
+    for item in os.environ.get(ENV, "").split(","):
+        if item.strip() == f"{DEPLOY_KILL}:{point}":
+            kill_now()
 
 
 def fault_callback(stage: str):

@@ -30,12 +30,13 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None
         raise
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
-def write_json(path: str | Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+def write_json(path: str | Path, data: Any, mode: int = 0o644) -> None:
+    """Atomic JSON; ``mode=0o600`` for a file that holds a secret (an API key, a copy of a config)."""
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n", mode)
 
 
 def read_json(path: str | Path) -> Any:

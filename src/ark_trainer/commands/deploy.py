@@ -37,7 +37,7 @@ def _cmd_deploy(args) -> int:
         info = deploy.status(args.out)
         for key, value in info.items():
             print(f"{key:12} {value}")
-        return 0 if info["server"] == "healthy" else 1
+        return 0 if info["server"] == "healthy" and info["deploy"] == "complete" else 1
     if args.stop:
         print("stopped the model server" if deploy.stop(args.out) else "the model server was not running")
         return 0

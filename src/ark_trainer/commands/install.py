@@ -1,7 +1,7 @@
 """``ark-trainer install [--gpu] [--openclaw] [--dry-run]``: install what training needs, in one step.
 
 - always: the pinned Python dependencies (``requirements.txt`` of the checkout, then ark-trainer itself
-  in editable mode; outside a checkout ``pip install ark-trainer[serve]``);
+  in editable mode; outside a checkout ``pip install ark-trainer``);
 - ``--gpu``: first the CUDA build of the pinned torch (``--torch_index``, default cu128), then vLLM and
   DeepSpeed with torch held at that version (pip refuses rather than swapping torch);
 - ``--openclaw``: Node 24 and OpenClaw from npm into the tools folder (``.tools/`` of the checkout), the
@@ -61,7 +61,7 @@ def python_steps(gpu: bool, torch_index: str) -> list[dict]:
         steps.append({"argv": [*pip, "-r", str(root / "requirements.txt")]})
         steps.append({"argv": [*pip, "--no-deps", "-e", str(root)]})
     else:
-        steps.append({"argv": [*pip, "ark-trainer[serve]"]})
+        steps.append({"argv": [*pip, "ark-trainer"]})
     if gpu:
         steps.append({"argv": [*pip, *GPU_EXTRAS, torch]})
     return steps

@@ -5,11 +5,21 @@
 
 Order matters: the server is started and smoke-tested (streaming, a tools list, a 40k-character system
 prompt: what an OpenClaw turn sends) *before* the config is touched, so a model that cannot answer
-never reaches the agent. The config's exact bytes (or its absence) are saved first, so ``--rollback``
-restores them byte for byte. Files: ``OUT/deploy/`` (server.log, server.pid, deploy.json, patch.json5,
-openclaw.json.before, serve/NAME -> ../../model) and ``$OPENCLAW_STATE_DIR/ark-trainer/deployments.json``
-(a stack of deployments, newest last, so ``--rollback`` without OUT undoes the latest one). The
-server process itself is managed by :mod:`ark_trainer.openclaw.server`.
+never reaches the agent.
+
+Crash safety: before the server starts, the config's exact bytes (or its absence) and mode are saved and a
+``pending`` record naming them is written (atomic writes), so a deploy killed at any point (``kill -9``)
+leaves what ``--rollback`` needs to restore the config byte for byte; ``--stop``/``--rollback`` also find
+a server whose deploy died before recording its pid (by its working folder, ``OUT/deploy/serve``). The
+record becomes ``deployed`` only after the patched config validates. ``ARK_FAULT=deploy_kill_after:POINT``
+(see :mod:`ark_trainer.faults`) kills the deploy at a point, for the tests.
+
+Each deployment gets a random API key (``OUT/deploy/api_key``, 0600), written into OpenClaw's provider
+entry and required by the server on every request. Files: ``OUT/deploy/`` (server.log, server.pid,
+deploy.json, api_key, patch.json5 (0600: holds the key), openclaw.json.before (the config's mode),
+serve/NAME -> ../../model) and ``$OPENCLAW_STATE_DIR/ark-trainer/deployments.json`` (a stack of
+deployments, newest last, so ``--rollback`` without OUT undoes the latest one). The server process
+itself is managed by :mod:`ark_trainer.openclaw.server`.
 """
 
 from __future__ import annotations
@@ -17,19 +27,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import socket
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ark_trainer import faults
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes, read_json, write_json
+from ark_trainer.fileio import atomic_write_bytes, atomic_write_text, read_json, write_json
 from ark_trainer.openclaw import cli, config_edit
 from ark_trainer.openclaw.server import (
     HOST,
+    check_serving_packages,
+    find_servers,
     get_json,
     pid_alive,
+    read_key,
     smoke_request,
     start_server,
     stop_server,
@@ -37,6 +52,11 @@ from ark_trainer.openclaw.server import (
 )
 
 PROVIDER = "ark"
+DEPLOY_STATES = {
+    "pending": "interrupted: `ark-trainer deploy --rollback` undoes it",
+    "deployed": "complete",
+    "failed": "failed (the config was left as it was)",
+}
 OPENCLAW_MIN_CONTEXT = 4000  # measured: OpenClaw 2026.9.6 refuses a model registered below 4000 tokens
 
 
@@ -84,7 +104,9 @@ def _check_model_dir(model_dir: Path) -> None:
         )
 
 
-def provider_patch(name: str, port: int, window: int, reply_tokens: int, agent: str | None) -> dict:
+def provider_patch(
+    name: str, port: int, window: int, reply_tokens: int, agent: str | None, api_key: str
+) -> dict:
     model = {
         "id": name,
         "name": f"{name} (ark-trainer)",
@@ -93,7 +115,7 @@ def provider_patch(name: str, port: int, window: int, reply_tokens: int, agent: 
     }
     provider = {
         "baseUrl": f"http://{HOST}:{port}/v1",
-        "apiKey": "ark-local",
+        "apiKey": api_key,
         "api": "openai-completions",
         "models": [model],
     }
@@ -106,32 +128,56 @@ def provider_patch(name: str, port: int, window: int, reply_tokens: int, agent: 
     return {"models": {"providers": {PROVIDER: provider}}, "agents": agents}
 
 
-def deploy(out: Path, agent: str | None = None, port: int | None = None, log=print) -> dict:
-    out = Path(out).resolve()
-    model_dir = out / "model"
-    _check_model_dir(model_dir)
+def _check_request(out: Path, agent: str | None) -> None:
+    """Everything that can refuse a deploy, checked before anything is started or written."""
+    check_serving_packages()
+    _check_model_dir(out / "model")
     if agent is not None and not re.fullmatch(r"[a-z0-9_][a-z0-9_-]{0,63}", agent):
         raise UserError(
             f"--agent: {agent!r} is not an OpenClaw agent id (lowercase letters, digits, _ and -)"
         )
     for item in _load_registry():
-        if Path(item["out"]) == out and pid_alive(item["pid"]):
+        if item.get("state") == "pending":
+            raise UserError(
+                f"deploy: an earlier deploy of {item['out']} did not finish; "
+                "`ark-trainer deploy --rollback` undoes it first"
+            )
+        if Path(item["out"]) == out and _alive(item):
             raise UserError(
                 f"deploy: {out} is already deployed (pid {item['pid']}); `ark-trainer deploy --rollback` first"
             )
-    name, window = served_name(out), model_window(model_dir)
+
+
+def deploy(out: Path, agent: str | None = None, port: int | None = None, log=print) -> dict:
+    """Serve, smoke-test, patch, record; a crash at any point leaves a record ``--rollback`` undoes."""
+    out = Path(out).resolve()
+    _check_request(out, agent)
+    name, window = served_name(out), model_window(out / "model")
     reply_tokens = max(16, min(512, window // 4))
     port = port or _free_port()
-    log(f"deploy: serving {model_dir} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
-    server = start_server(out, name, port, window, reply_tokens)
+    key = secrets.token_urlsafe(32)
+    key_file = out / "deploy" / "api_key"
+    atomic_write_text(key_file, key + "\n", mode=0o600)
+    record = _intent(out, name, port, window, reply_tokens, agent, key_file)
+    faults.deploy_point("backup")
+    log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
+    server = None
     try:
-        wait_healthy(server)
-        smoke = smoke_request(f"http://{HOST}:{port}/v1", name)
+        server = start_server(out, name, port, window, reply_tokens, key_file)
+        faults.deploy_point("server_started")
+        _update(record, pid=server["pid"], log=server["log"])
+        wait_healthy(server, key)
+        smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)
         log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
-        record = _register(out, name, port, window, reply_tokens, agent, server, smoke)
-    except BaseException:
-        stop_server(server["pid"])
+        faults.deploy_point("smoke")
+        _patch(record, key, smoke)
+    except BaseException:  # the config is restored by then; the record goes, marked failed in OUT
+        if server is not None:
+            stop_server(server["pid"])
+        _save_registry(_without(_load_registry(), record))
+        write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
         raise
+    faults.deploy_point("recorded")
     if window < OPENCLAW_MIN_CONTEXT:
         log(
             f"deploy: note: the model has {window} positions but OpenClaw needs >= {OPENCLAW_MIN_CONTEXT}; "
@@ -143,36 +189,36 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
     return record
 
 
-def _register(out, name, port, window, reply_tokens, agent, server, smoke) -> dict:
-    """Save the config's bytes, patch it (validated), validate the result; restore on any failure."""
+def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
+    """Save the config's bytes (with its mode) and a ``pending`` record, durably, before anything runs.
+
+    From here on ``--rollback`` can undo whatever a crash leaves: the backup is on disk and the record
+    names it, the server's working folder and the key that marks our patch in the config.
+    """
     deploy_dir = out / "deploy"
     config, source = cli.config_path()
     before = config.read_bytes() if config.is_file() else None
     mode = config.stat().st_mode & 0o777 if config.is_file() else None
     # The saved bytes live in OpenClaw's state folder (next to the config, survives deleting OUT) and,
-    # for the user to see, in OUT/deploy/.
+    # for the user to see, in OUT/deploy/; both keep the config's mode (it holds provider API keys).
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     backup = cli.state_dir() / "ark-trainer" / "backups" / f"{stamp}-{name}.openclaw.json"
     if before is not None:
-        atomic_write_bytes(backup, before)
-        atomic_write_bytes(deploy_dir / "openclaw.json.before", before)
-    patch = provider_patch(name, port, window, reply_tokens, agent)
-    write_json(deploy_dir / "patch.json5", patch)
-    try:
-        method = config_edit.apply_patch(config, patch, deploy_dir / "patch.json5")
-        config_edit.validate(config)
-    except BaseException:
-        restore_config(config, before, mode)
-        raise
+        atomic_write_bytes(backup, before, mode)
+        atomic_write_bytes(deploy_dir / "openclaw.json.before", before, mode)
     record = {
+        "id": f"{stamp}-{name}-{secrets.token_hex(4)}",
+        "state": "pending",
         "out": str(out),
         "name": name,
         "model_ref": f"{PROVIDER}/{name}",
         "agent": agent or "defaults",
         "host": HOST,
         "port": port,
-        "pid": server["pid"],
-        "log": server["log"],
+        "pid": None,
+        "log": str(deploy_dir / "server.log"),
+        "serve_dir": str(deploy_dir / "serve"),
+        "api_key_file": str(key_file),
         "window": window,
         "context_window": max(window, OPENCLAW_MIN_CONTEXT),
         "reply_tokens": reply_tokens,
@@ -182,14 +228,58 @@ def _register(out, name, port, window, reply_tokens, agent, server, smoke) -> di
         "config_mode": mode,
         "config_backup": str(backup) if before is not None else None,
         "config_sha256_before": hashlib.sha256(before).hexdigest() if before is not None else None,
-        "config_sha256_after": hashlib.sha256(config.read_bytes()).hexdigest(),
-        "method": method,
-        "smoke": smoke,
-        "deployed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config_sha256_after": None,
     }
-    write_json(deploy_dir / "deploy.json", record)
     _save_registry([*_load_registry(), record])
+    write_json(deploy_dir / "deploy.json", record)
     return record
+
+
+def _update(record: dict, **fields) -> None:
+    """Change ``record`` in the registry and in OUT/deploy/deploy.json (both atomic writes)."""
+    record.update(fields)
+    _save_registry([record if r.get("id") == record["id"] else r for r in _load_registry()])
+    write_json(Path(record["out"]) / "deploy" / "deploy.json", record)
+
+
+def _patch(record: dict, key: str, smoke: dict) -> None:
+    """Patch the config (validated), then mark the record deployed; restore the saved bytes on failure."""
+    config = Path(record["config_path"])
+    before = Path(record["config_backup"]).read_bytes() if record["config_existed"] else None
+    patch = provider_patch(
+        record["name"], record["port"], record["window"], record["reply_tokens"],
+        None if record["agent"] == "defaults" else record["agent"], key,
+    )  # fmt: skip
+    patch_file = Path(record["out"]) / "deploy" / "patch.json5"
+    write_json(patch_file, patch, mode=0o600)  # it holds the key
+    try:
+        method = config_edit.apply_patch(config, patch, patch_file)
+        faults.deploy_point("patched")
+        config_edit.validate(config)
+    except BaseException:
+        restore_config(config, before, record["config_mode"])
+        raise
+    _update(
+        record,
+        state="deployed",
+        method=method,
+        smoke=smoke,
+        config_sha256_after=_sha(config),
+        deployed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _sha(config: Path) -> str | None:
+    return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+
+
+def _alive(record: dict) -> bool:
+    return bool(record.get("pid") and pid_alive(record["pid"])) or bool(_servers(record))
+
+
+def _servers(record: dict) -> list[int]:
+    serve_dir = record.get("serve_dir") or str(Path(record["out"]) / "deploy" / "serve")
+    return find_servers(Path(serve_dir))
 
 
 def restore_config(config: Path, before: bytes | None, mode: int | None) -> None:
@@ -218,35 +308,68 @@ def find_record(out: str | None) -> tuple[dict, list[dict]]:
 
 def status(out: str | None) -> dict:
     record, _ = find_record(out)
-    alive = pid_alive(record["pid"])
+    alive = _alive(record)
     healthy = False
     if alive:
         try:
-            healthy = get_json(f"http://{record['host']}:{record['port']}/health").get("status") == "ok"
+            url = f"http://{record['host']}:{record['port']}/health"
+            healthy = get_json(url, read_key(record.get("api_key_file"))).get("status") == "ok"
         except (urllib.error.URLError, OSError, ValueError):
             healthy = False
     config = Path(record["config_path"])
-    current = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
     return {
         **{
             k: record[k]
             for k in ("out", "model_ref", "agent", "host", "port", "pid", "config_path", "deployed_at")
+            if k in record
         },
+        "deploy": DEPLOY_STATES.get(record.get("state", "deployed"), record.get("state")),
         "server": "healthy" if healthy else ("starting or stuck" if alive else "stopped"),
-        "config": "as deployed" if current == record["config_sha256_after"] else "changed since deploy",
+        "config": "as deployed" if _sha(config) == record["config_sha256_after"] else "changed since deploy",
     }
 
 
 def stop(out: str | None) -> bool:
     record, _ = find_record(out)
-    return stop_server(record["pid"])
+    return _stop(record)
+
+
+def _stop(record: dict) -> bool:
+    """Stop the deployment's server: the recorded pid, and any server still working in its folder
+    (a deploy killed before it recorded the pid)."""
+    pids = {record["pid"]} if record.get("pid") else set()
+    results = [stop_server(pid) for pid in pids | set(_servers(record))]
+    return any(results)
+
+
+def _without(items: list[dict], record: dict) -> list[dict]:
+    return [r for r in items if r is not record and not (record.get("id") and r.get("id") == record["id"])]
+
+
+def _ours(record: dict, config: Path) -> bool:
+    """Whether the config is what this deployment left: unchanged since the deploy, or (a deploy that
+    died) still as before it or carrying this deployment's key, which nothing else can have written."""
+    current = _sha(config)
+    if current == record.get("config_sha256_after"):
+        return True
+    if record.get("state") != "pending":
+        return False
+    if current == record["config_sha256_before"]:
+        return True
+    key = read_key(record.get("api_key_file"))
+    try:
+        import json5
+
+        provider = json5.loads(config.read_text(encoding="utf-8"))["models"]["providers"][PROVIDER]
+        return bool(key) and provider.get("apiKey") == key
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def rollback(out: str | None, force: bool = False) -> dict:
     record, items = find_record(out)
     config = Path(record["config_path"])
-    current = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
-    if current != record["config_sha256_after"] and not force:
+    if not force and not _ours(record, config):
         raise UserError(
             f"deploy --rollback: {config} changed since the deploy; restoring it would lose those changes "
             "(pass --force to restore anyway)"
@@ -260,8 +383,8 @@ def rollback(out: str | None, force: bool = False) -> dict:
                 f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"
             ) from exc
     restore_config(config, before, record.get("config_mode"))
-    stopped = stop_server(record["pid"])
-    _save_registry([r for r in items if r is not record])
+    stopped = _stop(record)
+    _save_registry(_without(items, record))
     return {
         "config_path": str(config),
         "restored": "previous bytes" if before is not None else "removed (none before)",

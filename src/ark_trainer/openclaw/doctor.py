@@ -6,7 +6,7 @@ when there is nothing to do). The JSON document (schema ``ark-trainer.doctor/1``
     {"schema": "ark-trainer.doctor/1", "ok": true, "summary": {"ok": 9, "warn": 3, "fail": 0},
      "checks": [{"name": "python", "status": "ok", "detail": "3.11.7", "fix": ""}, ...]}
 
-Check names: python, torch, cuda, disk, libraries, openclaw_cli, openclaw_config, openclaw_config_valid,
+Check names: python, torch, cuda, disk, libraries, serving, openclaw_cli, openclaw_config, openclaw_config_valid,
 openclaw_auth, openclaw_gateway. Only ``fail`` makes the command exit non-zero: a missing GPU or a
 missing OpenClaw is a warning, because training runs on CPU and without OpenClaw.
 """
@@ -77,6 +77,23 @@ def check_libraries() -> Check:
     if missing:
         return Check("libraries", "fail", "missing: " + ", ".join(missing), "pip install -r requirements.txt")
     return Check("libraries", "ok", ", ".join(found))
+
+
+def check_serving() -> Check:
+    """The packages ``deploy``'s model server imports (core dependencies; an old or partial install lacks them)."""
+    from ark_trainer.openclaw.server import (
+        SERVING_PACKAGES,
+        missing_serving_packages,
+        serving_install_command,
+    )
+
+    missing = missing_serving_packages()
+    if missing:
+        return Check(
+            "serving", "fail", "deploy cannot start: missing " + ", ".join(missing),
+            f"`{serving_install_command(missing)}`",
+        )  # fmt: skip
+    return Check("serving", "ok", "deploy's model server: " + ", ".join(SERVING_PACKAGES.values()))
 
 
 def disk_needed(model_path: str | None, checkpoints: int = 2) -> int:
@@ -202,7 +219,7 @@ def _gateway() -> Check:
 def run_checks(
     output_dir: str | None = None, model_path: str | None = None, checkpoints: int = 2, openclaw: bool = True
 ) -> list[Check]:
-    checks = [check_python(), *check_torch_and_cuda(), check_libraries()]
+    checks = [check_python(), *check_torch_and_cuda(), check_libraries(), check_serving()]
     checks.append(check_disk(output_dir, model_path, checkpoints))
     if openclaw:
         checks += check_openclaw()

@@ -1,6 +1,7 @@
 """The server process ``ark-trainer deploy`` starts: ``transformers serve`` with the prompt fitted to the model.
 
-    python -m ark_trainer.openclaw.serve NAME --host 127.0.0.1 --port 8765 --window 512 --reply_tokens 128
+    python -m ark_trainer.openclaw.serve NAME --host 127.0.0.1 --port 8765 --window 512 --reply_tokens 128 \
+        --api_key_file OUT/deploy/api_key
 
 Run from a folder where ``NAME`` is the model folder (deploy links ``OUT/deploy/serve/NAME`` to
 ``OUT/model``), so the OpenAI ``model`` field is ``NAME``. It is ``transformers serve``'s own command
@@ -10,12 +11,17 @@ with one change to its chat handler: a prompt longer than the model's window is 
 ``reply_tokens`` whatever the client asked, because the client sized its request for the uncut prompt.
 Why: OpenClaw sends a ~40k-character system prompt and refuses models registered below 4000 tokens of
 context; a small model must still answer it without running positions it was never trained on.
+
+The app is wrapped in :class:`ark_trainer.openclaw.guard.Gate`: the key in ``--api_key_file`` (a file, so
+the key is not in the process's command line) is required on every route, cross-origin browser requests
+are refused, and only chat completions, the model list and ``/health`` are served.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 
 def _length(value) -> int:
@@ -85,17 +91,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, required=True, help="the model's context in tokens")
     parser.add_argument("--reply_tokens", type=int, required=True, help="tokens kept free for the reply")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
     args = parser.parse_args(argv)
+    key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+    if not key:
+        parser.error(f"--api_key_file: {args.api_key_file} is empty")
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(var, "1")
 
     import transformers.cli.serving.chat_completion as chat_completion
+    import transformers.cli.serving.server as serving_server
     from transformers.cli.serve import Serve
+
+    from ark_trainer.openclaw.guard import Gate
 
     chat_completion.ChatCompletionHandler = _fitting_handler(
         chat_completion.ChatCompletionHandler, args.window, args.reply_tokens
     )
-    # Serve() builds the app with the handler named in chat_completion, then runs uvicorn until stopped.
+    build_server = serving_server.build_server
+    serving_server.build_server = lambda *a, **kw: Gate(build_server(*a, **kw), key, args.port)
+    # Serve() builds the app with the names it imports from chat_completion and serving.server at call
+    # time (the fitted handler, the gated app), then runs uvicorn until stopped.
     Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")
 
 

@@ -2,14 +2,19 @@
 
 The server is ``python -m ark_trainer.openclaw.serve`` (``transformers serve`` with the prompt fitted
 to the model, see :mod:`ark_trainer.openclaw.serve`) in its own session on 127.0.0.1, its output in
-``OUT/deploy/server.log`` and its pid in ``OUT/deploy/server.pid``.
+``OUT/deploy/server.log`` and its pid in ``OUT/deploy/server.pid``. It requires the deployment's key
+(``OUT/deploy/api_key``, 0600) on every request; see :mod:`ark_trainer.openclaw.guard`. Its working folder
+is ``OUT/deploy/serve``, which is how :func:`find_servers` finds it when the deploy that started it died
+before recording its pid.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,9 +28,38 @@ from ark_trainer.fileio import atomic_write_text
 
 HOST = "127.0.0.1"
 SMOKE_SYSTEM_CHARS = 40_000
+# What the server imports beyond the core stack (transformers[serving]; json5 reads OpenClaw's config):
+# import name -> the pip distribution that provides it.
+SERVING_PACKAGES = {
+    "fastapi": "fastapi",
+    "uvicorn": "uvicorn",
+    "openai": "openai",
+    "starlette": "starlette",
+    "pydantic": "pydantic",
+    "json5": "json5",
+}
 
 
-def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int) -> dict:
+def missing_serving_packages() -> list[str]:
+    """The serving distributions that are not installed (an install without them cannot deploy)."""
+    return [dist for module, dist in SERVING_PACKAGES.items() if importlib.util.find_spec(module) is None]
+
+
+def serving_install_command(missing: list[str]) -> str:
+    return shlex.join([sys.executable, "-m", "pip", "install", *missing])
+
+
+def check_serving_packages() -> None:
+    """One line naming the missing packages and the exact install command, before anything starts."""
+    missing = missing_serving_packages()
+    if missing:
+        raise UserError(
+            f"deploy: the model server needs {', '.join(missing)}, not installed in this environment; "
+            f"run `{serving_install_command(missing)}`"
+        )
+
+
+def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int, key_file: Path) -> dict:
     deploy_dir = out / "deploy"
     serve_dir = deploy_dir / "serve"
     serve_dir.mkdir(parents=True, exist_ok=True)
@@ -35,7 +69,7 @@ def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int
     link.symlink_to(Path("..") / ".." / "model")
     log_path = deploy_dir / "server.log"
     argv = [sys.executable, "-m", "ark_trainer.openclaw.serve", name, "--host", HOST, "--port", str(port)]
-    argv += ["--window", str(window), "--reply_tokens", str(reply_tokens)]
+    argv += ["--window", str(window), "--reply_tokens", str(reply_tokens), "--api_key_file", str(key_file)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2])] + sys.path)}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -71,6 +105,21 @@ def is_our_server(pid: int) -> bool:
         return False
 
 
+def find_servers(serve_dir: Path) -> list[int]:
+    """Live model servers working in ``serve_dir``, found from /proc (this user's processes only)."""
+    target, pids = str(Path(serve_dir).resolve()), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if cwd == target and is_our_server(int(proc.name)) and pid_alive(int(proc.name)):
+            pids.append(int(proc.name))
+    return pids
+
+
 def stop_server(pid: int, timeout: float = 20) -> bool:
     """SIGTERM the server's process group, then SIGKILL; True if it was running."""
     if not pid_alive(pid) or not is_our_server(pid):
@@ -90,12 +139,20 @@ def stop_server(pid: int, timeout: float = 20) -> bool:
     return True
 
 
-def get_json(url: str, timeout: float = 5) -> dict:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def get_json(url: str, key: str | None = None, timeout: float = 5) -> dict:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
-def wait_healthy(server: dict, timeout: float = 300) -> None:
+def read_key(path: str | Path | None) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() if path else None
+    except OSError:
+        return None
+
+
+def wait_healthy(server: dict, key: str, timeout: float = 300) -> None:
     url = f"http://{server['host']}:{server['port']}/health"
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -103,7 +160,7 @@ def wait_healthy(server: dict, timeout: float = 300) -> None:
             last = _tail(server["log"], 1).strip()[:300]
             raise UserError(f"deploy: the model server exited at start ({last}); see {server['log']}")
         try:
-            if get_json(url).get("status") == "ok":
+            if get_json(url, key).get("status") == "ok":
                 return
         except (urllib.error.URLError, OSError, ValueError):
             pass
@@ -137,7 +194,7 @@ SMOKE_TOOLS = [
 ]
 
 
-def smoke_request(base_url: str, model: str, timeout: float = 300) -> dict:
+def smoke_request(base_url: str, model: str, key: str, timeout: float = 300) -> dict:
     """What an OpenClaw turn sends: stream, tools, a 40k-char system prompt; returns what came back."""
     system = ("You are a personal assistant running inside OpenClaw. " * 800)[:SMOKE_SYSTEM_CHARS]
     body = {
@@ -152,7 +209,7 @@ def smoke_request(base_url: str, model: str, timeout: float = 300) -> dict:
     req = urllib.request.Request(
         f"{base_url}/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": "Bearer ark-local"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
     )
     text, chunks, finish = [], 0, None
     try:

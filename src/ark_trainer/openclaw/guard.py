@@ -1,0 +1,71 @@
+"""The model server's gate: the deployment's API key on every route, no cross-origin browser requests,
+and only the three routes OpenClaw uses.
+
+``transformers serve`` on its own answers anyone who can reach the port: it checks no key, its
+``/load_model`` loads whatever folder or Hub id a caller names, ``/reset`` unloads the model, and a web page
+the user has open can reach 127.0.0.1 with a "simple" cross-origin request (a ``text/plain`` POST needs no
+CORS preflight). :class:`Gate` wraps its ASGI app and answers before transformers sees the request:
+
+- 403 for a browser request from another origin (an ``Origin`` that is not the server's own, a
+  ``Sec-Fetch-Site`` of ``cross-site``/``same-site``) or a ``Host`` other than 127.0.0.1/localhost:PORT (DNS
+  rebinding);
+- 401 without ``Authorization: Bearer <key>`` (compared in constant time);
+- 404 for any route but ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /health`` (so
+  ``/load_model``, ``/reset`` and the rest are gone);
+- 415 for a POST whose body is not ``application/json``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+ROUTES = {("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/health")}
+
+
+class Gate:
+    """ASGI middleware around ``app`` for a server on ``127.0.0.1:port`` whose key is ``key``."""
+
+    def __init__(self, app, key: str, port: int) -> None:
+        self.app = app
+        self.auth = f"Bearer {key}".encode()
+        self.origins = {f"http://{host}:{port}".encode() for host in ("127.0.0.1", "localhost")}
+        self.hosts = {f"{host}:{port}".encode() for host in ("127.0.0.1", "localhost")}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            return await self.app(scope, receive, send)
+        refusal = self.refusal(scope)
+        if refusal is None:
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            return await send({"type": "websocket.close", "code": 1008})
+        status, message = refusal
+        body = json.dumps({"error": {"message": message, "type": "ark_gate"}}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def refusal(self, scope) -> tuple[int, str] | None:
+        """``(status, message)`` for a request to refuse, ``None`` for one to serve."""
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope.get("headers") or []:
+            headers.setdefault(name.lower(), value)
+        origin = headers.get(b"origin")
+        if origin is not None and origin not in self.origins:
+            return 403, "cross-origin requests are refused"
+        if headers.get(b"sec-fetch-site", b"none") in (b"cross-site", b"same-site"):
+            return 403, "cross-site requests are refused"
+        if headers.get(b"host") not in self.hosts:
+            return 403, "unexpected Host header"
+        if not hmac.compare_digest(headers.get(b"authorization", b""), self.auth):
+            return 401, "missing or wrong API key (Authorization: Bearer <key>)"
+        method = scope.get("method", "GET")
+        if (method, scope.get("path", "")) not in ROUTES:
+            return 404, "not found"
+        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if method == "POST" and content_type != b"application/json":
+            return 415, "the body must be application/json"
+        return None
