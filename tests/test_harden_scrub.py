@@ -213,6 +213,7 @@ SECRETS = {
     "ali": "LTAI5tRqvXg9bKzP8wY3mN2c",
     "password": "hunter2x",
     "api_value": "abcd1234efgh5678",
+    "agent": "carol@corp.com",
 }
 
 
@@ -255,18 +256,21 @@ def test_collect_leaves_no_secret_in_any_column(tmp_path):
     # A channel session: its key and id carry the peer's phone number and e-mail.
     key = f"whatsapp:{SECRETS['phone_key']}:{SECRETS['email_key']}"
     _transcript(state / "agents" / "main" / "sessions" / f"{key}.jsonl", f"sess-{SECRETS['phone_key']}")
+    _transcript(state / "agents" / SECRETS["agent"] / "sessions" / "s2.jsonl", "s2")  # an agent named by mail
     result = collect(tmp_path)
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "collected.jsonl").read_text(encoding="utf-8")
     rows = [json.loads(line) for line in text.splitlines()]
-    assert len(rows) == 2
+    assert len(rows) == 4
     dumped = text + json.dumps(rows, ensure_ascii=False)  # raw, and with escapes undone
     for name, secret in SECRETS.items():
         assert secret not in dumped, f"{name} leaked"
         assert secret.replace(" ", "") not in dumped.replace(" ", ""), f"{name} leaked (spaces)"
     assert "13912345678" not in dumped and "alice" not in dumped
-    assert rows[0]["session_key"].startswith("legacy:main:whatsapp:[PHONE]")
-    assert rows[0]["session_id"] == "sess-[PHONE]"
+    by_agent = {r["agent_id"]: r for r in rows}
+    assert by_agent["main"]["session_key"] == "legacy:main:whatsapp:[PHONE]:[EMAIL]"
+    assert by_agent["main"]["session_id"] == "sess-[PHONE]"
+    assert by_agent["[EMAIL]"]["session_key"] == "legacy:[EMAIL]:s2"
 
 
 def test_collect_skips_a_torn_last_line_with_a_warning(tmp_path):
