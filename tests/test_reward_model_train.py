@@ -60,7 +60,11 @@ def trained(tmp_path_factory) -> dict:
     write_jsonl(root / "rft_pairs.jsonl", pairs)
     texts = [p["chosen"] for p in pairs[:50]] + [p["rejected"] for p in pairs[:50]]
     texts += [p["prompt"][0]["content"] for p in pairs[:50]]
-    base = save_tiny_qwen(root / "base", texts=texts, hidden_size=32, intermediate_size=64)
+    # 1024 positions: the longest demo prompt is ~260 tokens with this tokenizer, and `train` (prepare) refuses
+    # prompts longer than the window (positions - --max_completion_length). Rotary: no weight depends on it.
+    base = save_tiny_qwen(
+        root / "base", texts=texts, hidden_size=32, intermediate_size=64, max_position_embeddings=1024
+    )
     out = root / "rm"
     argv = ["rm", "train", "--data_path", str(root / "rft_pairs.jsonl"), "--model_path", str(base)]
     argv += ["--output_dir", str(out), "--eval_ratio", str(EVAL_RATIO), "--num_train_epochs", "2"]

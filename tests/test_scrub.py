@@ -14,7 +14,7 @@ CASES = [
     ("hf hf_abcdefghijklmnopqrstuvwxyz0123456789", "hf [API_KEY]", "api_key"),
     ("Authorization: Bearer abcdefghijklmnop1234567890", "Authorization: Bearer [TOKEN]", "token"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcdefghijkl", "jwt [TOKEN]", "token"),
-    ('{"password": "hunter2hunter2"}', '{"password": "[TOKEN]"}', "token"),
+    ('{"password": "hunter2hunter2"}', '{"password": "[PASSWORD]"}', "password"),
     ("api_key=abcd1234efgh5678", "api_key=[TOKEN]", "token"),
     (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n+/def==\n-----END RSA PRIVATE KEY-----\nok",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ark_trainer.config import TrainConfig, to_yaml
+from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
@@ -65,8 +66,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
     check_policy_dir(cfg.model_path)
     rows = load_jsonl(cfg.data_path, "--data_path")
     eval_rows: list[dict] = []
+    sources = [(Path(cfg.data_path), rows)]
     if cfg.eval_dataset:
-        eval_rows = load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset")
+        eval_path = resolve_eval_path(cfg.eval_dataset)
+        eval_rows = load_jsonl(eval_path, "--eval_dataset")
+        sources.append((eval_path, eval_rows))
+    check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)

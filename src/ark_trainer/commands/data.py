@@ -53,6 +53,12 @@ def _cmd_collect(args) -> int:
         )
     for why in result.skipped:
         print(f"warning: session skipped: {why}", file=sys.stderr)
+    for path, count in result.torn.items():
+        print(
+            f"warning: {path}: {count} unreadable line(s) skipped (a torn last line: OpenClaw was still "
+            "writing it); the rest of the session is collected",
+            file=sys.stderr,
+        )
     out = Path(args.output)
     write_rows(result.rows, out)
     scrubbed = ", ".join(f"{k} {v}" for k, v in sorted(result.scrubbed.items())) or "nothing"

@@ -6,7 +6,10 @@ One sample per line. The prompt is ``prompt`` (text or a chat list), ``question`
 kept as a column and reaches the reward functions as a keyword argument, as in TRL.
 
 The whole file is checked before anything heavy runs, and every problem is reported in one pass as
-``path:line: field: message``.
+``path:line: field: message``. Every known field is checked for its JSON type and refused when it is
+wrong, never reinterpreted (``{"messages": "hello"}`` is an error, not a one-turn chat); a key given twice
+in one object is refused (JSON parsers silently keep the last one); nesting deeper than ``MAX_DEPTH``
+levels is refused before it can exhaust Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.data.files import check_data_file, read_data_bytes
 from ark_trainer.errors import UserError
 
 PROMPT_KEYS = ("prompt", "question", "messages")
@@ -29,6 +33,12 @@ RESERVED = {
     "log_metric",
 }
 _JSON_TYPES = {str: "string", int: "number", float: "number", bool: "boolean", list: "list", dict: "object"}
+MAX_DEPTH = 64  # lists/objects inside one row; real rows need a handful, Python's own limit is ~1000
+# Known scalar columns and the JSON types they may hold (null is always allowed).
+SCALAR_TYPES = {
+    "reference": (str, int, float, bool),
+    "label": (str, int, float, bool, dict),
+}
 
 
 class _Problems:
@@ -39,13 +49,13 @@ class _Problems:
         self.items.append(f"{self.path}:{line}: {field}: {message}")
 
 
-def json_objects(path: Path, problems: _Problems):
+def json_objects(path: Path, problems: _Problems, flag: str = "--data_path"):
     """Yield ``(line number, object)`` for each JSON object line of ``path``; bad lines go to ``problems``.
 
     Decoded line by line so that every non-UTF-8 line is reported with its number, with the others;
     a UTF-8 byte-order mark (Windows editors write one) is dropped rather than refused.
     """
-    for lineno, raw_line in enumerate(path.read_bytes().splitlines(), start=1):
+    for lineno, raw_line in enumerate(read_data_bytes(path, flag).splitlines(), start=1):
         try:
             line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:
@@ -53,28 +63,74 @@ def json_objects(path: Path, problems: _Problems):
             continue
         if not line.strip():
             continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.add(
-                lineno, "json", f"not valid JSON ({exc.msg} at column {exc.colno}); one object per line"
-            )
-            continue
-        if not isinstance(raw, dict):
-            problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
-            continue
-        yield lineno, raw
+        raw = _parse_line(line, lineno, problems)
+        if raw is not None:
+            yield lineno, raw
+
+
+def _parse_line(line: str, lineno: int, problems: _Problems) -> dict | None:
+    """One JSON object, or ``None`` after recording why not (bad JSON, duplicate key, too deep)."""
+    duplicates: list[str] = []
+    try:
+        raw = json.loads(line, object_pairs_hook=_pairs_hook(duplicates), parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        problems.add(lineno, "json", f"not valid JSON ({exc.msg} at column {exc.colno}); one object per line")
+        return None
+    except RecursionError:
+        problems.add(lineno, "json", f"nested too deeply (over {MAX_DEPTH} levels); flatten the row")
+        return None
+    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4,300 digits
+        problems.add(lineno, "json", f"not valid JSON ({str(exc).split(';')[0]}); use finite numbers")
+        return None
+    if duplicates:
+        for key in dict.fromkeys(duplicates):
+            problems.add(lineno, key, "key given twice in one object (JSON keeps only the last); keep one")
+        return None
+    if not isinstance(raw, dict):
+        problems.add(lineno, "json", f"expected a JSON object, got {type(raw).__name__}")
+        return None
+    if _depth(raw) > MAX_DEPTH:
+        problems.add(lineno, "json", f"nested too deeply (over {MAX_DEPTH} levels); flatten the row")
+        return None
+    return raw
+
+
+def _pairs_hook(duplicates: list[str]):
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    return build
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of lists/objects, without recursion (a deep value must not overflow the stack)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                children = item.values() if isinstance(item, dict) else item
+                stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def load_jsonl(path: str | Path, flag: str = "--data_path") -> list[dict[str, Any]]:
     """Read, validate and normalise a JSONL file; raise :class:`UserError` listing every problem."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{flag}: no such file {str(path)!r}; give the path of a .jsonl file")
+    path = check_data_file(path, flag)
     problems = _Problems(path)
     rows: list[dict[str, Any]] = []
     column_types: dict[str, tuple[str, int]] = {}
-    for lineno, raw in json_objects(path, problems):
+    for lineno, raw in json_objects(path, problems, flag):
         row = _normalise(raw, lineno, problems)
         if row is not None:
             _check_column_types(row, lineno, problems, column_types)
@@ -119,54 +175,85 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
         if name in RESERVED or name.startswith("_"):
             problems.add(line, name, "reserved column name (TRL uses it); rename the column")
             continue
+        _check_scalar(name, value, line, problems)
         row[name] = value
     return row if len(problems.items) == n_before else None
 
 
+def _kind(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _check_scalar(name: str, value: Any, line: int, problems: _Problems) -> None:
+    allowed = SCALAR_TYPES.get(name)
+    if allowed and value is not None and not isinstance(value, allowed):
+        kinds = " or ".join(dict.fromkeys(_JSON_TYPES[t] for t in allowed))
+        problems.add(line, name, f"expected {kinds}, got {_kind(value)}")
+
+
 def _prompt_messages(value: Any, key: str, line: int, problems: _Problems) -> list[dict[str, str]]:
-    if isinstance(value, str):
+    if isinstance(value, str) and key != "messages":
         if not value.strip():
             problems.add(line, key, "empty text")
         return [{"role": "user", "content": value}]
+    if key == "question":
+        problems.add(line, key, f"expected text, got {_kind(value)}")
+        return []
     if not isinstance(value, list) or not value:
-        problems.add(line, key, "expected text or a non-empty list of {role, content} messages")
+        what = "a non-empty list" if key == "messages" else "text or a non-empty list"
+        problems.add(line, key, f"expected {what} of {{role, content}} messages, got {_kind(value)}")
         return []
     messages = []
     for i, msg in enumerate(value):
-        where = f"{key}[{i}]"
-        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
-            problems.add(line, where, "expected an object with 'role' and 'content'")
-            continue
-        if msg["role"] not in ROLES:
-            problems.add(
-                line, f"{where}.role", f"unknown role {msg['role']!r}; use {', '.join(sorted(ROLES))}"
-            )
-        if not isinstance(msg["content"], str):
-            problems.add(line, f"{where}.content", "expected text")
-            continue
-        messages.append({"role": msg["role"], "content": msg["content"]})
+        checked = _message(msg, f"{key}[{i}]", line, problems)
+        if checked is not None:
+            messages.append(checked)
     if messages and not any(m["role"] == "user" for m in messages):
         problems.add(line, key, "no user turn")
     return messages
 
 
+def _message(msg: Any, where: str, line: int, problems: _Problems) -> dict[str, str] | None:
+    """One ``{role, content}`` chat message with a known role and text content, or ``None`` (reported)."""
+    if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
+        problems.add(line, where, f"expected an object with 'role' and 'content', got {_kind(msg)}")
+        return None
+    role, content = msg["role"], msg["content"]
+    ok = isinstance(role, str) and role in ROLES
+    if not ok:
+        shown = repr(role) if isinstance(role, str) else f"a {_kind(role)}"
+        problems.add(line, f"{where}.role", f"unknown role {shown}; use {', '.join(sorted(ROLES))}")
+    if not isinstance(content, str):
+        problems.add(line, f"{where}.content", f"expected text, got {_kind(content)}")
+        return None
+    return {"role": role, "content": content} if ok else None
+
+
 def _string_list(value: Any, name: str, line: int, problems: _Problems) -> list[str]:
     if not isinstance(value, list):
-        problems.add(line, name, f"expected a list of strings, got {type(value).__name__}")
+        problems.add(line, name, f"expected a list of strings, got {_kind(value)}")
         return []
     out = []
     for i, item in enumerate(value):
-        text = _answer_text(item, f"{name}[{i}]", line, problems)
-        if text is not None:
-            out.append(text)
+        if not isinstance(item, str):
+            problems.add(line, f"{name}[{i}]", f"expected text, got {_kind(item)}")
+        elif not item.strip():
+            problems.add(line, f"{name}[{i}]", "expected non-empty text")
+        else:
+            out.append(item)
     return out
 
 
 def _answer_text(value: Any, name: str, line: int, problems: _Problems) -> str | None:
-    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
-        value = "".join(str(m.get("content", "")) for m in value)
+    """An answer: text, or a list of chat messages whose contents are joined (TRL's conversational form)."""
+    if isinstance(value, list) and value:
+        parts = [_message(m, f"{name}[{i}]", line, problems) for i, m in enumerate(value)]
+        if any(p is None for p in parts):
+            return None
+        value = "".join(p["content"] for p in parts if p)
     if not isinstance(value, str) or not value.strip():
-        problems.add(line, name, "expected non-empty text")
+        got = "" if isinstance(value, str | list) else f", got {_kind(value)}"
+        problems.add(line, name, f"expected non-empty text{got}")
         return None
     return value
 
@@ -185,7 +272,7 @@ def _check_column_types(row: dict, line: int, problems: _Problems, seen: dict[st
 def resolve_eval_path(path: str) -> Path:
     """``--eval_dataset`` may be a JSONL file or a folder holding eval.jsonl / test.jsonl / one .jsonl file."""
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(p):
         for name in ("eval.jsonl", "test.jsonl", "validation.jsonl", "dev.jsonl"):
             if (p / name).is_file():
                 return p / name
@@ -196,6 +283,11 @@ def resolve_eval_path(path: str) -> Path:
             f"--eval_dataset: {path!r} is a folder without eval.jsonl or test.jsonl "
             f"({len(found)} .jsonl files); point at the file"
         )
-    if not p.is_file():
-        raise UserError(f"--eval_dataset: no such file or folder {path!r}")
-    return p
+    return check_data_file(p, "--eval_dataset")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, no permission: check_data_file says which
+        return False

@@ -11,8 +11,9 @@ One row per assistant message: ``messages`` = system prompt (when the export hol
 conversation before it + the assistant message (the candidate answer, as ``load_jsonl`` reads it).
 Tool calls stay in the text as ``<tool_call>{"name": …, "arguments": …}</tool_call>`` and in a
 ``tool_calls`` column; tool results are ``tool`` turns. Columns: session_id, session_key, agent_id,
-turn, model, timestamp, source, system_prompt_included, tool_calls. Every string is scrubbed
-(:mod:`ark_trainer.openclaw.scrub`) before anything is written.
+turn, model, timestamp, source, system_prompt_included, tool_calls. Every string, the session columns
+included, is scrubbed (:mod:`ark_trainer.openclaw.scrub`) before anything is written. A transcript line
+that is not JSON (the torn last line of a session OpenClaw is still writing) is skipped and counted.
 """
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ def export_session(meta: dict, agent: str | None, workdir: Path) -> Session:
     branch = json.loads((out / "session-branch.json").read_text(encoding="utf-8"))
     prompts: dict[str, str | None] = {}
     events = out / "events.jsonl"
-    for line in events.read_text(encoding="utf-8").splitlines() if events.is_file() else []:
-        event = json.loads(line)
+    for event in read_jsonl_objects(events)[0] if events.is_file() else []:
         if event.get("type") == "context.compiled":
             prompt = (event.get("data") or {}).get("systemPrompt")
             prompts[event.get("runId", "")] = prompt if isinstance(prompt, str) else None
@@ -92,14 +92,40 @@ def export_session(meta: dict, agent: str | None, workdir: Path) -> Session:
     )
 
 
-def legacy_sessions(agent: str | None) -> list[Session]:
-    """Transcripts older OpenClaw versions wrote as ``agents/<id>/sessions/*.jsonl``."""
+def read_jsonl_objects(path: Path) -> tuple[list[dict], int]:
+    """The JSON objects of a JSONL file and how many lines were not one.
+
+    A transcript OpenClaw is still writing ends in a torn line (cut mid-object, maybe mid-character);
+    that line is skipped and counted, not a crash, and the rest of the session is kept.
+    """
+    objects, bad = [], 0
+    for raw in path.read_bytes().splitlines():
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            objects.append(value)
+        else:
+            bad += 1
+    return objects, bad
+
+
+def legacy_sessions(agent: str | None, skipped_lines: dict[str, int] | None = None) -> list[Session]:
+    """Transcripts older OpenClaw versions wrote as ``agents/<id>/sessions/*.jsonl``.
+
+    Unreadable lines (a torn last line) are counted per file in ``skipped_lines``.
+    """
     root = cli.state_dir() / "agents"
     agents = [agent] if agent else sorted(p.name for p in root.glob("*") if p.is_dir())
     found = []
     for agent_id in agents:
         for path in sorted((root / agent_id / "sessions").glob("*.jsonl")):
-            lines = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            lines, bad = read_jsonl_objects(path)
+            if bad and skipped_lines is not None:
+                skipped_lines[str(path)] = bad
             header = lines[0] if lines and lines[0].get("type") == "session" else {}
             entries = lines[1:] if header else lines
             session_id = header.get("id") or path.stem
@@ -179,13 +205,16 @@ def _row(session: Session, msg: dict, history: list[dict], text: str, calls, whe
     system = session.system_prompts.get(run_id)
     prefix = [{"role": "system", "content": scrubber.text(system)}] if system else []
     provider, model = msg.get("provider"), msg.get("model")
+    model_name = f"{provider}/{model}" if provider and model else (model or "")
     return {
         "messages": prefix + list(history) + [{"role": "assistant", "content": text}],
-        "session_id": session.session_id,
-        "session_key": session.key,
-        "agent_id": session.agent_id,
+        # Channel session keys hold the peer's phone number or e-mail ("agent:main:whatsapp:+86138…"):
+        # every column is scrubbed, not only the messages.
+        "session_id": scrubber.text(session.session_id),
+        "session_key": scrubber.text(session.key),
+        "agent_id": scrubber.text(session.agent_id),
         "turn": len(history),
-        "model": f"{provider}/{model}" if provider and model else (model or ""),
+        "model": scrubber.text(str(model_name)),
         "timestamp": when.isoformat() if when else "",
         "source": session.source,
         "system_prompt_included": bool(system),
@@ -200,6 +229,7 @@ class CollectResult:
     legacy: int
     scrubbed: dict[str, int]
     skipped: list[str] = field(default_factory=list)  # "KEY: why" for sessions that could not be exported
+    torn: dict[str, int] = field(default_factory=dict)  # transcript path -> unreadable lines skipped
 
 
 def collect(agent: str | None = None, since: str | None = None) -> CollectResult:
@@ -220,11 +250,12 @@ def collect(agent: str | None = None, since: str | None = None) -> CollectResult
                     sessions.append(got)
                 else:
                     skipped.append(f"{meta['key']}: {got}")
-    legacy = legacy_sessions(agent)
+    torn: dict[str, int] = {}
+    legacy = legacy_sessions(agent, torn)
     known = {s.session_id for s in sessions}
     legacy = [s for s in legacy if s.session_id not in known]
     rows = [row for s in sessions + legacy for row in session_rows(s, start, scrubber)]
-    return CollectResult(rows, len(sessions), len(legacy), dict(scrubber.counts), skipped)
+    return CollectResult(rows, len(sessions), len(legacy), dict(scrubber.counts), skipped, torn)
 
 
 def _try_export(meta: dict, agent: str | None, workdir: Path) -> Session | str:

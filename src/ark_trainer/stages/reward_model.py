@@ -88,13 +88,10 @@ def load_pairs(path: str | Path) -> tuple[list[dict], int]:
     The prompt is read by the data loader's own rules; ``chosen``/``rejected`` may be empty text (a policy
     sample can be empty, and rft_pairs.jsonl keeps it as the rejected answer, which it rightly is).
     """
+    from ark_trainer.data.files import check_data_file
     from ark_trainer.data.loader import _normalise, _Problems, json_objects
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(
-            f"--data_path: no such file {str(path)!r}; give a .jsonl file of chosen/rejected pairs"
-        )
+    path = check_data_file(path, "--data_path")
     problems, rows = _Problems(path), []
     for lineno, raw in json_objects(path, problems):
         answers = {k: raw.pop(k, None) for k in ("chosen", "rejected")}
