@@ -14,6 +14,9 @@
   fail score ``None`` (not applicable: left out of the composite's weighted mean) and are counted in
   ``reward_skipped`` events. A completion that no reward could score has a ``None`` total: RFT does not
   rank it, and TRL 1.16's GRPOTrainer marks it unscorable (left out of its group's baseline, advantage 0).
+  Samples a grader failed on by itself (a regex out of time, a score that is not a finite number) are
+  counted and reported the same way. A :class:`RewardUnavailable` (a judge that refuses the key or cannot
+  be reached) is never skipped: it stops the run, since every sample would fail alike.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import threading
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.rewards.registry import RewardUnavailable
 
 log = logging.getLogger("ark_trainer")
 
@@ -163,11 +167,23 @@ class GuardedReward:
         self.name, self.fn, self.timeout, self.stats = name, fn, timeout, stats
         self.__name__ = getattr(fn, "__name__", name)
 
-    def __call__(self, prompts: list, completions: list, **columns: Any) -> list:
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> Any:
+        from ark_trainer.rewards.graders import failures
+
+        before = failures(self.fn)[0]
+        scores = self._scores(prompts, completions, columns)
+        failed, reason = failures(self.fn)
+        if failed > before:  # the grader skipped samples by itself (e.g. a regex out of time)
+            self._count(failed - before, len(completions), "failed", reason)
+        return scores
+
+    def _scores(self, prompts: list, completions: list, columns: dict) -> Any:
         try:
-            return list(
-                _call_with_timeout(self.fn, self.timeout, prompts=prompts, completions=completions, **columns)
+            return _call_with_timeout(
+                self.fn, self.timeout, prompts=prompts, completions=completions, **columns
             )
+        except RewardUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure of user code is retried per sample
             first = exc
         scores, skipped = [], []
@@ -184,6 +200,8 @@ class GuardedReward:
                         )
                     )[0]
                 )
+            except RewardUnavailable:
+                raise
             except Exception as exc:  # noqa: BLE001
                 scores.append(None)
                 skipped.append((i, exc))
@@ -191,20 +209,29 @@ class GuardedReward:
             self._report(skipped, len(completions), first)
         return scores
 
+    def applies(self, prompts: list, completions: list, **columns: Any) -> list[bool]:
+        """The wrapped grader's :func:`~ark_trainer.rewards.graders.applies`, under the same timeout."""
+        from ark_trainer.rewards.graders import applies
+
+        try:
+            return _call_with_timeout(applies, self.timeout, self.fn, prompts, completions, columns)
+        except _TimedOut:
+            return [True] * len(completions)
+
     def _report(self, skipped: list, n: int, first: Exception) -> None:
         reason = "timeout" if isinstance(skipped[0][1], _TimedOut) else "error"
-        err = f"{type(skipped[0][1]).__name__}: {skipped[0][1]}"
+        self._count(len(skipped), n, reason, f"{type(skipped[0][1]).__name__}: {skipped[0][1]}")
+
+    def _count(self, skipped: int, n: int, reason: str, err: str) -> None:
         with _LOCK:
-            self.stats[self.name] = self.stats.get(self.name, 0) + len(skipped)
+            self.stats[self.name] = self.stats.get(self.name, 0) + skipped
             total = self.stats[self.name]
-        message = (
-            f"reward {self.name!r}: {len(skipped)} of {n} samples skipped ({reason}: {err}); {total} so far"
-        )
+        message = f"reward {self.name!r}: {skipped} of {n} samples skipped ({reason}: {err}); {total} so far"
         log.warning(message)
         monitor = self.stats.get("_monitor")
         if monitor is not None:
             monitor.event(
-                "reward_skipped", reward=self.name, n=len(skipped), reason=reason, error=err, total=total
+                "reward_skipped", reward=self.name, n=skipped, reason=reason, error=err, total=total
             )
 
 
@@ -227,6 +254,12 @@ def attach_monitor(reward, monitor) -> None:
     if stats is not None:
         stats["_monitor"] = monitor
 
+    def on_reject(name: str, n: int, example: str, total: int) -> None:
+        error = f"score {example} is not a finite number within bounds"
+        monitor.event("reward_skipped", reward=name, n=n, reason="invalid", error=error, total=total)
+
+    reward.on_reject = on_reject
+
 
 def warn_skipped(reward, monitor) -> None:
     """One warning per reward that skipped samples during the run (shown in the report's Warnings)."""
@@ -234,6 +267,11 @@ def warn_skipped(reward, monitor) -> None:
     for name, count in stats.items():
         if not name.startswith("_") and count:
             monitor.warn(
-                f"reward {name!r} failed (raised or timed out after --reward_timeout) on {count} samples; "
-                "they were skipped (see reward_skipped events and train.log)"
+                f"reward {name!r} failed (raised, timed out after --reward_timeout, or could not grade) on "
+                f"{count} samples; they were skipped (see reward_skipped events and train.log)"
             )
+    for name, count in (getattr(reward, "rejected", None) or {}).items():
+        monitor.warn(
+            f"reward {name!r} returned {count} scores that are not finite numbers within bounds (inf, nan, "
+            "huge); those samples were skipped, never trained on (see reward_skipped events)"
+        )

@@ -73,6 +73,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         sources.append((eval_path, eval_rows))
     check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
+    check_reward_applies(cfg, reward, rows)
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
         source = f"--eval_dataset {cfg.eval_dataset}"
@@ -88,6 +89,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
     plan = make_plan(cfg)
+    plan["rewards"] = reward.describe()
     if cfg.resume and (out / "plan.json").is_file():
         plan = read_json(out / "plan.json")  # keeps the first attempt's plan (and an auto probe's numbers)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
@@ -112,6 +114,21 @@ def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeRe
     return reward
 
 
+def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
+    """Refuse a reward that grades none of the data (``rewards/applies.py``), before anything is written.
+
+    With the default preset, its first grader (QC verdict, reference match) must apply: the preset's
+    format rules apply to any text, so they alone would train the answer's format and call it done.
+    """
+    from ark_trainer.rewards.applies import check_applies
+
+    where, task = f"--data_path {cfg.data_path}", None
+    if not cfg.reward_config:
+        where += f" (default reward: {Path(reward.source).stem} preset)"
+        task = [reward.components[0].name, *(["reward_model"] if cfg.rm_model_path else [])]
+    check_applies(reward, rows, where, task)
+
+
 class _LazyRewardModel:
     """Loads the reward model on first use, on the run's device, so checks stay cheap."""
 
@@ -126,6 +143,9 @@ class _LazyRewardModel:
 
             self.scorer = RewardModelScorer(self.path, device=self.device)
         return self.scorer(prompts, completions, **columns)
+
+    def applies(self, prompts, completions, **columns) -> list[bool]:
+        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know
 
 
 def make_plan(cfg: TrainConfig) -> dict:

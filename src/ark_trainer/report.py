@@ -217,6 +217,10 @@ def _strategy(run: Run) -> list[Block]:
         f"Reason: {plan.get('reason', '—')}",
         f"RFT steps: {plan.get('rft_steps', '—')} / GRPO steps: {plan.get('grpo_steps', '—')}",
     ]
+    rewards = plan.get("rewards") or {}
+    if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):
+        graders = ", ".join(f"{n} (weight {_short(w)})" for n, w in rewards["graders"].items())
+        items.append(f"Rewards: {graders}; spec {rewards.get('spec', '—')}")
     probe = plan.get("probe") or {}
     if isinstance(probe, dict) and probe:
         items.append("Probe: " + ", ".join(f"{k} = {_short(v)}" for k, v in probe.items()))

@@ -17,6 +17,8 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.rewards.graders import failures
+from ark_trainer.rewards.registry import SCORE_LIMIT
 from ark_trainer.stages.rft import score_completions
 
 ANSWER_COLUMNS = ("response", "output")
@@ -130,6 +132,17 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
     ]
     judges = judge_stats(reward)
     warnings = [w for s in summaries if s.name != TOTAL for w in s.warnings]
+    for comp in reward.components:
+        failed, reason = failures(comp.fn)
+        if failed:
+            warnings.append(
+                f"grader {comp.name!r}: {failed} answers not graded ({reason}); counted as not applicable"
+            )
+    for name, count in reward.rejected.items():
+        warnings.append(
+            f"grader {name!r}: {count} scores refused (not a finite number within ±{SCORE_LIMIT:g}); those "
+            "answers count as not applicable"
+        )
     for name, st in judges.items():
         failed = st["request_failures"] + st["parse_failures"]
         if failed:

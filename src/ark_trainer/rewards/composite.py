@@ -4,6 +4,11 @@ The total for a completion is the weighted mean of the graders that apply to it 
 applicable is left out of both sums), so a task without labels is not punished for them. The same
 :class:`CompositeReward` scores RFT candidates, drives GRPO and computes the evaluation metrics.
 
+Every score is checked here: a grader that returns something other than a list with one score per
+completion is a :class:`UserError`; a score that is not a finite number within ±``SCORE_LIMIT`` (inf, nan,
+1e308, 10**400) is refused for that sample (``None``), counted in :attr:`CompositeReward.rejected`, logged,
+and passed to ``on_reject`` (``train`` records a ``reward_skipped`` event).
+
 Spec file (``--reward_config``), in short (every grader type is described in ``rewards/spec.py``)::
 
     graders:
@@ -19,6 +24,7 @@ Spec file (``--reward_config``), in short (every grader type is described in ``r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import RewardFn, completion_text
+from ark_trainer.rewards.registry import SCORE_LIMIT, RewardFn, as_score, completion_text
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
 TOTAL = "total"
+log = logging.getLogger("ark_trainer")
 
 
 @dataclass
@@ -77,13 +84,22 @@ class CompositeReward:
                 "rename one"
             )
         self.components = list(components)
+        self.rejected: dict[str, int] = {}  # per grader: scores refused as not finite or out of bounds
+        self.on_reject: Callable[..., None] | None = None
+        self.source = "(built in code)"  # the spec file it came from
         self._cache_key: tuple | None = None
         self._cache: dict[str, list[float | None]] = {}
 
     @classmethod
     def from_spec(cls, path: str | Path | None, extra: Sequence[Component] = ()) -> CompositeReward:
         comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(path)]
-        return cls([*comps, *extra])
+        reward = cls([*comps, *extra])
+        reward.source = str(path or preset_path("qc"))
+        return reward
+
+    def describe(self) -> dict[str, Any]:
+        """What the run is graded by, for plan.json and the report."""
+        return {"spec": self.source, "graders": {c.name: c.weight for c in self.components}}
 
     @property
     def names(self) -> list[str]:
@@ -99,12 +115,42 @@ class CompositeReward:
         return self._cache
 
     def _call(self, comp: Component, prompts: list, completions: list, columns: dict) -> list[float | None]:
-        scores = list(comp.fn(prompts=prompts, completions=completions, **columns))
+        scores = comp.fn(prompts=prompts, completions=completions, **columns)
+        if isinstance(scores, str | bytes | dict) or not hasattr(scores, "__iter__"):
+            raise UserError(
+                f"reward {comp.name!r} returned {type(scores).__name__}, not a list; it must return one float "
+                "or None per completion"
+            )
+        scores = list(scores)
         if len(scores) != len(completions):
             raise RuntimeError(
                 f"reward {comp.name!r} returned {len(scores)} scores for {len(completions)} completions"
             )
-        return [None if s is None else float(s) for s in scores]
+        out, bad = [], []
+        for s in scores:
+            try:
+                value = None if s is None else as_score(s)
+            except (TypeError, ValueError):
+                raise UserError(
+                    f"reward {comp.name!r} returned the score {s!r}; return a number or None"
+                ) from None
+            if value is None and s is not None:
+                bad.append(s)
+            out.append(value)
+        if bad:
+            self._reject(comp.name, bad, len(scores))
+        return out
+
+    def _reject(self, name: str, bad: list, n: int) -> None:
+        total = self.rejected[name] = self.rejected.get(name, 0) + len(bad)
+        example = repr(bad[0]) if len(repr(bad[0])) <= 40 else f"a {len(repr(bad[0]))}-digit number"
+        log.warning(
+            "reward %r: %d of %d scores refused (%s is not a finite number within ±%g); those samples are "
+            "skipped, %d so far",
+            *(name, len(bad), n, example, SCORE_LIMIT, total),
+        )
+        if self.on_reject is not None:
+            self.on_reject(name=name, n=len(bad), example=example, total=total)
 
     def _combine(self, table: dict[str, list[float | None]], n: int) -> list[float | None]:
         totals: list[float | None] = []

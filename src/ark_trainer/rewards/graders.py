@@ -10,21 +10,26 @@ Every grader is a callable with TRL's reward contract ``fn(prompts, completions,
 Text fields are templates: ``{{sample.output_text}}``, ``{{item.label}}``, ``{{item.meta.lang}}``. A
 template that names a field the row does not have (or that is null) makes the grader return ``None``
 (not applicable) for that sample rather than grade an empty string.
+
+A grader that fails on one sample by itself (a regex that runs out of time, a sub-grader's score that is
+not a finite number) scores it ``None`` and counts it in ``failed``/``failure``; :func:`failures` sums
+them over nested graders, for ``score``'s summary and ``train``'s ``reward_skipped`` events.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import math
 import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import completion_text, prompt_text
+from ark_trainer.rewards.registry import SCORE_LIMIT, as_score, completion_text, prompt_text
 from ark_trainer.rewards.similarity import METRICS
 
 # Keyword arguments TRL adds to a reward call that are not data columns.
@@ -86,8 +91,34 @@ def contexts(prompts: list, completions: list, columns: dict[str, Any]) -> list[
     return out
 
 
+def failures(fn: Any) -> tuple[int, str]:
+    """Samples that ``fn`` (and the graders nested in it) failed on so far, and the latest reason."""
+    count, reason = getattr(fn, "failed", 0), getattr(fn, "failure", "")
+    for sub in getattr(fn, "graders", {}).values():
+        n, why = failures(sub)
+        count, reason = count + n, why or reason
+    return count, reason
+
+
+def applies(fn: Callable, prompts: list, completions: list, columns: dict[str, Any]) -> list[bool]:
+    """Whether ``fn`` grades each completion; judges and reward models answer without being asked.
+
+    A grader with an ``applies`` method answers cheaply (no request, no model load); any other is called.
+    One that raises is taken to apply: doubt never refuses a run.
+    """
+    cheap = getattr(fn, "applies", None)
+    try:
+        if callable(cheap):
+            return [bool(a) for a in cheap(prompts, completions, **columns)]
+        return [s is not None for s in fn(prompts=prompts, completions=completions, **columns)]
+    except Exception:  # noqa: BLE001 - user code: it may need what a real answer has
+        return [True] * len(completions)
+
+
 class PerSampleGrader:
     """Base class: grades one (sample, item) at a time with :meth:`grade`."""
+
+    failed, failure = 0, ""
 
     def __init__(self, name: str) -> None:
         self.__name__ = name
@@ -121,17 +152,33 @@ class StringCheck(PerSampleGrader):
 
 
 class RegexCheck(PerSampleGrader):
-    """1 when the pattern is found in the input (``expect: match``) or not found (``expect: no_match``)."""
+    """1 when the pattern is found in the input (``expect: match``) or not found (``expect: no_match``).
 
-    def __init__(self, name: str, input: Template, pattern: re.Pattern, expect: str) -> None:
+    Matched with the ``regex`` engine and a ``timeout`` per sample: a pattern with catastrophic
+    backtracking (``(a+)+$`` on a long run of ``a``) would hold the interpreter for hours under ``re``,
+    past every watchdog. A sample that runs out of time is not applicable (``None``) and counted.
+    """
+
+    def __init__(
+        self, name: str, input: Template, pattern: regex.Pattern, expect: str, timeout: float = 1.0
+    ) -> None:
         super().__init__(name)
-        self.input, self.pattern, self.want = input, pattern, expect == "match"
+        self.input, self.pattern, self.want, self.timeout = input, pattern, expect == "match", timeout
 
     def grade(self, sample, item):
         text = self.input.render(sample, item)
         if text is None:
             return None
-        return float((self.pattern.search(text) is not None) == self.want)
+        try:  # concurrent: the GIL is released, so the heartbeat and the reward guard keep running
+            found = self.pattern.search(text, timeout=self.timeout, concurrent=True) is not None
+        except TimeoutError:
+            self.failed += 1
+            self.failure = (
+                f"regex {self.pattern.pattern[:40]!r} took over {self.timeout:g}s on a {len(text)}-character "
+                "input (catastrophic backtracking?); simplify the pattern or raise its timeout"
+            )
+            return None
+        return float(found == self.want)
 
 
 class TextSimilarity(PerSampleGrader):
@@ -171,11 +218,17 @@ class PythonGrader(PerSampleGrader):
             ) from exc
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or as_score(value) is None:
             raise UserError(
-                f"{self.where}: python grader {self.__name__!r} returned {value!r}; return a number or None"
+                f"{self.where}: python grader {self.__name__!r} returned {_short(value)}; return None or a "
+                f"finite number within ±{SCORE_LIMIT:g}"
             )
         return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
 class LazyRewardModel:
@@ -195,6 +248,9 @@ class LazyRewardModel:
                 self.path, device=device, batch_size=self.batch_size, max_length=self.max_length
             )
         return self.scorer(prompts, completions, **columns)
+
+    def applies(self, prompts, completions, **columns) -> list[bool]:
+        return [True] * len(completions)  # a reward model scores any answer
 
 
 # --- multi: weighted mean or a formula over named sub-graders ---
@@ -268,15 +324,35 @@ class MultiGrader:
         self.__name__ = name
         self.graders, self.formula, self.weights = graders, formula, weights
 
+    failed, failure = 0, ""
+
     def __call__(self, prompts, completions, **columns):
         table = {
-            n: list(g(prompts=prompts, completions=completions, **columns)) for n, g in self.graders.items()
+            n: [self._checked(n, s) for s in g(prompts=prompts, completions=completions, **columns)]
+            for n, g in self.graders.items()
         }
         out: list[float | None] = []
         for i in range(len(completions)):
             row = {n: table[n][i] for n in table}
             out.append(self._combine(row))
         return out
+
+    def _checked(self, name: str, score: Any) -> float | None:
+        """A sub-grader's score, or None (counted) when it is not a finite number within bounds."""
+        if score is None:
+            return None
+        value = as_score(score)
+        if value is None:
+            self.failed += 1
+            self.failure = f"sub-grader {name!r} returned {_short(score)}, not a finite number within bounds"
+        return value
+
+    def applies(self, prompts, completions, **columns) -> list[bool]:
+        subs = {n: applies(g, prompts, completions, columns) for n, g in self.graders.items()}
+        if self.formula is not None:
+            used = [n.id for n in ast.walk(self.formula) if isinstance(n, ast.Name) and n.id in subs]
+            return [all(subs[n][i] for n in used) for i in range(len(completions))]
+        return [any(subs[n][i] for n in subs if self.weights[n] > 0) for i in range(len(completions))]
 
     def _combine(self, row: dict[str, float | None]) -> float | None:
         if self.formula is not None:

@@ -13,6 +13,13 @@ Robustness, because a judge is a network service that a multi-hour run depends o
   ``None`` (not applicable, left out of the composite) or ``0`` (``on_failure: zero``), counted in
   :attr:`LLMJudge.stats` and reported by ``ark-trainer score``; the run goes on;
 - HTTP 400/401/403/404 mean the spec is wrong (model name, key, URL): a :class:`UserError` at once;
+  401, 403 and 404 are :class:`RewardUnavailable`, which stops ``train`` too (a wrong key would fail every
+  sample), where a 400 (e.g. one answer too long for the judge) skips only that sample in ``train``;
+- redirects are never followed: the API key would go along to wherever the 3xx points. A redirect is
+  :class:`RewardUnavailable` naming the target; put the final URL in ``base_url``;
+- a judge that cannot be reached before it ever answered (connection refused, unknown host) is
+  :class:`RewardUnavailable` at the first request, not minutes of retries per answer; once it has
+  answered, the same errors are retried like any other (a judge restarting mid-run);
 - answers are cached by request (model, messages, sampling settings) in memory, or in a JSONL file
   (``cache: judge_cache.jsonl``) that survives restarts, so a re-run or a repeated sample costs nothing.
 
@@ -26,6 +33,7 @@ import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -36,6 +44,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.rewards.graders import Template, contexts
+from ark_trainer.rewards.registry import RewardUnavailable
 
 log = logging.getLogger("ark_trainer")
 
@@ -43,6 +52,17 @@ _SCORE_RE = re.compile(r"score\W{0,3}\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*\d+(?:\.\d+)?)?\s*\.?\s*$")
 _JSON_RE = re.compile(r"\{[^{}]*\}")
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_FATAL_STATUS = {401, 403, 404}  # the key or the URL is wrong: every sample would fail alike
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turns every 3xx into an HTTPError: following it would send the API key to another server."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def default_system(lo: float, hi: float) -> str:
@@ -130,6 +150,8 @@ class LLMJudge:
         )
         self.stats = {"requests": 0, "cache_hits": 0, "scored": 0, "request_failures": 0, "parse_failures": 0}
         self._lock = threading.Lock()
+        self.answered = False  # set by the first good reply: after it, a refused connection is retried
+        self.unavailable: RewardUnavailable | None = None  # once set, every later request raises it
 
     # --- one sample ---
 
@@ -161,29 +183,55 @@ class LLMJudge:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         last = ""
         for attempt in range(self.max_retries + 1):
+            if self.unavailable is not None:  # another thread found the judge unusable: ask no more
+                raise self.unavailable
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             self._count("requests")
             request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with _OPENER.open(request, timeout=self.timeout) as response:
                     payload = json.loads(response.read().decode("utf-8"))
-                return str(payload["choices"][0]["message"]["content"] or "")
+                reply = str(payload["choices"][0]["message"]["content"] or "")
+                self.answered = True
+                return reply
             except urllib.error.HTTPError as exc:
                 if exc.code not in _RETRY_STATUS:
-                    raise UserError(
-                        f"{self.where}: llm_judge {self.__name__!r}: {self.url} answered HTTP {exc.code} "
-                        f"({exc.reason}); check base_url, model and api_key_env"
-                    ) from None
+                    raise self._unusable(self._http_error(exc)) from None
                 last = f"HTTP {exc.code}"
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+                reason = getattr(exc, "reason", exc)
+                if not self.answered and isinstance(reason, ConnectionRefusedError | socket.gaierror):
+                    raise self._unusable(
+                        RewardUnavailable(
+                            f"{self.where}: llm_judge {self.__name__!r}: cannot reach {self.url} ({reason}); "
+                            "start the judge server or fix base_url"
+                        )
+                    ) from None
+                last = f"{type(exc).__name__}: {reason}"
             except (ValueError, KeyError, IndexError, TypeError):
                 last = "reply is not an OpenAI chat completion"
         log.warning(
             "llm_judge %s: request failed after %d tries (%s)", self.__name__, self.max_retries + 1, last
         )
         return None
+
+    def _unusable(self, error: UserError) -> UserError:
+        if isinstance(error, RewardUnavailable):
+            self.unavailable = error
+        return error
+
+    def _http_error(self, exc: urllib.error.HTTPError) -> UserError:
+        """The one-line error for an HTTP status that retrying cannot fix."""
+        head = f"{self.where}: llm_judge {self.__name__!r}: {self.url} answered HTTP {exc.code}"
+        if 300 <= exc.code < 400:
+            target = exc.headers.get("Location", "elsewhere") if exc.headers else "elsewhere"
+            return RewardUnavailable(
+                f"{head} (a redirect to {target}); redirects are not followed, so the API key goes to no "
+                "other server: put the final URL in base_url"
+            )
+        kind = RewardUnavailable if exc.code in _FATAL_STATUS else UserError
+        return kind(f"{head} ({exc.reason}); check base_url, model and api_key_env")
 
     def _request_key(self, body: dict) -> str:
         blob = json.dumps([self.url, body], ensure_ascii=False, sort_keys=True)
@@ -215,12 +263,20 @@ class LLMJudge:
     def _failed(self) -> float | None:
         return 0.0 if self.on_failure == "zero" else None
 
+    def applies(self, prompts: list, completions: list, **columns: Any) -> list[bool]:
+        """Whether each sample would be judged (its templates fill in), without asking the judge."""
+        return [self._body(s, i) is not None for s, i in contexts(prompts, completions, columns)]
+
     def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
         ctx = contexts(prompts, completions, columns)
         if self.concurrency == 1 or len(ctx) == 1:
             return [self.grade(s, i) for s, i in ctx]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(ctx))) as pool:
-            return list(pool.map(lambda c: self.grade(*c), ctx))
+            futures = [pool.submit(self.grade, s, i) for s, i in ctx]
+            try:
+                return [f.result() for f in futures]
+            finally:  # after a RewardUnavailable, the answers not yet asked are not asked
+                pool.shutdown(cancel_futures=True)
 
 
 # --- built from a spec entry ---

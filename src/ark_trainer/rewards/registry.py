@@ -4,18 +4,52 @@ A reward is TRL's contract ``fn(prompts, completions, **columns) -> list[float |
 completion, ``None`` where the reward does not apply. Every extra dataset column arrives as a keyword
 argument. Rewards are registered with :func:`register_reward`; a parameterised reward is a *factory*
 registered with :func:`register_reward_factory` and built from keyword parameters (the YAML spec's
-``params``). User code is reachable as ``package.module:function``.
+``params``). User code is reachable as ``package.module:function``; it is checked to take
+``(prompts, completions, **kwargs)`` when the spec is read, so ``os:getcwd`` is refused there, not mid-run.
+
+A score must be a finite number within ±:data:`SCORE_LIMIT` (:func:`as_score`); anything else (inf, nan,
+1e308, 10**400) is refused for that sample by the composite, never trained on.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.errors import UserError
 
 RewardFn = Callable[..., list[float | None]]
+SCORE_LIMIT = 1e6  # no grader of ours comes near; beyond it a score would swamp GRPO's group statistics
+CONTRACT = (
+    "a rule is a function reward(prompts, completions, **kwargs) returning one float or None per "
+    "completion (for grade(sample, item) use type: python)"
+)
+
+
+class RewardUnavailable(UserError):
+    """A reward that cannot work at all (its judge refuses the key, redirects or cannot be reached).
+
+    Unlike a failure on one sample, it stops ``train`` and ``score`` at once: the training guards re-raise
+    it instead of skipping sample after sample and training with no reward.
+    """
+
+
+def as_score(value: Any) -> float | None:
+    """``value`` as a reward, or ``None`` when it is not a finite number within ±SCORE_LIMIT.
+
+    inf, nan, 1e308 or 10**400 would wreck GRPO's group normalisation and RFT's ranking, so the caller
+    counts such a score as refused and leaves the sample out. A value that is no number at all raises
+    TypeError/ValueError: that is a broken reward, not a bad sample.
+    """
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) and abs(number) <= SCORE_LIMIT else None
+
 
 _REWARDS: dict[str, RewardFn] = {}
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
@@ -85,8 +119,26 @@ def _import_reward(path: str, where: str) -> RewardFn:
     except (ImportError, AttributeError) as exc:
         raise UserError(f"{where}: cannot import reward {path!r}: {exc}") from None
     if not callable(fn):
-        raise UserError(f"{where}: {path!r} is not callable")
+        raise UserError(f"{where}: {path!r} is not callable; {CONTRACT}")
+    _check_contract(fn, path, where)
     return fn
+
+
+def _check_contract(fn: Callable, path: str, where: str) -> None:
+    """Refuse a callable that cannot take TRL's reward call (``prompts=, completions=, **columns``)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{where}: {path!r} is not a reward function (no Python signature); {CONTRACT}"
+        ) from None
+    takes_columns = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    try:
+        sig.bind(prompts=[], completions=[])
+    except TypeError:
+        takes_columns = False
+    if not takes_columns:
+        raise UserError(f"{where}: {path!r} is not a reward function: it takes {sig}; {CONTRACT}")
 
 
 def completion_text(completion: Any) -> str:

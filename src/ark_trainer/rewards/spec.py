@@ -14,9 +14,10 @@ A spec is a list of graders under ``graders:``; the composite reward is their we
         reference: "抱歉"
         operation: like
       - name: no_phone_number
-        type: regex
+        type: regex                   # matched with the `regex` engine, at most `timeout` s per sample
         pattern: "1[3-9]\\d{9}"
         expect: no_match
+        timeout: 1.0                  # default; a sample that runs out of time is skipped (None), counted
       - name: close_to_reference
         type: text_similarity         # fuzzy_match token_f1 bleu rouge_1..rouge_5 rouge_l
         reference: "{{item.reference}}"
@@ -47,12 +48,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import regex
 import yaml
 
 from ark_trainer.errors import UserError
@@ -65,7 +67,7 @@ _META = ("__line__", "__keylines__")
 FIELDS = {
     "rule": {"rule", "params"},
     "string_check": {"input", "reference", "operation"},
-    "regex": {"input", "pattern", "expect", "ignore_case"},
+    "regex": {"input", "pattern", "expect", "ignore_case", "timeout"},
     "text_similarity": {"input", "reference", "evaluation_metric", "pass_threshold"},
     "reward_model": {"model_path", "device", "batch_size", "max_length"},
     "llm_judge": {
@@ -143,6 +145,8 @@ class _Entry:
 
     def number(self, key: str, default: float, *, low: float | None = None, integer: bool = False) -> float:
         value = self.get(key, int if integer else (int, float), default)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(key, f"expected a finite number, got {value!r}")
         if low is not None and value < low:
             raise self.fail(key, f"expected a number ≥ {low:g}, got {value!r}")
         return value
@@ -288,16 +292,17 @@ def _string_check(entry: _Entry, name: str) -> Callable:
 
 def _regex(entry: _Entry, name: str) -> Callable:
     text = entry.get("pattern", str, required=True)
-    flags = re.IGNORECASE if entry.get("ignore_case", bool, False) else 0
+    flags = regex.V0 | (regex.IGNORECASE if entry.get("ignore_case", bool, False) else 0)  # V0: re's syntax
     try:
-        pattern = re.compile(text, flags)
-    except re.error as exc:
+        pattern = regex.compile(text, flags)
+    except (regex.error, ValueError) as exc:
         raise entry.fail("pattern", f"not a valid regular expression ({exc})") from None
     return g.RegexCheck(
         name,
         entry.template("input", "{{sample.output_text}}"),
         pattern,
         entry.choice("expect", ("match", "no_match"), "match"),
+        float(entry.number("timeout", 1.0, low=0.001)),
     )
 
 
