@@ -3,8 +3,11 @@
 Everything here maps our flags onto the engines' own options (peft ``LoraConfig``, transformers
 ``BitsAndBytesConfig``, TRL ``GRPOConfig``'s ``use_vllm``/``vllm_*``); nothing is re-implemented.
 
-- Precision: ``--mixed_precision auto`` (default) trains in bf16 on a GPU that supports it, fp16 on an
-  older GPU, fp32 on CPU. ``--fp16 True``/``--bf16 True`` always win; ``--mixed_precision no`` forces fp32.
+- Precision: ``--mixed_precision auto`` (default) trains with bf16 autocast on a GPU that supports it,
+  fp16 autocast on an older GPU (both with fp32 master weights, as transformers' Trainer does mixed
+  precision), fp32 on CPU. Pure bf16 weights (half the weight and optimizer memory, less precise updates:
+  the demo's GRPO diverged in them on an H200) only with ``--mixed_precision bf16_weights``.
+  ``--fp16 True``/``--bf16 True`` always win; ``--mixed_precision no`` forces fp32.
 - LoRA: ``--lora_r R`` (> 0) trains adapters on ``--lora_target_modules``; the final model is merged into
   full weights (``OUT/model``, plain ``AutoModelForCausalLM``) unless ``--save_adapter_only True``.
 - QLoRA: ``--load_in_4bit True`` loads the frozen base in NF4; it needs ``--lora_r`` > 0, bitsandbytes and a
@@ -19,7 +22,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 
-PRECISIONS = ("auto", "fp16", "bf16", "no")
+PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
 VLLM_MODES = ("colocate", "server")
 LAUNCHERS = ("auto", "accelerate")
 
@@ -106,7 +109,16 @@ def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool
             else "fp16"
         )
         return mode == "fp16", mode == "bf16", f"--mixed_precision auto: {mode} on {device}"
-    return mode == "fp16", mode == "bf16", None
+    return mode == "fp16", mode in ("bf16", "bf16_weights"), None
+
+
+def precision_name(fp16: bool, bf16: bool, bf16_weights: bool) -> str:
+    """How a run computes, as recorded in plan.json, the ``scale`` event, the report and error messages."""
+    if fp16:
+        return "fp16 autocast, fp32 weights"
+    if bf16:
+        return "bf16 weights" if bf16_weights else "bf16 autocast, fp32 weights"
+    return "fp32"
 
 
 def peft_config(cfg, task_type: str = "CAUSAL_LM"):
@@ -139,11 +151,13 @@ def trainer_extras(cfg, rt) -> dict[str, Any]:
 
 
 def trainer_model_kwargs(cfg, rt) -> dict[str, Any]:
-    """``model_init_kwargs`` additions for the trainers: fp32 master weights under fp16 mixed precision
-    (the fp16 grad scaler refuses fp16 parameters; bf16 trains in bf16 weights as TRL does), and QLoRA."""
+    """``model_init_kwargs`` additions for the trainers: fp32 master weights under mixed precision (the
+    Trainer then autocasts; the fp16 grad scaler refuses fp16 parameters, and bf16 weights lose small
+    updates), unless ``--mixed_precision bf16_weights`` asks for bf16 weights; and QLoRA."""
     import torch
 
-    extra: dict[str, Any] = {"dtype": torch.float32} if rt.fp16 and not cfg.load_in_4bit else {}
+    master = (rt.fp16 or rt.bf16) and not rt.bf16_weights and not cfg.load_in_4bit
+    extra: dict[str, Any] = {"dtype": torch.float32} if master else {}
     return {**extra, **quantization_kwargs(cfg, rt)}
 
 
@@ -180,7 +194,7 @@ def vllm_grpo_kwargs(cfg) -> dict[str, Any]:
 
 def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
     """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM."""
-    precision = "fp16" if rt.fp16 else "bf16" if rt.bf16 else "fp32"
+    precision = rt.precision
     return {
         "processes": processes,
         "launcher": "accelerate" if processes > 1 or cfg.launcher == "accelerate" else "none",

@@ -62,16 +62,21 @@ def train_grpo(
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
-        trainer = GRPOTrainer(
-            model=model_path,
-            reward_funcs=funcs,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tok,
-            callbacks=stage_callbacks(monitor, log_dir, "grpo"),
-            peft_config=peft_config(cfg),
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: GRPOTrainer(
+                model=model_path,
+                reward_funcs=funcs,
+                args=args,
+                train_dataset=dataset,
+                processing_class=tok,
+                callbacks=stage_callbacks(monitor, log_dir, "grpo"),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            monitor,
+            "grpo",
+            out_dir,
         )
-        run_trainer(trainer, cfg, monitor, "grpo", out_dir)  # resume, crash-safe saves, guards
         check_replicas(trainer, "grpo")
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
     warn_if_no_signal(monitor, trainer.state.log_history)
