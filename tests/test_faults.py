@@ -62,9 +62,7 @@ def test_disk_full_before_a_save_stops_and_keeps_earlier_checkpoints(assets, tmp
 
 
 # --- guards ---
-def test_nan_on_every_step_stops_after_the_rollbacks_and_no_nan_checkpoint(
-    assets, tmp_path, monkeypatch, capsys
-):  # noqa: F811
+def test_nan_on_every_step_stops_and_no_nan_checkpoint(assets, tmp_path, monkeypatch, capsys):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "nan_from_step:3")
     assert main(["train", *flags(assets, out, "GRPO"), "--max_bad_steps", "2", "--max_rollbacks", "1"]) == 2

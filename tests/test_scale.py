@@ -292,7 +292,7 @@ def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path)
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(prof.read_text())
-    assert {"_MonitorCallback", "_NonFiniteGuard", "TensorBoardCallback", "DefaultFlowCallback"} <= set(
+    assert {"_MonitorCallback", "StepGuard", "TensorBoardCallback", "DefaultFlowCallback"} <= set(
         data["callbacks_s"]
     )
     assert data["callbacks_ours_s"] > 0 and data["reward_guard_calls"] > 0
