@@ -80,3 +80,39 @@ def test_the_run_records_its_precision(monkeypatch, tmp_path):
     cfg = TrainConfig()
     rt = resolve_runtime(cfg)
     assert scale_summary(cfg, rt, 1)["precision"] == "bf16 autocast, fp32 weights"
+
+
+# --- generation on a GPU: the automatic choice (measured by bench/gpu_generation.py) ---
+@pytest.mark.parametrize(
+    ("device", "batch", "accum", "vllm", "expected"),
+    [
+        ("cpu", 16, 1, False, {}),  # CPU: TRL's defaults, unchanged
+        ("cuda:0", 16, 1, False, {"steps_per_generation": 4}),  # 64 sequences per generate call
+        ("cuda:0", 8, 2, False, {"steps_per_generation": 8}),  # whole accumulation cycles only
+        ("cuda:0", 128, 1, False, {}),  # already large enough
+        ("cuda:0", 16, 1, True, {}),  # vLLM generates
+    ],
+)
+def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
+    tmp_path, device, batch, accum, vllm, expected
+):
+    from trl import GRPOConfig
+
+    from ark_trainer.scale import rollout_kwargs
+
+    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, use_vllm=vllm)
+    kwargs = rollout_kwargs(cfg, device)
+    assert kwargs == expected
+    args = GRPOConfig(  # TRL accepts it: whole prompt groups per generation batch
+        output_dir=str(tmp_path), per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+        num_generations=8, use_cpu=True, report_to="none", **kwargs,
+    )  # fmt: skip
+    assert args.generation_batch_size == batch * accum * max(
+        1, kwargs.get("steps_per_generation", accum) // accum
+    )
+
+
+def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():
+    from ark_trainer.scale import generation_batch
+
+    assert generation_batch("cpu", 32) == 32 and generation_batch("cuda:0", 32) == 128

@@ -15,7 +15,7 @@ from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.scale import peft_config, vllm_grpo_kwargs
+from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
@@ -59,6 +59,7 @@ def train_grpo(
         loss_type=cfg.loss_type,
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
+        **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
