@@ -258,3 +258,65 @@ def test_messages_name_the_precision_in_use_and_the_flag_to_change(dtype, fp16, 
     model = torch.nn.Linear(2, 2).to(getattr(torch, dtype))
     assert precision_of(SimpleNamespace(fp16=fp16, bf16=bf16), model) == name
     assert (fix in precision_fix(name)) if fix else precision_fix(name) == ""
+
+
+def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeypatch):  # noqa: F811
+    """bf16 autocast over fp32 weights, emulated on CPU (accelerate autocasts to bf16 there too)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    from ark_trainer.monitor import Monitor
+    from ark_trainer.resume import run_trainer
+
+    monkeypatch.setenv("ARK_FAULT", "nan_at_step:2")
+    ids = [[5, 6, 7, 8, 9, 10]] * 8
+    data = Dataset.from_list([{"input_ids": x, "labels": x} for x in ids])
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "rft"), max_steps=3, per_device_train_batch_size=2, learning_rate=1e-2,
+        bf16=True, use_cpu=True, report_to="none", save_strategy="no", logging_steps=1,
+    )  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(str(assets["model"]), dtype=torch.float32)
+    cfg = SimpleNamespace(
+        max_bad_steps=3, max_rollbacks=2, resume=False, min_free_disk_gb=0, save_total_limit=0
+    )
+    monitor = Monitor(tmp_path, heartbeat=False)
+    trainer = run_trainer(
+        lambda: Trainer(model=model, args=args, train_dataset=data), cfg, monitor, "rft", tmp_path
+    )
+    assert trainer.state.global_step == 3
+    (bad,) = events(tmp_path, "bad_step")
+    assert bad["step"] == 2 and bad["precision"] == "bf16 autocast, fp32 weights"
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert next(trainer.model.parameters()).dtype == torch.float32  # the master weights stayed fp32
+
+
+def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatch):  # noqa: F811
+    import ark_trainer.stages.grpo as grpo
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grpo, "train_grpo", interrupted)
+    out = tmp_path / "run"
+    assert main(["train", *flags(assets, out, "RFT+GRPO", steps=2), "--max_train_steps", "4"]) == 130
+    md = (out / "report.md").read_text()
+    assert "Stopped in stage" in md and "KeyboardInterrupt" in md
+    assert f"Model of the last finished stage (rft): {out / 'rft' / 'final'}" in md
+
+
+def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
+    """A child killed every time wrote no error of its own: the supervisor's verdict is the cause."""
+    from ark_trainer.monitor import Monitor
+    from ark_trainer.supervisor import _give_up
+
+    (tmp_path / "run.yaml").write_text("task_name: t\nstrategy: GRPO\n")
+    monitor = Monitor(tmp_path, heartbeat=False)
+    monitor.event("run_start", task_name="t")
+    monitor.event("stage_start", stage="eval_base")
+    monitor.event("stage_end", stage="eval_base", status="ok", seconds=1)
+    monitor.event("stage_start", stage="grpo")  # then SIGKILL: no stage_end, no run_end
+    _give_up(tmp_path, "--auto_resume 1: the run failed every time; see events.jsonl")
+    md = (tmp_path / "report.md").read_text()
+    assert "Stopped in stage grpo: --auto_resume 1: the run failed every time" in md
+    assert "Finished before it: eval_base" in md
