@@ -161,7 +161,7 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
     newest complete checkpoint (or starts over) at half the learning rate, up to ``--max_rollbacks`` times
     (``ark_trainer.bad_steps``); then :class:`~ark_trainer.guards.TrainingDiverged` ends it (exit 2).
     """
-    from ark_trainer.bad_steps import BadStreak, step_guard
+    from ark_trainer.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
 
     guard = step_guard(monitor, stage, cfg.max_bad_steps)
     fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
@@ -170,32 +170,41 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
         step = read_json(ckpt / MARKER)["step"]
         monitor.event("resume", stage=stage, checkpoint=str(ckpt), step=step)
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
-    factor = 1.0
-    for rollback in range(cfg.max_rollbacks + 1):
+    factor, attempt = 1.0, 0
+    while True:
         trainer = _prepared(make_trainer(), cfg, monitor, stage, (guard, fault), factor)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-            break
         except BadStreak as bad:
-            base_lr, streak = trainer.args.learning_rate, bad.with_traceback(None)
-            precision = _precision(trainer)
-            del trainer
-            _free_memory()
-        if rollback == cfg.max_rollbacks:
+            streak, base_lr, precision = (
+                bad.with_traceback(None),
+                trainer.args.learning_rate,
+                _precision(trainer),
+            )
+        else:
+            check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
+            return trainer
+        del trainer  # before the next one loads (GPU memory)
+        _free_memory()
+        if attempt == cfg.max_rollbacks:
             _diverged(monitor, stage, streak, base_lr * factor, precision, cfg)
-        factor *= 0.5
-        ckpt = latest_complete(out_dir)
-        step = read_json(ckpt / MARKER)["step"] if ckpt else 0
-        monitor.event(
-            "rollback", stage=stage, attempt=rollback + 1, at_step=streak.step, to_step=step,
-            checkpoint=str(ckpt) if ckpt else None, learning_rate=base_lr * factor, precision=precision,
-        )  # fmt: skip
-        log.warning(
-            "%s: %d bad steps in a row up to step %d; rollback %d of %d to step %d with learning rate %g",
-            stage, streak.streak, streak.step, rollback + 1, cfg.max_rollbacks, step, base_lr * factor,
-        )  # fmt: skip
-    check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
-    return trainer
+        attempt, factor = attempt + 1, factor * ROLLBACK_LR_FACTOR
+        ckpt = _roll_back(monitor, stage, attempt, streak, base_lr * factor, precision, cfg, out_dir)
+
+
+def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str, cfg, out_dir: Path):
+    """Record rollback ``attempt`` to the newest complete checkpoint (None: the stage's start); return it."""
+    ckpt = latest_complete(out_dir)
+    step = read_json(ckpt / MARKER)["step"] if ckpt else 0
+    monitor.event(
+        "rollback", stage=stage, attempt=attempt, at_step=bad.step, to_step=step,
+        checkpoint=str(ckpt) if ckpt else None, learning_rate=lr, precision=precision,
+    )  # fmt: skip
+    log.warning(
+        "%s: %d bad steps in a row up to step %d (%s); rollback %d of %d to step %d with learning rate %g",
+        stage, bad.streak, bad.step, precision, attempt, cfg.max_rollbacks, step, lr,
+    )  # fmt: skip
+    return ckpt
 
 
 def _prepared(trainer, cfg, monitor, stage: str, callbacks: tuple, factor: float):
