@@ -57,15 +57,15 @@ part() {  # part NAME SECONDS COMMAND...: run with a limit, log to $out/NAME.log
   note "$name: exit $code in $((SECONDS - t0))s (limit ${limit}s)"
   [ $code -eq 0 ] || rc=1
 }
-part test_gpu 75 $py -m pytest -q -rs -p no:cacheprovider tests/test_gpu.py
+part test_gpu 70 $py -m pytest -q -rs -p no:cacheprovider tests/test_gpu.py
 demo="$out/demo"
 rm -rf "$demo"
-part demo 130 $py -m ark_trainer demo --output_dir "$demo"
+part demo 150 $py -m ark_trainer demo --output_dir "$demo"
 if [ -f "$demo/report.md" ]; then cp "$demo/report.md" "$results/gpu_demo_report.md"; fi
 if [ -d "$demo/data" ] && [ -d "$demo/base_model" ]; then
   tpl="$out/qc-v2"
   rm -rf "$tpl"
-  part reference_template 75 $py -m ark_trainer train --strategy RFT+GRPO --task_name 智能客服_RFT_GRPO_v2 \
+  part reference_template 70 $py -m ark_trainer train --strategy RFT+GRPO --task_name 智能客服_RFT_GRPO_v2 \
     --model_path "$demo/base_model" --data_path "$demo/data/train.jsonl" \
     --output_dir "$tpl" --eval_auto True \
     --eval_dataset "$demo/data/eval.jsonl" --max_train_steps 60 --rft_steps 20 \
@@ -75,7 +75,7 @@ if [ -d "$demo/data" ] && [ -d "$demo/base_model" ]; then
 else
   note "reference_template: skipped (the demo left no data/base_model in $demo)"; rc=1
 fi
-part gpu_generation 90 $py bench/gpu_generation.py --out "$results" --budget_s 60
+part gpu_generation 80 $py bench/gpu_generation.py --out "$results" --budget_s 50
 part memory_gpu 100 $py bench/memory.py --gpu --out "$results"
 cp "$status" "$results/gpu_check.md"
 cp "$out/versions.txt" "$results/gpu_versions.txt"  # the logs stay in $OUT
