@@ -320,3 +320,32 @@ def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "Stopped in stage grpo: --auto_resume 1: the run failed every time" in md
     assert "Finished before it: eval_base" in md
+
+
+def test_without_an_accelerate_optimizer_a_bad_step_drops_the_gradients(tmp_path):
+    import torch
+
+    from ark_trainer.bad_steps import step_guard
+    from ark_trainer.monitor import Monitor
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)  # a bare torch optimizer: nothing to skip through
+    model(torch.ones(1, 3)).sum().backward()
+    model.weight.grad[0, 0] = float("nan")
+    guard = step_guard(Monitor(tmp_path, heartbeat=False), "rft", max_bad_steps=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    guard.on_pre_optimizer_step(SimpleNamespace(fp16=False), _State(0), None, model=model, optimizer=opt)
+    opt.step()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and not opt.state
+
+
+def test_a_long_list_of_bad_steps_is_cut_in_the_report():
+    from ark_trainer.report_incidents import MAX_ROWS, bad_step_blocks
+
+    bad = [
+        {"event": "bad_step", "stage": "grpo", "step": i, "what": "the loss", "precision": "fp32"}
+        for i in range(100)
+    ]
+    para, table = bad_step_blocks(bad)[1:]
+    assert "Bad steps skipped (no update applied): 100 (grpo 100)" in para.text
+    assert len(table.rows) == MAX_ROWS + 1 and table.rows[MAX_ROWS // 2][1] == f"{100 - MAX_ROWS} more"

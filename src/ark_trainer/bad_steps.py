@@ -141,6 +141,8 @@ def step_guard(monitor, stage: str, max_bad_steps: int):
                 raise BadStreak(step, what, max_bad_steps)
             if not getattr(args, "fp16", False):  # under fp16 the loss scaler skips it by itself
                 self.skipping = _skip_next_step(optimizer)
+                if not self.skipping and model is not None:  # no accelerate wrapper to skip through:
+                    model.zero_grad(set_to_none=True)  # torch optimizers leave grad-less parameters alone
 
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             if self.skipping and optimizer is not None:

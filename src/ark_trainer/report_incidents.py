@@ -12,6 +12,8 @@ from typing import Any
 
 from ark_trainer.render import Block, Bullets, Heading, Para, Table
 
+MAX_ROWS = 40
+
 
 def _last_attempt(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     starts = [i for i, e in enumerate(events) if e.get("event") == "run_start"]
@@ -83,6 +85,12 @@ def bad_step_blocks(events: list[dict[str, Any]]) -> list[Block]:
         per_stage[str(e.get("stage"))] = per_stage.get(str(e.get("stage")), 0) + 1
     counts = ", ".join(f"{stage} {n}" for stage, n in per_stage.items()) or "none"
     rows = [_incident_row(e) for e in events if e.get("event") in ("bad_step", "rollback")]
+    if len(rows) > MAX_ROWS:  # a long run can skip many steps: the first ones and the last ones
+        rows = [
+            *rows[: MAX_ROWS // 2],
+            ["…", f"{len(rows) - MAX_ROWS} more", "", ""],
+            *rows[-MAX_ROWS // 2 :],
+        ]
     precision = bad[-1].get("precision") if bad else rollbacks[-1].get("precision")
     summary = (
         f"Bad steps skipped (no update applied): {len(bad)} ({counts}); rollbacks: {len(rollbacks)}; "
