@@ -12,6 +12,7 @@ import torch
 
 from ark_trainer.config import TrainConfig, validate
 from ark_trainer.stages.common import resolve_runtime, trainer_kwargs
+from test_resume import assets, flags  # noqa: F401 - the module fixture is reused
 
 
 def fake_gpu(monkeypatch, capability: tuple[int, int] | None) -> None:
@@ -84,35 +85,56 @@ def test_the_run_records_its_precision(monkeypatch, tmp_path):
 
 # --- generation on a GPU: the automatic choice (measured by bench/gpu_generation.py) ---
 @pytest.mark.parametrize(
-    ("device", "batch", "accum", "vllm", "expected"),
+    ("device", "batch", "accum", "flags", "expected"),
     [
-        ("cpu", 16, 1, False, {}),  # CPU: TRL's defaults, unchanged
-        ("cuda:0", 16, 1, False, {"steps_per_generation": 4}),  # 64 sequences per generate call
-        ("cuda:0", 8, 2, False, {"steps_per_generation": 8}),  # whole accumulation cycles only
-        ("cuda:0", 128, 1, False, {}),  # already large enough
-        ("cuda:0", 16, 1, True, {}),  # vLLM generates
+        ("cpu", 16, 1, {}, {}),  # CPU: TRL's defaults, unchanged
+        ("cuda:0", 16, 1, {}, {"steps_per_generation": 4}),  # 64 sequences per generate call
+        ("cuda:0", 8, 2, {}, {"steps_per_generation": 8}),  # whole accumulation cycles only
+        ("cuda:0", 128, 1, {}, {}),  # already large enough
+        ("cuda:0", 16, 1, {"use_vllm": True}, {}),  # vLLM generates
+        ("cuda:0", 16, 1, {"rollout_steps": 1}, {}),  # --rollout_steps 1: TRL's default on a GPU too
+        ("cpu", 8, 2, {"rollout_steps": 3}, {"steps_per_generation": 6}),  # --rollout_steps 3, anywhere
     ],
 )
 def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
-    tmp_path, device, batch, accum, vllm, expected
+    tmp_path, device, batch, accum, flags, expected
 ):
     from trl import GRPOConfig
 
     from ark_trainer.scale import rollout_kwargs
 
-    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, use_vllm=vllm)
+    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
     kwargs = rollout_kwargs(cfg, device)
     assert kwargs == expected
     args = GRPOConfig(  # TRL accepts it: whole prompt groups per generation batch
         output_dir=str(tmp_path), per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
         num_generations=8, use_cpu=True, report_to="none", **kwargs,
     )  # fmt: skip
-    assert args.generation_batch_size == batch * accum * max(
-        1, kwargs.get("steps_per_generation", accum) // accum
-    )
+    assert args.generation_batch_size == batch * kwargs.get("steps_per_generation", accum)
+
+
+def test_rollout_steps_must_be_positive():
+    from ark_trainer.errors import UserError
+
+    with pytest.raises(UserError, match="--rollout_steps: must be ≥ 1, got 0"):
+        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
 
 
 def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():
     from ark_trainer.scale import generation_batch
 
     assert generation_batch("cpu", 32) == 32 and generation_batch("cuda:0", 32) == 128
+
+
+def test_a_grpo_run_with_rollout_steps_trains_and_records_it(assets, tmp_path):  # noqa: F811
+    import json
+
+    from ark_trainer.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", *flags(assets, out, "GRPO"), "--rollout_steps", "2"]) == 0
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    scale = next(e for e in events if e["event"] == "scale")
+    assert scale["steps_per_generation"] == 2 and scale["precision"] == "fp32"
+    state = json.loads((out / "grpo" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4

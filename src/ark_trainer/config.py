@@ -95,6 +95,9 @@ class TrainConfig:
         0.5, "a prompt's best completion is kept for RFT only at or above this reward"
     )
     num_generations: int = _opt(4, "GRPO group size: completions per prompt")
+    rollout_steps: int | None = _opt(
+        None, "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)"
+    )
     max_completion_length: int = _opt(64, "max new tokens per completion (sampling, GRPO and eval)")
     temperature: float = _opt(1.0, "GRPO sampling temperature")
     beta: float = _opt(0.04, "GRPO KL coefficient (0 disables the reference model)")
@@ -283,6 +286,8 @@ def validate(cfg: TrainConfig) -> None:
             f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
             f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
         )
+    if cfg.rollout_steps is not None and cfg.rollout_steps < 1:
+        problems.append(f"--rollout_steps: must be ≥ 1, got {cfg.rollout_steps}")
     for name in ("warmup_ratio", "eval_ratio"):
         if not 0 <= getattr(cfg, name) < 1:
             problems.append(f"--{name}: must be in [0, 1), got {getattr(cfg, name)}")

@@ -224,7 +224,11 @@ def rollout_kwargs(cfg, device: str) -> dict[str, Any]:
     Generates the rollouts of several optimizer steps in one ``generate`` call (``steps_per_generation``, a
     multiple of ``--gradient_accumulation_steps`` so every batch holds whole prompt groups) until about
     ``GPU_GENERATION_SEQUENCES`` sequences are decoded together, at most ``MAX_ROLLOUT_ROUNDS`` steps.
+    ``--rollout_steps N`` sets the number of optimizer steps itself (1: TRL's default, on any device).
     """
+    if cfg.rollout_steps:  # the user's choice; 1 is TRL's default (one generation per optimizer step)
+        steps = cfg.rollout_steps * cfg.gradient_accumulation_steps
+        return {"steps_per_generation": steps} if cfg.rollout_steps > 1 else {}
     if not device.startswith("cuda") or cfg.use_vllm:
         return {}
     per_step = max(1, cfg.batch_size * cfg.gradient_accumulation_steps)
