@@ -7,6 +7,8 @@ tokens, sampling at temperature 1 (EOS ignored, so every method decodes the same
 
 - ``generate`` at batch 16 (GRPO's default: one optimizer step's rollouts), 64 (what ark-trainer now
   asks TRL for on a GPU: ``steps_per_generation`` 4, ``scale.rollout_kwargs``) and 128;
+- ``generate`` at batch 16 over fp32 weights under bf16 autocast: how rollouts run under the default
+  ``--mixed_precision auto`` (fp32 master weights), against bf16 weights (``bf16_weights``);
 - ``generate`` with a static KV cache and ``torch.compile``d decoding (batch 128; compile time apart);
 - transformers continuous batching (``generate_batch``, what TRL 1.16's
   ``use_transformers_continuous_batching`` calls), default and tuned configuration;
@@ -69,6 +71,20 @@ def plain(model, tok, prompts: list[str], new: int, batch: int, static: bool = F
     return total
 
 
+def autocast_fp32(model_dir: Path, tok, prompts: list[str], new: int, batch: int) -> int:
+    """``generate`` as GRPO rollouts run under ``--mixed_precision auto``: fp32 weights, bf16 autocast."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: the --smoke run
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device).eval()
+    try:
+        with torch.autocast(device, dtype=torch.bfloat16):
+            return plain(model, tok, prompts, new, batch)
+    finally:
+        del model
+
+
 def continuous(model, tok, prompts: list[str], new: int, tuned: bool) -> int:
     """transformers' continuous batching (``generate_batch``); ``tuned``: CUDA graphs, compiled decode."""
     from transformers import GenerationConfig
@@ -107,6 +123,10 @@ def methods(a: dict, smoke: bool) -> dict:
         "generate_b128": ("plain generate, batch 128", lambda m, t, p, n: plain(m, t, p, n, 128)),
         "generate_b64": ("plain generate, batch 64 (ark-trainer on a GPU)", lambda m, t, p, n: plain(m, t, p, n, 64)),
     }  # fmt: skip
+    found["autocast_fp32_b16"] = (
+        "plain generate, batch 16, fp32 weights + bf16 autocast (the default's rollouts)",
+        lambda m, t, p, n: autocast_fp32(a["model"], t, p, n, 16),
+    )
     if smoke:
         return found
     import importlib.util

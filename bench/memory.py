@@ -46,10 +46,13 @@ def child(argv: list[str]) -> int:
 
     from ark_trainer.cli import main
 
+    t0 = time.time()
     rc = main(argv)
+    seconds = time.time() - t0  # the whole pipeline in this process: model load, GRPO, save
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     gpu = torch.cuda.max_memory_allocated() / 1024**2 if torch.cuda.is_available() else None
-    print("MEMORY " + json.dumps({"rc": rc, "peak_rss_mib": peak_rss_mib, "peak_gpu_mib": gpu}), flush=True)
+    result = {"rc": rc, "peak_rss_mib": peak_rss_mib, "peak_gpu_mib": gpu, "train_s": seconds}
+    print("MEMORY " + json.dumps(result), flush=True)
     return rc
 
 
@@ -117,6 +120,7 @@ def run(s, variants: dict, size: tuple[int, int, int], name_out: str, device: li
             "peak_gpu_mib": median([x["peak_gpu_mib"] for x in runs if x["variant"] == n])
             if runs[0]["peak_gpu_mib"] is not None
             else None,
+            "train_s": median([x["train_s"] for x in runs if x["variant"] == n]),
         }
         for n in variants
     }
@@ -133,12 +137,12 @@ def run(s, variants: dict, size: tuple[int, int, int], name_out: str, device: li
         f"{hidden} × {layers} layers ({a['params'] / 1e6:.2f} M parameters); {repeats} repeat(s), alternating "
         f"order; one fresh process per run. {gpu_note}. Total wall time {time.time() - started:.0f}s.",
         "",
-        "| variant | flags | peak RSS MiB (median) | vs full | peak GPU MiB (median) | vs full |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| variant | flags | peak RSS MiB (median) | vs full | peak GPU MiB (median) | vs full | train run s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *[
             f"| {n} | `{' '.join(variants[n]) or '(defaults)'}` | {cell(p['peak_rss_mib'])} | "
             f"{p['peak_rss_mib'] / peaks['full']['peak_rss_mib']:.2f}× | {cell(p['peak_gpu_mib'])} | "
-            f"{_ratio(p['peak_gpu_mib'], peaks['full']['peak_gpu_mib'])} |"
+            f"{_ratio(p['peak_gpu_mib'], peaks['full']['peak_gpu_mib'])} | {p['train_s']:.1f} |"
             for n, p in peaks.items()
         ],
         "",
