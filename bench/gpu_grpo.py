@@ -2,7 +2,8 @@
 
 One prepared script, under 10 minutes on one modern GPU: builds a ~0.33 B-parameter Qwen2 (hidden 1024 ×
 24 layers, random weights, the demo tokenizer) and the demo QC data, then runs
-``ark-trainer-inner train --strategy GRPO --bf16 True [--use_vllm True --vllm_mode colocate]`` in this
+``ark-trainer-inner train --strategy GRPO --bf16 True [--use_vllm True --vllm_mode colocate]`` (bf16 autocast
+over fp32 master weights since issue 13) in this
 process and records step time (TRL's ``step_time``), completion tokens per second (TRL's ``num_tokens``
 over the timed steps) and peak GPU memory (``torch.cuda.max_memory_allocated``, plus the device's used
 memory as the driver reports it, which includes vLLM's reserved KV cache).
@@ -125,8 +126,8 @@ def main() -> int:
                 torch.cuda.empty_cache()
     gpu = torch.cuda.get_device_name(0)
     md = [
-        "# GPU GRPO run: bf16, random-initialised Qwen2",
-        f"GPU: {gpu}. Model: hidden 1024 × 24 layers, {a['params'] / 1e6:.0f} M parameters, random weights, bf16. "
+        "# GPU GRPO run: bf16 autocast, random-initialised Qwen2",
+        f"GPU: {gpu}. Model: hidden 1024 × 24 layers, {a['params'] / 1e6:.0f} M parameters, random weights, bf16 autocast over fp32 weights. "
         f"GRPO: {steps} steps, batch 16 completions per step (8 generations × 2 prompts), up to {max_new} new "
         f"tokens (a random model rarely stops early), demo QC prompts. Total wall time {time.time() - started:.0f}s.",
         "",

@@ -62,15 +62,15 @@ def test_disk_full_before_a_save_stops_and_keeps_earlier_checkpoints(assets, tmp
 
 
 # --- guards ---
-def test_nan_gradients_stop_within_the_step_and_no_nan_checkpoint(assets, tmp_path, monkeypatch, capsys):  # noqa: F811
+def test_nan_on_every_step_stops_and_no_nan_checkpoint(assets, tmp_path, monkeypatch, capsys):  # noqa: F811
     out = tmp_path / "run"
-    monkeypatch.setenv("ARK_FAULT", "nan_at_step:3")
-    assert main(["train", *flags(assets, out, "GRPO")]) == 2
+    monkeypatch.setenv("ARK_FAULT", "nan_from_step:3")
+    assert main(["train", *flags(assets, out, "GRPO"), "--max_bad_steps", "2", "--max_rollbacks", "1"]) == 2
     assert "NaN/inf" in capsys.readouterr().err
     assert complete_steps(out / "grpo") == [2] and not (out / "model").exists()
-    assert_checkpoint_intact(out / "grpo" / "checkpoint-2")
+    assert_checkpoint_intact(out / "grpo" / "checkpoint-2")  # skipped steps never reached a checkpoint
     diverged = [e for e in read_jsonl(out / "events.jsonl") if e["event"] == "diverged"]
-    assert [e["step"] for e in diverged] == [3]
+    assert [e["step"] for e in diverged] == [4]
 
 
 def test_a_step_that_raises_fails_the_run_and_keeps_checkpoints(assets, tmp_path, monkeypatch):  # noqa: F811

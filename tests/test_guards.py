@@ -74,7 +74,7 @@ class _State:
 
 def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
     monitor = Monitor(tmp_path, heartbeat=False)
-    guard = guard_callbacks(monitor, "grpo")[1]
+    guard = guard_callbacks(monitor, "grpo")[0]
     for step in range(1, 10):
         guard.on_log(None, _State(step), None, logs={"frac_reward_zero_std": 1.0 if step != 5 else 0.5})
     assert not (tmp_path / "events.jsonl").exists()  # the streak was broken at step 5
@@ -83,17 +83,6 @@ def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
     events = read_jsonl(tmp_path / "events.jsonl")
     assert len(events) == 1 and "no learning signal" in events[0]["message"]
     assert "up to step 15" in events[0]["message"]  # steps 6..15: ten in a row
-
-
-def test_non_finite_loss_in_the_logs_stops_the_run(tmp_path):
-    import pytest
-
-    from ark_trainer.guards import TrainingDiverged
-
-    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
-    guard.on_log(None, _State(1), None, logs={"loss": 1.0, "grad_norm": 0.5})
-    with pytest.raises(TrainingDiverged, match=r"loss \(inf\) is NaN/inf"):
-        guard.on_log(None, _State(2), None, logs={"loss": float("inf")})
 
 
 def test_skipped_samples_are_summed_up_in_one_warning_per_reward(tmp_path):
@@ -127,58 +116,3 @@ def test_reward_calls_share_one_worker_thread_until_one_hangs(tmp_path):
     seen.clear()
     assert reward(["p"], ["fine"]) == [1.0]  # a fresh worker serves on
     assert len({id(t) for t in seen}) == 1
-
-
-def test_non_finite_gradients_stop_the_step(tmp_path):
-    import pytest
-    import torch
-
-    from ark_trainer.guards import TrainingDiverged
-
-    model = torch.nn.Linear(3, 2)
-    model(torch.ones(1, 3)).sum().backward()
-    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft")[0]
-    guard.on_pre_optimizer_step(None, _State(1), None, model=model)  # finite: goes on
-    model.weight.grad[0, 1] = float("nan")
-    with pytest.raises(TrainingDiverged, match=r"step 2: the gradient norm \(nan\) is NaN/inf"):
-        guard.on_pre_optimizer_step(None, _State(1), None, model=model)
-
-
-def test_the_gradient_check_reads_the_trainers_own_norm(tmp_path):
-    import pytest
-
-    from ark_trainer.guards import TrainingDiverged
-
-    class _Trainer:
-        norms = iter([0.5, float("inf")])
-
-        def _get_grad_norm(self, model, grad_norm=None):
-            return next(self.norms)
-
-    trainer = _Trainer()
-    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "grpo", trainer)[0]
-    assert trainer._get_grad_norm(None) == 0.5  # what the Trainer's loop calls, then the callbacks
-    guard.on_pre_optimizer_step(None, _State(4), None, model=None)
-    trainer._get_grad_norm(None)
-    with pytest.raises(TrainingDiverged, match=r"step 5: the gradient norm \(inf\)"):
-        guard.on_pre_optimizer_step(None, _State(4), None, model=None)
-
-
-def test_under_fp16_overflowing_gradients_are_left_to_the_loss_scaler(tmp_path):
-    from types import SimpleNamespace
-
-    import pytest
-
-    from ark_trainer.guards import TrainingDiverged
-
-    class _Trainer:
-        def _get_grad_norm(self, model, grad_norm=None):
-            return float("inf")
-
-    trainer, fp16 = _Trainer(), SimpleNamespace(fp16=True)
-    guard = guard_callbacks(Monitor(tmp_path, heartbeat=False), "rft", trainer)[0]
-    trainer._get_grad_norm(None)
-    guard.on_pre_optimizer_step(fp16, _State(1), None, model=None)  # the scaler skips this step
-    guard.on_log(fp16, _State(1), None, logs={"loss": 2.0, "grad_norm": float("inf")})
-    with pytest.raises(TrainingDiverged, match=r"loss \(nan\)"):  # a NaN loss is still divergence
-        guard.on_log(fp16, _State(2), None, logs={"loss": float("nan")})

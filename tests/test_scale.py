@@ -249,7 +249,7 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
     assert vllm_grpo_kwargs(cfg) == {}
 
 
-def test_fp16_trains_fp32_master_weights_and_bf16_stays_bf16():
+def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_asked():
     import torch
 
     from ark_trainer.scale import trainer_model_kwargs
@@ -262,7 +262,10 @@ def test_fp16_trains_fp32_master_weights_and_bf16_stays_bf16():
         trainer_model_kwargs(C, Runtime("cuda:0", fp16=True, bf16=False, warnings=[]))["dtype"]
         == torch.float32
     )
-    assert trainer_model_kwargs(C, Runtime("cuda:0", fp16=False, bf16=True, warnings=[])) == {}
+    bf16 = Runtime("cuda:0", fp16=False, bf16=True, warnings=[])
+    assert trainer_model_kwargs(C, bf16)["dtype"] == torch.float32  # autocast over fp32 weights
+    bf16.bf16_weights = True  # --mixed_precision bf16_weights
+    assert trainer_model_kwargs(C, bf16) == {}
 
 
 def test_shards_cover_the_prompts_in_order():
@@ -289,7 +292,7 @@ def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path)
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(prof.read_text())
-    assert {"_MonitorCallback", "_NonFiniteGuard", "TensorBoardCallback", "DefaultFlowCallback"} <= set(
+    assert {"_MonitorCallback", "StepGuard", "TensorBoardCallback", "DefaultFlowCallback"} <= set(
         data["callbacks_s"]
     )
     assert data["callbacks_ours_s"] > 0 and data["reward_guard_calls"] > 0

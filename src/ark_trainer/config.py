@@ -95,6 +95,9 @@ class TrainConfig:
         0.5, "a prompt's best completion is kept for RFT only at or above this reward"
     )
     num_generations: int = _opt(4, "GRPO group size: completions per prompt")
+    rollout_steps: int | None = _opt(
+        None, "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)"
+    )
     max_completion_length: int = _opt(64, "max new tokens per completion (sampling, GRPO and eval)")
     temperature: float = _opt(1.0, "GRPO sampling temperature")
     beta: float = _opt(0.04, "GRPO KL coefficient (0 disables the reference model)")
@@ -115,6 +118,10 @@ class TrainConfig:
     auto_resume: int = _opt(0, "restart a failed run from its last checkpoint up to N times", cli_only=True)
     stall_timeout: float = _opt(0.0, "exit non-zero after this many seconds without progress (0 = off)")
     reward_timeout: float = _opt(60.0, "seconds a reward call may take before its samples are skipped")
+    max_bad_steps: int = _opt(
+        3, "NaN/inf steps in a row (each skipped) before the stage rolls back to its last checkpoint"
+    )
+    max_rollbacks: int = _opt(2, "rollbacks at half the learning rate before a NaN/inf stage stops (exit 2)")
     min_free_disk_gb: float = _opt(1.0, "refuse to start or save a checkpoint with less free disk (GB)")
     trust_remote_code: bool = _opt(False, "run the model folder's own Python code (off: never)")
     reward_weights: str = _opt(
@@ -136,7 +143,9 @@ class TrainConfig:
     )
     main_process_port: int | None = _opt(None, "rendezvous port of the main process (default: a free one)")
     mixed_precision: str = _opt(
-        "auto", "auto (bf16 on GPUs that support it, else fp16; fp32 on CPU), fp16, bf16 or no"
+        "auto",
+        "auto (bf16 autocast on GPUs that support it, else fp16 autocast, both with fp32 weights; fp32 on "
+        "CPU), fp16, bf16, bf16_weights (pure bf16 weights: less memory, less stable) or no",
     )
     gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass (less memory)")
     lora_r: int = _opt(0, "LoRA rank; 0 trains all weights")
@@ -277,6 +286,8 @@ def validate(cfg: TrainConfig) -> None:
             f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
             f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
         )
+    if cfg.rollout_steps is not None and cfg.rollout_steps < 1:
+        problems.append(f"--rollout_steps: must be ≥ 1, got {cfg.rollout_steps}")
     for name in ("warmup_ratio", "eval_ratio"):
         if not 0 <= getattr(cfg, name) < 1:
             problems.append(f"--{name}: must be in [0, 1), got {getattr(cfg, name)}")
@@ -286,6 +297,10 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("auto_resume", "stall_timeout", "reward_timeout", "min_free_disk_gb"):
         if getattr(cfg, name) < 0:
             problems.append(f"--{name}: must be ≥ 0")
+    if cfg.max_bad_steps < 1:
+        problems.append(f"--max_bad_steps: must be ≥ 1, got {cfg.max_bad_steps}")
+    if cfg.max_rollbacks < 0:
+        problems.append(f"--max_rollbacks: must be ≥ 0, got {cfg.max_rollbacks}")
     if cfg.save_steps < 0:
         problems.append("--save_steps: must be ≥ 0")
     if cfg.auto_probe_prompts < 1:

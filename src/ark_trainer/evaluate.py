@@ -98,6 +98,8 @@ def evaluate_model(
     on_batch=None,
 ) -> dict[str, Any]:
     """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals."""
+    from ark_trainer.scale import generation_batch
+
     model, tok = load_policy(model_path, rt)
     answers = [
         a[0]
@@ -108,7 +110,7 @@ def evaluate_model(
             num_samples=1,
             temperature=0.0,
             max_new_tokens=max_new_tokens,
-            batch_size=32,
+            batch_size=generation_batch(rt.device, 32),  # larger on a GPU, where decoding is launch-bound
             seed=seed,
             on_batch=on_batch,
             desc=f"eval {name}",

@@ -5,7 +5,9 @@
 - ``raise_at_step:3``   — step 3 raises ``RuntimeError`` (a crash)
 - ``hang_at_step:3``    — step 3 never ends (for the watchdog)
 - ``oom_at_step:3``     — step 3 raises ``torch.OutOfMemoryError`` (for the supervisor)
-- ``nan_at_step:3``     — step 3's gradients become NaN (for the NaN guard)
+- ``nan_at_step:3``     — step 3's gradients become NaN (for the bad-step guard); ``nan_at_step:3-5``
+  for steps 3 to 5. Each step fires once, as a transient blow-up would: after a rollback it trains normally
+- ``nan_from_step:3``   — every step from 3 on gets NaN gradients, also after a rollback (a real divergence)
 - ``kill_after_step:3`` — the process SIGKILLs itself at the end of step 3, before its checkpoint
 - ``kill_in_save:4``    — SIGKILL while checkpoint-4 is being written (files there, marker not yet)
 - ``disk_full_at_step:4`` — the free-disk check before checkpoint-4 sees 0 bytes free
@@ -30,6 +32,7 @@ KINDS = (
     "hang_at_step",
     "oom_at_step",
     "nan_at_step",
+    "nan_from_step",
     "kill_after_step",
     "kill_in_save",
     "disk_full_at_step",
@@ -37,7 +40,12 @@ KINDS = (
 
 
 def active(stage: str) -> dict[str, int]:
-    """The faults set for ``stage``: ``{kind: step}``."""
+    """The faults set for ``stage``: ``{kind: step}`` (a range ``A-B`` counts as its first step here)."""
+    return {kind: steps[0] for kind, steps in _ranges(stage).items()}
+
+
+def _ranges(stage: str) -> dict[str, range]:
+    """The faults set for ``stage``: ``{kind: steps}``."""
     spec = os.environ.get(ENV, "").strip()
     only = os.environ.get(STAGE_ENV, "").strip()
     if not spec or (only and only != stage):
@@ -47,9 +55,10 @@ def active(stage: str) -> dict[str, int]:
         kind, _, step = item.strip().partition(":")
         if kind == DEPLOY_KILL:
             continue
-        if kind not in KINDS or not step.strip().isdigit():
+        first, _, last = step.strip().partition("-")
+        if kind not in KINDS or not first.isdigit() or not (last or first).isdigit():
             raise ValueError(f"{ENV}: unknown fault {item!r}; use one of {', '.join(KINDS)} as KIND:STEP")
-        faults[kind] = int(step)
+        faults[kind] = range(int(first), int(last or first) + 1)
     return faults
 
 
@@ -75,13 +84,20 @@ def fault_callback(stage: str):
         return None
     from transformers import TrainerCallback
 
+    nan_steps = _ranges(stage).get("nan_at_step", range(0))
+    nan_from = faults.get("nan_from_step")
+
     class _FaultCallback(TrainerCallback):
         hook = None
+        fired: set[int] = set()  # nan_at_step steps already poisoned (one callback per stage)
 
         def on_step_begin(self, args, state, control, model=None, **kwargs):
-            if faults.get("nan_at_step") == state.global_step + 1 and model is not None:
+            step = state.global_step + 1
+            once = step in nan_steps and step not in self.fired
+            if (once or (nan_from is not None and step >= nan_from)) and model is not None:
                 import torch
 
+                self.fired.add(step)
                 # NaN born in the backward pass, as a real blow-up would be (before the Trainer's grad norm)
                 param = next(p for p in model.parameters() if p.requires_grad)
                 self.hook = param.register_hook(lambda grad: torch.full_like(grad, float("nan")))

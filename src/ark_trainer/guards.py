@@ -1,10 +1,8 @@
 """Guards against silent failure during training.
 
-- **non-finite loss or gradients**: checked before every optimizer step (gradients) and at every log
-  (loss, grad_norm). The run stops with :class:`TrainingDiverged` before the optimizer applies the bad
-  step, so neither the weights nor any checkpoint ever hold NaN; the last complete checkpoint stays.
-  Under fp16 only the loss is checked: overflowing gradients are routine there, and the loss scaler
-  skips those steps and lowers its scale by itself.
+- **non-finite loss or gradients**: the step is skipped, a streak rolls the stage back to its last
+  checkpoint at a lower learning rate, and only repeated rollbacks stop it with :class:`TrainingDiverged`
+  (``ark_trainer.bad_steps``).
 - **no learning signal** (GRPO): when the share of groups whose completions all got the same reward
   (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
 - **rewards that raise or hang**: :func:`guard_reward` wraps each reward component of a
@@ -22,7 +20,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 from typing import Any
@@ -36,50 +33,12 @@ ZERO_STD_LIMIT, ZERO_STD_STEPS = 0.9, 10
 
 
 class TrainingDiverged(UserError):
-    """Loss or gradients became NaN/inf; restarting would only repeat it (exit 2, one line)."""
+    """Loss or gradients stayed NaN/inf through every rollback; restarting would repeat it (exit 2, one line)."""
 
 
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return True
-
-
-def guard_callbacks(monitor, stage: str, trainer=None) -> list:
-    """The guards' trainer callbacks; with ``trainer``, the gradient check reads the norm the Trainer computes.
-
-    transformers' Trainer computes the total gradient norm (for clipping and its logs) right before
-    ``on_pre_optimizer_step``; the total is NaN/inf exactly when some gradient is, so checking that one number
-    costs nothing, where a pass over every parameter cost ~2% of a small model's step on CPU
-    (``bench/overhead.py``). Without it (another Trainer version), one fused norm over the gradients.
-    """
+def guard_callbacks(monitor, stage: str) -> list:
+    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``)."""
     from transformers import TrainerCallback
-
-    class _NonFiniteGuard(TrainerCallback):
-        norm: Any = None  # this step's total gradient norm, when captured from the trainer
-
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            norm, self.norm = self.norm, None
-            if getattr(args, "fp16", False):
-                return  # fp16's loss scaler skips a step whose gradients overflowed and lowers the scale
-            if norm is None:
-                norm = _grad_norm(model)
-            if norm is not None and not _finite(norm):
-                self._stop(state.global_step + 1, f"the gradient norm ({float(norm)})")
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            for key in ("loss",) if getattr(args, "fp16", False) else ("loss", "grad_norm"):
-                if key in (logs or {}) and not _finite(logs[key]):
-                    self._stop(state.global_step, f"{key} ({logs[key]})")
-
-        def _stop(self, step: int, what: str) -> None:
-            message = (
-                f"{stage} step {step}: {what} is NaN/inf; stopped before the step was applied and before any "
-                "checkpoint of it. Lower the learning rate, check the data, or use fp32/bf16 instead of fp16"
-            )
-            monitor.event("diverged", stage=stage, step=step, message=message)
-            raise TrainingDiverged(message)
 
     class _NoSignalGuard(TrainerCallback):
         def __init__(self) -> None:
@@ -99,24 +58,7 @@ def guard_callbacks(monitor, stage: str, trainer=None) -> list:
                     "--temperature, or use a finer-grained reward"
                 )
 
-    guard = _NonFiniteGuard()
-    if trainer is not None and callable(getattr(trainer, "_get_grad_norm", None)):
-        original = trainer._get_grad_norm
-
-        def _get_grad_norm(*args: Any, **kwargs: Any):
-            guard.norm = original(*args, **kwargs)
-            return guard.norm
-
-        trainer._get_grad_norm = _get_grad_norm
-    return [guard] + ([_NoSignalGuard()] if stage == "grpo" else [])
-
-
-def _grad_norm(model) -> Any:
-    """The total norm of ``model``'s gradients (one fused pass), or None when it has none."""
-    import torch
-
-    grads = [p.grad for p in model.parameters() if p.grad is not None] if model is not None else []
-    return torch.nn.utils.get_total_norm(grads) if grads else None
+    return [_NoSignalGuard()] if stage == "grpo" else []
 
 
 # --- rewards ---

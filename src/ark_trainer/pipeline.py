@@ -49,6 +49,7 @@ class Prepared:
     plan: dict
     rt: Runtime
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
+    last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -92,6 +93,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     plan["rewards"] = reward.describe()
     if cfg.resume and (out / "plan.json").is_file():
         plan = read_json(out / "plan.json")  # keeps the first attempt's plan (and an auto probe's numbers)
+    plan["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     done = Progress(out) if cfg.resume else None
     return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt, done)
@@ -230,8 +232,14 @@ def run_train(cfg: TrainConfig) -> Path:
         _run_stages(p, monitor)
     except BaseException as exc:
         watchdog.stop()
-        monitor.event("error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__)
+        stage, model = p.last_model or ("none", "")
+        monitor.event(
+            "error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__, last_stage=stage,
+            last_model=model or None,
+        )  # fmt: skip
         monitor.finish("failed")
+        if ranks.is_main:
+            _report_anyway(p.out)  # what finished, and why it stopped, at the top
         raise
     watchdog.stop()
     warn_skipped(p.reward, monitor)
@@ -264,11 +272,13 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.strategy == "auto":
         _choose_strategy(p, monitor)
     evaluator = _Evaluator(p, rt, monitor)
+    p.last_model = ("base", str(cfg.model_path))
     evaluator.run("base", cfg.model_path)
     current = cfg.model_path
     grpo_steps = cfg.grpo_steps
     if cfg.strategy == "RFT+GRPO" and cfg.rft_steps > 0:
         current = _rft(p, rt, monitor, current, final_dir=p.out / ("rft/final" if grpo_steps else "model"))
+        p.last_model = ("rft", str(current))
         evaluator.run("rft", current)
     if grpo_steps > 0 and p.done and p.done.model_done("grpo", p.out / "model"):
         current = str(p.out / "model")
@@ -283,6 +293,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             )
         )
         gc.collect()
+        p.last_model = ("grpo", str(current))
         evaluator.run("grpo", current)
 
 
@@ -388,6 +399,14 @@ class _Evaluator:
         self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
         log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
         gc.collect()
+
+
+def _report_anyway(out: Path) -> None:
+    """The report of a run that stopped; a failure to write it must not hide why the run stopped."""
+    try:
+        _build_report(out)
+    except Exception as exc:  # noqa: BLE001 - the original error is what the user needs to see
+        log.error("could not write the report of the stopped run: %s", exc)
 
 
 def _build_report(out: Path) -> None:

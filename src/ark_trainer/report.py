@@ -22,6 +22,7 @@ from typing import Any
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
+from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
 from ark_trainer.stages.grpo import ZERO_STD_LIMIT
 
 MODELS = (("base", "base"), ("rft", "RFT"), ("grpo", "GRPO"))
@@ -192,12 +193,14 @@ def _strategy_name(run: Run) -> str:
 
 def _body(run: Run, plots: list[Image]) -> list[Block]:
     return [
+        *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
         *_data(run),
         *_results(run),
         *_rft_selection(run),
         *_health(run),
         *_stage_times(run),
+        *bad_step_blocks(run.events),
         *_restarts(run),
         Heading("Training curves"),
         *(plots or [Para("No training metrics logged yet.")]),
@@ -216,6 +219,7 @@ def _strategy(run: Run) -> list[Block]:
         f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
         f"Reason: {plan.get('reason', '—')}",
         f"RFT steps: {plan.get('rft_steps', '—')} / GRPO steps: {plan.get('grpo_steps', '—')}",
+        f"Precision: {plan.get('precision', '—')}",
     ]
     rewards = plan.get("rewards") or {}
     if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):

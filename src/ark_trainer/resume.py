@@ -117,9 +117,11 @@ def _disk_full(exc: BaseException, folder: Path) -> bool:
 
 
 # --- the trainer ---
-def harden(trainer, stage: str, min_free_gb: float) -> None:
-    """Make ``trainer``'s checkpoints crash-safe: disk check, marker written last, rotation by completeness."""
-    keep = trainer.args.save_total_limit or 0
+def harden(trainer, stage: str, min_free_gb: float, keep: int) -> None:
+    """Make ``trainer``'s checkpoints crash-safe: disk check, marker written last, rotation by completeness.
+
+    ``keep`` is ``--save_total_limit``: the trainer's own setting is turned off here.
+    """
     trainer.args.save_total_limit = (
         None  # our rotation replaces the Trainer's (which counts half-written ones)
     )
@@ -151,23 +153,108 @@ def harden(trainer, stage: str, min_free_gb: float) -> None:
     trainer._save_checkpoint = _save_checkpoint
 
 
-def run_trainer(trainer, cfg, monitor, stage: str, out_dir: Path) -> None:
-    """``trainer.train()``, resumed from the newest complete checkpoint under ``--resume``, with the guards."""
-    from ark_trainer.guards import guard_callbacks
-    from ark_trainer.monitor import use_console_progress
+def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
+    """Train the stage's trainer (``make_trainer()`` builds it), resumed from the newest complete checkpoint
+    under ``--resume``, with the guards; returns the trainer that finished.
 
-    harden(trainer, stage, cfg.min_free_disk_gb)
-    use_console_progress(trainer, stage)
-    fault = faults.fault_callback(stage)
-    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage, trainer):
-        trainer.add_callback(cb)
+    ``--max_bad_steps`` non-finite steps in a row roll the stage back: a fresh trainer resumes from the
+    newest complete checkpoint (or starts over) at half the learning rate, up to ``--max_rollbacks`` times
+    (``ark_trainer.bad_steps``); then :class:`~ark_trainer.guards.TrainingDiverged` ends it (exit 2).
+    """
+    from ark_trainer.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
+
+    guard = step_guard(monitor, stage, cfg.max_bad_steps)
+    fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
     ckpt = latest_complete(out_dir) if cfg.resume else None
     if ckpt is not None:
         step = read_json(ckpt / MARKER)["step"]
         monitor.event("resume", stage=stage, checkpoint=str(ckpt), step=step)
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
-    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-    check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
+    factor, attempt = 1.0, 0
+    while True:
+        trainer = _prepared(make_trainer(), cfg, monitor, stage, (guard, fault), factor)
+        try:
+            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+        except BadStreak as bad:
+            streak, base_lr, precision = (
+                bad.with_traceback(None),
+                trainer.args.learning_rate,
+                _precision(trainer),
+            )
+        else:
+            check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
+            return trainer
+        del trainer  # before the next one loads (GPU memory)
+        _free_memory()
+        if attempt == cfg.max_rollbacks:
+            _diverged(monitor, stage, streak, base_lr * factor, precision, cfg)
+        attempt, factor = attempt + 1, factor * ROLLBACK_LR_FACTOR
+        ckpt = _roll_back(monitor, stage, attempt, streak, base_lr * factor, precision, cfg, out_dir)
+
+
+def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str, cfg, out_dir: Path):
+    """Record rollback ``attempt`` to the newest complete checkpoint (None: the stage's start); return it."""
+    ckpt = latest_complete(out_dir)
+    step = read_json(ckpt / MARKER)["step"] if ckpt else 0
+    monitor.event(
+        "rollback", stage=stage, attempt=attempt, at_step=bad.step, to_step=step,
+        checkpoint=str(ckpt) if ckpt else None, learning_rate=lr, precision=precision,
+    )  # fmt: skip
+    log.warning(
+        "%s: %d bad steps in a row up to step %d (%s); rollback %d of %d to step %d with learning rate %g",
+        stage, bad.streak, bad.step, precision, attempt, cfg.max_rollbacks, step, lr,
+    )  # fmt: skip
+    return ckpt
+
+
+def _prepared(trainer, cfg, monitor, stage: str, callbacks: tuple, factor: float):
+    """``trainer`` with crash-safe saves, console progress, faults, guards and (after a rollback) a lower LR."""
+    from ark_trainer.bad_steps import lower_lr_callback
+    from ark_trainer.guards import guard_callbacks
+    from ark_trainer.monitor import use_console_progress
+
+    guard, fault = callbacks
+    harden(trainer, stage, cfg.min_free_disk_gb, cfg.save_total_limit or 0)
+    use_console_progress(trainer, stage)
+    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage):
+        trainer.add_callback(cb)
+    guard.attach(trainer)
+    if factor != 1.0:
+        trainer.add_callback(lower_lr_callback(trainer.args.learning_rate, factor))
+    return trainer
+
+
+def _precision(trainer) -> str:
+    from ark_trainer.bad_steps import precision_of
+
+    return precision_of(trainer.args, trainer.model)
+
+
+def _free_memory() -> None:
+    """Drop a trainer that is being rolled back before the next one loads (GPU memory)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _diverged(monitor, stage: str, bad, lr: float, precision: str, cfg) -> None:
+    """Stop the stage after the last rollback: one line naming the precision and the flags to change."""
+    from ark_trainer.bad_steps import LR_FLAGS, precision_fix
+    from ark_trainer.guards import TrainingDiverged
+
+    message = (
+        f"{stage} step {bad.step}: {bad.what} was NaN/inf on {bad.streak} steps in a row (each skipped) "
+        f"after {cfg.max_rollbacks} rollback(s) to the last checkpoint at lower learning rates (last "
+        f"{lr:g}); precision in use: {precision}. Lower {LR_FLAGS.get(stage, '--learning_rate')}"
+        f"{precision_fix(precision)}, check the data for extreme examples, or raise --max_bad_steps / "
+        "--max_rollbacks; the stages that finished are in the report"
+    )
+    monitor.event("diverged", stage=stage, step=bad.step, precision=precision, message=message)
+    raise TrainingDiverged(message)
 
 
 # --- pipeline level ---
@@ -178,6 +265,8 @@ MAY_CHANGE = {
     "stall_timeout",
     "reward_timeout",
     "min_free_disk_gb",
+    "max_bad_steps",
+    "max_rollbacks",
     "heartbeat_interval",
     "auto_heartbeat",
     "log_dir",

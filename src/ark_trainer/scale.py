@@ -3,13 +3,22 @@
 Everything here maps our flags onto the engines' own options (peft ``LoraConfig``, transformers
 ``BitsAndBytesConfig``, TRL ``GRPOConfig``'s ``use_vllm``/``vllm_*``); nothing is re-implemented.
 
-- Precision: ``--mixed_precision auto`` (default) trains in bf16 on a GPU that supports it, fp16 on an
-  older GPU, fp32 on CPU. ``--fp16 True``/``--bf16 True`` always win; ``--mixed_precision no`` forces fp32.
+- Precision: ``--mixed_precision auto`` (default) trains with bf16 autocast on a GPU that supports it,
+  fp16 autocast on an older GPU (both with fp32 master weights, as transformers' Trainer does mixed
+  precision), fp32 on CPU. Pure bf16 weights (half the weight and optimizer memory, less precise updates:
+  the demo's GRPO diverged in them on an H200) only with ``--mixed_precision bf16_weights``.
+  ``--fp16 True``/``--bf16 True`` always win; ``--mixed_precision no`` forces fp32.
 - LoRA: ``--lora_r R`` (> 0) trains adapters on ``--lora_target_modules``; the final model is merged into
   full weights (``OUT/model``, plain ``AutoModelForCausalLM``) unless ``--save_adapter_only True``.
 - QLoRA: ``--load_in_4bit True`` loads the frozen base in NF4; it needs ``--lora_r`` > 0, bitsandbytes and a
   CUDA GPU, and is refused in one line otherwise.
 - vLLM: ``--use_vllm True`` needs the ``vllm`` package and a CUDA GPU; refused in one line otherwise.
+- Generation on a GPU (no-op on CPU and under vLLM): one transformers ``generate`` call is launch-bound on
+  a GPU (869 completion tokens/s at 16 sequences vs 1,941 at 128 on an H200, issue 13), so GRPO generates
+  the rollouts of up to ``MAX_ROLLOUT_ROUNDS`` optimizer steps at once (TRL's ``steps_per_generation``;
+  the later steps learn from slightly older rollouts, which TRL's importance-sampling ratio corrects),
+  and evaluation decodes ``GPU_GENERATION_SEQUENCES`` prompts per call. ``bench/gpu_generation.py``
+  measures the options side by side.
 """
 
 from __future__ import annotations
@@ -19,7 +28,9 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 
-PRECISIONS = ("auto", "fp16", "bf16", "no")
+GPU_GENERATION_SEQUENCES = 128  # sequences per generate call on a GPU
+MAX_ROLLOUT_ROUNDS = 4  # optimizer steps one GRPO generation may feed (staleness ≤ 3 steps)
+PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
 VLLM_MODES = ("colocate", "server")
 LAUNCHERS = ("auto", "accelerate")
 
@@ -106,7 +117,16 @@ def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool
             else "fp16"
         )
         return mode == "fp16", mode == "bf16", f"--mixed_precision auto: {mode} on {device}"
-    return mode == "fp16", mode == "bf16", None
+    return mode == "fp16", mode in ("bf16", "bf16_weights"), None
+
+
+def precision_name(fp16: bool, bf16: bool, bf16_weights: bool) -> str:
+    """How a run computes, as recorded in plan.json, the ``scale`` event, the report and error messages."""
+    if fp16:
+        return "fp16 autocast, fp32 weights"
+    if bf16:
+        return "bf16 weights" if bf16_weights else "bf16 autocast, fp32 weights"
+    return "fp32"
 
 
 def peft_config(cfg, task_type: str = "CAUSAL_LM"):
@@ -139,11 +159,13 @@ def trainer_extras(cfg, rt) -> dict[str, Any]:
 
 
 def trainer_model_kwargs(cfg, rt) -> dict[str, Any]:
-    """``model_init_kwargs`` additions for the trainers: fp32 master weights under fp16 mixed precision
-    (the fp16 grad scaler refuses fp16 parameters; bf16 trains in bf16 weights as TRL does), and QLoRA."""
+    """``model_init_kwargs`` additions for the trainers: fp32 master weights under mixed precision (the
+    Trainer then autocasts; the fp16 grad scaler refuses fp16 parameters, and bf16 weights lose small
+    updates), unless ``--mixed_precision bf16_weights`` asks for bf16 weights; and QLoRA."""
     import torch
 
-    extra: dict[str, Any] = {"dtype": torch.float32} if rt.fp16 and not cfg.load_in_4bit else {}
+    master = (rt.fp16 or rt.bf16) and not rt.bf16_weights and not cfg.load_in_4bit
+    extra: dict[str, Any] = {"dtype": torch.float32} if master else {}
     return {**extra, **quantization_kwargs(cfg, rt)}
 
 
@@ -180,7 +202,7 @@ def vllm_grpo_kwargs(cfg) -> dict[str, Any]:
 
 def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
     """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM."""
-    precision = "fp16" if rt.fp16 else "bf16" if rt.bf16 else "fp32"
+    precision = rt.precision
     return {
         "processes": processes,
         "launcher": "accelerate" if processes > 1 or cfg.launcher == "accelerate" else "none",
@@ -192,4 +214,30 @@ def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
         "gradient_checkpointing": cfg.gradient_checkpointing,
         "export": "adapter" if cfg.save_adapter_only else "merged" if cfg.lora_r else "full",
         "rollouts": f"vllm-{cfg.vllm_mode}" if cfg.use_vllm else "transformers",
+        **rollout_kwargs(cfg, rt.device),
     }
+
+
+def rollout_kwargs(cfg, device: str) -> dict[str, Any]:
+    """TRL ``GRPOConfig`` options for faster transformers rollouts on a GPU (empty on CPU or with vLLM).
+
+    Generates the rollouts of several optimizer steps in one ``generate`` call (``steps_per_generation``, a
+    multiple of ``--gradient_accumulation_steps`` so every batch holds whole prompt groups) until about
+    ``GPU_GENERATION_SEQUENCES`` sequences are decoded together, at most ``MAX_ROLLOUT_ROUNDS`` steps.
+    ``--rollout_steps N`` sets the number of optimizer steps itself (1: TRL's default, on any device).
+    """
+    if cfg.rollout_steps:  # the user's choice; 1 is TRL's default (one generation per optimizer step)
+        steps = cfg.rollout_steps * cfg.gradient_accumulation_steps
+        return {"steps_per_generation": steps} if cfg.rollout_steps > 1 else {}
+    if not device.startswith("cuda") or cfg.use_vllm:
+        return {}
+    per_step = max(1, cfg.batch_size * cfg.gradient_accumulation_steps)
+    rounds = min(MAX_ROLLOUT_ROUNDS, -(-GPU_GENERATION_SEQUENCES // per_step))
+    if rounds <= 1:
+        return {}
+    return {"steps_per_generation": cfg.gradient_accumulation_steps * rounds}
+
+
+def generation_batch(device: str, cpu_batch: int) -> int:
+    """Prompts per ``generate`` call for evaluation: ``cpu_batch`` on CPU, more on a GPU (launch-bound)."""
+    return max(cpu_batch, GPU_GENERATION_SEQUENCES) if device.startswith("cuda") else cpu_batch

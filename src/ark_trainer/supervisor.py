@@ -7,8 +7,9 @@ The ``train`` command with ``--auto_resume N`` does not train itself: it runs th
 twice the gradient accumulation, so the effective batch (and the data order) stays the same. Every
 restart and change is a ``restart`` event in ``OUT/events.jsonl``, shown in the report's Restarts block.
 
-Not restarted: bad input (exit 2: it would fail the same way), a diverged run (NaN/inf: same), and a
-child killed by the user (Ctrl-C, exit 130). ``ARK_FAULT`` (fault injection) reaches the first child only.
+Not restarted: bad input (exit 2: it would fail the same way), a diverged run (NaN/inf through every
+rollback: same), and a child killed by the user (Ctrl-C, exit 130). When the restarts are used up, a
+``gave_up`` event and the report (the failure at the top) are written. ``ARK_FAULT`` (fault injection) reaches the first child only.
 """
 
 from __future__ import annotations
@@ -109,7 +110,20 @@ def supervise(cfg) -> Path:
         _restart_event(out, attempt + 1, code, reason, change, f"failed after {time.time() - t0:.0f}s")
         env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
         resume = True
-    raise UserError(f"--auto_resume {cfg.auto_resume}: the run failed every time; see {out / 'events.jsonl'}")
+    message = f"--auto_resume {cfg.auto_resume}: the run failed every time; see {out / 'events.jsonl'}"
+    _give_up(out, message)
+    raise UserError(message)
+
+
+def _give_up(out: Path, message: str) -> None:
+    """A ``gave_up`` event and the report (failure at the top): a killed child could write neither."""
+    Monitor(out, heartbeat=False).event("gave_up", message=message)
+    try:
+        from ark_trainer.report import build_report
+
+        build_report(out)
+    except Exception as exc:  # noqa: BLE001 - the verdict above is what the user needs to see
+        log.error("could not write the report: %s", exc)
 
 
 def _restart_event(out: Path, attempt: int, code: int, reason: str, change: dict, note: str) -> None:

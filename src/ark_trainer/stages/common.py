@@ -27,6 +27,14 @@ class Runtime:
     bf16: bool
     warnings: list[str]
     trust_remote_code: bool = False  # --trust_remote_code: off unless the user turns it on
+    bf16_weights: bool = False  # --mixed_precision bf16_weights: train in bf16 weights, no fp32 master copy
+
+    @property
+    def precision(self) -> str:
+        """e.g. ``bf16 autocast, fp32 weights`` (see ``scale.precision_name``)."""
+        from ark_trainer.scale import precision_name
+
+        return precision_name(self.fp16, self.bf16, self.bf16_weights)
 
     @property
     def use_cpu(self) -> bool:
@@ -73,7 +81,12 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
     check_hardware(cfg, device)
     fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)
     return Runtime(
-        device=device, fp16=fp16, bf16=bf16, warnings=warnings, trust_remote_code=cfg.trust_remote_code
+        device=device,
+        fp16=fp16,
+        bf16=bf16,
+        warnings=warnings,
+        trust_remote_code=cfg.trust_remote_code,
+        bf16_weights=bf16 and cfg.mixed_precision == "bf16_weights",
     )
 
 

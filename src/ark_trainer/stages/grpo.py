@@ -15,7 +15,7 @@ from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.scale import peft_config, vllm_grpo_kwargs
+from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,
     is_conversational,
@@ -59,19 +59,25 @@ def train_grpo(
         loss_type=cfg.loss_type,
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
+        **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
-        trainer = GRPOTrainer(
-            model=model_path,
-            reward_funcs=funcs,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tok,
-            callbacks=stage_callbacks(monitor, log_dir, "grpo"),
-            peft_config=peft_config(cfg),
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: GRPOTrainer(
+                model=model_path,
+                reward_funcs=funcs,
+                args=args,
+                train_dataset=dataset,
+                processing_class=tok,
+                callbacks=stage_callbacks(monitor, log_dir, "grpo"),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            monitor,
+            "grpo",
+            out_dir,
         )
-        run_trainer(trainer, cfg, monitor, "grpo", out_dir)  # resume, crash-safe saves, guards
         check_replicas(trainer, "grpo")
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
     warn_if_no_signal(monitor, trainer.state.log_history)

@@ -201,15 +201,20 @@ def train_rft(
         max_length=None,
     )
     with monitor.stage("rft", total=cfg.rft_steps):
-        trainer = SFTTrainer(
-            model=model_path,
-            args=args,
-            train_dataset=Dataset.from_list(sft_rows),
-            processing_class=tok,
-            callbacks=stage_callbacks(monitor, log_dir, "rft"),
-            peft_config=peft_config(cfg),
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: SFTTrainer(
+                model=model_path,
+                args=args,
+                train_dataset=Dataset.from_list(sft_rows),
+                processing_class=tok,
+                callbacks=stage_callbacks(monitor, log_dir, "rft"),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            monitor,
+            "rft",
+            out_dir,
         )
-        run_trainer(trainer, cfg, monitor, "rft", out_dir)  # resume, crash-safe saves, guards
         check_replicas(trainer, "rft")
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and not cfg.grpo_steps)
     return final_dir

@@ -1,0 +1,140 @@
+"""The precision a run picks for the hardware it finds, emulated without a GPU (torch.cuda monkeypatched).
+
+Default (``--mixed_precision auto``): bf16 autocast over fp32 master weights on a bf16-capable GPU, fp16
+autocast over fp32 master weights on an older GPU, fp32 on CPU; pure bf16 weights only when asked for
+with ``--mixed_precision bf16_weights``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ark_trainer.config import TrainConfig, validate
+from ark_trainer.stages.common import resolve_runtime, trainer_kwargs
+from test_resume import assets, flags  # noqa: F401 - the module fixture is reused
+
+
+def fake_gpu(monkeypatch, capability: tuple[int, int] | None) -> None:
+    """A machine with one GPU of ``capability`` (bf16 from 8.0, Ampere), or none."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: capability is not None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1 if capability else 0)
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda *a, **k: bool(capability and capability >= (8, 0))
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+
+
+def choice(tmp_path, **flags) -> tuple:
+    cfg = TrainConfig(**flags)
+    rt = resolve_runtime(cfg)
+    kw = trainer_kwargs(cfg, rt, tmp_path, 1, 1e-5)
+    return rt.device, rt.precision, kw["bf16"], kw["fp16"], kw["model_init_kwargs"]["dtype"]
+
+
+@pytest.mark.parametrize(
+    ("capability", "flags", "expected"),
+    [
+        ((9, 0), {}, ("cuda:0", "bf16 autocast, fp32 weights", True, False, torch.float32)),  # H100/H200
+        ((7, 0), {}, ("cuda:0", "fp16 autocast, fp32 weights", False, True, torch.float32)),  # V100
+        (None, {}, ("cpu", "fp32", False, False, torch.float32)),
+        (
+            (9, 0),
+            {"mixed_precision": "bf16"},
+            ("cuda:0", "bf16 autocast, fp32 weights", True, False, torch.float32),
+        ),
+        ((9, 0), {"bf16": True}, ("cuda:0", "bf16 autocast, fp32 weights", True, False, torch.float32)),
+        (
+            (9, 0),
+            {"mixed_precision": "bf16_weights"},
+            ("cuda:0", "bf16 weights", True, False, torch.bfloat16),
+        ),
+        ((9, 0), {"mixed_precision": "no"}, ("cuda:0", "fp32", False, False, torch.float32)),
+        (
+            (9, 0),
+            {"mixed_precision": "fp16"},
+            ("cuda:0", "fp16 autocast, fp32 weights", False, True, torch.float32),
+        ),
+        (None, {"mixed_precision": "bf16_weights"}, ("cpu", "fp32", False, False, torch.float32)),
+    ],
+)
+def test_the_default_precision_for_each_kind_of_machine(monkeypatch, tmp_path, capability, flags, expected):
+    fake_gpu(monkeypatch, capability)
+    assert choice(tmp_path, **flags) == expected
+
+
+def test_bf16_weights_is_a_known_value_and_fp8_is_not():
+    cfg = TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="BF16_Weights")
+    validate(cfg)
+    assert cfg.mixed_precision == "bf16_weights"
+    from ark_trainer.errors import UserError
+
+    with pytest.raises(UserError, match="bf16_weights"):
+        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="fp8"))
+
+
+def test_the_run_records_its_precision(monkeypatch, tmp_path):
+    """plan.json and the ``scale`` event say which precision the run trained in (here: CPU, fp32)."""
+    from ark_trainer.scale import scale_summary
+
+    fake_gpu(monkeypatch, (9, 0))
+    cfg = TrainConfig()
+    rt = resolve_runtime(cfg)
+    assert scale_summary(cfg, rt, 1)["precision"] == "bf16 autocast, fp32 weights"
+
+
+# --- generation on a GPU: the automatic choice (measured by bench/gpu_generation.py) ---
+@pytest.mark.parametrize(
+    ("device", "batch", "accum", "flags", "expected"),
+    [
+        ("cpu", 16, 1, {}, {}),  # CPU: TRL's defaults, unchanged
+        ("cuda:0", 16, 1, {}, {"steps_per_generation": 4}),  # 64 sequences per generate call
+        ("cuda:0", 8, 2, {}, {"steps_per_generation": 8}),  # whole accumulation cycles only
+        ("cuda:0", 128, 1, {}, {}),  # already large enough
+        ("cuda:0", 16, 1, {"use_vllm": True}, {}),  # vLLM generates
+        ("cuda:0", 16, 1, {"rollout_steps": 1}, {}),  # --rollout_steps 1: TRL's default on a GPU too
+        ("cpu", 8, 2, {"rollout_steps": 3}, {"steps_per_generation": 6}),  # --rollout_steps 3, anywhere
+    ],
+)
+def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
+    tmp_path, device, batch, accum, flags, expected
+):
+    from trl import GRPOConfig
+
+    from ark_trainer.scale import rollout_kwargs
+
+    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
+    kwargs = rollout_kwargs(cfg, device)
+    assert kwargs == expected
+    args = GRPOConfig(  # TRL accepts it: whole prompt groups per generation batch
+        output_dir=str(tmp_path), per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+        num_generations=8, use_cpu=True, report_to="none", **kwargs,
+    )  # fmt: skip
+    assert args.generation_batch_size == batch * kwargs.get("steps_per_generation", accum)
+
+
+def test_rollout_steps_must_be_positive():
+    from ark_trainer.errors import UserError
+
+    with pytest.raises(UserError, match="--rollout_steps: must be ≥ 1, got 0"):
+        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
+
+
+def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():
+    from ark_trainer.scale import generation_batch
+
+    assert generation_batch("cpu", 32) == 32 and generation_batch("cuda:0", 32) == 128
+
+
+def test_a_grpo_run_with_rollout_steps_trains_and_records_it(assets, tmp_path):  # noqa: F811
+    import json
+
+    from ark_trainer.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", *flags(assets, out, "GRPO"), "--rollout_steps", "2"]) == 0
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    scale = next(e for e in events if e["event"] == "scale")
+    assert scale["steps_per_generation"] == 2 and scale["precision"] == "fp32"
+    state = json.loads((out / "grpo" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
