@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
@@ -71,6 +72,7 @@ def train_grpo(
             callbacks=stage_callbacks(monitor, log_dir, "grpo"),
             peft_config=peft_config(cfg),
         )
+        time_generation(trainer)  # logs generation_time next to step_time (ark_trainer/diagnose/timing.py)
         run_trainer(trainer, cfg, monitor, "grpo", out_dir)  # resume, crash-safe saves, guards
         check_replicas(trainer, "grpo")
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
