@@ -60,7 +60,10 @@ def still_run(assets, tmp_path_factory) -> Path:  # noqa: F811
     args = with_eval(
         flags(assets, out, "RFT+GRPO", steps=4), rft_learning_rate="1e-12", grpo_learning_rate="1e-12"
     )
-    assert main(["train", *args, "--rft_steps", "2", "--max_completion_length", "12"]) == 0
+    assert (
+        main(["train", *args, "--rft_steps", "2", "--max_completion_length", "12", "--openclaw_env", "True"])
+        == 0
+    )
     return out
 
 
@@ -98,6 +101,39 @@ def test_a_learning_rate_of_nearly_zero_is_no_learning_and_no_improvement(still_
     assert main(["diagnose", str(still_run)]) == 1
     out = capsys.readouterr().out
     assert out.index("no_learning") > 0 and "fix: " in out
+
+
+def test_the_run_diagnoses_itself_and_does_not_deploy_a_model_no_better_than_base(still_run):
+    saved = json.loads((still_run / "diagnosis.json").read_text())
+    assert {"no_learning", "no_improvement"} <= {f["code"] for f in saved["findings"]}
+    report = (still_run / "report.md").read_text(encoding="utf-8")
+    top = report.split("\n## ")[0]  # the title and what comes before the first section
+    assert "WARNING: final model (grpo) no better than the base on task_accuracy" in top
+    assert "--deploy_if_not_better True" in top
+    assert "## Diagnosis" in report and "| error | no_learning | rft |" in report
+    log = (still_run / "logs" / "train.log").read_text(encoding="utf-8")
+    assert "diagnosis: warning no_improvement (grpo)" in log and "diagnosis: error no_learning" in log
+    assert "openclaw: not deployed: final model (grpo) no better than the base" in log
+    assert "automatic deploy is off" not in log  # deploy_after_train was not reached
+
+
+def test_deploy_if_not_better_deploys_anyway(assets, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    args = with_eval(flags(assets, out, "GRPO", steps=1), grpo_learning_rate="1e-12")
+    assert main(["train", *args, "--openclaw_env", "True", "--deploy_if_not_better", "True"]) == 0
+    log = (out / "logs" / "train.log").read_text(encoding="utf-8")
+    assert "deploying although final model (grpo) no better" in log
+    assert "automatic deploy is off" in log  # reached deploy_after_train (the tests turn the server off)
+
+
+def test_a_failed_run_is_diagnosed_too(assets, tmp_path, monkeypatch):  # noqa: F811
+    out = tmp_path / "run"
+    monkeypatch.setenv("ARK_FAULT", "raise_at_step:2")
+    with pytest.raises(RuntimeError):
+        main(["train", *flags(assets, out, "GRPO")])
+    saved = json.loads((out / "diagnosis.json").read_text())
+    assert saved["status"] == "failed" and saved["findings"][0]["code"] == "failed"
+    assert "RuntimeError: fault injection: step 2 raised" in saved["findings"][0]["evidence"]
 
 
 def test_nan_gradients_are_non_finite_with_the_resume_command(assets, tmp_path, monkeypatch):  # noqa: F811

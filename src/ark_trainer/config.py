@@ -70,6 +70,9 @@ class TrainConfig:
     data_path: str | None = _opt(None, "training data, JSONL (required)")
     output_dir: str | None = _opt(None, "run directory: checkpoints, final model, eval, report (required)")
     openclaw_env: bool = _opt(False, "link with the local OpenClaw install (check it; deploy when present)")
+    deploy_if_not_better: bool = _opt(
+        False, "with --openclaw_env True, deploy even a final model no better than the base (diagnose)"
+    )
     eval_auto: bool = _opt(True, "evaluate base, RFT and GRPO models and write the report")
     eval_dataset: str | None = _opt(None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)")
     max_train_steps: int = _opt(1000, "total optimizer steps, RFT + GRPO")

@@ -66,7 +66,9 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
         raise UserError(f"{run_dir}: not a run directory (no run.yaml); pass the --output_dir of a train run")
     run = load_run(run_dir)
     title = _title(run)
-    blocks = [Heading(title, 1), *_body(run, _make_plots(run, run_dir / "plots"))]
+    from ark_trainer.diagnose.run_end import report_blocks  # a no_improvement alert, then the Diagnosis
+
+    blocks = [Heading(title, 1), *report_blocks(run_dir), *_body(run, _make_plots(run, run_dir / "plots"))]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     atomic_write_bytes(html_path, to_html(blocks, title).encode("utf-8"))

@@ -23,6 +23,7 @@ CODES = {
     "stalled": "no progress for --stall_timeout seconds (watchdog), or the heartbeat stopped",
     "dead": "the process is gone without finishing (killed)",
     "disk_full": "too little free disk to save a checkpoint",
+    "failed": "the run failed for another reason (the error and the resume command)",
     "flat_reward": "most GRPO groups had zero reward variance: no learning signal",
     "no_learning": "reward and weights barely moved (learning rate ~0, KL ~0, same answers as before)",
     "kl_blowup": "the KL to the reference grew past 1",

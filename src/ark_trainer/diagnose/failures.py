@@ -145,4 +145,23 @@ def check_disk_full(run: RunData) -> list[Finding]:
     return [Finding("disk_full", "error", stage, evidence, fix)]
 
 
-CHECKS = (check_non_finite, check_oom, check_stalled, check_dead, check_disk_full)
+def check_failed(run: RunData) -> list[Finding]:
+    """A run that failed for a reason none of the checks above names: the error, and how to continue."""
+    if (
+        run.final_status() != "failed"
+        or run.of("diverged")
+        or _errors(run, OOM_WORDS)
+        or _errors(run, DISK_WORDS)
+    ):
+        return []
+    errors = run.of("error")
+    evidence = (
+        f"{errors[-1].get('kind', 'error')}: {str(errors[-1].get('message', ''))[:240]}"
+        if errors
+        else "the run ended with status failed"
+    )
+    fix = f"the traceback is in {run.log_path}; once fixed, continue: {resume_command(run)}{_checkpoint_note(run)}"
+    return [Finding("failed", "error", str(run.beat.get("stage") or "?"), evidence, fix)]
+
+
+CHECKS = (check_non_finite, check_oom, check_stalled, check_dead, check_disk_full, check_failed)
