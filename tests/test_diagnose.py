@@ -72,6 +72,13 @@ def test_every_code_is_documented_in_the_readme():
     assert [code for code in CODES if f"`{code}`" not in readme] == []
 
 
+def test_the_openclaw_skill_asks_the_diagnosis():
+    import ark_trainer
+
+    skill = Path(ark_trainer.__file__).parent / "openclaw" / "skill" / "SKILL.md"
+    assert "ark-trainer diagnose OUT --json" in skill.read_text(encoding="utf-8")
+
+
 def test_a_constant_reward_is_flat_and_short_completions_are_truncated(constant_run):
     found = codes(constant_run)
     assert found["flat_reward"]["severity"] == "error" and "100%" in found["flat_reward"]["evidence"]

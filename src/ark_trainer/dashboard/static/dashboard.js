@@ -3,16 +3,16 @@
 
 const POLL_RUN_MS = 2000, POLL_LIST_MS = 5000;
 const COLORS = ["#2f80ed", "#d64545", "#27ae60", "#f0b429", "#9b51e0", "#00a3a3", "#e67e22", "#7b8794"];
-// Charts per stage: [id, title, keys(data) -> metric names]. A chart shows only when one of its keys was logged.
+// Charts per stage: [id, title, keys(data) -> metric names, fixed y range]. Shown when one of its keys was logged.
 const graders = (d) => Object.keys(d).filter((k) => /^rewards\/.+\/mean$/.test(k) && k !== "rewards/total/mean");
 const CHARTS = [
   ["reward", "reward (and each grader)", (d) => ["reward", ...graders(d)]],
   ["loss", "loss", () => ["loss"]],
   ["kl", "KL to reference", () => ["kl"]],
   ["entropy", "entropy", () => ["entropy"]],
-  ["zero_std", "share of zero-std groups", () => ["frac_reward_zero_std"]],
+  ["zero_std", "share of zero-std groups", () => ["frac_reward_zero_std"], [0, 1]],
   ["length", "completion length (tokens)", () => ["completions/mean_length", "completions/max_length"]],
-  ["clipped", "share of truncated completions", () => ["completions/clipped_ratio"]],
+  ["clipped", "share of truncated completions", () => ["completions/clipped_ratio"], [0, 1]],
   ["accuracy", "token accuracy", () => ["mean_token_accuracy"]],
   ["lr", "learning rate", () => ["learning_rate"]],
   ["time", "step time (s)", () => ["step_time", "generation_time"]],
@@ -109,14 +109,14 @@ function drawCharts(stages) {
       grid = el("div", { class: "grid", id: "grid-" + stage });
       root.append(el("h3", {}, stage.toUpperCase() + " curves"), grid);
     }
-    for (const [id, title, keysOf] of CHARTS) {
+    for (const [id, title, keysOf, range] of CHARTS) {
       const keys = keysOf(data).filter((k) => Array.isArray(data[k]) && data[k].some((v) => v != null));
-      if (keys.length) drawChart(grid, `${stage}-${id}`, title, data.step, keys.map((k) => [k, data[k]]));
+      if (keys.length) drawChart(grid, `${stage}-${id}`, title, data.step, keys.map((k) => [k, data[k]]), range);
     }
   }
 }
 
-function drawChart(grid, id, title, steps, series) {
+function drawChart(grid, id, title, steps, series, range) {
   const points = steps.length, names = series.map((s) => s[0]).join(",");
   const data = [steps, ...series.map((s) => s[1])];
   let box = document.getElementById("chart-" + id);
@@ -131,7 +131,7 @@ function drawChart(grid, id, title, steps, series) {
     }
     const opts = {
       width: Math.max(box.clientWidth - 10, 300), height: 200,
-      scales: { x: { time: false } },
+      scales: range ? { x: { time: false }, y: { range } } : { x: { time: false } },
       series: [{ label: "step" }, ...series.map((s, i) => ({ label: s[0], stroke: COLORS[i % COLORS.length], spanGaps: true, points: { show: points < 40 } }))],
       axes: [{}, { size: 60, values: (u, splits) => splits.map(tick) }],
     };
@@ -163,7 +163,7 @@ function drawEvals(evals) {
     ...(graderNames.length ? [el("h3", {}, "Graders (mean per stage)"), table((m) => evals.graders[m], graderNames)] : []));
   const examples = (evals.examples || []).map((x) => el("tr", {}, el("td", {}, fmt(x.reward)), el("td", {}, el("pre", {}, x.prompt)), el("td", {}, el("pre", {}, x.completion))));
   document.getElementById("examples").replaceChildren(el("h3", {}, `Example answers (${evals.final})`),
-    examples.length ? el("table", {}, el("tr", {}, el("th", {}, "reward"), el("th", {}, "prompt"), el("th", {}, "answer")), ...examples) : el("p", { class: "muted" }, "None."));
+    examples.length ? el("table", { class: "examples" }, el("tr", {}, el("th", {}, "reward"), el("th", {}, "prompt"), el("th", {}, "answer")), ...examples) : el("p", { class: "muted" }, "None."));
 }
 
 pollList();
