@@ -264,6 +264,15 @@ def test_slow_generation_is_a_warning_on_gpu_and_info_on_cpu(constant_run, tmp_p
     assert "--use_vllm True" in codes(gpu)["slow_generation"]["fix"]
 
 
+def test_no_improvement_is_judged_on_finished_runs_only(constant_run, tmp_path):
+    worse = {"base": evaluation("base", 0.5), "rft": evaluation("rft", 0.4)}
+    run = synthetic_run(constant_run, tmp_path / "run", [metric(s) for s in range(1, 11)], worse)
+    assert "below the base on task_accuracy: 50.0% → 40.0%" in codes(run)["no_improvement"]["evidence"]
+    beat = json.loads((run / "heartbeat.json").read_text())
+    (run / "heartbeat.json").write_text(json.dumps({**beat, "state": "failed"}))
+    assert "no_improvement" not in codes(run)  # RFT was not meant to be the final model
+
+
 def test_a_stalled_run_names_the_log_with_the_stacks(constant_run, tmp_path):
     run = synthetic_run(constant_run, tmp_path / "run", [metric(1)], HEALTHY_EVALS)
     beat = json.loads((run / "heartbeat.json").read_text())

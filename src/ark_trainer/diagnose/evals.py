@@ -46,7 +46,7 @@ def main_metric(evals: dict[str, dict[str, Any]]) -> tuple[str, str, str] | None
 def not_better_than_base(run: RunData) -> Finding | None:
     """The ``no_improvement`` finding, or None when the final model beats the base (or nothing to compare)."""
     picked = main_metric(run.evals)
-    if picked is None:
+    if picked is None or run.final_status() != "finished":  # a stopped run's last model is not its final one
         return None
     metric, base, final = picked
     before, after = num(run.evals[base].get(metric)), num(run.evals[final].get(metric))

@@ -125,6 +125,9 @@ def check_dead(run: RunData) -> list[Finding]:
         f"process {beat.get('pid')} is gone without finishing: last beat {beat.get('updated_at')}, "
         f"stage {beat.get('stage')}, step {beat.get('step')}/{beat.get('total')}"
     )
+    logged = run.of("metrics")
+    if logged:
+        evidence += f"; last logged step: {logged[-1].get('stage')} {logged[-1].get('step')}"
     fix = f"continue it: {resume_command(run)}{_checkpoint_note(run)}; --auto_resume 2 restarts by itself"
     return [Finding("dead", "error", str(beat.get("stage") or "?"), evidence, fix)]
 
