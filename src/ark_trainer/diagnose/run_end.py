@@ -53,18 +53,22 @@ def may_deploy(result: dict[str, Any] | None, deploy_if_not_better: bool) -> boo
     return False
 
 
-def report_blocks(run_dir: Path) -> list:
-    """The report's diagnosis: a top alert per :data:`TOP_CODES` finding, then the Diagnosis section."""
+def report_blocks(run_dir: Path, middle: list | tuple = ()) -> list:
+    """The report's diagnosis: a top alert per :data:`TOP_CODES` finding, ``middle``, the Diagnosis section."""
     from ark_trainer.render import Heading, Para, Table
 
     try:
         findings = diagnose(run_dir)["findings"]
     except Exception as exc:  # noqa: BLE001 - the report is still written without it
-        return [Heading("Diagnosis"), Para(f"Diagnosis failed: {type(exc).__name__}: {exc}", alert=True)]
+        return [
+            *middle,
+            Heading("Diagnosis"),
+            Para(f"Diagnosis failed: {type(exc).__name__}: {exc}", alert=True),
+        ]
     blocks: list = [
         Para(f"WARNING: {f.evidence}. Fix: {f.fix}.", alert=True) for f in findings if f.code in TOP_CODES
     ]
-    blocks.append(Heading("Diagnosis"))
+    blocks += [*middle, Heading("Diagnosis")]
     if not findings:
         return [*blocks, Para("No findings: nothing in the run folder looks wrong.")]
     rows = [[f.severity, f.code, f.stage, f.evidence, f.fix] for f in findings]
