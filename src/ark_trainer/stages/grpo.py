@@ -69,7 +69,7 @@ def train_grpo(
             args=args,
             train_dataset=dataset,
             processing_class=tok,
-            callbacks=stage_callbacks(monitor, log_dir, "grpo"),
+            callbacks=stage_callbacks(monitor, log_dir, "grpo", cfg.report_to),
             peft_config=peft_config(cfg),
         )
         time_generation(trainer)  # logs generation_time next to step_time (ark_trainer/diagnose/timing.py)
