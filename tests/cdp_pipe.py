@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -31,8 +32,10 @@ class Chromium:
         self._r, from_browser_w = os.pipe()
 
         def wire() -> None:  # in the child: its fd 3 reads our commands, its fd 4 writes to us
-            os.dup2(to_browser_r, 3)
-            os.dup2(from_browser_w, 4)
+            # via fds ≥ 10 first: a pipe end may already be fd 3 or 4 (dup2 onto itself keeps close-on-exec)
+            r, w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w))
+            os.dup2(r, 3)
+            os.dup2(w, 4)
 
         args = [
             exe,

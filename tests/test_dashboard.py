@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -119,13 +120,17 @@ def test_the_page_shows_live_curves_in_a_real_browser(server, runs_root, browser
     if os.environ.get("ARK_DASHBOARD_SCREENSHOT"):
         browser.screenshot(Path(os.environ["ARK_DASHBOARD_SCREENSHOT"]))
 
-    last = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "metrics" and e["stage"] == "grpo"][
-        -1
-    ]
+    # the run trains on: a live heartbeat (this process's pid) and two more GRPO steps appended
+    beat = json.loads((run / "heartbeat.json").read_text())
+    live = {**beat, "state": "running", "pid": os.getpid(), "updated_ts": time.time(), "interval": 60}
+    (run / "heartbeat.json").write_text(json.dumps(live))
+    logged = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "metrics" and e["stage"] == "grpo"]
+    last = logged[-1]
     with (run / "events.jsonl").open("a", encoding="utf-8") as fh:  # as the training loop appends them
         for step in (last["step"] + 1, last["step"] + 2):
             fh.write(json.dumps({**last, "step": step, "reward": 0.9}) + "\n")
     assert browser.wait_for(f"{points} === '{n + 2}' && {points}")
+    assert browser.wait_for("document.querySelector('#run-state').textContent === 'running'")
     assert browser.eval("performance.getEntriesByType('navigation').length") == 1  # no reload
     browser.screenshot(tmp_path / "dashboard.png")
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000

@@ -186,6 +186,5 @@ def reward_range(logs: list[dict[str, Any]]) -> tuple[float, float] | None:
     keys = [
         k for log in logs for k in log if k == "reward" or (k.startswith("rewards/") and k.endswith("/mean"))
     ]
-    values = [_num(log.get(k)) for log in logs for k in set(keys)]
-    values = [v for v in values if v is not None]
+    values = [v for v in (_num(log.get(k)) for log in logs for k in set(keys)) if v is not None]
     return (0.0, 1.0) if values and all(0.0 <= v <= 1.0 for v in values) else None

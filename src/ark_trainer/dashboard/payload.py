@@ -73,7 +73,8 @@ class EventLog:
     """``events.jsonl`` read incrementally: complete lines only, from where the last read stopped."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.events = path, 0, []
+        self.path, self.offset = path, 0
+        self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
     def read(self) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ class Runs:
         self.roots = roots
         self.found: dict[str, Path] = {}
         self.logs: dict[str, EventLog] = {}
-        self.slow: dict[str, tuple[float, int, dict[str, Any]]] = {}
+        self.slow: dict[str, tuple[float, str, dict[str, Any]]] = {}
         self.lock = threading.Lock()
 
     def listing(self) -> list[dict[str, Any]]:
@@ -57,23 +57,24 @@ class Runs:
                 return None
             log = self.logs.setdefault(key, EventLog(folder / "events.jsonl"))
         events = log.read()
+        summary = run_summary(key, folder)
         return {
-            **run_summary(key, folder),
+            **summary,
             "stages": stage_metrics(events),
             "timeline": timeline(events),
-            **self._slow_parts(key, folder, len(events)),
+            **self._slow_parts(key, folder, f"{len(events)} {summary['state']}"),
         }
 
-    def _slow_parts(self, key: str, folder: Path, n_events: int) -> dict[str, Any]:
-        """Diagnosis and eval tables, recomputed when events arrived and at most every few seconds."""
+    def _slow_parts(self, key: str, folder: Path, version: str) -> dict[str, Any]:
+        """Diagnosis and eval tables, recomputed when events or the state changed, at most every few seconds."""
         from ark_trainer.diagnose import diagnose, to_json
 
         cached = self.slow.get(key)
         now = time.time()
-        if cached and (cached[1] == n_events or now - cached[0] < DIAGNOSIS_EVERY):
+        if cached and (cached[1] == version or now - cached[0] < DIAGNOSIS_EVERY):
             return cached[2]
         parts = {"evals": eval_tables(folder), "diagnosis": to_json(diagnose(folder))}
-        self.slow[key] = (now, n_events, parts)
+        self.slow[key] = (now, version, parts)
         return parts
 
 

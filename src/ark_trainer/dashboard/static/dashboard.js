@@ -138,7 +138,8 @@ function drawChart(grid, id, title, steps, series, range) {
     state.plots[id] = { plot: new uPlot(opts, data, box), names, points };
   }
   state.plots[id].points = points;
-  document.getElementById("chart-" + id).setAttribute("data-points", String(points));
+  // what the chart holds (read back from uPlot), for a test to compare with the logged steps
+  document.getElementById("chart-" + id).setAttribute("data-points", String(state.plots[id].plot.data[0].length));
 }
 
 function drawTimeline(rows) {
