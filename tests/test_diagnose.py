@@ -147,10 +147,9 @@ def test_nan_gradients_are_non_finite_with_the_resume_command(assets, tmp_path, 
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "nan_at_step:3")
     main(["train", *flags(assets, out, "GRPO")])
-    finding = codes(out)["non_finite"]
-    assert "step 3" in finding["evidence"]
-    assert "--grpo_learning_rate from 0.01 to 0.001" in finding["fix"]
-    assert "new --output_dir" in finding["fix"]
+    finding = codes(out)["non_finite"]  # the run stops (diverged) or skips the step (bad_step): both name it
+    assert "3" in finding["evidence"] and "NaN" in finding["evidence"] + finding["fix"]
+    assert "--grpo_learning_rate from 0.01 to" in finding["fix"] and "new --output_dir" in finding["fix"]
 
 
 def test_out_of_memory_is_oom_with_a_halved_micro_batch(assets, tmp_path, monkeypatch):  # noqa: F811
@@ -277,6 +276,24 @@ def test_no_improvement_is_judged_on_finished_runs_only(constant_run, tmp_path):
     beat = json.loads((run / "heartbeat.json").read_text())
     (run / "heartbeat.json").write_text(json.dumps({**beat, "state": "failed"}))
     assert "no_improvement" not in codes(run)  # RFT was not meant to be the final model
+
+
+def test_skipped_steps_and_rollbacks_are_non_finite_warnings(constant_run, tmp_path):
+    bad = {"stage": "grpo", "what": "loss", "precision": "fp32"}
+    run = synthetic_run(
+        constant_run,
+        tmp_path / "run",
+        [metric(s) for s in range(1, 11)],
+        HEALTHY_EVALS,
+        bad_step={**bad, "step": 5},
+        rollback={"stage": "grpo", "attempt": 1, "at_step": 7, "to_step": 4, "learning_rate": 5e-3},
+    )
+    finding = codes(run)["non_finite"]
+    assert finding["severity"] == "warning"
+    assert finding["evidence"] == (
+        "1 step(s) skipped for NaN/inf: 5 (loss); 1 rollback(s), the last from step 7 to step 4 with learning rate 0.005"
+    )
+    assert "--grpo_learning_rate from 0.01 to 0.005" in finding["fix"]
 
 
 def test_a_stalled_run_names_the_log_with_the_stacks(constant_run, tmp_path):

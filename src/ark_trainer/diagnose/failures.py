@@ -15,7 +15,6 @@ from ark_trainer.resume import latest_complete
 
 OOM_WORDS = re.compile(r"OutOfMemoryError|out of memory|MemoryError", re.IGNORECASE)
 DISK_WORDS = re.compile(r"DiskFullError|No space left on device|disk full", re.IGNORECASE)
-BAD_STEP_EVENTS = ("bad_step", "skipped_step", "rollback")
 
 
 def _errors(run: RunData, pattern: re.Pattern) -> list[dict]:
@@ -39,20 +38,24 @@ def check_non_finite(run: RunData) -> list[Finding]:
         fix += f"; {RERUN}"
         evidence = f"step {e.get('step')}: {e.get('message', 'NaN/inf')}"
         findings.append(Finding("non_finite", "error", stage, evidence, fix))
-    bad = [e for e in run.events if e.get("event") in BAD_STEP_EVENTS]
-    if bad:
-        stage = str(bad[-1].get("stage", "?"))
-        steps = ", ".join(str(e.get("step", "?")) for e in bad[:10])
+    bad, rollbacks = run.of("bad_step") + run.of("skipped_step"), run.of("rollback")
+    if bad or rollbacks:  # with a diverged event too, the error above is the one kept
+        stage = str((bad or rollbacks)[-1].get("stage", "?"))
         flag = lr_flag(stage)
-        findings.append(
-            Finding(
-                "non_finite",
-                "warning",
-                stage,
-                f"{len(bad)} step(s) with NaN/inf skipped or rolled back (steps {steps})",
-                f"lower --{flag} from {run.cfg(flag)} to {lower(run.cfg(flag), 2)}; under fp16 use --bf16 True",
+        steps = ", ".join(f"{e.get('step', '?')} ({e.get('what', 'NaN/inf')})" for e in bad[:5])
+        evidence = f"{len(bad)} step(s) skipped for NaN/inf" + (f": {steps}" if bad else "")
+        if len(bad) > 5:
+            evidence += ", …"
+        if rollbacks:
+            last = rollbacks[-1]
+            evidence += (
+                f"; {len(rollbacks)} rollback(s), the last from step {last.get('at_step')} to step "
+                f"{last.get('to_step')} with learning rate {last.get('learning_rate')}"
             )
-        )
+        precision = (bad or rollbacks)[-1].get("precision")
+        fix = f"lower --{flag} from {run.cfg(flag)} to {lower(run.cfg(flag), 2)}"
+        fix += " and use --bf16 True instead of fp16" if precision == "fp16" or run.cfg("fp16") else ""
+        findings.append(Finding("non_finite", "warning", stage, evidence, f"{fix}; {RERUN}"))
     if not findings:
         findings += _non_finite_metrics(run)
     return findings
