@@ -5,6 +5,12 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh requirements-test.txt
 bash scripts/setup_openclaw.sh             # Node 24 + OpenClaw into .tools/ (the OpenClaw tests use the real CLI)
 export ARK_REQUIRE_OPENCLAW=1              # so those tests fail, not skip, when it is missing
+# the dashboard's browser test runs the page in real headless Chromium (Debian's package)
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+export ARK_REQUIRE_BROWSER=1               # so the browser test fails, not skips, when Chromium is missing
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/python -m pytest -q "$@"

@@ -70,6 +70,13 @@ class TrainConfig:
     data_path: str | None = _opt(None, "training data, JSONL (required)")
     output_dir: str | None = _opt(None, "run directory: checkpoints, final model, eval, report (required)")
     openclaw_env: bool = _opt(False, "link with the local OpenClaw install (check it; deploy when present)")
+    deploy_if_not_better: bool = _opt(
+        False, "with --openclaw_env True, deploy even a final model no better than the base (diagnose)"
+    )
+    report_to: str = _opt(
+        "tensorboard",
+        "metrics also to: tensorboard, trackio, wandb, mlflow (comma-separated, installed) or none",
+    )
     eval_auto: bool = _opt(True, "evaluate base, RFT and GRPO models and write the report")
     eval_dataset: str | None = _opt(None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)")
     max_train_steps: int = _opt(1000, "total optimizer steps, RFT + GRPO")
@@ -315,8 +322,9 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.fp16 and cfg.bf16:
         problems.append("--fp16/--bf16: choose one")
     from ark_trainer.scale import validate_scale  # issue 7: scale and speed flags
+    from ark_trainer.trackers import report_to_problems
 
-    problems += validate_scale(cfg)
+    problems += validate_scale(cfg) + report_to_problems(cfg.report_to)
     if problems:
         raise UserError(*problems)
 

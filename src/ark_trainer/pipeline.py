@@ -221,6 +221,7 @@ def run_train(cfg: TrainConfig) -> Path:
     )
     ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
+    from ark_trainer.diagnose.run_end import after_run, may_deploy
     from ark_trainer.guards import attach_monitor, warn_skipped
     from ark_trainer.scale import scale_summary
     from ark_trainer.watchdog import Watchdog
@@ -239,14 +240,18 @@ def run_train(cfg: TrainConfig) -> Path:
         )  # fmt: skip
         monitor.finish("failed")
         if ranks.is_main:
+            after_run(p.out)  # diagnosis: console and OUT/diagnosis.json (ark_trainer/diagnose/run_end.py)
             _report_anyway(p.out)  # what finished, and why it stopped, at the top
         raise
     watchdog.stop()
     warn_skipped(p.reward, monitor)
     monitor.finish("finished")
     if ranks.is_main:
+        diagnosis = after_run(p.out)  # before the report and the deploy, which use it
         _build_report(p.out)
-        if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (rollback)
+        if cfg.openclaw_env and may_deploy(
+            diagnosis, cfg.deploy_if_not_better
+        ):  # not when no better than base
             from ark_trainer.openclaw.deploy import deploy_after_train
 
             deploy_after_train(p.out, log.info, log.warning)

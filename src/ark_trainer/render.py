@@ -115,10 +115,10 @@ def _html_block(block: Block) -> str:
     raise TypeError(f"unknown block {block!r}")
 
 
-def to_html(blocks: list[Block], title: str) -> str:
+def to_html(blocks: list[Block], title: str, lang: str = "en") -> str:
     """Render blocks as one self-contained HTML page (inline CSS; images are the run's plots/*.png)."""
     body = "\n".join(_html_block(block) for block in blocks)
     return (
-        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
         f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
     )

@@ -67,10 +67,16 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
         raise UserError(f"{run_dir}: not a run directory (no run.yaml); pass the --output_dir of a train run")
     run = load_run(run_dir)
     title = _title(run)
-    blocks = [Heading(title, 1), *_body(run, _make_plots(run, run_dir / "plots"))]
+    from ark_trainer.diagnose.run_end import report_blocks
+    from ark_trainer.glance import glance_blocks, page_lang
+
+    glance = glance_blocks(run_dir, run.evals, dict(MODELS))  # chart, final vs base, successes and failures
+    top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
+    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"))]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
-    atomic_write_bytes(html_path, to_html(blocks, title).encode("utf-8"))
+    lang = page_lang(run.config.get("task_name"), run_dir)
+    atomic_write_bytes(html_path, to_html(blocks, title, lang).encode("utf-8"))
     return md_path, html_path
 
 
@@ -439,9 +445,12 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from ark_trainer.glance import reward_range
+
     images = []
     for filename, stage, key, title, band in PLOTS:
         steps, values, spreads = _series(run.metrics(stage), key, band)
+        bounds = reward_range(run.metrics(stage)) if band else None  # a band never leaves the reward's range
         if not values:
             continue
         fig = Figure(figsize=(6.4, 3.6), dpi=100)
@@ -449,8 +458,9 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
         ax = fig.add_subplot()
         ax.plot(steps, values, marker="o" if len(values) < 30 else None, markersize=3)
         if band:
-            low = [v - s for v, s in zip(values, spreads, strict=True)]
-            high = [v + s for v, s in zip(values, spreads, strict=True)]
+            lo, hi = bounds or (float("-inf"), float("inf"))
+            low = [max(v - s, lo) for v, s in zip(values, spreads, strict=True)]
+            high = [min(v + s, hi) for v, s in zip(values, spreads, strict=True)]
             ax.fill_between(steps, low, high, alpha=0.25, linewidth=0)
         if key == "frac_reward_zero_std":  # a share: show it on 0..1 with the warning threshold
             ax.set_ylim(-0.02, 1.02)

@@ -274,6 +274,8 @@ MAY_CHANGE = {
     "device",
     "fp16",
     "bf16",
+    "report_to",
+    "deploy_if_not_better",
 }
 
 

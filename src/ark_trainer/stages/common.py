@@ -144,6 +144,7 @@ def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
 def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
     from ark_trainer.scale import trainer_extras, trainer_model_kwargs
+    from ark_trainer.trackers import trainer_report_to
 
     return {
         "output_dir": str(out_dir),
@@ -158,7 +159,7 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "save_steps": cfg.save_steps or 500,
         "save_total_limit": cfg.save_total_limit,
         "seed": cfg.seed,
-        "report_to": "none",
+        "report_to": trainer_report_to(cfg.report_to),  # tensorboard is added by stage_callbacks
         "use_cpu": rt.use_cpu,
         "fp16": rt.fp16,
         "bf16": rt.bf16,
@@ -169,16 +170,17 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
     }
 
 
-def stage_callbacks(monitor, log_dir: Path, stage: str) -> list:
+def stage_callbacks(monitor, log_dir: Path, stage: str, report_to: str = "tensorboard") -> list:
     """Trainer callbacks of a stage: progress/metrics to the monitor, TensorBoard events to ``--log_dir``."""
+    from ark_trainer.distributed import ranks
+    from ark_trainer.monitor import trainer_callback
+    from ark_trainer.trackers import wants_tensorboard
+
+    if not ranks().is_main or not wants_tensorboard(report_to):  # only the main process writes TensorBoard
+        return [trainer_callback(monitor, stage)]
     from torch.utils.tensorboard import SummaryWriter
     from transformers.integrations import TensorBoardCallback
 
-    from ark_trainer.distributed import ranks
-    from ark_trainer.monitor import trainer_callback
-
-    if not ranks().is_main:  # only the main process writes TensorBoard events
-        return [trainer_callback(monitor, stage)]
     writer = SummaryWriter(log_dir=str(log_dir / "tensorboard" / stage))
     return [trainer_callback(monitor, stage), TensorBoardCallback(tb_writer=writer)]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
@@ -64,14 +65,16 @@ def train_grpo(
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=cfg.grpo_steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: GRPOTrainer(
-                model=model_path,
-                reward_funcs=funcs,
-                args=args,
-                train_dataset=dataset,
-                processing_class=tok,
-                callbacks=stage_callbacks(monitor, log_dir, "grpo"),
-                peft_config=peft_config(cfg),
+            lambda: _timed(
+                GRPOTrainer(
+                    model=model_path,
+                    reward_funcs=funcs,
+                    args=args,
+                    train_dataset=dataset,
+                    processing_class=tok,
+                    callbacks=stage_callbacks(monitor, log_dir, "grpo", cfg.report_to),
+                    peft_config=peft_config(cfg),
+                )
             ),
             cfg,
             monitor,
@@ -85,6 +88,12 @@ def train_grpo(
 
 
 ZERO_STD_LIMIT = 0.9
+
+
+def _timed(trainer):
+    """``trainer`` with ``generation_time`` logged next to ``step_time`` (ark_trainer/diagnose/timing.py)."""
+    time_generation(trainer)
+    return trainer
 
 
 def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:

@@ -207,7 +207,7 @@ def train_rft(
                 args=args,
                 train_dataset=Dataset.from_list(sft_rows),
                 processing_class=tok,
-                callbacks=stage_callbacks(monitor, log_dir, "rft"),
+                callbacks=stage_callbacks(monitor, log_dir, "rft", cfg.report_to),
                 peft_config=peft_config(cfg),
             ),
             cfg,

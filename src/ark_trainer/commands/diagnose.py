@@ -1,0 +1,41 @@
+"""``ark-trainer diagnose OUT``: what went wrong in a run and what to change (see ``ark_trainer/diagnose``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "diagnose",
+        help="diagnose a run folder: findings, most severe first, each with evidence and the fix",
+        description="Read a run folder (events.jsonl, heartbeat.json, run.yaml, checkpoints, eval/*.json, "
+        "train.log) and print what went wrong, most severe first, with the evidence (steps, values) and the "
+        "fix (a flag and a value, or the resume command). Exit code 0 when nothing is above info, 1 otherwise.",
+    )
+    parser.add_argument("run_dir", help="the --output_dir of a run (finished, failed, killed or running)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"status", "findings": [{"code", "severity", "stage", "evidence", "fix"}]}',
+    )
+    parser.set_defaults(func=_diagnose)
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from ark_trainer.diagnose import diagnose, render_text, to_json, worst
+    from ark_trainer.errors import UserError
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run folder; pass the --output_dir of a train run")
+    if not any((run_dir / name).is_file() for name in ("run.yaml", "events.jsonl", "heartbeat.json")):
+        raise UserError(f"{run_dir}: not a run folder (no run.yaml, events.jsonl or heartbeat.json)")
+    result = diagnose(run_dir)
+    if args.json:
+        print(json.dumps(to_json(result), ensure_ascii=False, indent=2))
+    else:
+        print(render_text(result, run_dir))
+    return 0 if worst(result) in ("none", "info") else 1

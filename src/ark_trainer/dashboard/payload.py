@@ -1,0 +1,149 @@
+"""The JSON the dashboard page polls: runs found under folders, and everything shown for one run.
+
+Built from the run folder alone, like the report and the diagnosis. ``events.jsonl`` is read
+incrementally (only the bytes appended since the last poll), so polling a long run stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+RUN_MARKERS = ("events.jsonl", "heartbeat.json", "run.yaml")
+SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
+SKIP_DIRS = {"checkpoint", "model", "logs", "data", "eval", "plots", "rft", "grpo", "base_model"}
+EVAL_KEYS = ("n", "reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+MAX_EXAMPLES = 4
+
+
+def is_run(path: Path) -> bool:
+    return path.is_dir() and any((path / name).is_file() for name in RUN_MARKERS)
+
+
+def find_runs(roots: list[Path]) -> dict[str, Path]:
+    """``{key: folder}`` of every run folder in ``roots`` (a root may itself be a run); keys are stable."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        for run in _scan(Path(root), SCAN_DEPTH):
+            key = str(run.resolve())
+            found.setdefault(key, run)
+    return dict(sorted(found.items()))
+
+
+def _scan(folder: Path, depth: int) -> list[Path]:
+    if is_run(folder):
+        return [folder]
+    if depth <= 0 or not folder.is_dir():
+        return []
+    runs = []
+    try:
+        children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+    for child in children:
+        if child.name not in SKIP_DIRS and not child.name.startswith("checkpoint-"):
+            runs += _scan(child, depth - 1)
+    return runs
+
+
+def run_summary(key: str, folder: Path) -> dict[str, Any]:
+    from ark_trainer.monitor import read_status
+
+    try:
+        state, beat = read_status(folder)
+    except (OSError, ValueError, TypeError):
+        state, beat = "unknown", {}
+    return {
+        "key": key,
+        "name": folder.name,
+        "path": str(folder),
+        "state": state,
+        "stage": beat.get("stage"),
+        "step": beat.get("step"),
+        "total": beat.get("total"),
+        "eta_seconds": beat.get("eta_seconds"),
+        "updated_at": beat.get("updated_at"),
+    }
+
+
+class EventLog:
+    """``events.jsonl`` read incrementally: complete lines only, from where the last read stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def read(self) -> list[dict[str, Any]]:
+        with self.lock:
+            try:
+                with self.path.open("rb") as fh:
+                    if fh.seek(0, 2) < self.offset:  # the file was replaced (a new run in the folder)
+                        self.offset, self.events = 0, []
+                    fh.seek(self.offset)
+                    chunk = fh.read()
+            except OSError:
+                return list(self.events)
+            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
+            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    self.events.append(event)
+            self.offset += end
+            return list(self.events)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def stage_metrics(events: list[dict[str, Any]]) -> dict[str, dict[str, list]]:
+    """``{stage: {"step": [...], metric: [...]}}``: every numeric metric a stage logged, aligned by row."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        if e.get("event") == "metrics":
+            rows.setdefault(str(e.get("stage")), []).append(e)
+    out: dict[str, dict[str, list]] = {}
+    skip = {"ts", "step", "epoch", "num_tokens"}
+    for stage, logs in rows.items():
+        by_step: dict[float, dict[str, Any]] = {}  # a resumed stage logs its steps again: the last one wins
+        for i, e in enumerate(logs):
+            step = _finite(e.get("step"))
+            by_step[step if step is not None else float(i)] = e
+        steps = sorted(by_step)  # uPlot wants an ascending x
+        kept = [by_step[s] for s in steps]
+        keys = sorted({k for e in kept for k, v in e.items() if k not in skip and _finite(v) is not None})
+        out[stage] = {"step": steps, **{k: [_finite(e.get(k)) for e in kept] for k in keys}}
+    return out
+
+
+def timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per stage: start time, seconds, status (``running`` while it has no end)."""
+    stages: dict[str, dict[str, Any]] = {}
+    for e in events:
+        name = str(e.get("stage"))
+        if e.get("event") == "stage_start":
+            stages[name] = {"stage": name, "start": e.get("ts"), "seconds": None, "status": "running"}
+        elif e.get("event") == "stage_end" and name in stages:
+            stages[name].update(seconds=e.get("seconds"), status=e.get("status", "ok"))
+    return list(stages.values())
+
+
+def eval_tables(folder: Path) -> dict[str, Any]:
+    """The headline metrics and per-grader means of every ``eval/<name>.json``, and the final model's examples."""
+    from ark_trainer.diagnose.rundata import load
+
+    evals = load(folder).evals  # in the order the run evaluated them
+    table = {name: {k: data.get(k) for k in EVAL_KEYS} for name, data in evals.items()}
+    graders = {name: data.get("components") or {} for name, data in evals.items()}
+    final = list(evals)[-1] if evals else None
+    examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
+    return {"models": table, "graders": graders, "final": final, "examples": examples}

@@ -1,0 +1,130 @@
+"""The dashboard's HTTP server: the page, its static files, and two JSON endpoints, on 127.0.0.1 only.
+
+- ``GET /``                   the page (``static/index.html``)
+- ``GET /static/NAME``        the page's script and styles, uPlot
+- ``GET /api/runs``           the runs found under the folders given, with their heartbeat status
+- ``GET /api/run?key=KEY``    one run: metrics per stage, stage timeline, evals, examples, diagnosis
+
+Standard library only (``http.server``); one thread per request. Only runs found under the folders given
+are served, by key, so the server never reads a path taken from a request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from ark_trainer.dashboard.payload import (
+    EventLog,
+    eval_tables,
+    find_runs,
+    run_summary,
+    stage_metrics,
+    timeline,
+)
+
+STATIC = Path(__file__).resolve().parent / "static"
+TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+DIAGNOSIS_EVERY = 5.0  # seconds: the diagnosis re-reads the whole folder, so not on every poll
+
+
+class Runs:
+    """The runs under ``roots``, found again on each listing; per run a cached event log and diagnosis."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = roots
+        self.found: dict[str, Path] = {}
+        self.logs: dict[str, EventLog] = {}
+        self.slow: dict[str, tuple[float, str, dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+
+    def listing(self) -> list[dict[str, Any]]:
+        found = find_runs(self.roots)
+        with self.lock:
+            self.found = found
+        return [run_summary(key, folder) for key, folder in found.items()]
+
+    def detail(self, key: str) -> dict[str, Any] | None:
+        with self.lock:
+            folder = self.found.get(key)
+            if folder is None:
+                return None
+            log = self.logs.setdefault(key, EventLog(folder / "events.jsonl"))
+        events = log.read()
+        summary = run_summary(key, folder)
+        return {
+            **summary,
+            "stages": stage_metrics(events),
+            "timeline": timeline(events),
+            **self._slow_parts(key, folder, f"{len(events)} {summary['state']}"),
+        }
+
+    def _slow_parts(self, key: str, folder: Path, version: str) -> dict[str, Any]:
+        """Diagnosis and eval tables, recomputed when events or the state changed, at most every few seconds."""
+        from ark_trainer.diagnose import diagnose, to_json
+
+        cached = self.slow.get(key)
+        now = time.time()
+        if cached and (cached[1] == version or now - cached[0] < DIAGNOSIS_EVERY):
+            return cached[2]
+        parts = {"evals": eval_tables(folder), "diagnosis": to_json(diagnose(folder))}
+        self.slow[key] = (now, version, parts)
+        return parts
+
+
+def make_handler(runs: Runs) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            url = urlparse(self.path)
+            if url.path in ("/", "/index.html"):
+                self._file(STATIC / "index.html")
+            elif url.path.startswith("/static/"):
+                name = url.path[len("/static/") :]
+                path = STATIC / name
+                ok = "/" not in name and path.is_file()
+                self._file(path) if ok else self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
+            elif url.path == "/api/runs":
+                self._json({"runs": runs.listing()})
+            elif url.path == "/api/run":
+                key = (parse_qs(url.query).get("key") or [""])[0]
+                detail = runs.detail(key)
+                if detail is None:
+                    self._send(HTTPStatus.NOT_FOUND, b'{"error": "no such run"}', "application/json")
+                else:
+                    self._json(detail)
+            else:
+                self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
+
+        def _file(self, path: Path) -> None:
+            kind = TYPES.get(path.suffix, "application/octet-stream")
+            self._send(HTTPStatus.OK, path.read_bytes(), kind + "; charset=utf-8")
+
+        def _json(self, data: Any) -> None:
+            body = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+            self._send(HTTPStatus.OK, body, "application/json; charset=utf-8")
+
+        def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: one line per poll is noise
+            return
+
+    return Handler
+
+
+def make_server(roots: list[Path], port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """A server for the runs under ``roots`` (port 0: a free one; ``server.server_port`` says which)."""
+    server = ThreadingHTTPServer((host, port), make_handler(Runs(roots)))
+    server.daemon_threads = True
+    return server

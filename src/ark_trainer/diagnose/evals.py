@@ -1,0 +1,165 @@
+"""Checks that compare the evaluations of a run: base → RFT → GRPO (``eval/<name>.json``).
+
+- ``no_improvement``: the final model is no better than the base on the run's main metric (the first of
+  :data:`MAIN_METRICS` both evaluations have). The pipeline does not deploy such a model unless
+  ``--deploy_if_not_better True``.
+- ``eval_regression``: a stage ends worse than the one before it on a headline metric.
+- ``reward_hacking``: the training reward rises while the held-out evaluation falls, or one grader rises
+  while the others fall (the policy found what pays in one grader at the others' expense).
+- ``no_learning``: the final model answers the held-out prompts exactly as the model before it did.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ark_trainer.diagnose.finding import Finding, lower, lr_flag, thirds
+from ark_trainer.diagnose.rundata import RunData, num
+
+MAIN_METRICS = ("task_accuracy", "pass_rate", "reward_mean")
+HEADLINE = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+RATES = HEADLINE[1:]
+MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
+REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
+SAME_ANSWERS = 0.95  # this share of identical greedy answers: the model did not change
+
+
+def _show(metric: str, value: Any) -> str:
+    number = num(value)
+    if number is None:
+        return "n/a"
+    return f"{number * 100:.1f}%" if metric in RATES else f"{number:.4g}"
+
+
+def main_metric(evals: dict[str, dict[str, Any]]) -> tuple[str, str, str] | None:
+    """``(metric, base name, final name)`` the run is judged on; None without a base and a later eval."""
+    names = list(evals)
+    if "base" not in evals or len(names) < 2:
+        return None
+    final = names[-1] if names[-1] != "base" else names[-2]
+    for metric in MAIN_METRICS:
+        if num(evals["base"].get(metric)) is not None and num(evals[final].get(metric)) is not None:
+            return metric, "base", final
+    return None
+
+
+def not_better_than_base(run: RunData) -> Finding | None:
+    """The ``no_improvement`` finding, or None when the final model beats the base (or nothing to compare)."""
+    picked = main_metric(run.evals)
+    if picked is None or run.final_status() != "finished":  # a stopped run's last model is not its final one
+        return None
+    metric, base, final = picked
+    before, after = num(run.evals[base].get(metric)), num(run.evals[final].get(metric))
+    if after > before:  # type: ignore[operator]
+        return None
+    word = "below" if after < before else "no better than"  # type: ignore[operator]
+    evidence = (
+        f"final model ({final}) {word} the base on {metric}: {_show(metric, before)} → {_show(metric, after)} "
+        f"(n={run.evals[final].get('n', '?')})"
+    )
+    lrs = [f for f in ("rft_learning_rate", "grpo_learning_rate") if run.cfg(f) is not None]
+    now = ", ".join(f"--{f} {run.cfg(f)}" for f in lrs)
+    fix = (
+        f"the learning rates ({now}) may suit another model: try ten times higher, or train longer "
+        "(--max_train_steps); --openclaw_env True deploys such a model only with --deploy_if_not_better True"
+    )
+    return Finding("no_improvement", "warning", final, evidence, fix)
+
+
+def check_no_improvement(run: RunData) -> list[Finding]:
+    found = not_better_than_base(run)
+    return [found] if found else []
+
+
+def check_eval_regression(run: RunData) -> list[Finding]:
+    names, findings = list(run.evals), []
+    for prev, cur in zip(names, names[1:], strict=False):
+        drops = []
+        for metric in HEADLINE:
+            a, b = num(run.evals[prev].get(metric)), num(run.evals[cur].get(metric))
+            if a is not None and b is not None and b < a - 1e-9:
+                drops.append(f"{metric} {_show(metric, a)} → {_show(metric, b)}")
+        if not drops:
+            continue
+        n = num(run.evals[cur].get("n")) or 0
+        flag = lr_flag(cur)
+        evidence = f"{cur} ends worse than {prev}: {'; '.join(drops)} (n={int(n)})"
+        fix = f"lower --{flag} from {run.cfg(flag)} to {lower(run.cfg(flag), 2)} or train {cur} fewer steps"
+        if n < MIN_EVAL_N:
+            fix += f"; with {int(n)} eval prompts this may be noise: give more (--eval_dataset, --eval_ratio)"
+        findings.append(
+            Finding("eval_regression", "warning" if n >= MIN_EVAL_N else "info", cur, evidence, fix)
+        )
+    return findings
+
+
+def check_reward_hacking(run: RunData) -> list[Finding]:
+    return _train_up_eval_down(run) + _one_grader_dominates(run)
+
+
+def _train_up_eval_down(run: RunData) -> list[Finding]:
+    trend = thirds(run.series("grpo", "reward"))
+    if trend is None or trend[1] - trend[0] <= REWARD_RISE or "grpo" not in run.evals:
+        return []
+    names = list(run.evals)
+    prev = names[names.index("grpo") - 1] if names.index("grpo") else None
+    if prev is None:
+        return []
+    falls = []
+    for metric in HEADLINE:
+        a, b = num(run.evals[prev].get(metric)), num(run.evals["grpo"].get(metric))
+        if a is not None and b is not None and b < a - 1e-9:
+            falls.append(f"{metric} {_show(metric, a)} → {_show(metric, b)}")
+    if not falls:
+        return []
+    evidence = (
+        f"GRPO training reward rose {trend[0]:.3f} → {trend[1]:.3f} while held-out {', '.join(falls)} "
+        f"({prev} → grpo): the policy learned what the reward pays for, not the task"
+    )
+    fix = (
+        "check the graders on failing answers (ark-trainer score --reward_config SPEC --data_path "
+        "eval.jsonl --model_path OUT/model), tighten the one that is fooled or lower its weight "
+        "(--reward_weights NAME=0.5), and raise --beta to stay nearer the start"
+    )
+    return [Finding("reward_hacking", "warning", "grpo", evidence, fix)]
+
+
+def _one_grader_dominates(run: RunData) -> list[Finding]:
+    keys = {k for e in run.metrics("grpo") for k in e if k.startswith("rewards/") and k.endswith("/mean")}
+    moves = {}
+    for key in sorted(keys - {"rewards/total/mean"}):
+        trend = thirds(run.series("grpo", key))
+        if trend is not None:
+            moves[key[len("rewards/") : -len("/mean")]] = trend[1] - trend[0]
+    risers = [g for g, d in moves.items() if d > REWARD_RISE]
+    fallers = [g for g, d in moves.items() if d < -REWARD_RISE]
+    if len(risers) != 1 or not fallers:
+        return []
+    g = risers[0]
+    changes = ", ".join(f"{name} {moves[name]:+.3f}" for name in [g, *fallers])
+    evidence = f"during GRPO one grader rose while the others fell: {changes}"
+    fix = (
+        f"lower the weight of {g} (--reward_weights {g}=0.5) or make it harder to satisfy without the others"
+    )
+    return [Finding("reward_hacking", "warning", "grpo", evidence, fix)]
+
+
+def check_same_answers(run: RunData) -> list[Finding]:
+    names = list(run.evals)
+    if len(names) < 2:
+        return []
+    prev, cur = names[-2], names[-1]
+    a = [x.get("completion") for x in run.evals[prev].get("answers") or []]
+    b = [x.get("completion") for x in run.evals[cur].get("answers") or []]
+    if not a or len(a) != len(b):
+        return []
+    same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    if same < SAME_ANSWERS:
+        return []
+    flag = lr_flag(cur)
+    evidence = f"{cur} gives the same greedy answer as {prev} on {same:.0%} of {len(a)} held-out prompts"
+    fix = f"raise --{flag} from {run.cfg(flag)} to {float(run.cfg(flag) or 1e-6) * 10:.2g}, or train longer"
+    return [Finding("no_learning", "warning", cur, evidence, fix)]
+
+
+CHECKS = (check_no_improvement, check_eval_regression, check_reward_hacking, check_same_answers)

@@ -1,0 +1,143 @@
+"""What the diagnosis reads: a run folder's files, parsed once and tolerantly.
+
+Only the run folder (and the ``--log_dir`` its ``run.yaml`` names) is read, so ``ark-trainer diagnose OUT``
+works on a finished, failed, killed or still-running run, on this machine or a copy of the folder. A file
+that is missing or unreadable is treated as absent: a diagnosis must never fail on the run it diagnoses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
+
+KNOWN_EVALS = ("base", "rft", "grpo")
+
+
+@dataclass
+class RunData:
+    """A run folder as read from disk; every field is empty when its file is absent."""
+
+    out: Path
+    config: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    evals: dict[str, dict[str, Any]] = field(default_factory=dict)  # in the order the run evaluated them
+    state: str = "unknown"  # from the heartbeat: finished, failed, running, stalled, dead, unknown
+    beat: dict[str, Any] = field(default_factory=dict)
+    log_text: str = ""
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == name]
+
+    def metrics(self, stage: str) -> list[dict[str, Any]]:
+        return [e for e in self.of("metrics") if e.get("stage") == stage]
+
+    def series(self, stage: str, key: str) -> list[tuple[float, float]]:
+        """``(step, value)`` of one logged metric of a stage, finite values only."""
+        points = []
+        for i, e in enumerate(self.metrics(stage)):
+            value, step = num(e.get(key)), num(e.get("step"))
+            if value is not None and math.isfinite(value):
+                points.append((step if step is not None else float(i), value))
+        return points
+
+    def training_stages(self) -> list[str]:
+        """The stages that logged metrics, in the order they first did."""
+        return list(dict.fromkeys(str(e.get("stage")) for e in self.of("metrics")))
+
+    def cfg(self, key: str, default: Any = None) -> Any:
+        value = self.config.get(key)
+        return default if value is None else value
+
+    @property
+    def log_path(self) -> Path:
+        log_dir = self.config.get("log_dir")
+        return (Path(log_dir) if log_dir else self.out / "logs") / "train.log"
+
+    def final_status(self) -> str:
+        """finished / failed / stalled / dead / running / unknown: the heartbeat, else the last run_end."""
+        if self.state != "unknown":
+            return self.state
+        ends = self.of("run_end")
+        if ends:
+            return str(ends[-1].get("status", "finished"))
+        return "running" if self.events else "unknown"
+
+
+def num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def load(out: Path) -> RunData:
+    """Read the run folder ``out``."""
+    from ark_trainer.monitor import read_status
+
+    out = Path(out)
+    run = RunData(out=out)
+    run.config = _mapping(out / "run.yaml")
+    run.plan = _mapping(out / "plan.json")
+    run.events = _events(out / "events.jsonl")
+    run.evals = _evals(out, run.events)
+    try:
+        run.state, run.beat = read_status(out)
+    except (OSError, ValueError, TypeError):
+        run.state, run.beat = "unknown", {}
+    run.log_text = _tail(run.log_path)
+    return run
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:  # a torn last line of a killed run, or one being written
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _evals(out: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """eval/<name>.json, ordered as the run's ``eval`` events were (base first), then the known names."""
+    order = [str(e.get("model")) for e in events if e.get("event") == "eval" and e.get("model")]
+    names = list(dict.fromkeys([*order, *KNOWN_EVALS]))
+    evals = {}
+    for name in names:
+        data = _mapping(out / "eval" / f"{name}.json")
+        if data:
+            evals[name] = data
+    return evals
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

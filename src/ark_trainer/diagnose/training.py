@@ -1,0 +1,171 @@
+"""Checks of the training dynamics, from the metrics TRL logs (``events.jsonl`` ``metrics`` lines).
+
+TRL 1.16's GRPOTrainer logs, per logging step: ``reward``/``reward_std``, ``rewards/<grader>/mean``,
+``frac_reward_zero_std`` (share of groups whose completions all got the same reward: no advantage, no
+gradient), ``kl`` (to the reference, when ``--beta`` > 0), ``entropy``, ``completions/clipped_ratio``
+(share of completions cut at ``--max_completion_length``), ``learning_rate`` and ``step_time``; the run
+adds ``generation_time`` (see :mod:`ark_trainer.diagnose.timing`). The thresholds are rules of thumb from
+GRPO practice, written as constants so they can be read and argued with.
+"""
+
+from __future__ import annotations
+
+from ark_trainer.diagnose.finding import Finding, lower, lr_flag, mean, steps_text, thirds
+from ark_trainer.diagnose.rundata import RunData, num
+
+FLAT_SHARE = 0.5  # mean frac_reward_zero_std at or above this: most groups teach nothing
+TRUNCATED_SHARE = 0.3  # mean completions/clipped_ratio at or above this: the length limit shapes answers
+KL_LIMIT = 1.0  # a KL to the reference above this: the policy has run far from where it started
+ENTROPY_FLOOR, ENTROPY_DROP = 0.05, 0.2  # below the floor, or below this share of its first value
+STILL_KL, STILL_REWARD = 1e-6, 0.02  # the policy did not move: KL below this and reward within this
+GENERATION_SHARE = 0.8  # generation takes this share of a GRPO step or more
+TINY_LR = 1e-9
+
+
+def check_flat_reward(run: RunData) -> list[Finding]:
+    points = run.series("grpo", "frac_reward_zero_std")
+    share = mean(points)
+    if share is None or share < FLAT_SHARE:
+        return []
+    constant = [
+        g
+        for g in _graders(run)
+        if max((v for _, v in run.series("grpo", f"rewards/{g}/std")), default=1) == 0
+    ]
+    evidence = (
+        f"on average {share:.0%} of GRPO groups had zero reward variance over {steps_text(points)} "
+        f"(≥ {FLAT_SHARE:.0%}: those groups give no gradient)"
+    )
+    if constant:
+        evidence += f"; graders constant within every group: {', '.join(constant)}"
+    n, temp = int(run.cfg("num_generations", 4)), float(run.cfg("temperature", 1.0))
+    fix = (
+        f"raise --num_generations from {n} to {n * 2} and --temperature from {temp:g} to {temp + 0.3:g}, "
+        "or give partial credit in --reward_config (a graded, not all-or-nothing, reward); check it first "
+        "with: ark-trainer score --reward_config SPEC --data_path DATA --model_path MODEL"
+    )
+    return [Finding("flat_reward", "error" if share >= 0.9 else "warning", "grpo", evidence, fix)]
+
+
+def _graders(run: RunData) -> list[str]:
+    keys = {k for e in run.metrics("grpo") for k in e}
+    return sorted(
+        k[len("rewards/") : -len("/mean")]
+        for k in keys
+        if k.startswith("rewards/") and k.endswith("/mean") and k != "rewards/total/mean"
+    )
+
+
+def check_no_learning(run: RunData) -> list[Finding]:
+    findings = []
+    for stage in run.training_stages():
+        lrs = [v for _, v in run.series(stage, "learning_rate")]
+        flag = lr_flag(stage)
+        if len(lrs) >= 2 and max(lrs) <= TINY_LR:  # one point may be warm-up's 0
+            evidence = f"{stage} learning rate never above {max(lrs):.2g} ({steps_text(run.series(stage, 'learning_rate'))})"
+            fix = (
+                f"raise --{flag} from {run.cfg(flag)} to a working value (e.g. 1e-6 for a real checkpoint, "
+                "5e-4 for the demo's tiny model)"
+            )
+            findings.append(Finding("no_learning", "error", stage, evidence, fix))
+    if not findings:
+        findings += _policy_still(run)
+    return findings
+
+
+def _policy_still(run: RunData) -> list[Finding]:
+    """GRPO whose KL to the start stays ~0 and whose reward does not move: the weights did not change."""
+    kl = [(s, v) for s, v in run.series("grpo", "kl") if s > 1]  # step 1 is measured before any update
+    trend = thirds(run.series("grpo", "reward"))
+    if (
+        not kl
+        or trend is None
+        or max(abs(v) for _, v in kl) > STILL_KL
+        or abs(trend[1] - trend[0]) > STILL_REWARD
+    ):
+        return []
+    lr = run.cfg("grpo_learning_rate")
+    evidence = (
+        f"GRPO KL to the starting model stayed ≤ {max(abs(v) for _, v in kl):.1g} over {steps_text(kl)} and the "
+        f"reward moved {trend[0]:.3f} → {trend[1]:.3f}: the weights barely changed"
+    )
+    fix = f"raise --grpo_learning_rate from {lr} to {float(lr or 1e-6) * 10:.2g}, or train longer (--max_train_steps)"
+    return [Finding("no_learning", "warning", "grpo", evidence, fix)]
+
+
+def check_kl_blowup(run: RunData) -> list[Finding]:
+    points = run.series("grpo", "kl")
+    if not points:
+        return []
+    step, peak = max(points, key=lambda p: p[1])
+    if peak <= KL_LIMIT:
+        return []
+    beta, lr = float(run.cfg("beta", 0.04)), run.cfg("grpo_learning_rate")
+    evidence = f"GRPO KL to the reference reached {peak:.3g} at step {int(step)} (limit {KL_LIMIT:g}); last {points[-1][1]:.3g}"
+    fix = (
+        f"lower --grpo_learning_rate from {lr} to {lower(lr, 2)} and raise --beta from {beta:g} to "
+        f"{max(beta * 2, 0.04):g}"
+    )
+    return [Finding("kl_blowup", "warning", "grpo", evidence, fix)]
+
+
+def check_entropy_collapse(run: RunData) -> list[Finding]:
+    points = run.series("grpo", "entropy")
+    if len(points) < 3:
+        return []
+    first, last = points[0][1], points[-1][1]
+    if last >= ENTROPY_FLOOR and (first <= 0 or last >= ENTROPY_DROP * first):
+        return []
+    temp, lr = float(run.cfg("temperature", 1.0)), run.cfg("grpo_learning_rate")
+    evidence = (
+        f"GRPO token entropy fell from {first:.3g} to {last:.3g} over {steps_text(points)}: the policy samples "
+        "almost the same answer every time, so groups stop differing"
+    )
+    fix = f"raise --temperature from {temp:g} to {temp + 0.2:g}, lower --grpo_learning_rate to {lower(lr, 2)}, or raise --beta"
+    return [Finding("entropy_collapse", "warning", "grpo", evidence, fix)]
+
+
+def check_truncation(run: RunData) -> list[Finding]:
+    points = run.series("grpo", "completions/clipped_ratio")
+    share = mean(points)
+    if share is None or share < TRUNCATED_SHARE:
+        return []
+    limit = int(run.cfg("max_completion_length", 64))
+    lengths = run.series("grpo", "completions/mean_length")
+    length = f"; mean length {mean(lengths):.1f} tokens" if lengths else ""
+    evidence = (
+        f"{share:.0%} of GRPO completions were cut at --max_completion_length {limit} on average over "
+        f"{steps_text(points)}{length}"
+    )
+    fix = f"raise --max_completion_length from {limit} to {limit * 2} (cut answers are graded unfinished)"
+    severity = "error" if share >= 0.9 else "warning"
+    return [Finding("truncation", severity, "grpo", evidence, fix)]
+
+
+def check_slow_generation(run: RunData) -> list[Finding]:
+    gen, step = mean(run.series("grpo", "generation_time")), mean(run.series("grpo", "step_time"))
+    if gen is None or not step or gen / step < GENERATION_SHARE:
+        return []
+    scale = (run.of("scale") or [{}])[-1]
+    on_cpu, vllm = scale.get("device") == "cpu", scale.get("rollouts") == "vllm" or run.cfg("use_vllm")
+    evidence = f"generation took {gen:.2f}s of each {step:.2f}s GRPO step ({gen / step:.0%})"
+    if on_cpu:
+        evidence += " (on CPU generation always dominates)"
+    n, limit = int(run.cfg("num_generations", 4)), int(run.cfg("max_completion_length", 64))
+    fix = (
+        "" if vllm else "generate with vLLM: --use_vllm True (needs vllm and a GPU); or "
+    ) + f"lower --num_generations ({n}) or --max_completion_length ({limit})"
+    severity = "info" if on_cpu or vllm else "warning"
+    return [Finding("slow_generation", severity, "grpo", evidence, fix)]
+
+
+CHECKS = (
+    check_flat_reward,
+    check_no_learning,
+    check_kl_blowup,
+    check_entropy_collapse,
+    check_truncation,
+    check_slow_generation,
+)
+
+__all__ = ["CHECKS", "num"]
