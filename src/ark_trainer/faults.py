@@ -9,6 +9,8 @@
 - ``kill_after_step:3`` — the process SIGKILLs itself at the end of step 3, before its checkpoint
 - ``kill_in_save:4``    — SIGKILL while checkpoint-4 is being written (files there, marker not yet)
 - ``disk_full_at_step:4`` — the free-disk check before checkpoint-4 sees 0 bytes free
+- ``kill_after_stage:4`` — SIGKILL right after a stage ended at step 4 (final model saved, its
+  ``stage_end`` written), before anything after it (e.g. that model's evaluation) starts
 
 ``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (``rft`` or ``grpo``). Nothing here runs unless
 the variable is set; ``--auto_resume`` clears it for the restarted runs so a fault fires once.
@@ -29,6 +31,7 @@ KINDS = (
     "kill_after_step",
     "kill_in_save",
     "disk_full_at_step",
+    "kill_after_stage",
 )
 
 

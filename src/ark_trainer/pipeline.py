@@ -8,6 +8,7 @@ directory is touched, so a refused run leaves nothing behind. Run it with::
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from dataclasses import dataclass
@@ -52,21 +53,31 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.resume import check_disk, check_resume
-    from ark_trainer.stages.common import check_policy_dir, resolve_runtime
+    from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.launch import is_child
+    from ark_trainer.resume import check_checkpoints, check_disk, check_resume
+    from ark_trainer.runlock import check_free
+    from ark_trainer.stages.common import resolve_runtime
 
     out = Path(cfg.output_dir)
-    from ark_trainer.launch import is_child
-
-    if not is_child():  # the parent of an accelerate launch checked the folder and passes --resume on
-        check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-    check_disk(out, cfg.min_free_disk_gb, "--output_dir")
-    rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
-    check_policy_dir(cfg.model_path)
-    rows = load_jsonl(cfg.data_path, "--data_path")
-    eval_rows: list[dict] = []
-    if cfg.eval_dataset:
-        eval_rows = load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset")
+    parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
+    if parent:
+        check_free(out)  # a live run in this folder: refused, naming its pid
+    loads = [
+        lambda: resolve_runtime(cfg),  # a device that does not exist is refused before anything is written
+        lambda: load_jsonl(cfg.data_path, "--data_path"),
+        lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
+    ]
+    checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
+    if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
+        checks.append(lambda: check_resume(cfg, out))
+    checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
+    checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
+    checks += model_checks(cfg.model_path, cfg.trust_remote_code)
+    results, problems = collect([*loads, *checks])  # every problem of every input at once
+    if problems:
+        raise UserError(*problems)
+    rt, rows, eval_rows = results[: len(loads)]
     reward = build_reward(cfg, rows, rt.device)
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
@@ -175,6 +186,16 @@ def run_train(cfg: TrainConfig) -> Path:
 
         return supervise(cfg)
     p = prepare(cfg)
+    from ark_trainer.launch import is_child
+    from ark_trainer.runlock import RunLock
+    from ark_trainer.signals import sigterm_raises
+
+    with contextlib.nullcontext() if is_child() else RunLock(p.out), sigterm_raises():
+        return _run_prepared(p)  # the launching process holds OUT/.lock; accelerate's children do not
+
+
+def _run_prepared(p: Prepared) -> Path:
+    cfg = p.cfg
     from ark_trainer import launch
     from ark_trainer.distributed import QuietMonitor, init_ranks, run_device
 
@@ -210,13 +231,12 @@ def run_train(cfg: TrainConfig) -> Path:
         raise
     watchdog.stop()
     warn_skipped(p.reward, monitor)
-    monitor.finish("finished")
-    if ranks.is_main:
-        _build_report(p.out)
-        if cfg.openclaw_env:  # close the loop: serve OUT/model and make it the agent's model (rollback)
-            from ark_trainer.openclaw.deploy import deploy_after_train
+    # "finished" only once the report is written: a kill while it is built leaves the run not finished
+    monitor.finish("finished", before_final=(lambda: _build_report(p.out)) if ranks.is_main else None)
+    if ranks.is_main and cfg.openclaw_env:  # close the loop: serve OUT/model, make it the agent's model
+        from ark_trainer.openclaw.deploy import deploy_after_train
 
-            deploy_after_train(p.out, log.info, log.warning)
+        deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 
@@ -258,6 +278,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             )
         )
         gc.collect()
+    if cfg.grpo_steps > 0:  # also after a resume that found GRPO done: its evaluation may be missing
         evaluator.run("grpo", current)
 
 
