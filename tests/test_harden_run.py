@@ -21,6 +21,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.config import field_types
 from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.resume import MARKER
 from conftest import save_tiny_qwen
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -152,7 +153,8 @@ def test_a_yaml_config_with_nan_is_refused_too(assets, tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
     cfg.write_text("beta: .nan\nmax_train_steps: 1e999\n")
     lines = refused(capsys, [*base(assets, tmp_path / "run"), "--config", str(cfg)])
-    assert any("beta: nan is not a finite number" in line or "beta: " in line for line in lines)
+    assert any(line.endswith("beta: nan is not a finite number; must be ≥ 0") for line in lines), lines
+    assert any("max_train_steps: '1e999' is not a finite number" in line for line in lines), lines
 
 
 # --- 15: every input problem in one pass ---
@@ -258,6 +260,7 @@ def test_run_never_writes_outside_runs_from_a_parsed_task_name(assets, tmp_path,
     plan = make_plan(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
     out = Path(plan.cfg.output_dir)
     assert out.parent == Path("runs") and out.name not in ("", ".", "..") and not out.name.startswith(".")
+    assert len(out.name) <= 80
     assert (tmp_path / out).resolve().parent == (tmp_path / "runs").resolve()
 
 
@@ -331,22 +334,25 @@ def live_state(out: Path) -> dict:
 def test_a_second_start_is_refused_and_a_signal_ends_the_run_as_failed(assets, tmp_path, sig, code):
     out = tmp_path / "run"
     log = (tmp_path / "first.log").open("w")  # a pipe nobody reads would fill up and block the run
-    first = child(["train", *train_flags(assets, out, steps=5000, save_steps=1000)], stdout=log, stderr=log)
+    first = child(["train", *train_flags(assets, out, steps=5000, save_steps=5)], stdout=log, stderr=log)
+    live = ("heartbeat.json", "events.jsonl", "logs", "grpo")  # what the live run itself keeps writing
     try:
-        wait_for(lambda: live_state(out).get("stage") == "grpo" and live_state(out).get("step", 0) >= 1)
-        before = tree(out)
+        # with a checkpoint saved, the same command would "resume" the live run (the reviewed defect)
+        wait_for(lambda: (out / "grpo" / "checkpoint-5" / MARKER).is_file())
+        before = {k: v for k, v in tree(out).items() if not k.startswith(live)}
         second = child(
-            ["train", *train_flags(assets, out, steps=5000, save_steps=1000)],
+            ["train", *train_flags(assets, out, steps=5000, save_steps=5)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        _, err = second.communicate(timeout=120)
+        try:
+            _, err = second.communicate(timeout=120)
+        finally:
+            second.kill()
         assert second.returncode == 2, err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and f"pid {first.pid}" in lines[0] and "in use by a live run" in lines[0], err
-        assert {k for k in tree(out) if not k.startswith(("heartbeat", "logs", "grpo", "events"))} == {
-            k for k in before if not k.startswith(("heartbeat", "logs", "grpo", "events"))
-        }
+        assert {k: v for k, v in tree(out).items() if not k.startswith(live)} == before  # nothing written
         first.send_signal(sig)
         first.wait(timeout=120)
     finally:

@@ -246,7 +246,15 @@ def load_yaml_config(path: str) -> dict[str, Any]:
         raise UserError(
             *(f"{path}: {k}: unknown key; known keys are the train flags (see --help)" for k in unknown)
         )
-    return {k: coerce(k, v, f"{path}: {k}") for k, v in data.items()}
+    values, problems = {}, []
+    for key, value in data.items():  # every bad value at once
+        try:
+            values[key] = coerce(key, value, f"{path}: {key}")
+        except UserError as exc:
+            problems += exc.messages
+    if problems:
+        raise UserError(*problems)
+    return values
 
 
 def resolve_config(flags: dict[str, Any]) -> TrainConfig:
