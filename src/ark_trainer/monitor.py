@@ -241,28 +241,28 @@ def console_line(stage: str, step: int, total: int, logs: dict, start: int = 0) 
 
 def use_console_progress(trainer, stage: str) -> None:
     """Keep ``trainer``'s progress bar, but print :func:`console_line` instead of each whole log dict."""
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     start = {}  # the step this attempt began at (> 0 after a resume)
-
-    class _StartStep(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            start.setdefault("step", state.global_step)
 
     def line(state, logs: dict) -> str:
         return console_line(stage, state.global_step, state.max_steps, logs, start.get("step", 0))
 
     class _ConsoleProgress(ProgressCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            start.setdefault("step", state.global_step)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_world_process_zero and self.training_bar is not None and logs:
                 self.training_bar.write(line(state, logs))
 
     class _ConsolePrinter(PrinterCallback):  # what transformers uses instead under disable_tqdm
+        def on_step_begin(self, args, state, control, **kwargs):
+            start.setdefault("step", state.global_step)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_local_process_zero and logs:
                 print(line(state, logs), flush=True)
-
-    trainer.add_callback(_StartStep())
 
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(_ConsoleProgress())

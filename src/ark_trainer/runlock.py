@@ -62,7 +62,9 @@ class RunLock:
     """The held lock of one run folder; :meth:`release` (or the process's death) frees it."""
 
     def __init__(self, out: Path) -> None:
+        self.created = not out.exists()  # a refusal before the run wrote anything leaves no folder behind
         out.mkdir(parents=True, exist_ok=True)
+        self.out = out
         self.path = out / LOCK_NAME
         self.fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_flock(self.fd):
@@ -85,5 +87,9 @@ class RunLock:
     def __enter__(self) -> RunLock:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.release()
+        refused = self.created and exc_type is not None and issubclass(exc_type, UserError)
+        if refused and [p.name for p in self.out.iterdir()] == [LOCK_NAME]:  # bad input found late
+            self.path.unlink(missing_ok=True)
+            self.out.rmdir()
