@@ -173,6 +173,13 @@ def test_flags_model_and_data_problems_are_reported_together(assets, tmp_path, c
     assert not (tmp_path / "run").exists()
 
 
+def test_paths_from_a_config_file_are_checked_with_its_bad_values(tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"model_path: {tmp_path / 'gone'}\ndata_path: {tmp_path / 'gone.jsonl'}\nbeta: -1\n")
+    text = "\n".join(refused(capsys, ["train", "--config", str(cfg), "--output_dir", str(tmp_path / "r")]))
+    assert "--beta: must be ≥ 0" in text and "--model_path: no such folder" in text and "--data_path:" in text
+
+
 def test_model_and_data_problems_are_reported_together_with_valid_flags(assets, tmp_path, capsys):
     bad_data = tmp_path / "bad.jsonl"
     bad_data.write_text("not json\n", encoding="utf-8")

@@ -91,6 +91,8 @@ def raw_input_problems(flags: dict[str, Any]) -> list[str]:
     from ark_trainer.config import parse_bool
     from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 
+    flags = {**_raw_yaml(flags.get("config")), **flags}  # --config gives the paths a command line leaves out
+
     def text(name: str) -> str | None:
         value = flags.get(name)
         return None if value is None or str(value).strip().lower() in ("", "none", "null") else str(value)
@@ -107,3 +109,14 @@ def raw_input_problems(flags: dict[str, Any]) -> list[str]:
     if eval_set:
         checks.append(lambda: load_jsonl(resolve_eval_path(eval_set), "--eval_dataset"))
     return collect(checks)[1]
+
+
+def _raw_yaml(path: Any) -> dict[str, Any]:
+    """The keys of a ``--config`` file as written (its own problems are reported by the config loader)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8")) if path else {}
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
