@@ -70,8 +70,11 @@ class Monitor:
         try:
             if before_final is not None:
                 with self._lock:
+                    last = {k: self._state[k] for k in ("stage", "step", "total")}
                     self._state.update(stage="report", step=0, total=0)
                 before_final()
+                with self._lock:
+                    self._state.update(last)  # the finished run shows where its work ended
         except BaseException as exc:
             self.event("error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__)
             self.event("run_end", status="failed", seconds=round(time.time() - self.started, 2))
