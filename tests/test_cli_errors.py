@@ -180,9 +180,9 @@ def test_bad_reward_config(tmp_path, model_dir):
         (["--num_generations", "3"], "--num_generations"),
     ],
 )
-def test_bad_flag_values(tmp_path, flags, flag):
-    out = tmp_path / "out"
-    lines = assert_user_error(cli(*train_args("M", "D.jsonl", out, *flags), cwd=tmp_path))
+def test_bad_flag_values(tmp_path, model_dir, flags, flag):
+    out = tmp_path / "out"  # real model and data: the flag is the only problem (all are reported at once)
+    lines = assert_user_error(cli(*train_args(model_dir, good_data(tmp_path), out, *flags), cwd=tmp_path))
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}")
     assert not out.exists()
 

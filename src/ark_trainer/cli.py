@@ -106,7 +106,13 @@ def train_flags(args: argparse.Namespace) -> dict:
 def _cmd_train(args: argparse.Namespace) -> int:
     from ark_trainer.config import resolve_config
 
-    cfg = resolve_config(train_flags(args))
+    flags = train_flags(args)
+    try:
+        cfg = resolve_config(flags)
+    except UserError as exc:  # the folders and files are checked too: every problem at once
+        from ark_trainer.inputs import raw_input_problems
+
+        raise UserError(*exc.messages, *raw_input_problems(flags)) from None
     from ark_trainer.launch import is_child
     from ark_trainer.pipeline import run_train
 
@@ -151,8 +157,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
+    unit = "step" if beat.get("stage") in TRAINING_STAGES else "prompt"  # eval/probe/sampling count prompts
     print(
-        f"{state}: stage {beat.get('stage')}, step {step}/{total}{eta_text}, pid {beat.get('pid')}, "
+        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
     )
     if state == "stalled":
@@ -164,6 +171,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print("last metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:8]))
     return 0 if state in ("running", "finished") else 1
 
+
+TRAINING_STAGES = ("rft", "grpo", "rm")
+"""Stages whose heartbeat counts optimizer steps; the others (eval_*, probe, rft_sampling) count prompts."""
 
 COMMANDS = {"train": _cmd_train, "demo": _cmd_demo, "report": _cmd_report, "status": _cmd_status}
 """The core commands; the others live in ``ark_trainer.commands``."""
@@ -187,14 +197,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
     except UserError as exc:
         for message in exc.messages:
             print(f"error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated) during a run
+        from ark_trainer.signals import Terminated
+
+        terminated = isinstance(exc, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return 143 if terminated else 130
+    except BrokenPipeError:  # `ark-trainer plan ... --json | head`: the reader left; end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
+        return 141
 
 
 if __name__ == "__main__":

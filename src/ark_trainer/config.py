@@ -9,6 +9,7 @@ gives defaults for the same keys (unknown keys are an error), and the resolved c
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -215,15 +216,32 @@ def coerce(name: str, value: Any, where: str) -> Any:
     try:
         if kind is bool:
             return parse_bool(value, where)
-        if kind is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(float(value)) if isinstance(value, str) and "e" in value.lower() else int(value)
-        if kind is float:
-            return float(value)
+        if kind in (int, float):
+            return _number(name, kind, value, where)
     except (TypeError, ValueError):
         raise UserError(f"{where}: expected {kind.__name__}, got {value!r}") from None
     return str(value)
+
+
+def _number(name: str, kind: type, value: Any, where: str) -> int | float:
+    """An int or a finite float; ``nan``, ``inf`` and ``1e999`` are refused here, naming the valid range."""
+    from ark_trainer.ranges import range_of
+
+    number = float(value)  # ValueError/TypeError: not a number at all (the caller says so)
+    if not math.isfinite(number):
+        rng = range_of(name)
+        limits = "" if rng.lo is None and rng.hi is None else f"; must be {rng.text()}"
+        raise UserError(f"{where}: {value!r} is not a finite number{limits}")
+    if kind is float:
+        return number
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())  # exact, also for big ints
+    except ValueError:
+        if not number.is_integer():  # 2.5 is not an int; 1e3 is
+            raise
+        return int(number)
 
 
 def load_yaml_config(path: str) -> dict[str, Any]:
@@ -244,7 +262,15 @@ def load_yaml_config(path: str) -> dict[str, Any]:
         raise UserError(
             *(f"{path}: {k}: unknown key; known keys are the train flags (see --help)" for k in unknown)
         )
-    return {k: coerce(k, v, f"{path}: {k}") for k, v in data.items()}
+    values, problems = {}, []
+    for key, value in data.items():  # every bad value at once
+        try:
+            values[key] = coerce(key, value, f"{path}: {key}")
+        except UserError as exc:
+            problems += exc.messages
+    if problems:
+        raise UserError(*problems)
+    return values
 
 
 def resolve_config(flags: dict[str, Any]) -> TrainConfig:
@@ -252,14 +278,23 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     values: dict[str, Any] = {}
     if flags.get("config"):
         values.update(load_yaml_config(flags["config"]))
+    bad: list[str] = []  # every unreadable flag is reported together with every other problem
     for name, raw in flags.items():
         if name != "config":
-            values[name] = coerce(name, raw, f"--{name}")
+            try:
+                values[name] = coerce(name, raw, f"--{name}")
+            except UserError as exc:
+                bad += exc.messages
     values["config"] = flags.get("config")
     if values.get("resume") and not flags.get("config"):
         values = {**_previous_run(values.get("output_dir")), **values}
     cfg = TrainConfig(**values)
-    validate(cfg)
+    try:
+        validate(cfg)
+    except UserError as exc:
+        raise UserError(*bad, *exc.messages) from None
+    if bad:
+        raise UserError(*bad)
     return cfg
 
 
@@ -273,60 +308,38 @@ def validate(cfg: TrainConfig) -> None:
     """Check values and fill derived defaults; every problem is reported at once."""
     problems = [f"--{name}: required" for name in REQUIRED if not getattr(cfg, name)]
     cfg.strategy = normalize_strategy(cfg.strategy)
-    positive = (
-        "max_train_steps",
-        "batch_size",
-        "gradient_accumulation_steps",
-        "rft_num_samples",
-        "max_completion_length",
-        "logging_steps",
-    )
-    problems += [f"--{n}: must be ≥ 1, got {getattr(cfg, n)}" for n in positive if getattr(cfg, n) < 1]
-    if cfg.rft_steps is None:
+    from ark_trainer.ranges import range_problems
+
+    numeric = [n for n, kind in field_types().items() if kind in (int, float)]
+    out_of_range = range_problems(vars(cfg), numeric)
+    problems += out_of_range
+    if cfg.rft_steps is None and not out_of_range:
         cfg.rft_steps = 0 if cfg.strategy == "GRPO" else max(cfg.max_train_steps // 3, 1)
-    if cfg.rft_steps < 0 or cfg.rft_steps > cfg.max_train_steps:
-        problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
-    if cfg.num_generations < 2:
-        problems.append("--num_generations: GRPO needs at least 2 completions per prompt")
-    elif (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
-        problems.append(
-            f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
-            f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
-        )
-    if cfg.rollout_steps is not None and cfg.rollout_steps < 1:
-        problems.append(f"--rollout_steps: must be ≥ 1, got {cfg.rollout_steps}")
-    for name in ("warmup_ratio", "eval_ratio"):
-        if not 0 <= getattr(cfg, name) < 1:
-            problems.append(f"--{name}: must be in [0, 1), got {getattr(cfg, name)}")
-    for name in ("grpo_learning_rate", "rft_learning_rate", "temperature", "rft_temperature"):
-        if getattr(cfg, name) <= 0:
-            problems.append(f"--{name}: must be > 0")
-    for name in ("auto_resume", "stall_timeout", "reward_timeout", "min_free_disk_gb"):
-        if getattr(cfg, name) < 0:
-            problems.append(f"--{name}: must be ≥ 0")
-    if cfg.max_bad_steps < 1:
-        problems.append(f"--max_bad_steps: must be ≥ 1, got {cfg.max_bad_steps}")
-    if cfg.max_rollbacks < 0:
-        problems.append(f"--max_rollbacks: must be ≥ 0, got {cfg.max_rollbacks}")
-    if cfg.save_steps < 0:
-        problems.append("--save_steps: must be ≥ 0")
-    if cfg.auto_probe_prompts < 1:
-        problems.append(f"--auto_probe_prompts: must be ≥ 1, got {cfg.auto_probe_prompts}")
-    if cfg.auto_probe_samples < 2:
-        problems.append(
-            f"--auto_probe_samples: a group needs at least 2 answers, got {cfg.auto_probe_samples}"
-        )
-    for name in ("auto_min_pass_rate", "auto_max_zero_std"):
-        if not 0 <= getattr(cfg, name) <= 1:
-            problems.append(f"--{name}: must be in [0, 1], got {getattr(cfg, name)}")
+    if not out_of_range:  # checks across flags only make sense once each one is in its range
+        problems += _cross_problems(cfg)
     if cfg.fp16 and cfg.bf16:
         problems.append("--fp16/--bf16: choose one")
     from ark_trainer.scale import validate_scale  # issue 7: scale and speed flags
     from ark_trainer.trackers import report_to_problems
 
-    problems += validate_scale(cfg) + report_to_problems(cfg.report_to)
+    flagged = {p.split(":", 1)[0] for p in out_of_range}
+    problems += [p for p in validate_scale(cfg) if p.split(":", 1)[0] not in flagged]
+    problems += report_to_problems(cfg.report_to)
     if problems:
         raise UserError(*problems)
+
+
+def _cross_problems(cfg: TrainConfig) -> list[str]:
+    """Problems that involve two flags, each already within its own range."""
+    problems = []
+    if cfg.rft_steps > cfg.max_train_steps:
+        problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
+    if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
+        problems.append(
+            f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
+            f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
+        )
+    return problems
 
 
 def to_yaml(cfg: TrainConfig) -> str:

@@ -11,6 +11,8 @@
 - ``kill_after_step:3`` — the process SIGKILLs itself at the end of step 3, before its checkpoint
 - ``kill_in_save:4``    — SIGKILL while checkpoint-4 is being written (files there, marker not yet)
 - ``disk_full_at_step:4`` — the free-disk check before checkpoint-4 sees 0 bytes free
+- ``kill_after_stage:4`` — SIGKILL right after a stage ended at step 4 (final model saved, its
+  ``stage_end`` written), before anything after it (e.g. that model's evaluation) starts
 
 - ``deploy_kill_after:patched`` — ``deploy`` SIGKILLs itself right after that point (``backup``,
   ``server_started``, ``smoke``, ``patched``, ``recorded``; see :mod:`ark_trainer.openclaw.deploy`)
@@ -36,6 +38,7 @@ KINDS = (
     "kill_after_step",
     "kill_in_save",
     "disk_full_at_step",
+    "kill_after_stage",
 )
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,26 @@ class Monitor:
             self.write_heartbeat()
             self._thread.start()
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str, before_final: Callable[[], None] | None = None) -> None:
+        """End the run as ``status``; ``before_final`` (the report) runs while the heartbeat still beats
+        ``running``, so a kill during it never leaves a run that looks finished."""
         self.event("run_end", status=status, seconds=round(time.time() - self.started, 2))
+        try:
+            if before_final is not None:
+                with self._lock:
+                    last = {k: self._state[k] for k in ("stage", "step", "total")}
+                    self._state.update(stage="report", step=0, total=0)
+                before_final()
+                with self._lock:
+                    self._state.update(last)  # the finished run shows where its work ended
+        except BaseException as exc:
+            self.event("error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__)
+            self.event("run_end", status="failed", seconds=round(time.time() - self.started, 2))
+            self._end_heartbeat("failed")
+            raise
+        self._end_heartbeat(status)
+
+    def _end_heartbeat(self, status: str) -> None:
         with self._lock:
             self._state["state"] = status
         self._stop.set()
@@ -71,8 +90,21 @@ class Monitor:
             self._thread.join(timeout=5)
             try:
                 self.write_heartbeat()
-            except OSError as exc:
+            except OSError as exc:  # a full disk: a new file cannot be made, the old one can be rewritten
                 log.error("could not write %s: %s", self.heartbeat_path, exc)
+                self._overwrite_state(status)
+
+    def _overwrite_state(self, status: str) -> None:
+        """Rewrite the heartbeat's state in place (no new blocks needed), so ``status`` reads the end."""
+        try:
+            with self.heartbeat_path.open("r+", encoding="utf-8") as fh:
+                beat = json.load(fh)
+                beat["state"] = status
+                fh.seek(0)
+                fh.write(json.dumps(beat, ensure_ascii=False))
+                fh.truncate()
+        except (OSError, ValueError) as exc:
+            log.error("could not rewrite %s: %s", self.heartbeat_path, exc)
 
     def _mend_torn_line(self) -> None:
         """A kill mid-write leaves a last line without its newline; end it, so the next event stays whole."""
@@ -155,6 +187,10 @@ class _Stage:
         status = "ok" if exc_type is None else "failed"
         self.monitor.event("stage_end", stage=self.name, seconds=seconds, status=status)
         log.info("stage %s: %s in %.1fs", self.name, status, seconds)
+        from ark_trainer import faults
+
+        if exc_type is None and faults.fires(self.name, "kill_after_stage", self.monitor._state["step"]):
+            faults.kill_now()
 
 
 def trainer_callback(monitor: Monitor, stage: str):
@@ -192,10 +228,11 @@ CONSOLE_METRICS = (
 )
 
 
-def console_line(stage: str, step: int, total: int, logs: dict) -> str:
+def console_line(stage: str, step: int, total: int, logs: dict, start: int = 0) -> str:
     """One short console line for a logging step (every metric stays in events.jsonl and TensorBoard)."""
-    if "train_runtime" in logs:
-        return f"{stage}: {step} steps in {float(logs['train_runtime']):.1f}s"
+    if "train_runtime" in logs:  # after a resume, count only the steps this attempt ran
+        ran = f"{step - start} steps (resumed from step {start})" if start else f"{step} steps"
+        return f"{stage}: {ran} in {float(logs['train_runtime']):.1f}s"
     line = f"{stage} step {step}/{total}:"
     for key, how in CONSOLE_METRICS:
         value = logs.get(key)
@@ -209,15 +246,26 @@ def use_console_progress(trainer, stage: str) -> None:
     """Keep ``trainer``'s progress bar, but print :func:`console_line` instead of each whole log dict."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+    start = {}  # the step this attempt began at (> 0 after a resume)
+
+    def line(state, logs: dict) -> str:
+        return console_line(stage, state.global_step, state.max_steps, logs, start.get("step", 0))
+
     class _ConsoleProgress(ProgressCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            start.setdefault("step", state.global_step)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_world_process_zero and self.training_bar is not None and logs:
-                self.training_bar.write(console_line(stage, state.global_step, state.max_steps, logs))
+                self.training_bar.write(line(state, logs))
 
     class _ConsolePrinter(PrinterCallback):  # what transformers uses instead under disable_tqdm
+        def on_step_begin(self, args, state, control, **kwargs):
+            start.setdefault("step", state.global_step)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_local_process_zero and logs:
-                print(console_line(stage, state.global_step, state.max_steps, logs), flush=True)
+                print(line(state, logs), flush=True)
 
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(_ConsoleProgress())
@@ -257,8 +305,8 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
     alive = _pid_alive(int(beat.get("pid", 0)))
-    if not alive:
-        return "dead", beat
+    if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
+        return ("failed" if _last_run_end(Path(out_dir)) == "failed" else "dead"), beat
     return ("stalled" if age > limit else "running"), beat
 
 
@@ -272,3 +320,19 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _last_run_end(out_dir: Path) -> str | None:
+    """The status of the last ``run_end`` event in ``OUT/events.jsonl`` after the last ``run_start``."""
+    path = out_dir / "events.jsonl"
+    status = None
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "run_start":
+            status = None
+        elif event.get("event") == "run_end":
+            status = event.get("status")
+    return status

@@ -8,6 +8,7 @@ directory is touched, so a refused run leaves nothing behind. Run it with::
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from dataclasses import dataclass
@@ -54,24 +55,34 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.resume import check_disk, check_resume
-    from ark_trainer.stages.common import check_policy_dir, resolve_runtime
+    from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.launch import is_child
+    from ark_trainer.resume import check_checkpoints, check_disk, check_resume
+    from ark_trainer.runlock import check_free
+    from ark_trainer.stages.common import resolve_runtime
 
     out = Path(cfg.output_dir)
-    from ark_trainer.launch import is_child
-
-    if not is_child():  # the parent of an accelerate launch checked the folder and passes --resume on
-        check_resume(cfg, out)  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-    check_disk(out, cfg.min_free_disk_gb, "--output_dir")
-    rt = resolve_runtime(cfg)  # a device that does not exist is refused here, before anything is written
-    check_policy_dir(cfg.model_path)
-    rows = load_jsonl(cfg.data_path, "--data_path")
-    eval_rows: list[dict] = []
+    parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
+    if parent:
+        check_free(out)  # a live run in this folder: refused, naming its pid
+    loads = [
+        lambda: resolve_runtime(cfg),  # a device that does not exist is refused before anything is written
+        lambda: load_jsonl(cfg.data_path, "--data_path"),
+        lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
+    ]
+    checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
+    if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
+        checks.append(lambda: check_resume(cfg, out))
+    checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
+    checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
+    checks += model_checks(cfg.model_path, cfg.trust_remote_code)
+    results, problems = collect([*loads, *checks])  # every problem of every input at once
+    if problems:
+        raise UserError(*problems)
+    rt, rows, eval_rows = results[: len(loads)]
     sources = [(Path(cfg.data_path), rows)]
     if cfg.eval_dataset:
-        eval_path = resolve_eval_path(cfg.eval_dataset)
-        eval_rows = load_jsonl(eval_path, "--eval_dataset")
-        sources.append((eval_path, eval_rows))
+        sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
     check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
@@ -202,6 +213,16 @@ def run_train(cfg: TrainConfig) -> Path:
 
         return supervise(cfg)
     p = prepare(cfg)
+    from ark_trainer.launch import is_child
+    from ark_trainer.runlock import RunLock
+    from ark_trainer.signals import sigterm_raises
+
+    with contextlib.nullcontext() if is_child() else RunLock(p.out), sigterm_raises():
+        return _run_prepared(p)  # the launching process holds OUT/.lock; accelerate's children do not
+
+
+def _run_prepared(p: Prepared) -> Path:
+    cfg = p.cfg
     from ark_trainer import launch
     from ark_trainer.distributed import QuietMonitor, init_ranks, run_device
 
@@ -245,16 +266,19 @@ def run_train(cfg: TrainConfig) -> Path:
         raise
     watchdog.stop()
     warn_skipped(p.reward, monitor)
-    monitor.finish("finished")
-    if ranks.is_main:
-        diagnosis = after_run(p.out)  # before the report and the deploy, which use it
-        _build_report(p.out)
-        if cfg.openclaw_env and may_deploy(
-            diagnosis, cfg.deploy_if_not_better
-        ):  # not when no better than base
-            from ark_trainer.openclaw.deploy import deploy_after_train
+    diagnosis: dict | None = None
 
-            deploy_after_train(p.out, log.info, log.warning)
+    def _diagnose_and_report() -> None:  # diagnosis first: the report and the deploy gate read it
+        nonlocal diagnosis
+        diagnosis = after_run(p.out)
+        _build_report(p.out)
+
+    # "finished" only once the report is written: a kill while it is built leaves the run not finished
+    monitor.finish("finished", before_final=_diagnose_and_report if ranks.is_main else None)
+    if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
+        from ark_trainer.openclaw.deploy import deploy_after_train  # not when no better than base
+
+        deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 
@@ -289,7 +313,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         current = str(p.out / "model")
         grpo_steps = 0
         log.info("resume: GRPO already done")
-    if grpo_steps > 0:
+    elif grpo_steps > 0:
         from ark_trainer.stages.grpo import train_grpo
 
         current = str(
@@ -298,6 +322,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             )
         )
         gc.collect()
+    if cfg.grpo_steps > 0:  # also after a resume that found GRPO done: its evaluation may be missing
         p.last_model = ("grpo", str(current))
         evaluator.run("grpo", current)
 

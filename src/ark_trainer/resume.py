@@ -167,6 +167,7 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
     fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
     ckpt = latest_complete(out_dir) if cfg.resume else None
     if ckpt is not None:
+        check_loadable(ckpt)
         step = read_json(ckpt / MARKER)["step"]
         monitor.event("resume", stage=stage, checkpoint=str(ckpt), step=step)
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
@@ -255,6 +256,40 @@ def _diverged(monitor, stage: str, bad, lr: float, precision: str, cfg) -> None:
     )
     monitor.event("diverged", stage=stage, step=bad.step, precision=precision, message=message)
     raise TrainingDiverged(message)
+
+
+def check_loadable(ckpt: Path) -> None:
+    """Every state file of ``ckpt`` loads safely (torch ``weights_only``, JSON), or one UserError line.
+
+    A tampered or corrupt ``optimizer.pt`` / ``rng_state.pth`` / ``trainer_state.json`` would otherwise
+    stop the run with the loader's traceback (whose advice, turning the safe loader off, is never ours).
+    ``mmap`` maps the tensors instead of reading them, so the check costs little even for a big optimizer.
+    """
+    import json
+
+    import torch
+    from transformers.trainer_pt_utils import safe_globals  # the numpy types the Trainer itself allows
+
+    for path in sorted(ckpt.iterdir()):
+        try:
+            if path.suffix in (".pt", ".pth"):
+                with safe_globals():
+                    torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            elif path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+        except Exception as exc:  # noqa: BLE001 - any failure means the file cannot be trusted
+            raise UserError(
+                f"--resume: {path}: cannot be loaded safely ({type(exc).__name__}); delete the folder "
+                f"{ckpt} to resume from the checkpoint before it, or start over with --overwrite_output_dir True"
+            ) from None
+
+
+def check_checkpoints(out: Path) -> None:
+    """Under ``--resume``: the checkpoint each stage would resume from loads safely (before anything is written)."""
+    for stage in ("rft", "grpo"):
+        ckpt = latest_complete(Path(out) / stage)
+        if ckpt is not None:
+            check_loadable(ckpt)
 
 
 # --- pipeline level ---

@@ -8,8 +8,9 @@ twice the gradient accumulation, so the effective batch (and the data order) sta
 restart and change is a ``restart`` event in ``OUT/events.jsonl``, shown in the report's Restarts block.
 
 Not restarted: bad input (exit 2: it would fail the same way), a diverged run (NaN/inf through every
-rollback: same), and a child killed by the user (Ctrl-C, exit 130). When the restarts are used up, a
-``gave_up`` event and the report (the failure at the top) are written. ``ARK_FAULT`` (fault injection) reaches the first child only.
+rollback: same), and a child stopped by the user (Ctrl-C, exit 130; SIGTERM, exit 143). When the restarts
+are used up, a ``gave_up`` event and the report (the failure at the top) are written. ``ARK_FAULT`` (fault
+injection) reaches the first child only.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ log = logging.getLogger("ark_trainer")
 
 OOM_ERRORS = ("OutOfMemoryError", "MemoryError")
 NO_RETRY_ERRORS = ("TrainingDiverged",)
-NO_RETRY_CODES = (2, 130)
+NO_RETRY_CODES = (2, 130, 143)  # bad input, Ctrl-C, SIGTERM
 
 
 def child_argv(cfg, resume: bool) -> list[str]:

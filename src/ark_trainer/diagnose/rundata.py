@@ -61,12 +61,23 @@ class RunData:
 
     def final_status(self) -> str:
         """finished / failed / stalled / dead / running / unknown: the heartbeat, else the last run_end."""
+        ended = self._ended()
+        if self.state == "running" and ended:  # the run has ended and is writing its report
+            return ended
         if self.state != "unknown":
             return self.state
-        ends = self.of("run_end")
-        if ends:
-            return str(ends[-1].get("status", "finished"))
+        if ended:
+            return ended
         return "running" if self.events else "unknown"
+
+    def _ended(self) -> str | None:
+        """The status of the ``run_end`` that follows the last ``run_start`` (this attempt's end), if any."""
+        for e in reversed(self.events):
+            if e.get("event") == "run_start":
+                return None
+            if e.get("event") == "run_end":
+                return str(e.get("status", "finished"))
+        return None
 
 
 def num(value: Any) -> float | None:

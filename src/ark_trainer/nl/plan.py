@@ -8,7 +8,9 @@ Explicit ``--model_path`` / ``--data_path`` / ``--output_dir`` always win.
 
 from __future__ import annotations
 
+import re
 import shlex
+import unicodedata
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,20 @@ class Plan:
         if self.ignored:
             lines.append(f"# ignored (not understood): {', '.join(self.ignored)}")
         return "\n".join(lines) + "\n" + to_yaml(self.cfg)
+
+
+MAX_FOLDER_NAME = 80
+
+
+def safe_folder_name(text: str) -> str:
+    """One safe path component from user text (a task name read from a request).
+
+    Letters of any script, digits, ``_``, ``-`` and inner dots are kept; separators, ``..``, control and
+    other characters become ``_``; no leading dot or dash; at most 80 characters; never empty.
+    """
+    name = "".join(c if c.isalnum() or c in "_-." else "_" for c in unicodedata.normalize("NFC", text))
+    name = re.sub(r"\.{2,}", "_", name).lstrip(".-_")[:MAX_FOLDER_NAME].rstrip(".")
+    return name or TrainConfig.task_name
 
 
 def _flag_value(value: Any) -> str:
@@ -131,7 +147,7 @@ def make_plan(
     if missing:
         raise UserError(*(f"--{name}: the request names none; {HINTS[name]}" for name in missing))
     if not (flags.get("output_dir") or from_yaml.get("output_dir")):
-        flags["output_dir"] = f"runs/{flags.get('task_name') or TrainConfig.task_name}"
+        flags["output_dir"] = f"runs/{safe_folder_name(str(flags.get('task_name') or TrainConfig.task_name))}"
         assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
     for name, what in DEFAULTS_NOTED.items():
         if name not in flags and name not in from_yaml:

@@ -63,26 +63,43 @@ def summarize(groups: list[list[float | None]], cfg: TrainConfig) -> ProbeResult
     )
 
 
+def pct(value: float, other: float) -> str:
+    """``value`` as a percentage with enough decimals to differ from ``other`` when the two differ
+    (0.297 against 0.3 prints "29.7%", never "30% below 30%")."""
+    for digits in range(5):
+        if value == other or round(value * 100, digits) != round(other * 100, digits):
+            return f"{value * 100:.{digits}f}%"
+    return f"{value * 100:g}%"
+
+
 def decide(result: ProbeResult) -> tuple[str, str]:
     """(strategy, reason) from the probe's numbers and thresholds."""
+    pass_rate, min_pass = (
+        pct(result.pass_rate, result.min_pass_rate),
+        pct(result.min_pass_rate, result.pass_rate),
+    )
+    zero, max_zero = (
+        pct(result.zero_std_share, result.max_zero_std),
+        pct(result.max_zero_std, result.zero_std_share),
+    )
     numbers = (
-        f"base model probe: pass rate {result.pass_rate:.0%} on {result.prompts} prompts × "
+        f"base model probe: pass rate {pass_rate} on {result.prompts} prompts × "
         f"{result.samples_per_prompt} samples (reward ≥ {result.pass_threshold}), "
-        f"{result.zero_std_share:.0%} of groups with zero reward variance"
+        f"{zero} of groups with zero reward variance"
     )
     if result.pass_rate < result.min_pass_rate:
         return "RFT+GRPO", (
-            f"auto: {numbers}; the pass rate is below --auto_min_pass_rate {result.min_pass_rate:.0%}, so RFT "
+            f"auto: {numbers}; the pass rate is below --auto_min_pass_rate {min_pass}, so RFT "
             "first fine-tunes the model on its best-scored answers, then GRPO optimises from there"
         )
     if result.zero_std_share >= result.max_zero_std:
         return "RFT+GRPO", (
-            f"auto: {numbers}; at least --auto_max_zero_std {result.max_zero_std:.0%} of groups would give "
+            f"auto: {numbers}; at least --auto_max_zero_std {max_zero} of groups would give "
             "GRPO no learning signal, so RFT goes first"
         )
     return "GRPO", (
         f"auto: {numbers}; the base model already passes often (≥ --auto_min_pass_rate "
-        f"{result.min_pass_rate:.0%}) and its groups differ, so Only GRPO (one step, faster iteration)"
+        f"{min_pass}) and its groups differ, so Only GRPO (one step, faster iteration)"
     )
 
 

@@ -1,0 +1,122 @@
+"""Every input of a ``train`` run checked in one pass: output folder, model folder, data files (issue 19).
+
+The README promises every problem at once: a bad flag must not hide a missing model folder, nor a
+missing model folder a broken data file. :func:`gather` runs each check, collects every one-line
+problem, and raises them together (exit 2) before anything is written. The data files are read through
+the loader's own entry point (``data.loader.load_jsonl``), so its checks are the ones reported.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+
+
+def check_output_dir(path: str, flag: str = "--output_dir") -> None:
+    """A folder we can create and write in: not a file, not under a file, not read-only."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{flag}: {path!r} is a file, not a folder; give a folder path for the run")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(
+            f"{flag}: {str(parent)!r} is a file, so {path!r} cannot be created; pick another path"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".ark-write-test"):
+            pass
+    except OSError as exc:
+        raise UserError(
+            f"{flag}: cannot write in {str(parent)!r} ({exc.strerror or exc}); pick a writable folder"
+        ) from None
+
+
+def remote_code_class(model_dir: Path) -> str | None:
+    """What in ``model_dir`` would need the folder's own Python code (``auto_map``), or None."""
+    for name in ("config.json", "tokenizer_config.json"):
+        path = model_dir / name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except (OSError, ValueError):
+            continue  # the model check reports an unreadable config.json
+        auto_map = data.get("auto_map") if isinstance(data, dict) else None
+        if auto_map:
+            first = next(iter(auto_map.values())) if isinstance(auto_map, dict) else auto_map
+            return f"{name} auto_map → {first}"
+    return None
+
+
+def check_no_remote_code(path: str, trust_remote_code: bool, flag: str = "--model_path") -> None:
+    """Refuse a model that only loads by running its own code, unless ``--trust_remote_code True``."""
+    needs = remote_code_class(Path(path))
+    if needs and not trust_remote_code:
+        raise UserError(
+            f"{flag}: {path!r} needs its own Python code to load ({needs}), which is never run by default; "
+            "pass --trust_remote_code True if you trust that code, or use a model with a built-in architecture"
+        )
+
+
+def collect(checks: list[Callable[[], Any]]) -> tuple[list[Any], list[str]]:
+    """Run every check; (results, every problem's lines). A check that fails gives None as its result."""
+    results, problems = [], []
+    for check in checks:
+        try:
+            results.append(check())
+        except UserError as exc:
+            results.append(None)
+            problems += exc.messages
+    return results, problems
+
+
+def model_checks(model_path: str | None, trust_remote_code: bool) -> list[Callable[[], Any]]:
+    from ark_trainer.stages.common import check_policy_dir
+
+    if not model_path:
+        return []
+    return [
+        lambda: check_policy_dir(model_path),
+        lambda: check_no_remote_code(model_path, trust_remote_code),
+    ]
+
+
+def raw_input_problems(flags: dict[str, Any]) -> list[str]:
+    """The folder and file problems of a command line whose flags were refused (so no config exists)."""
+    from ark_trainer.config import parse_bool
+    from ark_trainer.data.loader import load_jsonl, resolve_eval_path
+
+    flags = {**_raw_yaml(flags.get("config")), **flags}  # --config gives the paths a command line leaves out
+
+    def text(name: str) -> str | None:
+        value = flags.get(name)
+        return None if value is None or str(value).strip().lower() in ("", "none", "null") else str(value)
+
+    try:
+        trust = parse_bool(flags.get("trust_remote_code", False), "--trust_remote_code")
+    except UserError:
+        trust = False
+    out, model, data, eval_set = (text(n) for n in ("output_dir", "model_path", "data_path", "eval_dataset"))
+    checks: list[Callable[[], Any]] = [lambda: check_output_dir(out)] if out else []
+    checks += model_checks(model, trust)
+    if data:
+        checks.append(lambda: load_jsonl(data, "--data_path"))
+    if eval_set:
+        checks.append(lambda: load_jsonl(resolve_eval_path(eval_set), "--eval_dataset"))
+    return collect(checks)[1]
+
+
+def _raw_yaml(path: Any) -> dict[str, Any]:
+    """The keys of a ``--config`` file as written (its own problems are reported by the config loader)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8")) if path else {}
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,118 @@
+"""The valid range of every numeric ``train`` flag, checked in one pass (issue 19).
+
+A number that is not finite (``nan``, ``inf``, ``1e999``) is refused when the flag is read
+(:func:`ark_trainer.config.coerce`); here each value is checked against its range and every problem is
+reported at once, one line per flag naming the range. A numeric field missing from :data:`RANGES` still
+gets :data:`DEFAULT` (≥ 0 and not absurdly large), so a flag added later is never unchecked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+BIG = 2**31 - 1  # counts beyond this overflow the engines' int32 step/size fields
+
+
+@dataclass(frozen=True)
+class Range:
+    """``lo ≤ value ≤ hi`` (``lo_open``/``hi_open`` make a bound strict); ``None`` = unbounded."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    why: str = ""  # replaces the generic "must be …" text when it says the range better
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+
+    def text(self) -> str:
+        lo, hi = _num(self.lo), _num(self.hi)
+        if self.lo is not None and self.hi is not None:
+            return f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f"{'>' if self.lo_open else '≥'} {lo}"
+        if self.hi is not None:
+            return f"{'<' if self.hi_open else '≤'} {hi}"
+        return "any finite number"
+
+
+def _num(x: float | None) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+COUNT = Range(1, BIG)  # steps, sizes, samples: at least one
+ZERO_OK = Range(0, BIG)  # 0 means "off" or "all"
+SHARE = Range(0.0, 1.0, hi_open=True)
+PROB = Range(0.0, 1.0)
+POSITIVE = Range(0.0, None, lo_open=True)
+NON_NEGATIVE = Range(0.0, None)
+ANY = Range()  # rewards and thresholds: any finite number (a reward may be negative)
+PORT = Range(1, 65535)
+DEFAULT = Range(0, None)
+
+RANGES: dict[str, Range] = {
+    "max_train_steps": COUNT,
+    "rft_steps": ZERO_OK,
+    "grpo_learning_rate": Range(0.0, 1.0, lo_open=True),
+    "rft_learning_rate": Range(0.0, 1.0, lo_open=True),
+    "batch_size": COUNT,
+    "gradient_accumulation_steps": COUNT,
+    "warmup_ratio": SHARE,
+    "save_steps": ZERO_OK,
+    "seed": Range(0, 2**32 - 1),  # numpy's seed range
+    "rft_num_samples": COUNT,
+    "rft_temperature": POSITIVE,
+    "rft_min_reward": ANY,
+    "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
+    "max_completion_length": COUNT,
+    "temperature": POSITIVE,
+    "beta": NON_NEGATIVE,
+    "logging_steps": COUNT,
+    "save_total_limit": ZERO_OK,
+    "rm_weight": NON_NEGATIVE,
+    "pass_threshold": ANY,
+    "eval_ratio": SHARE,
+    "max_eval_samples": COUNT,
+    "heartbeat_interval": POSITIVE,
+    "auto_resume": Range(0, 100),
+    "max_bad_steps": COUNT,
+    "max_rollbacks": Range(0, 100),
+    "rollout_steps": COUNT,
+    "stall_timeout": NON_NEGATIVE,
+    "reward_timeout": NON_NEGATIVE,
+    "min_free_disk_gb": NON_NEGATIVE,
+    "auto_probe_prompts": COUNT,
+    "auto_probe_samples": Range(2, BIG, why="a group needs at least 2 answers"),
+    "auto_min_pass_rate": PROB,
+    "auto_max_zero_std": PROB,
+    "num_processes": COUNT,
+    "main_process_port": PORT,
+    "lora_r": ZERO_OK,
+    "lora_alpha": COUNT,
+    "lora_dropout": SHARE,
+    "vllm_server_port": PORT,
+    "vllm_gpu_memory_utilization": Range(0.0, 1.0, lo_open=True),
+    "vllm_tensor_parallel_size": COUNT,
+}
+
+
+def range_of(name: str) -> Range:
+    return RANGES.get(name, DEFAULT)
+
+
+def range_problems(values: dict[str, Any], numeric: list[str]) -> list[str]:
+    """One line per numeric flag whose value is out of its range (``None`` = unset, always fine)."""
+    problems = []
+    for name in numeric:
+        value, rng = values.get(name), range_of(name)
+        if value is None or isinstance(value, bool) or value in rng:
+            continue
+        problems.append(f"--{name}: {rng.why or 'must be ' + rng.text()}, got {value}")
+    return problems
