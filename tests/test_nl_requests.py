@@ -75,7 +75,10 @@ HELD_OUT = [
     ),
     ("对质检模型做两阶段训练，数据 qc_v3.jsonl", {"strategy": "RFT+GRPO", "data_path": "qc_v3.jsonl"}),
     ("reinforcement learning only (GRPO), 20k steps", {"strategy": "GRPO", "steps": 20000}),
-    ("let the tool pick the strategy, 3000 steps, batch size 8", {"strategy": "auto", "steps": 3000, "batch": 8}),
+    (
+        "let the tool pick the strategy, 3000 steps, batch size 8",
+        {"strategy": "auto", "steps": 3000, "batch": 8},
+    ),
     (
         "训练 /models/qwen2 用 /data/d2.jsonl，两步走，输出到 runs/qw2",
         {
@@ -85,18 +88,30 @@ HELD_OUT = [
             "output_dir": "runs/qw2",
         },
     ),
-    ("GRPO only; learning-rate 2e-6; 750 steps; bs=2", {"strategy": "GRPO", "lr": 2e-6, "steps": 750, "batch": 2}),
+    (
+        "GRPO only; learning-rate 2e-6; 750 steps; bs=2",
+        {"strategy": "GRPO", "lr": 2e-6, "steps": 750, "batch": 2},
+    ),
     ("合规性权重2，满意度权重1，RFT+GRPO", {"weights": "qc_compliance=2,qc_satisfaction=1"}),
     ("RFT+GRPO 训 两千五百步", {"strategy": "RFT+GRPO", "steps": 2500}),
     (
         "Fine-tune model_path=/m/base data_path=/d/x.jsonl with auto strategy",
         {"strategy": "auto", "model_path": "/m/base", "data_path": "/d/x.jsonl"},
     ),
-    ("先做奖励微调再做强化学习 共8000步 其中RFT 2000步", {"strategy": "RFT+GRPO", "steps": 8000, "rft_steps": 2000}),
-    ("only grpo, 32GB gpu, save it to ./ckpts/g1", {"strategy": "GRPO", "batch": 16, "output_dir": "./ckpts/g1"}),
+    (
+        "先做奖励微调再做强化学习 共8000步 其中RFT 2000步",
+        {"strategy": "RFT+GRPO", "steps": 8000, "rft_steps": 2000},
+    ),
+    (
+        "only grpo, 32GB gpu, save it to ./ckpts/g1",
+        {"strategy": "GRPO", "batch": 16, "output_dir": "./ckpts/g1"},
+    ),
     ("RFT+GRPO on customer-service QC, 0.5万步", {"strategy": "RFT+GRPO", "steps": 5000}),
     ("仅做GRPO，不要RFT，2.5k步", {"strategy": "GRPO", "steps": 2500}),
-    ("quick iteration on /data/new.jsonl, 400 steps", {"strategy": "GRPO", "data_path": "/data/new.jsonl", "steps": 400}),
+    (
+        "quick iteration on /data/new.jsonl, 400 steps",
+        {"strategy": "GRPO", "data_path": "/data/new.jsonl", "steps": 400},
+    ),
     (
         "Rejection-sampling fine-tuning followed by GRPO, lr 5e-6, 3k steps",
         {"strategy": "RFT+GRPO", "lr": 5e-6, "steps": 3000},
@@ -187,7 +202,10 @@ TUNED = [
     ("RFT+GRPO，保存到 /out/a", {"output_dir": "/out/a"}),
     ("GRPO, output to runs/x", {"output_dir": "runs/x"}),
     ("输出到 /tmp/r1 ，数据 /tmp/d.jsonl", {"output_dir": "/tmp/r1", "data_path": "/tmp/d.jsonl"}),
-    ("save to ./out/b, model ./m, data ./d.jsonl", {"output_dir": "./out/b", "model_path": "./m", "data_path": "./d.jsonl"}),
+    (
+        "save to ./out/b, model ./m, data ./d.jsonl",
+        {"output_dir": "./out/b", "model_path": "./m", "data_path": "./d.jsonl"},
+    ),
     (
         "fine-tune /models/qwen2.5-0.5b with /data/x.jsonl",
         {"model_path": "/models/qwen2.5-0.5b", "data_path": "/data/x.jsonl"},

@@ -1,4 +1,4 @@
-""""The current agent" of a request, read from OpenClaw's state: its model and its conversations.
+""" "The current agent" of a request, read from OpenClaw's state: its model and its conversations.
 
 ``对当前客服质检Agent执行RFT+GRPO训练`` names no model and no data. The agent's config says which model it
 uses now (its own ``model`` in ``agents.list`` / ``agents.entries``, else ``agents.defaults.model``;
@@ -43,7 +43,9 @@ def _load_config() -> tuple[dict, str]:
     try:
         data = json5.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not readable as OpenClaw's config ({exc}); fix it or pass --model_path") from exc
+        raise UserError(
+            f"{path}: not readable as OpenClaw's config ({exc}); fix it or pass --model_path"
+        ) from exc
     return (data if isinstance(data, dict) else {}), str(path)
 
 

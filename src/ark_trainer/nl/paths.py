@@ -43,7 +43,9 @@ PATH_ROLES = [  # keyword before the path → flag
 CONNECT = r"\s*(?:[:：=]|在|是|为|位于|at|in|is|from|on|under|to)?\s*"
 # before a path that is not a data file, the model: "训练 /models/qwen", "train ./base on ...", "fine-tune
 # ~/ckpt/m", "with /models/small" (a data path is caught by its .jsonl/.json shape first)
-TRAIN_VERB = r"(?:训练|微调|训|train|fine[\s-]*tune|finetune|with|using|用|基于|based\s+on|starting\s+from)\s*$"
+TRAIN_VERB = (
+    r"(?:训练|微调|训|train|fine[\s-]*tune|finetune|with|using|用|基于|based\s+on|starting\s+from)\s*$"
+)
 
 
 def take_paths(t: _Text, out: Parsed) -> None:

@@ -12,10 +12,16 @@ import re
 
 # (pattern, replacement), applied in order, case-insensitive
 SYNONYMS = [
-    (r"拒绝采样微调|奖励微调|rejection[\s-]*sampling(?:[\s-]*fine[\s-]*tun\w*)?|reward[\s-]*fine[\s-]*tun\w*", " RFT "),
+    (
+        r"拒绝采样微调|奖励微调|rejection[\s-]*sampling(?:[\s-]*fine[\s-]*tun\w*)?|reward[\s-]*fine[\s-]*tun\w*",
+        " RFT ",
+    ),
     (r"(?<![a-z])rtf(?![a-z])", " RFT "),
     (r"(?<![a-z])gpro(?![a-z])", " GRPO "),
-    (r"(?:GRPO\s*)?强化学习|reinforcement[\s-]*learning(?:\s*\(\s*grpo\s*\))?|(?<![a-z])rl(?![a-z])", " GRPO "),
+    (
+        r"(?:GRPO\s*)?强化学习|reinforcement[\s-]*learning(?:\s*\(\s*grpo\s*\))?|(?<![a-z])rl(?![a-z])",
+        " GRPO ",
+    ),
     (r"两阶段|两步走|两个阶段|分两步|two[\s-]*(?:stages?|phases?)|two-step(?!s)", " RFT+GRPO "),
     (r"单步|single[\s-]*(?:step|stage)|one[\s-]*stage", " only GRPO "),
     (r"max[\s_-]*tr\w{2,4}[\s_-]*steps?", "max_train_steps"),
