@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
+import ark_trainer
 from ark_trainer.cli import main
 from ark_trainer.fileio import write_json
 from ark_trainer.nl.plan import make_plan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from openai_stub import _chunk  # noqa: E402
 
 REQUEST = "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度"
 TINY = {
@@ -156,3 +165,105 @@ def test_the_reference_sentence_trains_the_deployed_model_on_its_conversations(o
         assert (out / "model" / "config.json").is_file()
     finally:
         assert main(["deploy", "--rollback"]) == 0
+
+
+class _ScriptedAgentModel(BaseHTTPRequestHandler):
+    """An OpenAI-compatible model that follows SKILL.md: ``plan --json``, then ``run --yes``, then a reply.
+
+    Streams (SSE) as OpenClaw asks; the step is the number of tool results in the conversation so far.
+    """
+
+    server: ThreadingHTTPServer
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.server.requests.append(body)
+        done = sum(m.get("role") == "tool" for m in body["messages"])
+        first = next(_text(m) for m in body["messages"] if m.get("role") == "user")
+        # OpenClaw sends "[Tue 2026-12-01 01:37 UTC] <the user's words>\n\nRuntime: …"
+        words = re.sub(r"^\[[^\]]*\]\s*", "", first.strip().splitlines()[0])
+        extra = self.server.extra
+        commands = [
+            f"ark-trainer plan {shlex.quote(words)} --json {extra}",
+            f"ark-trainer run {shlex.quote(words)} --yes {extra}",
+        ]
+        if done < len(commands):
+            args = {"command": commands[done], "yieldMs": 240000, "timeoutSeconds": 300}
+            call = {"index": 0, "id": f"call_{done}", "type": "function"}
+            call["function"] = {"name": "exec", "arguments": json.dumps(args)}
+            deltas = [({"role": "assistant", "tool_calls": [call]}, None), ({}, "tool_calls")]
+        else:
+            deltas = [({"role": "assistant", "content": "训练已开始。"}, None), ({}, "stop")]
+        data = b"".join(_chunk(body.get("model", "m"), d, f) for d, f in deltas) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+
+
+@pytest.mark.slow
+def test_an_openclaw_agent_plans_and_starts_a_run_through_the_skill(openclaw, tmp_path, monkeypatch):
+    """A real ``openclaw agent --local`` turn: the scripted model calls exec with plan, then run --yes."""
+    from ark_trainer.demo.data import write_demo_data
+    from conftest import save_tiny_qwen
+
+    train, _ = write_demo_data(tmp_path / "data", n_train=8, n_eval=2, seed=3)
+    model = save_tiny_qwen(tmp_path / "base", max_position_embeddings=1024)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "strategy": "Only GRPO"}))
+    out = tmp_path / "run"
+    # OpenClaw's exec tool drops PYTHONPATH, so `ark-trainer` on PATH is a shim for the package under test
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    src = Path(ark_trainer.__file__).resolve().parents[1]
+    shim = bindir / "ark-trainer"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH={src} exec {sys.executable} -m ark_trainer "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    skill = (Path(ark_trainer.__file__).parent / "openclaw" / "skill" / "SKILL.md").read_text()
+    assert 'ark-trainer plan "<the user\'s words, verbatim>" --json' in skill
+    assert 'ark-trainer run "<the user\'s words, verbatim>" --yes' in skill
+    assert main(["skill", "install"]) == 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedAgentModel)
+    server.requests, server.extra = [], f"--config {shlex.quote(str(config))}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    provider = {"baseUrl": url, "apiKey": "k", "api": "openai-completions"}
+    provider["models"] = [{"id": "script", "name": "script", "contextWindow": 32768, "maxTokens": 256}]
+    state = _state()
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "openclaw.json").write_text(
+        json.dumps(
+            {
+                "models": {"providers": {"scripted": provider}},
+                "agents": {"defaults": {"model": {"primary": "scripted/script"}}},
+            }
+        )
+    )
+    words = f"只做GRPO，用 {train} 训练 {model}，输出到 {out}"
+    try:
+        answer = openclaw.run_json(
+            ["agent", "--local", "--json", "--timeout", "400", "--message", words], timeout=480
+        )
+    finally:
+        server.shutdown()
+    assert [t["function"]["name"] for t in server.requests[0]["tools"] if t["function"]["name"] == "exec"]
+    assert "ark-trainer" in json.dumps(server.requests[0]["messages"][0], ensure_ascii=False)  # the skill
+    plan_result = _text([m for m in server.requests[1]["messages"] if m.get("role") == "tool"][-1])
+    assert '"strategy": "GRPO"' in plan_result and f'"output_dir": "{out}"' in plan_result
+    assert (out / "run.yaml").is_file()  # the run started
+    run_result = _text([m for m in server.requests[2]["messages"] if m.get("role") == "tool"][-1])
+    assert f"done: model in {out / 'model'}" in run_result  # and, with 2 steps, finished
+    assert yaml.safe_load((out / "run.yaml").read_text())["model_path"] == str(model)
+    assert answer["meta"]["agentMeta"]["terminalReceipt"] or answer["payloads"]
