@@ -267,3 +267,30 @@ def test_an_openclaw_agent_plans_and_starts_a_run_through_the_skill(openclaw, tm
     assert f"done: model in {out / 'model'}" in run_result  # and, with 2 steps, finished
     assert yaml.safe_load((out / "run.yaml").read_text())["model_path"] == str(model)
     assert answer["meta"]["agentMeta"]["terminalReceipt"] or answer["payloads"]
+
+
+def test_an_agent_named_by_id_uses_its_own_model(tmp_path):
+    out = _fake_deployment(tmp_path)
+    config = {
+        "agents": {
+            "defaults": {"model": {"primary": "openai/gpt-5.1"}},
+            "list": [{"id": "main", "default": True}, {"id": "qc-bot", "model": "ark/ark-deployed"}],
+        }
+    }
+    (_state() / "openclaw.json").write_text(json.dumps(config))
+    plan = make_plan("agent qc-bot, only GRPO, 优化合规性", {"output_dir": str(tmp_path / "r")})
+    assert plan.collect_agent == "qc-bot" and plan.cfg.model_path == str(out / "model")
+    assert any("agent qc-bot's model" in a for a in plan.assumptions)
+    plan = make_plan("对当前Agent做两阶段训练", {"output_dir": str(tmp_path / "r")})
+    assert plan.collect_agent == "main" and "openai/gpt-5.1" in plan.missing[0]
+
+
+def test_run_keeps_conversations_collected_earlier(tmp_path, capsys):
+    _fake_deployment(tmp_path)  # its "model" is not loadable, so the run stops after the collect step
+    data = tmp_path / "run" / "data" / "openclaw_conversations.jsonl"
+    data.parent.mkdir(parents=True)
+    data.write_text('{"prompt": "earlier", "candidates": ["kept"]}\n')
+    before = data.read_bytes()
+    assert main(["run", REQUEST, "--yes", "--output_dir", str(tmp_path / "run")]) == 2
+    assert "using the conversations collected earlier" in capsys.readouterr().out
+    assert data.read_bytes() == before

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from ark_trainer.nl.parse import parse_request
 from ark_trainer.nl.plan import make_plan
 
 FIELDS = {
@@ -246,3 +247,21 @@ def test_tuned(text, expected):
 @pytest.mark.parametrize(("text", "expected"), HELD_OUT, ids=[r[:40] for r, _ in HELD_OUT])
 def test_held_out(text, expected):
     assert _fields(text, expected) == expected
+
+
+AGENTS = [  # which OpenClaw agent a request names
+    ("对当前客服质检Agent执行RFT+GRPO训练", "current"),
+    ("train my current agent with GRPO", "current"),
+    ("优化我们的客服智能体", "current"),
+    ("agent qc-bot, only GRPO", "qc-bot"),
+    ("--agent ops2 RFT+GRPO", "ops2"),
+    ("agent_id: sales", "sales"),
+    ("agent main 两阶段训练", "main"),
+    ("RFT+GRPO, model ./m, data ./d.jsonl", None),
+    ("agent training with GRPO", None),
+]
+
+
+@pytest.mark.parametrize(("text", "agent"), AGENTS)
+def test_named_agent(text, agent):
+    assert parse_request(text).agent == agent

@@ -103,6 +103,9 @@ def _collect(agent: str, data_path: str) -> None:
 
     from ark_trainer.openclaw.collect import collect, write_rows
 
+    if Path(data_path).is_file():  # an earlier run of this folder collected it; resuming needs the same rows
+        print(f"using the conversations collected earlier in {data_path} (delete it to collect again)")
+        return
     result = collect(agent=agent)
     if not result.rows:
         raise UserError(

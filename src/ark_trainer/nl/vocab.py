@@ -37,9 +37,11 @@ CURRENT_AGENT = (
     r"[^，,。.;；!?！？\n]{0,16}?(?:agent|智能体|助手|bot)"
 )
 AGENT_ID = (
-    r"(?:--agent[\s=]+|agent[\s_-]*id\s*[:：=]?\s*|agent\s*[:：=]\s*|智能体\s*[:：=]?\s*)"
+    r"(?:--agent[\s=]+|agent[\s_-]*id\s*[:：=]?\s*|(?:agent|智能体)\s*[:：=]\s*)"
     r"[\"'`“]?([a-z0-9_][a-z0-9_-]{0,63})(?![a-z0-9_-])"
 )
+# "agent qc-bot", "agent main": a bare word after "agent" is an id only when it looks like one
+AGENT_WORD = r"(?:agent|智能体)\s+[\"'`“]?(main|[a-z0-9_]*[0-9_-][a-z0-9_-]*)(?![a-z0-9_-])"
 
 
 def normalize(text: str) -> str:
@@ -50,8 +52,8 @@ def normalize(text: str) -> str:
 
 def named_agent(text: str) -> str | None:
     """The agent id the request names (``agent main``), ``"current"`` for 当前/current agent, or None."""
-    m = re.search(AGENT_ID, text, flags=re.IGNORECASE)
-    if m and m.group(1).lower() not in ("training", "train", "and", "with", "for", "the"):
+    m = re.search(AGENT_ID, text, flags=re.IGNORECASE) or re.search(AGENT_WORD, text, flags=re.IGNORECASE)
+    if m:
         return m.group(1).lower()
     if re.search(CURRENT_AGENT, text, flags=re.IGNORECASE):
         return "current"
