@@ -244,7 +244,24 @@ def test_tuned(text, expected):
     assert _fields(text, expected) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), HELD_OUT, ids=[r[:40] for r, _ in HELD_OUT])
+# Held-out requests the rules get wrong, found when the held-out set was first checked (26 of 27 right);
+# kept as strict xfails with the reason, not tuned away.
+HELD_OUT_WRONG = {
+    "Please do a two-stage run (RFT first, then GRPO) on /models/qc-7b using /data/qc.jsonl; "
+    "output to /runs/qc7b": "a folder after 'run … on' is not read as the model (only after 训练/train/用/with)",
+}
+
+
+def _held_out_cases() -> list:
+    return [
+        pytest.param(text, expected, marks=pytest.mark.xfail(reason=HELD_OUT_WRONG[text], strict=True))
+        if text in HELD_OUT_WRONG
+        else (text, expected)
+        for text, expected in HELD_OUT
+    ]
+
+
+@pytest.mark.parametrize(("text", "expected"), _held_out_cases(), ids=[r[:40] for r, _ in HELD_OUT])
 def test_held_out(text, expected):
     assert _fields(text, expected) == expected
 
