@@ -45,6 +45,7 @@ AGENT_WORD = r"(?:agent|智能体)\s+[\"'`“]?(main|[a-z0-9_]*[0-9_-][a-z0-9_-]
 
 
 def normalize(text: str) -> str:
+    """``text`` with every synonym and flag typo replaced by the word the parser's rules read."""
     for pattern, canonical in SYNONYMS:
         text = re.sub(pattern, canonical, text, flags=re.IGNORECASE)
     return text
