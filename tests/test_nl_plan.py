@@ -204,9 +204,10 @@ def test_dpo_and_ppo_are_refused_clearly():
 
 
 def test_missing_model_or_data_names_the_fix():
-    with pytest.raises(UserError) as err:
-        make_plan("RFT+GRPO 1000步")
-    assert [m.split(":")[0] for m in err.value.messages] == ["--model_path", "--data_path"]
+    plan = make_plan("RFT+GRPO 1000步")  # never a dead end: the whole plan, the missing items marked
+    assert [m.split(":")[0] for m in plan.missing] == ["--model_path", "--data_path"]
+    assert "--model_path" in plan.missing[0].split(":", 1)[1] and "当前Agent" in plan.missing[1]
+    assert plan.cfg.max_train_steps == 1000 and plan.as_json()["ready"] is False
     with pytest.raises(UserError, match="request: empty"):
         make_plan("  ", PATHS)
 

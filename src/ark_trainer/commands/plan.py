@@ -7,6 +7,10 @@ takes ``--yes``) and trains::
 
     ark-trainer plan "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度" --model_path M --data_path D.jsonl
     ark-trainer run "only GRPO, 300 steps, 16GB GPU, model ./m, data ./d.jsonl" --yes
+
+A plan with a missing model or data still prints whole (exit 0), each missing item marked with the flag
+or phrase that supplies it; ``run`` refuses such a plan (exit 2, one line per missing item). When the
+request names an OpenClaw agent (当前Agent, agent main) ``run`` first collects its conversations.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     plan = _plan(args)
     _show(plan, args.json)
+    if plan.missing:
+        raise UserError(*(f"run: not started: {m}" for m in plan.missing))
     if not args.yes:
         if not sys.stdin.isatty():
             raise UserError("run: not confirmed; pass --yes to start training without asking")
@@ -82,8 +88,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         if answer not in ("y", "yes", "是", "好"):
             print("not started")
             return 1
+    if plan.collect_agent is not None:
+        _collect(plan.collect_agent, plan.cfg.data_path)
     from ark_trainer.pipeline import run_train
 
     out = run_train(plan.cfg)
     print(f"done: model in {out / 'model'}, report in {out / 'report.html'}")
     return 0
+
+
+def _collect(agent: str, data_path: str) -> None:
+    """The agent's conversations, scrubbed, into the run's data file (``data collect --openclaw``)."""
+    from pathlib import Path
+
+    from ark_trainer.openclaw.collect import collect, write_rows
+
+    if Path(data_path).is_file():  # an earlier run of this folder collected it; resuming needs the same rows
+        print(f"using the conversations collected earlier in {data_path} (delete it to collect again)")
+        return
+    result = collect(agent=agent)
+    if not result.rows:
+        raise UserError(
+            f"run: agent {agent} has no conversations in OpenClaw to train on (sessions: {result.sessions}, "
+            f"legacy transcripts: {result.legacy}); talk to it first, or pass --data_path"
+        )
+    write_rows(result.rows, Path(data_path))
+    scrubbed = ", ".join(f"{k} {v}" for k, v in sorted(result.scrubbed.items())) or "nothing"
+    print(
+        f"collected {len(result.rows)} rows from agent {agent}'s conversations ({result.sessions} sessions, "
+        f"{result.legacy} legacy transcripts) into {data_path}; scrubbed: {scrubbed}"
+    )

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.nl.paths import take_paths
+from ark_trainer.nl.vocab import named_agent, normalize
 from ark_trainer.nl.weights import format_weights
 
 NUM = (
@@ -24,20 +26,16 @@ NUM = (
     r"\s*([kK]|千|万|w|W)?"
 )
 MULTIPLIERS = {"k": 1_000, "K": 1_000, "千": 1_000, "万": 10_000, "w": 10_000, "W": 10_000}
-# a path: quoted (any characters), or ASCII with a slash, or a *.json(l) file name
-PATH = (
-    r"[\"'“「]([^\"'”」\n]*[/\\.][^\"'”」\n]*)[\"'”」]"
-    r"|((?:~|\.{1,2})?/?[A-Za-z0-9_.\-~]*[/\\][A-Za-z0-9_.\-~/\\]*|[A-Za-z0-9_.\-~]+\.jsonl?)"
-)
-
 # strategy words, most specific first (the pattern, the strategy)
 STRATEGIES = [
     (
-        r"rft\s*(?:\+|＋|和|与|加|then|and|->|→|、|/|_|-)?\s*(?:再|后|然后)?\s*grpo|先\s*rft\s*再\s*grpo",
+        r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*grpo"
+        r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])grpo(?![a-z_])",
         "RFT+GRPO",
     ),
     (
-        r"(?:only|just)\s+(?:use\s+)?grpo|grpo[\s_-]*only|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
+        r"(?:only|just)\s+(?:use\s+|do\s+)?(?:a\s+)?grpo|grpo[\s_-]*only"
+        r"|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
         "GRPO",
     ),
     (r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step", "GRPO"),
@@ -50,6 +48,8 @@ STRATEGIES = [
     ),
     (r"(?<![a-z_])grpo(?![a-z_])", "GRPO"),
 ]
+NO_RFT = r"(?:不要|不用|不做|无需|不需要|跳过|no|without|skip(?:ping)?)\s*(?:the\s+)?rft(?![a-z_])"
+RFT = r"(?<![a-z_])rft(?![a-z_])"  # RFT named alone still means the two-step RFT+GRPO
 UNSUPPORTED = r"(?<![a-z])(dpo|ppo)(?![a-z])"
 
 TASKS = [  # (pattern, task label used for the default task name)
@@ -74,7 +74,8 @@ FILLER = (
     "对当前的|对当前|当前的|当前|执行|进行|开始|训练|优化|提升|提高|改进|模型|请|帮我|帮忙|一下|使用|用|采用|的|和|与|及|以及|并|并且|"
     "在|上|对|把|将|给|为|做|跑|一个|一次|我的|我们的|我们|我|策略|一轮|目标|重点|关注|agent|智能体|please|train|training|"
     "run|fine[- ]?tune|optimi[sz]e|improve|boost|focus|on|for|the|a|an|my|our|with|and|to|of|using|use|in|at|it|"
-    "model|agent|strategy|me|let|can|you|then|by|from|is|be|i|want|would|like|need|could|steps?|步"
+    "model|agent|strategy|me|let|can|you|then|by|from|is|be|i|want|would|like|need|could|steps?|步|"
+    "rft|grpo|only|first|先|再|然后|后|pls|please|吧|一下"
 )
 
 
@@ -86,6 +87,7 @@ class Parsed:
     assumptions: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     objectives: list[str] = field(default_factory=list)
+    agent: str | None = None  # "current" or an agent id: the request names an OpenClaw agent
 
 
 class _Text:
@@ -143,7 +145,9 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
     if not text or not text.strip():
         raise UserError('request: empty; say what to train, e.g. "RFT+GRPO on my QC data, 1000 steps"')
     t, out = _Text(text), Parsed()
-    _paths(t, out)
+    take_paths(t, out)
+    t.rest = normalize(t.rest)
+    out.agent = named_agent(text)
     _strategy(t, out)
     _numbers(t, out)
     _gpu_memory(t, out)
@@ -154,83 +158,38 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
     return out
 
 
-# --- paths -------------------------------------------------------------------------------------------------
-
-PATH_ROLES = [  # keyword before the path → flag
-    (r"(?:奖励模型|reward[\s_-]*model|rm(?:_model)?(?:_path)?)", "rm_model_path"),
-    (
-        r"(?:评估集|评测集|验证集|测试集|评估数据|eval(?:uation)?[\s_-]*(?:set|data(?:set)?|on)?|test[\s_-]*set|dev[\s_-]*set)",
-        "eval_dataset",
-    ),
-    (r"(?:日志|log(?:s|_dir)?)", "log_dir"),
-    (
-        r"(?:输出到|输出目录|输出|保存到|保存在|存到|结果放到|output(?:_dir)?|out(?:put)?\s+(?:to|in)|save(?:\s+(?:it|them))?\s+(?:to|in|under)|write\s+to)",
-        "output_dir",
-    ),
-    (r"(?:基座模型|基础模型|模型路径|模型|base[\s_-]*model|model(?:_path)?|checkpoint|ckpt)", "model_path"),
-    (
-        r"(?:训练数据|训练集|数据集|数据路径|数据|training[\s_-]*data|train(?:ing)?[\s_-]*set|data(?:set|_path)?)",
-        "data_path",
-    ),
-]
-CONNECT = r"\s*(?:[:：=]|在|是|为|位于|at|in|is|from|on|under|to)?\s*"
-
-
-def _paths(t: _Text, out: Parsed) -> None:
-    for m in t.finditer(PATH):
-        path = (m.group(1) or m.group(2)).rstrip(".,;，。；")
-        if not path or path in ("+", "/") or re.fullmatch(r"[\d.]+", path):
-            continue
-        before = t.rest[max(0, m.start() - 40) : m.start()]
-        role = _path_role(before, path)
-        if role is None or role in out.flags:
-            continue
-        out.flags[role] = path
-        t.rest = t.rest[: m.start()] + " " * len(m.group(0)) + t.rest[m.end() :]
-        kw = re.search(_role_pattern(role) + CONNECT + r"$", t.rest[: m.start()], flags=re.IGNORECASE)
-        if kw:
-            t.rest = t.rest[: kw.start()] + " " * (kw.end() - kw.start()) + t.rest[kw.end() :]
-
-
-def _role_pattern(role: str) -> str:
-    return next(p for p, r in PATH_ROLES if r == role)
-
-
-def _path_role(before: str, path: str) -> str | None:
-    best: tuple[int, str] | None = None
-    for pattern, role in PATH_ROLES:
-        for m in re.finditer(pattern + CONNECT + r"$", before, flags=re.IGNORECASE):
-            if best is None or m.start() < best[0]:  # the longest keyword wins: "reward model" over "model"
-                best = (m.start(), role)
-    if best:
-        return best[1]
-    if re.search(r"\.jsonl?$", path):
-        return "data_path"
-    return None
-
-
 # --- strategy ----------------------------------------------------------------------------------------------
+
+
+def _pick_strategy(t: _Text, no_rft: bool) -> tuple[str | None, re.Match | None]:
+    """The first strategy pattern that matches; RFT named alone (not "不要RFT") means RFT+GRPO."""
+    for pattern, strategy in STRATEGIES[:-1]:
+        m = t.take(pattern)
+        if m:
+            return strategy, m
+    if not no_rft and t.find(RFT):  # the RFT words stay for the step and rate rules ("RFT 3000步")
+        return "RFT+GRPO", None
+    m = t.take(STRATEGIES[-1][0])
+    return ("GRPO", m) if m else (None, None)
 
 
 def _strategy(t: _Text, out: Parsed) -> None:
     unsupported = sorted({m.group(1).upper() for m in t.finditer(UNSUPPORTED)})
     for m in t.finditer(UNSUPPORTED):
         t.consume(m)
-    for pattern, strategy in STRATEGIES:
-        m = t.take(pattern)
-        if m:
-            out.flags["strategy"] = strategy
-            if strategy == "GRPO" and re.search(r"快速迭代|fast|quick|one[\s-]step", m.group(0), re.I):
-                out.assumptions.append("fast iteration: Only GRPO (one step, no RFT)")
-            if strategy == "auto":
-                out.assumptions.append(
-                    "auto: the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
-                    "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
-                )
-            for more in STRATEGIES:  # a second mention of the same strategy is not ignored
-                while t.take(more[0]):
-                    pass
-            break
+    strategy, m = _pick_strategy(t, no_rft=t.take(NO_RFT) is not None)
+    if strategy:
+        out.flags["strategy"] = strategy
+        if strategy == "GRPO" and m and re.search(r"快速迭代|fast|quick|one[\s-]step", m.group(0), re.I):
+            out.assumptions.append("fast iteration: Only GRPO (one step, no RFT)")
+        if strategy == "auto":
+            out.assumptions.append(
+                "auto: the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
+                "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
+            )
+        for more in STRATEGIES:  # a second mention of the same strategy is not ignored
+            while t.take(more[0]):
+                pass
     if unsupported:
         names = " and ".join(unsupported)
         if "strategy" not in out.flags:
@@ -292,7 +251,7 @@ NUMBER_RULES = [  # (flag, patterns with the number as groups 1-2), most specifi
     (
         "grpo_learning_rate",
         [
-            rf"(?:grpo\s*(?:的)?\s*)?(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of|设为)?\s*{NUM}",
+            rf"(?:grpo\s*(?:的)?\s*)?(?:learning[\s_-]*rate|学习率|lr)\s*(?:[:：=]|为|of|设为|用|设置为|to)?\s*{NUM}",
             rf"grpo_learning_rate\s*[:=]?\s*{NUM}",
         ],
     ),

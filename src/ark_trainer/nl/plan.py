@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 import unicodedata
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,13 @@ from ark_trainer.nl.parse import parse_request
 
 ALWAYS_SHOWN = ("strategy", "task_name", *REQUIRED)
 HINTS = {
-    "model_path": "name it in the request (e.g. 'model at ./my-model', '模型 ./my-model') or pass --model_path",
-    "data_path": "name it in the request (e.g. 'data ./train.jsonl', '数据 ./train.jsonl') or pass --data_path",
+    "model_path": "name it in the request ('训练 ./my-model', 'model ./my-model') or pass --model_path",
+    "data_path": (
+        "name it in the request ('用 ./train.jsonl', 'data ./train.jsonl'), pass --data_path, or say "
+        "'当前Agent' / 'the current agent' to train on its OpenClaw conversations"
+    ),
 }
+MISSING = "<missing>"  # stands in for a required path in a plan that cannot run yet
 DEFAULTS_NOTED = {"task_name": "task name", "max_train_steps": "step count", "batch_size": "batch size"}
 
 
@@ -33,6 +37,8 @@ class Plan:
     assumptions: list[str]
     ignored: list[str]
     source: str  # "rules" or "llm:<model>"
+    missing: list[str] = field(default_factory=list)  # "--flag: missing; how to supply it"
+    collect_agent: str | None = None  # run collects this agent's conversations into cfg.data_path first
 
     @property
     def command(self) -> str:
@@ -45,12 +51,15 @@ class Plan:
             "command": self.command,
             "assumptions": self.assumptions,
             "ignored": self.ignored,
+            "missing": self.missing,
+            "ready": not self.missing,
             "source": self.source,
         }
 
     def as_yaml(self) -> str:
         """The config as a run YAML (usable with ``train --config``), the rest as comments."""
         lines = [f"# ark-trainer plan ({self.source}); run it with:", f"#   {self.command}"]
+        lines += [f"# MISSING {m}" for m in self.missing]
         lines += [f"# assumption: {a}" for a in self.assumptions]
         if self.ignored:
             lines.append(f"# ignored (not understood): {', '.join(self.ignored)}")
@@ -124,7 +133,12 @@ def make_plan(
     llm_base_url: str | None = None,
     llm_model: str | None = None,
 ) -> Plan:
-    """Read ``request`` and return a validated plan; raises UserError with a fix on anything missing."""
+    """Read ``request`` and return a validated plan.
+
+    A model or data the request does not give is taken from the agent it names (``nl/agent.py``), or
+    marked missing with the flag or phrase that supplies it: the plan is still whole (``plan`` shows it;
+    ``run`` refuses it). Bad values raise UserError.
+    """
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     from_yaml = load_yaml_config(overrides["config"]) if overrides.get("config") else {}
     parsed = parse_request(request)
@@ -144,14 +158,20 @@ def make_plan(
             assumptions.append(f"--{name} {value} given on the command line replaces {flags[name]!r}")
         flags[name] = value
     missing = [name for name in ("model_path", "data_path") if not (flags.get(name) or from_yaml.get(name))]
-    if missing:
-        raise UserError(*(f"--{name}: the request names none; {HINTS[name]}" for name in missing))
     if not (flags.get("output_dir") or from_yaml.get("output_dir")):
         flags["output_dir"] = f"runs/{safe_folder_name(str(flags.get('task_name') or TrainConfig.task_name))}"
         assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
     for name, what in DEFAULTS_NOTED.items():
         if name not in flags and name not in from_yaml:
             assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")
+    notes, agent = {name: f"missing; {HINTS[name]}" for name in missing}, None
+    if notes and parsed.agent and not llm_base_url:
+        from ark_trainer.nl.agent import fill_from_agent
+
+        out_dir = str(flags.get("output_dir") or from_yaml.get("output_dir"))
+        agent = fill_from_agent(parsed.agent, notes, flags, assumptions, out_dir)
+    for name in notes:
+        flags[name] = MISSING
     _fit_group_size(flags, from_yaml, assumptions)
     try:
         cfg = resolve_config(flags)
@@ -160,8 +180,9 @@ def make_plan(
             raise
         raise UserError(*(f"--llm-model {llm_model}: answer rejected: {m}" for m in exc.messages)) from None
     reward = _run_reward(cfg.flag_items()) if llm_base_url or reward is None else reward
+    reward = None if notes else reward
     if reward is not None:
         from ark_trainer.nl.weights import apply_reward_weights
 
         apply_reward_weights(reward, cfg.reward_weights)  # unknown reward names fail here, not mid-run
-    return Plan(cfg, assumptions, ignored, source)
+    return Plan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
