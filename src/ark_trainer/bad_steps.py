@@ -93,7 +93,7 @@ def _skip_next_step(optimizer) -> bool:
     return True
 
 
-def step_guard(monitor, stage: str, max_bad_steps: int):
+def step_guard(monitor, stage: str, max_bad_steps: int):  # noqa: C901
     """The bad-step guard of a stage: one per stage, attached to each trainer the stage builds."""
     from transformers import TrainerCallback
 
