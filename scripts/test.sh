@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite plus lint. Used by the README and by CI.
+#   bash scripts/test.sh          everything: lint + every test, the slow end-to-end tier included (CI)
+#   bash scripts/test.sh --fast   lint + the fast tier (pytest -m "not slow"): the inner loop, under 2 minutes
+# Any other arguments go to pytest (e.g. bash scripts/test.sh --fast tests/test_data.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TIER=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  TIER=(-m "not slow")
+fi
 bash scripts/setup.sh requirements-test.txt
 bash scripts/setup_openclaw.sh             # Node 24 + OpenClaw into .tools/ (the OpenClaw tests use the real CLI)
 export ARK_REQUIRE_OPENCLAW=1              # so those tests fail, not skip, when it is missing
@@ -13,4 +21,4 @@ fi
 export ARK_REQUIRE_BROWSER=1               # so the browser test fails, not skips, when Chromium is missing
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q ${TIER[@]+"${TIER[@]}"} "$@"

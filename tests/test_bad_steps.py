@@ -39,6 +39,7 @@ def all_finite(state: dict) -> bool:
     return all(torch.isfinite(t).all() for t in state.values())
 
 
+@pytest.mark.slow
 def test_one_nan_step_is_skipped_and_the_run_finishes(assets, tmp_path, monkeypatch):  # noqa: F811
     import torch
 
@@ -65,6 +66,7 @@ def test_one_nan_step_is_skipped_and_the_run_finishes(assets, tmp_path, monkeypa
     assert "grpo step 3" in md and "## Failure" not in md
 
 
+@pytest.mark.slow
 def test_nans_in_a_row_roll_back_to_the_last_checkpoint_with_half_the_lr(assets, tmp_path, monkeypatch):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "nan_at_step:3-4")
@@ -81,6 +83,7 @@ def test_nans_in_a_row_roll_back_to_the_last_checkpoint_with_half_the_lr(assets,
     assert "grpo rollback 1" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_nan_on_every_step_stops_after_bounded_rollbacks_with_a_report(assets, tmp_path, monkeypatch, capsys):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "nan_from_step:3")
@@ -103,6 +106,7 @@ def test_nan_on_every_step_stops_after_bounded_rollbacks_with_a_report(assets, t
     assert (out / "report.html").is_file() and "failed" in md.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_a_crash_in_grpo_after_rft_leaves_a_report_with_the_finished_stages(assets, tmp_path, monkeypatch):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "raise_at_step:2")

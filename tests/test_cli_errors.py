@@ -80,6 +80,7 @@ def train_args(model: Path | str, data: Path | str, out: Path | str, *extra: str
     ]
 
 
+@pytest.mark.slow
 def test_malformed_data_file(tmp_path, model_dir):
     data = write_jsonl(
         tmp_path / "bad.jsonl",
@@ -105,6 +106,7 @@ def test_malformed_data_file(tmp_path, model_dir):
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_malformed_eval_dataset(tmp_path, model_dir):
     data = good_data(tmp_path)
     bad_eval = write_jsonl(tmp_path / "eval.jsonl", [{"prompt": ""}, {"prompt": "ok"}, "[1]"])
@@ -116,6 +118,7 @@ def test_malformed_eval_dataset(tmp_path, model_dir):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_non_utf8_data_file(tmp_path, model_dir):
     data = tmp_path / "gbk.jsonl"
     data.write_bytes(json.dumps({"prompt": "问题"}, ensure_ascii=False).encode("gbk") + b"\n")
@@ -123,6 +126,7 @@ def test_non_utf8_data_file(tmp_path, model_dir):
     assert len(lines) == 1 and lines[0].startswith(f"error: {data}:1: ") and "UTF-8" in lines[0]
 
 
+@pytest.mark.slow
 def test_missing_data_file(tmp_path, model_dir):
     lines = assert_user_error(
         cli(*train_args(model_dir, tmp_path / "nope.jsonl", tmp_path / "out"), cwd=tmp_path)
@@ -131,6 +135,7 @@ def test_missing_data_file(tmp_path, model_dir):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_missing_model_path_folder(tmp_path):
     data = good_data(tmp_path)
     out = tmp_path / "out"
@@ -140,6 +145,7 @@ def test_missing_model_path_folder(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_model_folder_with_pickle_only(tmp_path):
     model = tmp_path / "pickle_model"
     model.mkdir()
@@ -149,6 +155,7 @@ def test_model_folder_with_pickle_only(tmp_path):
     assert len(lines) == 1 and "--model_path" in lines[0] and "safetensors" in lines[0]
 
 
+@pytest.mark.slow
 def test_missing_reward_model_folder(tmp_path, model_dir):
     out = tmp_path / "out"
     args = train_args(model_dir, good_data(tmp_path), out, "--rm_model_path", str(tmp_path / "no_rm"))
@@ -157,6 +164,7 @@ def test_missing_reward_model_folder(tmp_path, model_dir):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_bad_reward_config(tmp_path, model_dir):
     spec = tmp_path / "rewards.yaml"
     spec.write_text(
@@ -202,6 +210,7 @@ def test_unknown_command(tmp_path):
     assert_user_error(cli("trian", cwd=tmp_path))
 
 
+@pytest.mark.slow
 def test_train_into_previous_run_folder(tmp_path, model_dir):
     out = tmp_path / "out"
     out.mkdir()

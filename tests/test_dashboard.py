@@ -57,6 +57,7 @@ def grpo_steps(run: Path) -> int:
     return len({e["step"] for e in events if e["event"] == "metrics" and e["stage"] == "grpo"})
 
 
+@pytest.mark.slow
 def test_the_server_lists_runs_and_serves_one_by_key(server, runs_root):
     assert server.server_address[0] == "127.0.0.1"
     runs = get(server, "/api/runs")["runs"]
@@ -100,6 +101,7 @@ def browser(tmp_path):
     chrome.close()
 
 
+@pytest.mark.slow
 def test_the_page_shows_live_curves_in_a_real_browser(server, runs_root, browser, tmp_path):
     run = runs_root / "qc"
     n = grpo_steps(run)

@@ -95,6 +95,7 @@ def test_a_constant_reward_is_flat_and_short_completions_are_truncated(constant_
     assert all("generation_time" in e and "completions/clipped_ratio" in e for e in grpo)
 
 
+@pytest.mark.slow
 def test_a_learning_rate_of_nearly_zero_is_no_learning_and_no_improvement(still_run, capsys):
     findings = to_json(diagnose(still_run))["findings"]
     still = {f["stage"]: f for f in findings if f["code"] == "no_learning"}
@@ -110,6 +111,7 @@ def test_a_learning_rate_of_nearly_zero_is_no_learning_and_no_improvement(still_
     assert out.index("no_learning") > 0 and "fix: " in out
 
 
+@pytest.mark.slow
 def test_the_run_diagnoses_itself_and_does_not_deploy_a_model_no_better_than_base(still_run):
     saved = json.loads((still_run / "diagnosis.json").read_text())
     assert {"no_learning", "no_improvement"} <= {f["code"] for f in saved["findings"]}
@@ -124,6 +126,7 @@ def test_the_run_diagnoses_itself_and_does_not_deploy_a_model_no_better_than_bas
     assert "automatic deploy is off" not in log  # deploy_after_train was not reached
 
 
+@pytest.mark.slow
 def test_deploy_if_not_better_deploys_anyway(assets, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     args = with_eval(flags(assets, out, "GRPO", steps=1), grpo_learning_rate="1e-12")
@@ -173,6 +176,7 @@ def test_a_full_disk_is_disk_full(assets, tmp_path, monkeypatch):  # noqa: F811
     assert "checkpoint-4" in finding["evidence"] and "--save_total_limit 1" in finding["fix"]
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_dead_with_the_resume_command(assets, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "run"
     assert run_child(flags(assets, out, "GRPO"), fault="kill_after_step:3").returncode != 0

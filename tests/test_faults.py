@@ -62,6 +62,7 @@ def test_disk_full_before_a_save_stops_and_keeps_earlier_checkpoints(assets, tmp
 
 
 # --- guards ---
+@pytest.mark.slow
 def test_nan_on_every_step_stops_and_no_nan_checkpoint(assets, tmp_path, monkeypatch, capsys):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "nan_from_step:3")
@@ -73,6 +74,7 @@ def test_nan_on_every_step_stops_and_no_nan_checkpoint(assets, tmp_path, monkeyp
     assert [e["step"] for e in diverged] == [4]
 
 
+@pytest.mark.slow
 def test_a_step_that_raises_fails_the_run_and_keeps_checkpoints(assets, tmp_path, monkeypatch):  # noqa: F811
     out = tmp_path / "run"
     monkeypatch.setenv("ARK_FAULT", "raise_at_step:3")
@@ -89,6 +91,7 @@ def test_a_step_that_raises_fails_the_run_and_keeps_checkpoints(assets, tmp_path
 
 
 # --- watchdog and status ---
+@pytest.mark.slow
 def test_a_hang_is_caught_by_the_watchdog(assets, tmp_path, capsys):  # noqa: F811
     out, logs = tmp_path / "run", tmp_path / "logs"
     args = [*flags(assets, out, "GRPO"), "--stall_timeout", "20", "--log_dir", str(logs)]
@@ -121,6 +124,7 @@ def test_status_tells_dead_from_running(tmp_path, capsys):
 
 
 # --- supervisor ---
+@pytest.mark.slow
 def test_auto_resume_halves_the_micro_batch_after_oom(assets, tmp_path, monkeypatch):  # noqa: F811
     import os
 
@@ -190,6 +194,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.slow
 def test_a_really_full_disk_during_a_save_keeps_the_previous_checkpoint(assets, tmp_path, small_disk, capsys):  # noqa: F811
     import subprocess
 

@@ -223,6 +223,7 @@ def train(model: Path, data: Path | str, out: Path, *extra: str) -> list[str]:
     return result.stderr.strip().splitlines()
 
 
+@pytest.mark.slow
 def test_cli_refuses_prompts_longer_than_the_window_all_in_one_pass(tmp_path, small_window_model):
     rows = [{"prompt": f"short {i}"} for i in range(6)]
     rows.insert(2, {"prompt": "hello world " * 2_000_000})  # 24 MB: checked without tokenizing it all
@@ -235,6 +236,7 @@ def test_cli_refuses_prompts_longer_than_the_window_all_in_one_pass(tmp_path, sm
         assert "longer than the model's window of 192 tokens" in line and "--max_completion_length" in line
 
 
+@pytest.mark.slow
 def test_cli_window_follows_max_completion_length(tmp_path, small_window_model):
     data = write_lines(tmp_path / "d.jsonl", [{"prompt": "hello world " * 30}, {"prompt": "ok"}])
     lines = train(small_window_model, data, tmp_path / "out", "--max_completion_length", "200")
@@ -243,12 +245,14 @@ def test_cli_window_follows_max_completion_length(tmp_path, small_window_model):
     )
 
 
+@pytest.mark.slow
 def test_cli_completion_length_filling_the_window_is_a_flag_error(tmp_path, small_window_model):
     data = write_lines(tmp_path / "d.jsonl", [{"prompt": "ok"}])
     lines = train(small_window_model, data, tmp_path / "out", "--max_completion_length", "256")
     assert len(lines) == 1 and lines[0].startswith("error: --max_completion_length: ")
 
 
+@pytest.mark.slow
 def test_cli_eval_dataset_prompts_are_checked_too(tmp_path, small_window_model):
     data = write_lines(tmp_path / "d.jsonl", [{"prompt": f"q{i}"} for i in range(4)])
     held = write_lines(tmp_path / "eval.jsonl", [{"prompt": "ok"}, {"prompt": "hello world " * 500}])
@@ -256,6 +260,7 @@ def test_cli_eval_dataset_prompts_are_checked_too(tmp_path, small_window_model):
     assert len(lines) == 1 and lines[0].startswith(f"error: {held}:2: prompt: ")
 
 
+@pytest.mark.slow
 def test_cli_messages_as_a_string_is_refused(tmp_path, small_window_model):
     data = write_lines(tmp_path / "d.jsonl", [{"prompt": "ok"}, {"messages": "hello"}])
     lines = train(small_window_model, data, tmp_path / "out")
@@ -264,6 +269,7 @@ def test_cli_messages_as_a_string_is_refused(tmp_path, small_window_model):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["folder", "fifo", "loop", "long", "utf16", "nested"])
 def test_cli_data_path_problems_are_one_line(tmp_path, small_window_model, kind):
     path = tmp_path / "d.jsonl"

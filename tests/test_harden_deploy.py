@@ -246,6 +246,7 @@ def _closure(requirements: list[str]) -> set[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_core_dependencies_cover_every_package_deploy_imports():
     """`pip install -e .` (no extras) must install what the deploy server imports: the declared
     dependencies' closure must hold every distribution the serve stack loads."""

@@ -243,6 +243,7 @@ def regex_yaml(tmp_path: Path) -> Path:
     return spec
 
 
+@pytest.mark.slow
 def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
     data = unlabelled_data(tmp_path, n=1, candidates=[CATASTROPHIC, "aaa"])
     started = time.time()
@@ -253,6 +254,7 @@ def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
     assert "1/2" in next(line for line in out.splitlines() if line.startswith("ends_in_a"))
 
 
+@pytest.mark.slow
 def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(tmp_path):
     from ark_trainer.config import TrainConfig
     from ark_trainer.guards import attach_monitor
@@ -417,6 +419,7 @@ def test_a_judge_applies_without_a_request(tmp_path):
     assert check_applies(reward, load_jsonl(unlabelled_data(tmp_path)), "--data_path") == ["judge"]
 
 
+@pytest.mark.slow
 def test_label_free_rules_train_and_bad_scores_never_reach_training(user_rules, model, tmp_path):
     """Unlabelled rows train with label-free graders (13); the catastrophic regex is bounded in RFT's
     scoring (5); inf/nan/1e308/10**400 from a rule are refused, evented, and training stays finite (10)."""

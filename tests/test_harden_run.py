@@ -337,6 +337,7 @@ def live_state(out: Path) -> dict:
         return {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_second_start_is_refused_and_a_signal_ends_the_run_as_failed(assets, tmp_path, sig, code):
     out = tmp_path / "run"
@@ -444,6 +445,7 @@ def test_a_full_disk_ends_the_run_as_failed(assets, tmp_path):
 
 
 # --- 9 and 10: resume ---
+@pytest.mark.slow
 def test_a_kill_after_grpos_final_save_still_evaluates_grpo_on_resume(assets, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", *train_flags(assets, out, steps=2, eval_auto=True, eval_dataset=assets["eval"])]
@@ -467,6 +469,7 @@ class _Evil:
         return (os.system, (f"touch {os.environ.get('ARK_EVIL_MARK', '/tmp/ark-evil-mark')}",))
 
 
+@pytest.mark.slow
 def test_a_poisoned_checkpoint_is_refused_in_one_line_on_resume(assets, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     proc = child(["train", *train_flags(assets, out)], fault="kill_after_step:3", stage="grpo",

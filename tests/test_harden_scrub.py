@@ -295,6 +295,7 @@ def test_collect_skips_a_torn_last_line_with_a_warning(tmp_path):
     assert len(rows) == 2  # the rest of the session is kept
 
 
+@pytest.mark.slow
 def test_adversarial_text_is_scrubbed_in_linear_time():
     """Long runs that make a careless pattern quadratic (each start rescanning the run) finish quickly."""
     code = (

@@ -87,6 +87,7 @@ def _run(assets, model: str, out: Path, capsys) -> tuple[dict, dict, str]:
     return plan, run, (out / "report.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path, capsys):
     import torch
 

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from ark_trainer.cli import main
 from ark_trainer.openclaw import cli as oc
 
@@ -23,6 +25,7 @@ def _doctor(capsys) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_home):
     config = isolated_home / ".openclaw" / "openclaw.json"
     config.parent.mkdir(parents=True)
@@ -88,6 +91,7 @@ def test_install_dry_run_prints_the_exact_commands(capsys):
     assert "vllm" not in cpu and "npm" not in cpu and "index-url" not in cpu
 
 
+@pytest.mark.slow
 def test_skill_install_shows_ready_in_openclaw(openclaw, capsys, tmp_path, monkeypatch):
     import yaml
 

@@ -159,6 +159,7 @@ def test_train_deploy_agent_collect_rollback(openclaw, tmp_path, monkeypatch, ca
             stop_server(record["pid"])
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_the_smoke_request_leaves_the_config_alone(openclaw, tmp_path, capsys):
     out = tmp_path / "run"
     (out / "model").mkdir(parents=True)

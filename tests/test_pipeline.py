@@ -58,6 +58,7 @@ FAST = shlex.split(
 )
 
 
+@pytest.mark.slow
 def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no OpenClaw: a warning, never a crash
     out, logs = tmp_path / "out", tmp_path / "logs"
@@ -108,6 +109,7 @@ def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
     assert list((out / "plots").glob("*.png"))
 
 
+@pytest.mark.slow
 def test_advanced_template_runs_on_cpu_with_warnings(assets, tmp_path, capsys):
     out = tmp_path / "adv"
     args = shlex.split(
@@ -141,6 +143,7 @@ def test_advanced_template_runs_on_cpu_with_warnings(assets, tmp_path, capsys):
     ]  # every 2 steps, 2 kept
 
 
+@pytest.mark.slow
 def test_only_grpo_skips_rft(assets, tmp_path):
     out = tmp_path / "grpo_only"
     args = _basic_template(assets, out, tmp_path / "logs", steps=3) + FAST
@@ -151,6 +154,7 @@ def test_only_grpo_skips_rft(assets, tmp_path):
     assert (out / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_status_and_report_commands(assets, tmp_path, capsys):
     out = tmp_path / "run"
     assert (
@@ -164,6 +168,7 @@ def test_status_and_report_commands(assets, tmp_path, capsys):
     assert (out / "report.md").is_file()
 
 
+@pytest.mark.slow
 def test_existing_run_is_not_overwritten(assets, tmp_path, capsys):
     out = tmp_path / "taken"
     out.mkdir()

@@ -126,6 +126,7 @@ def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():
     assert generation_batch("cpu", 32) == 32 and generation_batch("cuda:0", 32) == 128
 
 
+@pytest.mark.slow
 def test_a_grpo_run_with_rollout_steps_trains_and_records_it(assets, tmp_path):  # noqa: F811
     import json
 

@@ -34,6 +34,7 @@ def test_a_tracker_that_is_not_installed_is_refused_before_anything_is_written(a
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_tensorboard_by_default_and_nothing_with_none(assets, tmp_path):  # noqa: F811
     out = tmp_path / "tb"
     assert main(["train", *flags(assets, out, "GRPO", steps=2)]) == 0

@@ -87,6 +87,7 @@ def assert_same_run(straight: Path, resumed: Path, stage: str) -> None:
         assert torch.allclose(wa[k], wb[k], atol=1e-5, rtol=1e-4), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy,stage", [("RFT+GRPO", "rft"), ("GRPO", "grpo")])
 def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -111,6 +112,7 @@ def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
     assert any(not torch.equal(base[k], final[k]) for k in base)
 
 
+@pytest.mark.slow
 def test_kill_during_save_keeps_previous_checkpoint_and_resume_uses_it(assets, tmp_path):
     out = tmp_path / "run"
     killed = run_child(flags(assets, out, "GRPO"), fault="kill_in_save:4", stage="grpo")

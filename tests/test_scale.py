@@ -41,6 +41,7 @@ def _events(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(assets, tmp_path, capfd):
     from safetensors.torch import load_file
 
@@ -80,6 +81,7 @@ def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(a
     assert not list(out.rglob(".*.adapter"))
 
 
+@pytest.mark.slow
 def test_lora_exports_merged_model_or_adapter_both_loadable(assets, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
@@ -280,6 +282,7 @@ def test_shards_cover_the_prompts_in_order():
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
+@pytest.mark.slow
 def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path):
     """bench/hook_profile.py (the in-loop part of bench/overhead.py) still hooks into this transformers."""
     import subprocess
