@@ -348,3 +348,61 @@ def to_yaml(cfg: TrainConfig) -> str:
 
 def config_fields() -> list[dataclasses.Field]:
     return list(fields(TrainConfig))
+
+
+TRAIN_GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("config", "task_name", "output_dir", "overwrite_output_dir", "seed"),
+    "data": ("data_path", "eval_dataset", "eval_ratio"),
+    "model": ("model_path", "device", "fp16", "bf16", "trust_remote_code"),
+    "strategy": (
+        "strategy",
+        "max_train_steps",
+        "batch_size",
+        "gradient_accumulation_steps",
+        "warmup_ratio",
+        "max_completion_length",
+        "auto_probe_prompts",
+        "auto_probe_samples",
+        "auto_min_pass_rate",
+        "auto_max_zero_std",
+    ),
+    "RFT": ("rft_steps", "rft_learning_rate", "rft_num_samples", "rft_temperature", "rft_min_reward"),
+    "GRPO": ("grpo_learning_rate", "num_generations", "rollout_steps", "temperature", "beta", "loss_type"),
+    "reward": ("reward_config", "reward_weights", "rm_model_path", "rm_weight", "reward_timeout"),
+    "evaluation": ("eval_auto", "pass_threshold", "max_eval_samples"),
+    "scale": (
+        "num_processes",
+        "launcher",
+        "accelerate_config",
+        "main_process_port",
+        "mixed_precision",
+        "gradient_checkpointing",
+        "lora_r",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_target_modules",
+        "load_in_4bit",
+        "save_adapter_only",
+        "use_vllm",
+        "vllm_mode",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_gpu_memory_utilization",
+        "vllm_tensor_parallel_size",
+    ),
+    "reliability": (
+        "resume",
+        "auto_resume",
+        "save_steps",
+        "save_total_limit",
+        "stall_timeout",
+        "max_bad_steps",
+        "max_rollbacks",
+        "min_free_disk_gb",
+        "auto_heartbeat",
+        "heartbeat_interval",
+    ),
+    "OpenClaw": ("openclaw_env", "deploy_if_not_better"),
+    "logging": ("report_to", "log_dir", "logging_steps"),
+}
+"""The ``train --help`` headings, in order, and the flags under each (every field in exactly one)."""
