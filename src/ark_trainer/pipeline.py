@@ -359,8 +359,9 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
 
 def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:
+    from ark_trainer.scoring import sample_and_select
     from ark_trainer.stages.common import is_conversational, load_tokenizer
-    from ark_trainer.stages.rft import sample_and_select, train_rft
+    from ark_trainer.stages.rft import train_rft
 
     done = p.done
     if done and done.model_done("rft", final_dir):
