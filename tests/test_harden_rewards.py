@@ -257,7 +257,7 @@ def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(
     from ark_trainer.config import TrainConfig
     from ark_trainer.guards import attach_monitor
     from ark_trainer.monitor import Monitor
-    from ark_trainer.pipeline import build_reward
+    from ark_trainer.rewards.builder import build_reward
 
     cfg = TrainConfig(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)
     reward = build_reward(cfg, [], "cpu")

@@ -29,6 +29,7 @@ from ark_trainer.distributed import ranks
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import sample_prompts
+from ark_trainer.guards import unguarded
 from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
 from ark_trainer.rewards.graders import failures
@@ -265,7 +266,7 @@ def summarise(name: str, weight: float | None, per_row: list[list[float | None]]
 def judge_stats(reward: CompositeReward) -> dict[str, dict[str, int]]:
     """Counters of every LLM judge (top level or inside a multi grader), by name."""
     out: dict[str, dict[str, int]] = {}
-    stack = [c.fn for c in reward.components]
+    stack = [unguarded(c.fn) for c in reward.components]
     while stack:
         fn = stack.pop()
         if isinstance(getattr(fn, "stats", None), dict):
@@ -289,11 +290,17 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
     ]
     judges = judge_stats(reward)
     warnings = [w for s in summaries if s.name != TOTAL for w in s.warnings]
+    skips = getattr(reward, "guard_stats", None) or {}
     for comp in reward.components:
-        failed, reason = failures(comp.fn)
+        failed, reason = failures(unguarded(comp.fn))
         if failed:
             warnings.append(
                 f"grader {comp.name!r}: {failed} answers not graded ({reason}); counted as not applicable"
+            )
+        if skips.get(comp.name, 0) > failed:  # the guard skipped more: the grader raised or timed out
+            warnings.append(
+                f"grader {comp.name!r}: {skips[comp.name] - failed} answers skipped (it raised, or took longer "
+                "than --reward_timeout); counted as not applicable"
             )
     for name, count in reward.rejected.items():
         warnings.append(
