@@ -274,5 +274,5 @@ def test_score_skips_a_grader_that_raises_as_train_does(tmp_path, capsys):
     write_jsonl(data, [{"prompt": "对话一", "label": "辱骂", "candidates": [GOOD, "boom"]}])
     assert main(["score", "--reward_config", str(spec), "--data_path", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "warning: grader 'fragile': 1 answers skipped (it raised" in out, out
+    assert "warning: grader 'fragile': 1 answers skipped, as train would skip them (it raised" in out, out
     assert next(line for line in out.splitlines() if line.startswith("fragile")).split()[2] == "1/2"

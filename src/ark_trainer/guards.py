@@ -106,10 +106,14 @@ class Skips(dict):
     """Samples skipped per reward name, shared by the guarded components of one reward.
 
     ``monitor`` is where ``reward_skipped`` events go once the run has one (:func:`attach_monitor`); a
-    reward built before the run starts (``train`` checks everything first) has none yet.
+    reward built before the run starts (``train`` checks everything first) has none yet. ``first`` keeps
+    each reward's first reason (``score`` prints it).
     """
 
-    monitor: Any = None
+    def __init__(self) -> None:
+        super().__init__()
+        self.monitor: Any = None
+        self.first: dict[str, str] = {}
 
 
 class GuardedReward:
@@ -177,6 +181,7 @@ class GuardedReward:
     def _count(self, skipped: int, n: int, reason: str, err: str) -> None:
         with _LOCK:
             self.skips[self.name] = self.skips.get(self.name, 0) + skipped
+            self.skips.first.setdefault(self.name, f"{reason}: {err}")
             total = self.skips[self.name]
         message = f"reward {self.name!r}: {skipped} of {n} samples skipped ({reason}: {err}); {total} so far"
         log.warning(message)

@@ -299,8 +299,9 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
             )
         if skips.get(comp.name, 0) > failed:  # the guard skipped more: the grader raised or timed out
             warnings.append(
-                f"grader {comp.name!r}: {skips[comp.name] - failed} answers skipped (it raised, or took longer "
-                "than --reward_timeout); counted as not applicable"
+                f"grader {comp.name!r}: {skips[comp.name] - failed} answers skipped, as train would skip them "
+                f"(it raised, or took longer than --reward_timeout; first: {skips.first[comp.name]}); counted "
+                "as not applicable"
             )
     for name, count in reward.rejected.items():
         warnings.append(
