@@ -21,9 +21,9 @@ from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
 from ark_trainer.monitor import Monitor, setup_logging
-from ark_trainer.nl.weights import apply_reward_weights
 from ark_trainer.resume import Progress, reselect
-from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
+from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
+from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.stages.common import Runtime
 
 log = logging.getLogger("ark_trainer")
@@ -110,23 +110,6 @@ def prepare(cfg: TrainConfig) -> Prepared:
     return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt, done)
 
 
-def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeReward:
-    """The composite reward: ``--reward_config`` or the preset that fits the data, plus the reward model."""
-    extra = []
-    if cfg.rm_model_path:
-        from ark_trainer.rewards.reward_model import check_reward_model_dir
-
-        check_reward_model_dir(cfg.rm_model_path)
-        extra.append(Component("reward_model", _LazyRewardModel(cfg.rm_model_path, device), cfg.rm_weight))
-    spec = cfg.reward_config or preset_path(default_preset(rows))
-    from ark_trainer.guards import guard_reward
-
-    reward = CompositeReward.from_spec(spec, extra)
-    apply_reward_weights(reward, cfg.reward_weights)
-    guard_reward(reward, cfg.reward_timeout)  # a reward raising/hanging on one sample skips that sample
-    return reward
-
-
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
     """Refuse a reward that grades none of the data (``rewards/applies.py``), before anything is written.
 
@@ -140,25 +123,6 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
         where += f" (default reward: {Path(reward.source).stem} preset)"
         task = [reward.components[0].name, *(["reward_model"] if cfg.rm_model_path else [])]
     check_applies(reward, rows, where, task)
-
-
-class _LazyRewardModel:
-    """Loads the reward model on first use, on the run's device, so checks stay cheap."""
-
-    __name__ = "reward_model"
-
-    def __init__(self, path: str, device: str) -> None:
-        self.path, self.device, self.scorer = path, device, None
-
-    def __call__(self, prompts, completions, **columns):
-        if self.scorer is None:
-            from ark_trainer.rewards.reward_model import RewardModelScorer
-
-            self.scorer = RewardModelScorer(self.path, device=self.device)
-        return self.scorer(prompts, completions, **columns)
-
-    def applies(self, prompts, completions, **columns) -> list[bool]:
-        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know
 
 
 def make_plan(cfg: TrainConfig) -> dict:
@@ -359,8 +323,9 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
 
 def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:
+    from ark_trainer.scoring import sample_and_select
     from ark_trainer.stages.common import is_conversational, load_tokenizer
-    from ark_trainer.stages.rft import sample_and_select, train_rft
+    from ark_trainer.stages.rft import train_rft
 
     done = p.done
     if done and done.model_done("rft", final_dir):

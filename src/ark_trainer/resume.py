@@ -394,8 +394,8 @@ def _loads(line: str) -> dict | None:
 
 
 def reselect(scored: list[dict], threshold: float, conversational: bool):
-    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`stages.rft.select` made it."""
-    from ark_trainer.stages.rft import select
+    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`ark_trainer.scoring.select` made it."""
+    from ark_trainer.scoring import select
 
     extra = ("answers", "best", "worst")
     rows = [{k: v for k, v in r.items() if k not in extra} for r in scored]

@@ -119,12 +119,11 @@ def _run_reward(flags: dict[str, Any]):
     if not data or not Path(str(data)).is_file():
         return None
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.pipeline import build_reward
+    from ark_trainer.rewards.builder import build_reward
 
     rows = load_jsonl(str(data), "--data_path")
-    keys = ("reward_config", "rm_model_path", "rm_weight")
-    cfg = TrainConfig(**{k: flags[k] for k in keys if k in flags})
-    return build_reward(cfg, rows, "cpu")
+    # weights={}: the spec's own weights; the request's objectives are mapped onto these names
+    return build_reward(flags, rows, "cpu", weights={}, guarded=False)
 
 
 def make_plan(
@@ -182,7 +181,8 @@ def make_plan(
     reward = _run_reward(cfg.flag_items()) if llm_base_url or reward is None else reward
     reward = None if notes else reward
     if reward is not None:
-        from ark_trainer.nl.weights import apply_reward_weights
+        from ark_trainer.nl.weights import parse_weights
+        from ark_trainer.rewards.builder import reweigh
 
-        apply_reward_weights(reward, cfg.reward_weights)  # unknown reward names fail here, not mid-run
+        reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
     return Plan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)

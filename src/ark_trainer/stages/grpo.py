@@ -15,7 +15,7 @@ from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
-from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.rewards.composite import CompositeReward, reward_columns
 from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,
@@ -26,7 +26,6 @@ from ark_trainer.stages.common import (
     stage_callbacks,
     trainer_kwargs,
 )
-from ark_trainer.stages.rft import reward_columns
 
 
 def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:

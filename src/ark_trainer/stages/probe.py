@@ -20,10 +20,10 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ark_trainer.config import TrainConfig
-from ark_trainer.generation import generate
+from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.scoring import score_completions
 from ark_trainer.stages.common import Runtime, load_policy
-from ark_trainer.stages.rft import GEN_SEQUENCES, score_completions
 
 
 @dataclass
