@@ -41,6 +41,15 @@ def _restore_logging():
 
 
 # --- servers ---
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client the judge cancelled hangs up mid-reply: that BrokenPipe must not print into a later test."""
+
+    def handle_error(self, request, client_address) -> None:
+        pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -66,7 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _serve(mode="ok", target=""):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv = _QuietServer(("127.0.0.1", 0), _Handler)
     srv.daemon_threads, srv.mode, srv.target, srv.hits = True, mode, target, []
     threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
