@@ -25,7 +25,14 @@ from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
 from ark_trainer.stages.grpo import ZERO_STD_LIMIT
 
-MODELS = (("base", "base"), ("rft", "RFT"), ("grpo", "GRPO"))
+
+def models() -> tuple[tuple[str, str], ...]:
+    """(eval name, label) of the base model and of every registered stage, in run order."""
+    from ark_trainer.stages.registry import get_stage, stage_names_in_order
+
+    return (("base", "base"), *((n, get_stage(n).label) for n in stage_names_in_order()))
+
+
 RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
 HEALTH_FIELDS = (
     "reward",
@@ -70,7 +77,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.diagnose.run_end import report_blocks
     from ark_trainer.glance import glance_blocks, page_lang
 
-    glance = glance_blocks(run_dir, run.evals, dict(MODELS))  # chart, final vs base, successes and failures
+    glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
     blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"))]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
@@ -83,7 +90,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
 def load_run(run_dir: Path) -> Run:
     """Read the run directory; unreadable files are treated as absent and noted in ``problems``."""
     problems: list[str] = []
-    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in MODELS}
+    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in models()}
     return Run(
         config=_read_mapping(run_dir / "run.yaml", problems),
         config_text=(run_dir / "run.yaml").read_text(encoding="utf-8", errors="replace"),
@@ -224,7 +231,7 @@ def _strategy(run: Run) -> list[Block]:
     items = [
         f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
         f"Reason: {plan.get('reason', '—')}",
-        f"RFT steps: {plan.get('rft_steps', '—')} / GRPO steps: {plan.get('grpo_steps', '—')}",
+        " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in models()[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
     rewards = plan.get("rewards") or {}
@@ -280,7 +287,7 @@ def _flat_metrics(data: dict[str, Any]) -> dict[str, Any]:
 def _results(run: Run) -> list[Block]:
     if not run.evals:
         return [Heading("Results"), Para("Evaluation not run (no eval/*.json).")]
-    present = [(key, label) for key, label in MODELS if key in run.evals]
+    present = [(key, label) for key, label in models() if key in run.evals]
     metrics = {key: _flat_metrics(run.evals[key]) for key, _ in present}
     base = metrics.get("base", {})
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
@@ -296,7 +303,7 @@ def _results(run: Run) -> list[Block]:
 
 
 def _final_model(run: Run) -> tuple[str, str] | None:
-    return next(((k, label) for k, label in reversed(MODELS) if k in run.evals), None)
+    return next(((k, label) for k, label in reversed(models()) if k in run.evals), None)
 
 
 def _headline(run: Run) -> str:
@@ -310,9 +317,17 @@ def _headline(run: Run) -> str:
             return "n/a"
         return f"{_value(metric, reference)} → {_value(metric, value)}{_change(metric, value, reference)}"
 
-    final_key, final_label = _final_model(run) or ("grpo", "GRPO")
-    pref, acc = compare("preference_alignment", "rft"), compare("task_accuracy", final_key)
-    return f"Preference alignment, RFT vs base: {pref}. Task accuracy, final ({final_label}) vs base: {acc}."
+    from ark_trainer.stages.registry import get_stage
+
+    final_key, final_label = _final_model(run) or models()[-1]
+    parts = [
+        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
+        for key, label in models()[1:]
+        if (metric := getattr(get_stage(key), "headline_metric", None))
+    ]
+    return " ".join(
+        [*parts, f"Task accuracy, final ({final_label}) vs base: {compare('task_accuracy', final_key)}."]
+    )
 
 
 def _rft_selection(run: Run) -> list[Block]:
@@ -418,13 +433,15 @@ def _warnings(run: Run) -> list[Block]:
     return [Heading("Warnings"), Bullets(messages) if messages else Para("None.")]
 
 
-PLOTS = (
-    ("rft_loss.png", "rft", "loss", "RFT loss", None),
-    ("grpo_reward.png", "grpo", "reward", "GRPO reward (± reward_std)", "reward_std"),
-    ("grpo_kl.png", "grpo", "kl", "GRPO KL to reference", None),
-    ("grpo_loss.png", "grpo", "loss", "GRPO loss", None),
-    ("grpo_zero_std.png", "grpo", "frac_reward_zero_std", "GRPO share of zero-variance groups", None),
-)
+def _plots() -> list[tuple[str, str, str, str, str | None]]:
+    """(file, stage, key, title, band) of every registered stage's plots."""
+    from ark_trainer.stages.registry import get_stage, stage_names_in_order
+
+    return [
+        (p.filename, name, p.key, p.title, p.band)
+        for name in stage_names_in_order()
+        for p in get_stage(name).plots
+    ]
 
 
 def _series(logs: list[dict[str, Any]], key: str, band: str | None) -> tuple[list[float], ...]:
@@ -448,7 +465,7 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
     from ark_trainer.glance import reward_range
 
     images = []
-    for filename, stage, key, title, band in PLOTS:
+    for filename, stage, key, title, band in _plots():
         steps, values, spreads = _series(run.metrics(stage), key, band)
         bounds = reward_range(run.metrics(stage)) if band else None  # a band never leaves the reward's range
         if not values:

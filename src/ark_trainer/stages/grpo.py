@@ -9,6 +9,7 @@ the share of groups with zero reward variance (``frac_reward_zero_std``), KL, en
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
@@ -26,7 +27,11 @@ from ark_trainer.stages.common import (
     stage_callbacks,
     trainer_kwargs,
 )
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
 from ark_trainer.stages.rft import reward_columns
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
 
 
 def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:
@@ -44,15 +49,16 @@ def train_grpo(
     out_dir: Path,
     log_dir: Path,
     final_dir: Path,
+    plan: PlanStage,
 ) -> Path:
-    """Run GRPO for ``cfg.grpo_steps`` steps; returns the saved model folder."""
+    """Run GRPO for ``plan.steps`` steps; returns the saved model folder."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     tok = load_tokenizer(model_path, rt.trust_remote_code)
     funcs, weights = reward.trl_reward_funcs()
     args = GRPOConfig(
-        **trainer_kwargs(cfg, rt, out_dir, cfg.grpo_steps, cfg.grpo_learning_rate),
+        **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
@@ -63,7 +69,7 @@ def train_grpo(
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    with monitor.stage("grpo", total=cfg.grpo_steps):
+    with monitor.stage("grpo", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
             lambda: _timed(
                 GRPOTrainer(
@@ -82,7 +88,7 @@ def train_grpo(
             out_dir,
         )
         check_replicas(trainer, "grpo")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
     warn_if_no_signal(monitor, trainer.state.log_history)
     return final_dir
 
@@ -104,3 +110,28 @@ def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
             f"GRPO had almost no learning signal: on average {sum(shares) / len(shares):.0%} of groups had "
             "zero reward variance; raise --num_generations or --temperature, or use a finer-grained reward"
         )
+
+
+@register_stage
+class GRPOStage:
+    """GRPO with TRL's GRPOTrainer, from the previous stage's model (or the base model)."""
+
+    name, label = "grpo", "GRPO"
+    steps_flag, lr_flag = None, "grpo_learning_rate"  # the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("grpo_reward.png", "reward", "GRPO reward (± reward_std)", "reward_std"),
+        Plot("grpo_kl.png", "kl", "GRPO KL to reference"),
+        Plot("grpo_loss.png", "loss", "GRPO loss"),
+        Plot("grpo_zero_std.png", "frac_reward_zero_std", "GRPO share of zero-variance groups"),
+    )
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        import gc
+
+        # looked up at call time so a test can replace train_grpo on this module
+        model = train_grpo(
+            ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / self.name, ctx.log_dir,
+            final_dir, plan,
+        )  # fmt: skip
+        gc.collect()
+        return str(model)
