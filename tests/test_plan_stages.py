@@ -145,3 +145,20 @@ def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path)
     # resume reads the saved plan and skips the finished stage
     assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
     assert CopyStage.calls == [3]
+
+
+def test_pipeline_loop_report_and_resume_name_no_stage():
+    """The issue's check: stage names live in the stage modules and the strategy table only."""
+    import inspect
+    import re
+
+    from ark_trainer import pipeline, report, resume
+
+    sources = {
+        "pipeline._run_stages": inspect.getsource(pipeline._run_stages),
+        "pipeline._choose_strategy": inspect.getsource(pipeline._choose_strategy),
+        "report.py": inspect.getsource(report),
+        "resume.py": inspect.getsource(resume),
+    }
+    named = {k: re.findall(r"(?i)rft|grpo", text) for k, text in sources.items()}
+    assert named == {k: [] for k in sources}

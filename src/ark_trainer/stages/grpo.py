@@ -122,7 +122,12 @@ class GRPOStage:
         Plot("grpo_reward.png", "reward", "GRPO reward (± reward_std)", "reward_std"),
         Plot("grpo_kl.png", "kl", "GRPO KL to reference"),
         Plot("grpo_loss.png", "loss", "GRPO loss"),
-        Plot("grpo_zero_std.png", "frac_reward_zero_std", "GRPO share of zero-variance groups"),
+        Plot(
+            "grpo_zero_std.png",
+            "frac_reward_zero_std",
+            "GRPO share of zero-variance groups",
+            limit=ZERO_STD_LIMIT,
+        ),
     )
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
@@ -135,3 +140,49 @@ class GRPOStage:
         )  # fmt: skip
         gc.collect()
         return str(model)
+
+    def report_blocks(self, run) -> list:
+        """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
+        from ark_trainer.render import Heading, Para, Table
+        from ark_trainer.report import mean, num, short
+
+        logs = run.metrics(self.name)
+        if not logs:
+            return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
+        graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
+        rows = []
+        for name in (*HEALTH_FIELDS, *graders):
+            series = [log[name] for log in logs if num(log.get(name)) is not None]
+            if series:
+                rows.append([name, short(series[-1]), short(mean(series))])
+        steps = [s for s in (num(log.get("step")) for log in logs) if s is not None]
+        last_step = f", last step {int(max(steps))}" if steps else ""
+        blocks = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
+        blocks.append(Table(["metric", "last", "mean"], rows))
+        if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
+            blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
+        return [*blocks, *(Para(w, alert=True) for w in self.report_warnings(run))]
+
+    def report_warnings(self, run) -> list[str]:
+        from ark_trainer.report import mean
+
+        share = mean([log.get("frac_reward_zero_std") for log in run.metrics(self.name)])
+        if share is None or share < ZERO_STD_LIMIT:
+            return []
+        return [
+            f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
+            f"(mean frac_reward_zero_std ≥ {ZERO_STD_LIMIT}): the run got almost no learning signal. "
+            "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
+            "or check that the reward functions apply to this data."
+        ]
+
+
+HEALTH_FIELDS = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "kl",
+    "entropy",
+    "clip_ratio/region_mean",
+    "completions/mean_length",
+)  # the report's health table (besides each grader's mean)

@@ -58,7 +58,8 @@ class Plot:
     filename: str
     key: str
     title: str
-    band: str | None = None
+    band: str | None = None  # the key of a ± band around the curve
+    limit: float | None = None  # a share in 0..1 with a warning threshold drawn at ``limit``
 
 
 @dataclass
@@ -83,6 +84,9 @@ class Stage(Protocol):
     steps_flag: str | None  # the TrainConfig field giving its steps (None: a share of --max_train_steps)
     lr_flag: str  # the TrainConfig field giving its learning rate
     plots: tuple[Plot, ...]
+
+    # Optional: ``headline_metric`` (str: the report's headline compares it with the base model),
+    # ``report_blocks(run) -> list[Block]`` (its report section) and ``report_warnings(run) -> list[str]``.
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         """Train from ``model_in`` for ``plan.steps`` at ``plan.learning_rate``; save into ``final_dir``.

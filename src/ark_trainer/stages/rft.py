@@ -255,6 +255,21 @@ class RFTStage:
         args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, sel.sft_rows, ctx.out / self.name, ctx.log_dir)
         return str(train_rft(*args, final_dir, plan))
 
+    def report_blocks(self, run) -> list:
+        """The report's "RFT data selection" section: what sampling and selection kept."""
+        from ark_trainer.render import Heading, Para, Table
+        from ark_trainer.report import short
+
+        events = run.of("rft_selection")
+        if not events:
+            return [Heading("RFT data selection"), Para("Not run.")]
+        e = events[-1]
+        keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
+        return [
+            Heading("RFT data selection"),
+            Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),
+        ]
+
 
 def _earlier_selection(done) -> list[dict] | None:
     """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
