@@ -47,6 +47,7 @@ STRATEGIES: dict[str, Strategy] = {
     ),
 }
 AUTO = "auto"  # not a strategy: the plan picks one after probing the base model (stages/probe.py)
+AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO"}  # what auto picks for a weak / a strong base model
 DEFAULT_STRATEGY = "RFT+GRPO"  # also what a pending auto plan shows until the probe decides
 BUILTIN = ("ark_trainer.stages.rft", "ark_trainer.stages.grpo")  # modules that register the stages above
 
