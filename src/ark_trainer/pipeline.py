@@ -99,7 +99,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
     if cfg.resume and (out / "plan.json").is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = read_json(out / "plan.json")
-        plan, extra = Plan.from_json(saved, cfg), {k: v for k, v in saved.items() if k not in plan.to_json()}
+        plan = Plan.from_json(saved, cfg)
+        extra = {k: v for k, v in saved.items() if k not in plan.to_json()}
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     done = Progress(out) if cfg.resume else None

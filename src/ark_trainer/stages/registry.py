@@ -16,10 +16,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.monitor import Monitor
     from ark_trainer.plan import PlanStage
+    from ark_trainer.resume import Progress
+    from ark_trainer.rewards.composite import CompositeReward
+    from ark_trainer.stages.common import Runtime
 
 
 @dataclass(frozen=True)
@@ -67,14 +72,14 @@ class Plot:
 class StageContext:
     """What every stage of a run may use; built once by the pipeline."""
 
-    cfg: Any  # the validated TrainConfig: read, never written
-    rt: Any  # stages.common.Runtime
-    monitor: Any  # monitor.Monitor
+    cfg: TrainConfig  # validated: read, never written
+    rt: Runtime
+    monitor: Monitor
     train: list[dict]
-    reward: Any  # rewards.composite.CompositeReward
+    reward: CompositeReward
     out: Path
     log_dir: Path
-    done: Any = None  # resume.Progress under --resume: what earlier attempts finished
+    done: Progress | None = None  # under --resume: what earlier attempts finished
 
 
 class Stage(Protocol):
