@@ -37,8 +37,16 @@ class TrainingDiverged(UserError):
 
 
 def guard_callbacks(monitor, stage: str) -> list:
-    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``)."""
+    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``).
+
+    The no-signal guard watches ``frac_reward_zero_std``, which a group-based stage (GRPO) logs; for a stage
+    that never logs it (RFT's SFT) it stays silent, so no stage needs naming here.
+    """
     from transformers import TrainerCallback
+
+    from ark_trainer.stages.registry import stages
+
+    label = getattr(stages().get(stage), "label", stage)
 
     class _NoSignalGuard(TrainerCallback):
         def __init__(self) -> None:
@@ -53,12 +61,12 @@ def guard_callbacks(monitor, stage: str) -> list:
             if self.streak >= ZERO_STD_STEPS and not self.warned:
                 self.warned = True
                 monitor.warn(
-                    f"GRPO no learning signal: for {self.streak} steps up to step {state.global_step}, "
+                    f"{label} no learning signal: for {self.streak} steps up to step {state.global_step}, "
                     f"≥ {ZERO_STD_LIMIT:.0%} of groups had zero reward variance; raise --num_generations or "
                     "--temperature, or use a finer-grained reward"
                 )
 
-    return [_NoSignalGuard()] if stage == "grpo" else []
+    return [_NoSignalGuard()]
 
 
 # --- rewards ---

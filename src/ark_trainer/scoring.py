@@ -354,3 +354,12 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
         d["constant"] = s.applicable >= 2 and s.max is not None and s.max - s.min < 1e-9
         graders[s.name] = d
     return {"graders": graders, "judges": result["judges"], "warnings": result["warnings"]}
+
+
+def reselect(scored: list[dict], threshold: float, conversational: bool) -> Selection:
+    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`select` made it (resume)."""
+    extra = ("answers", "best", "worst")
+    rows = [{k: v for k, v in r.items() if k not in extra} for r in scored]
+    answers = [[(a["text"], a["source"]) for a in r["answers"]] for r in scored]
+    scores = [[{"total": a["reward"], "scores": a["scores"]} for a in r["answers"]] for r in scored]
+    return select(rows, answers, scores, threshold, conversational)

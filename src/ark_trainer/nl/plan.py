@@ -185,4 +185,18 @@ def make_plan(
         from ark_trainer.rewards.builder import reweigh
 
         reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
+    cfg = _spell_out_steps(cfg)
     return Plan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
+
+
+def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
+    """The proposed config with every stage's steps flag spelled out as the run's plan resolves it
+    (``plan.py``): the user sees 333 RFT steps rather than an empty default. A new config; ``cfg`` is kept."""
+    import dataclasses
+
+    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.registry import stages
+
+    plan = resolve_plan(cfg)
+    values = {s.steps_flag: plan.steps(n) for n, s in stages().items() if s.steps_flag}
+    return dataclasses.replace(cfg, **{k: v for k, v in values.items() if getattr(cfg, k) is None})

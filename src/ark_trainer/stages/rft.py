@@ -7,20 +7,30 @@ this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
 from ark_trainer.scale import peft_config
+from ark_trainer.scoring import reselect, sample_and_select
 from ark_trainer.stages.common import (
     Runtime,
+    is_conversational,
     load_tokenizer,
     save_final,
     stage_callbacks,
     trainer_kwargs,
 )
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
+
+log = logging.getLogger("ark_trainer")
 
 
 def train_rft(
@@ -32,6 +42,7 @@ def train_rft(
     out_dir: Path,
     log_dir: Path,
     final_dir: Path,
+    plan: PlanStage,
 ) -> Path:
     """Fine-tune on the selected completions with TRL's SFTTrainer; returns the saved model folder."""
     from datasets import Dataset
@@ -39,11 +50,11 @@ def train_rft(
 
     tok = load_tokenizer(model_path, rt.trust_remote_code)
     args = SFTConfig(
-        **trainer_kwargs(cfg, rt, out_dir, cfg.rft_steps, cfg.rft_learning_rate),
+        **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
         completion_only_loss=True,
         max_length=None,
     )
-    with monitor.stage("rft", total=cfg.rft_steps):
+    with monitor.stage("rft", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
             lambda: SFTTrainer(
                 model=model_path,
@@ -59,5 +70,59 @@ def train_rft(
             out_dir,
         )
         check_replicas(trainer, "rft")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and not cfg.grpo_steps)
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
     return final_dir
+
+
+@register_stage
+class RFTStage:
+    """Sample → score → select → SFT on the best (resume reuses an earlier attempt's scored samples)."""
+
+    name, label = "rft", "RFT"
+    steps_flag, lr_flag = "rft_steps", "rft_learning_rate"
+    plots = (Plot("rft_loss.png", "loss", "RFT loss"),)
+    headline_metric = "preference_alignment"  # the report's headline compares it with the base model
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        import gc
+
+        if ctx.done and (scored := _earlier_selection(ctx.done)) is not None:
+            conversational = is_conversational(load_tokenizer(model_in, ctx.rt.trust_remote_code))
+            sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
+            log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
+        else:
+            sel = sample_and_select(
+                ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data"
+            )
+        gc.collect()
+        if not sel.sft_rows:
+            ctx.monitor.warn(
+                f"RFT kept no answer at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
+            )
+            return model_in
+        args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, sel.sft_rows, ctx.out / self.name, ctx.log_dir)
+        return str(train_rft(*args, final_dir, plan))
+
+    def report_blocks(self, run) -> list:
+        """The report's "RFT data selection" section: what sampling and selection kept."""
+        from ark_trainer.render import Heading, Para, Table
+        from ark_trainer.report import short
+
+        events = run.of("rft_selection")
+        if not events:
+            return [Heading("RFT data selection"), Para("Not run.")]
+        e = events[-1]
+        keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
+        return [
+            Heading("RFT data selection"),
+            Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),
+        ]
+
+
+def _earlier_selection(done) -> list[dict] | None:
+    """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
+    from ark_trainer.fileio import read_jsonl
+
+    path = done.out / "data" / "rft_scored.jsonl"
+    return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None
