@@ -72,9 +72,8 @@ def main() -> int:
     from transformers import AutoModelForCausalLM
 
     from ark_trainer.fileio import read_jsonl
-    from ark_trainer.generation import generate
+    from ark_trainer.generation import GEN_SEQUENCES, generate
     from ark_trainer.stages.common import load_tokenizer
-    from ark_trainer.stages.rft import GEN_SEQUENCES
 
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
     runs = []

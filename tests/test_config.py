@@ -55,6 +55,17 @@ def messages_of(excinfo: pytest.ExceptionInfo[UserError]) -> str:
 # --- the reference templates ---
 
 
+def steps(cfg) -> tuple[int, int]:
+    """(RFT steps, GRPO steps) as the run's plan resolves them (the config keeps what the user gave)."""
+    from ark_trainer.plan import resolve_plan
+
+    plan = resolve_plan(cfg)
+    return plan.steps("rft"), plan.steps("grpo")
+
+
+plan_steps = steps  # for the test whose parameter is named ``steps``
+
+
 def test_template_1_parses_with_exact_spellings():
     cfg = parse(TEMPLATE_1)
     assert cfg.strategy == "RFT+GRPO"
@@ -62,15 +73,15 @@ def test_template_1_parses_with_exact_spellings():
     assert (cfg.model_path, cfg.data_path, cfg.output_dir, cfg.log_dir) == ("M", "D.jsonl", "OUT", "LOGS")
     assert cfg.openclaw_env is True and cfg.eval_auto is True
     assert cfg.max_train_steps == 10000 and cfg.batch_size == 8
-    assert cfg.rft_steps == 10000 // 3
-    assert cfg.grpo_steps == 10000 - 10000 // 3
+    assert cfg.rft_steps is None  # the user gave none; the plan resolves it (plan.py)
+    assert steps(cfg) == (10000 // 3, 10000 - 10000 // 3)
 
 
 def test_template_2_parses_with_exact_spellings():
     cfg = parse(TEMPLATE_2)
     assert cfg.task_name == "智能客服_RFT_GRPO_v2"
     assert cfg.eval_dataset == "E"
-    assert cfg.max_train_steps == 15000 and cfg.rft_steps == 5000 and cfg.grpo_steps == 10000
+    assert cfg.max_train_steps == 15000 and steps(cfg) == (5000, 10000)
     assert cfg.grpo_learning_rate == pytest.approx(5e-6)
     assert cfg.batch_size == 8 and cfg.gradient_accumulation_steps == 2
     assert cfg.warmup_ratio == pytest.approx(0.1)
@@ -105,7 +116,7 @@ def test_defaults_when_only_required_flags():
     cfg = train()
     assert cfg.strategy == "RFT+GRPO"
     assert cfg.openclaw_env is False and cfg.eval_auto is True and cfg.fp16 is False
-    assert cfg.rft_steps == cfg.max_train_steps // 3
+    assert steps(cfg)[0] == cfg.max_train_steps // 3
 
 
 # --- strategy ---
@@ -140,18 +151,17 @@ def test_unknown_strategy_names_the_flag():
 
 def test_only_grpo_has_no_rft_steps():
     cfg = train("--strategy", "Only GRPO", "--max_train_steps", "90")
-    assert cfg.rft_steps == 0 and cfg.grpo_steps == 90
+    assert steps(cfg) == (0, 90)
 
 
 @pytest.mark.parametrize(("steps", "rft"), [(9, 3), (10000, 3333), (15000, 5000), (2, 1), (1, 1)])
 def test_rft_steps_default_to_a_third(steps, rft):
     cfg = train("--max_train_steps", str(steps))
-    assert cfg.rft_steps == rft
-    assert cfg.grpo_steps == steps - rft
+    assert plan_steps(cfg) == (rft, steps - rft)
 
 
 def test_explicit_rft_steps_win():
-    assert train("--max_train_steps", "100", "--rft_steps", "50").rft_steps == 50
+    assert steps(train("--max_train_steps", "100", "--rft_steps", "50")) == (50, 50)
 
 
 def test_scientific_notation_for_steps():

@@ -17,8 +17,6 @@ from ark_trainer.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Linked before it lands: docs/contributing.md comes from another branch of issue 14 (remove once merged).
-PENDING = {ROOT / "docs" / "contributing.md"}
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
@@ -56,8 +54,7 @@ def broken_links(path: Path) -> list[str]:
         dest = (path.parent / file_part).resolve() if file_part else path
         where = f"{path.relative_to(ROOT)}:{line}: {target}"
         if not dest.exists():
-            if dest not in PENDING:
-                problems.append(f"{where}: no such file")
+            problems.append(f"{where}: no such file")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             problems.append(f"{where}: no heading '#{anchor}' in {dest.relative_to(ROOT)}")
     return problems

@@ -14,6 +14,13 @@ from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client the judge cancelled hangs up mid-reply: that BrokenPipe must not print into a later test."""
+
+    def handle_error(self, request, client_address) -> None:
+        pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
@@ -53,7 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv = _QuietServer(("127.0.0.1", 0), _Handler)
     srv.daemon_threads = True
     srv.mode, srv.requests, srv.lock = "ok", [], threading.Lock()
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -18,7 +18,7 @@ from ark_trainer.config import resolve_config
 from ark_trainer.errors import UserError
 from ark_trainer.nl.parse import batch_for_memory, parse_request
 from ark_trainer.nl.plan import make_plan
-from ark_trainer.nl.weights import apply_reward_weights, parse_weights
+from ark_trainer.nl.weights import parse_weights
 
 PATHS = {"model_path": "models/base", "data_path": "data/train.jsonl"}
 QC_AGENT = "客服质检_agent_training"
@@ -261,7 +261,7 @@ def qc_data(tmp_path):
 def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     from ark_trainer.config import TrainConfig
     from ark_trainer.fileio import read_jsonl
-    from ark_trainer.pipeline import build_reward
+    from ark_trainer.rewards.builder import build_reward
 
     plan = make_plan("优化合规性", {"model_path": "m", "data_path": qc_data})
     reward = build_reward(plan.cfg, read_jsonl(qc_data), "cpu")
@@ -285,15 +285,11 @@ def test_parse_weights_errors():
         with pytest.raises(UserError, match="--reward_weights"):
             parse_weights(bad)
 
-    class Comp:
-        def __init__(self, name, weight):
-            self.name, self.weight = name, weight
-
-    class Reward:
-        components = [Comp("x", 1.0)]
+    from ark_trainer.rewards.builder import reweigh
+    from ark_trainer.rewards.composite import Component
 
     with pytest.raises(UserError, match="weight > 0"):
-        apply_reward_weights(Reward(), "x=0")
+        reweigh([Component("x", len, 1.0)], parse_weights("x=0"))
 
 
 # --- the LLM path, against a tiny OpenAI-compatible server in this process -----------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ark_trainer.config import resolve_config
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import MARKER, Progress, latest_complete
@@ -79,9 +81,18 @@ def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
 
     out = tmp_path / "out"
     out.mkdir()
-    chosen = _cfg(tmp_path, strategy="GRPO", rft_steps="0")  # what the probe wrote back to run.yaml
-    atomic_write_text(out / "run.yaml", to_yaml(chosen))
+    from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
+
+    first = _cfg(tmp_path, strategy="auto")
+    atomic_write_text(out / "run.yaml", to_yaml(first))  # run.yaml keeps what the user asked: auto
+    chosen = resolve_plan(first, ProbeChoice("GRPO", "strong base", {"pass_rate": 0.9}))
+    (out / "plan.json").write_text(json.dumps(chosen.to_json()))  # the probe's choice is the plan's
     (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "probe", "status": "ok"}\n')
     again = _cfg(tmp_path, strategy="auto")  # the same command line as the first attempt
     check_resume(again, out)
-    assert again.resume and (again.strategy, again.rft_steps) == ("GRPO", 0)
+    assert again.resume and (again.strategy, again.rft_steps) == ("auto", None)  # the config is not rewritten
+    plan = Plan.from_json(json.loads((out / "plan.json").read_text()), again)  # what prepare() resumes with
+    assert (plan.strategy, plan.pending, plan.steps("rft")) == ("GRPO", False, 0)
+    # a run.yaml of an older version held the probe's choice: still resumable with --strategy auto
+    atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path, strategy="GRPO", rft_steps="0")))
+    check_resume(_cfg(tmp_path, strategy="auto"), out)

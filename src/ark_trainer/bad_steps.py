@@ -24,7 +24,6 @@ from typing import Any
 
 log = logging.getLogger("ark_trainer")
 
-LR_FLAGS = {"rft": "--rft_learning_rate", "grpo": "--grpo_learning_rate"}
 ROLLBACK_LR_FACTOR = 0.5
 
 

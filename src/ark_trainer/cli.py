@@ -9,9 +9,11 @@ import argparse
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.config import config_fields
+from ark_trainer.commands.args import add_command, add_dataclass_args, opt
+from ark_trainer.config import TRAIN_GROUPS, TrainConfig
 from ark_trainer.errors import UserError
 
 PROG = (
@@ -47,19 +49,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_train_flags(parser: argparse.ArgumentParser) -> None:
-    for f in config_fields():
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        default = f.default
-        help_text = f.metadata.get("help", "")
-        if default is not None and not f.metadata.get("cli_only"):
-            help_text += f" (default: {default})"
-        kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
-        if "bool" in kind:
-            kwargs.update(nargs="?", const="True", metavar="True|False")
-        else:
-            kwargs["metavar"] = f.name.upper()
-        parser.add_argument(f"--{f.name}", **kwargs)
+@dataclass
+class DemoOptions:
+    """``ark-trainer demo``: the whole pipeline on the embedded default."""
+
+    output_dir: str = opt("ark-demo", "run folder (default: ./ark-demo)")
+    seed: int = opt(0, "seed for data, model and training (default: 0)")
+    n_train: int | None = opt(None, "training dialogues (default: the demo's size)")
+    n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
+    max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
+    overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
+
+
+@dataclass
+class RunDirOptions:
+    """``report`` and ``status``: one run folder."""
+
+    run_dir: str = opt(None, "the --output_dir of a run", positional=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,31 +73,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
-    _add_train_flags(train)
-
-    demo = sub.add_parser("demo", help="run the whole pipeline on the embedded default (offline, CPU)")
-    demo.add_argument("--output_dir", default="ark-demo", help="run folder (default: ./ark-demo)")
-    demo.add_argument("--seed", type=int, default=0, help="seed for data, model and training (default: 0)")
-    demo.add_argument(
-        "--n_train", type=int, default=None, help="training dialogues (default: the demo's size)"
+    # given_only: only the flags given reach the config, which merges --config YAML and checks them all
+    add_dataclass_args(train, TrainConfig, groups=TRAIN_GROUPS, given_only=True, show_defaults=True)
+    train.set_defaults(func=_cmd_train)
+    add_command(
+        sub,
+        "demo",
+        DemoOptions,
+        _cmd_demo,
+        help="run the whole pipeline on the embedded default (offline, CPU)",
     )
-    demo.add_argument("--n_eval", type=int, default=None, help="held-out eval dialogues (default: 300)")
-    demo.add_argument("--max_train_steps", type=int, default=None, help="RFT + GRPO steps (default: tuned)")
-    demo.add_argument(
-        "--overwrite_output_dir",
-        default="False",
-        metavar="True|False",
-        help="reuse an output_dir that already holds a run",
+    add_command(
+        sub,
+        "report",
+        RunDirOptions,
+        _cmd_report,
+        help="rebuild OUT/report.md and report.html from a run folder",
     )
-
-    report = sub.add_parser("report", help="rebuild OUT/report.md and report.html from a run folder")
-    report.add_argument("run_dir", help="the --output_dir of a run")
-
-    status = sub.add_parser("status", help="show a run's heartbeat: running, stalled, dead or finished")
-    status.add_argument("run_dir", help="the --output_dir of a run")
-
-    for name, func in COMMANDS.items():
-        sub.choices[name].set_defaults(func=func)
+    add_command(
+        sub,
+        "status",
+        RunDirOptions,
+        _cmd_status,
+        help="show a run's heartbeat: running, stalled, dead or finished",
+    )
     from ark_trainer.commands import register_all
 
     register_all(sub)  # plan, run, rm, score, doctor, deploy, ...: one module each in ark_trainer/commands
@@ -122,8 +127,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from ark_trainer.config import parse_bool
+def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_demo
 
     out = run_demo(
@@ -132,13 +136,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         n_train=args.n_train,
         n_eval=args.n_eval,
         max_train_steps=args.max_train_steps,
-        overwrite=parse_bool(args.overwrite_output_dir, "--overwrite_output_dir"),
+        overwrite=args.overwrite_output_dir,
     )
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cmd_report(args: RunDirOptions) -> int:
     from ark_trainer.report import build_report
 
     md, html = build_report(Path(args.run_dir))
@@ -146,7 +150,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
+def _cmd_status(args: RunDirOptions) -> int:
     from ark_trainer.monitor import read_status
 
     run_dir = Path(args.run_dir)
@@ -174,9 +178,6 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 TRAINING_STAGES = ("rft", "grpo", "rm")
 """Stages whose heartbeat counts optimizer steps; the others (eval_*, probe, rft_sampling) count prompts."""
-
-COMMANDS = {"train": _cmd_train, "demo": _cmd_demo, "report": _cmd_report, "status": _cmd_status}
-"""The core commands; the others live in ``ark_trainer.commands``."""
 
 
 def main(argv: list[str] | None = None) -> int:

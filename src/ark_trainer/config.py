@@ -20,29 +20,18 @@ import yaml
 
 from ark_trainer.errors import UserError
 
-STRATEGY_ALIASES = {
-    "rft+grpo": "RFT+GRPO",
-    "rftgrpo": "RFT+GRPO",
-    "rft_grpo": "RFT+GRPO",
-    "rft-grpo": "RFT+GRPO",
-    "rft grpo": "RFT+GRPO",
-    "grpo": "GRPO",
-    "only grpo": "GRPO",
-    "only_grpo": "GRPO",
-    "only-grpo": "GRPO",
-    "onlygrpo": "GRPO",
-    "grpo only": "GRPO",
-    "auto": "auto",
-}
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
 
 
 def normalize_strategy(value: str) -> str:
-    """Canonical strategy name (``RFT+GRPO``, ``GRPO`` or ``auto``) for any accepted spelling."""
+    """Canonical strategy name (a name of the strategy table, or ``auto``) for any accepted spelling."""
+    from ark_trainer.stages.registry import STRATEGIES, strategy_aliases
+
     key = " ".join(str(value).strip().lower().split())
-    if key not in STRATEGY_ALIASES:
-        raise UserError(f'--strategy: unknown strategy {value!r}; use RFT+GRPO, GRPO ("Only GRPO") or auto')
-    return STRATEGY_ALIASES[key]
+    aliases = strategy_aliases()  # the strategy table (stages/registry.py) is the one list of strategies
+    if key not in aliases:
+        raise UserError(f"--strategy: unknown strategy {value!r}; use {', '.join(STRATEGIES)} or auto")
+    return aliases[key]
 
 
 def parse_bool(value: Any, flag: str) -> bool:
@@ -175,12 +164,6 @@ class TrainConfig:
         """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.metadata.get("cli_only")}
 
-    @property
-    def grpo_steps(self) -> int:
-        if self.strategy == "GRPO":
-            return self.max_train_steps
-        return max(self.max_train_steps - (self.rft_steps or 0), 0)
-
 
 REQUIRED = ("model_path", "data_path", "output_dir")
 
@@ -305,7 +288,7 @@ def _previous_run(output_dir: str | None) -> dict[str, Any]:
 
 
 def validate(cfg: TrainConfig) -> None:
-    """Check values and fill derived defaults; every problem is reported at once."""
+    """Check values (every problem at once); derived values (steps per stage) are the plan's (plan.py)."""
     problems = [f"--{name}: required" for name in REQUIRED if not getattr(cfg, name)]
     cfg.strategy = normalize_strategy(cfg.strategy)
     from ark_trainer.ranges import range_problems
@@ -313,8 +296,6 @@ def validate(cfg: TrainConfig) -> None:
     numeric = [n for n, kind in field_types().items() if kind in (int, float)]
     out_of_range = range_problems(vars(cfg), numeric)
     problems += out_of_range
-    if cfg.rft_steps is None and not out_of_range:
-        cfg.rft_steps = 0 if cfg.strategy == "GRPO" else max(cfg.max_train_steps // 3, 1)
     if not out_of_range:  # checks across flags only make sense once each one is in its range
         problems += _cross_problems(cfg)
     if cfg.fp16 and cfg.bf16:
@@ -332,7 +313,7 @@ def validate(cfg: TrainConfig) -> None:
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
-    if cfg.rft_steps > cfg.max_train_steps:
+    if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
     if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
         problems.append(
@@ -348,3 +329,61 @@ def to_yaml(cfg: TrainConfig) -> str:
 
 def config_fields() -> list[dataclasses.Field]:
     return list(fields(TrainConfig))
+
+
+TRAIN_GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("config", "task_name", "output_dir", "overwrite_output_dir", "seed"),
+    "data": ("data_path", "eval_dataset", "eval_ratio"),
+    "model": ("model_path", "device", "fp16", "bf16", "trust_remote_code"),
+    "strategy": (
+        "strategy",
+        "max_train_steps",
+        "batch_size",
+        "gradient_accumulation_steps",
+        "warmup_ratio",
+        "max_completion_length",
+        "auto_probe_prompts",
+        "auto_probe_samples",
+        "auto_min_pass_rate",
+        "auto_max_zero_std",
+    ),
+    "RFT": ("rft_steps", "rft_learning_rate", "rft_num_samples", "rft_temperature", "rft_min_reward"),
+    "GRPO": ("grpo_learning_rate", "num_generations", "rollout_steps", "temperature", "beta", "loss_type"),
+    "reward": ("reward_config", "reward_weights", "rm_model_path", "rm_weight", "reward_timeout"),
+    "evaluation": ("eval_auto", "pass_threshold", "max_eval_samples"),
+    "scale": (
+        "num_processes",
+        "launcher",
+        "accelerate_config",
+        "main_process_port",
+        "mixed_precision",
+        "gradient_checkpointing",
+        "lora_r",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_target_modules",
+        "load_in_4bit",
+        "save_adapter_only",
+        "use_vllm",
+        "vllm_mode",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_gpu_memory_utilization",
+        "vllm_tensor_parallel_size",
+    ),
+    "reliability": (
+        "resume",
+        "auto_resume",
+        "save_steps",
+        "save_total_limit",
+        "stall_timeout",
+        "max_bad_steps",
+        "max_rollbacks",
+        "min_free_disk_gb",
+        "auto_heartbeat",
+        "heartbeat_interval",
+    ),
+    "OpenClaw": ("openclaw_env", "deploy_if_not_better"),
+    "logging": ("report_to", "log_dir", "logging_steps"),
+}
+"""The ``train --help`` headings, in order, and the flags under each (every field in exactly one)."""

@@ -21,8 +21,8 @@ from ark_trainer.fileio import write_json
 from ark_trainer.generation import generate
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.rewards.registry import get_reward
+from ark_trainer.scoring import score_completions
 from ark_trainer.stages.common import Runtime, load_policy
-from ark_trainer.stages.rft import score_completions
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")
 COMPLIANCE_GRADER = "qc_compliance"

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from ark_trainer.stages.common import render_prompt
 
+GEN_SEQUENCES = 128  # sequences per generate call while sampling (prompts × samples)
+
 
 def generate(
     model,
@@ -84,7 +86,6 @@ def sample_prompts(
     Returns (samples per prompt, tokenizer); the model is freed before returning.
     """
     from ark_trainer.stages.common import load_policy, load_tokenizer
-    from ark_trainer.stages.rft import GEN_SEQUENCES
 
     if cfg.use_vllm:
         from ark_trainer.vllm_rollouts import vllm_sample

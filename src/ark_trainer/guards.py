@@ -37,8 +37,16 @@ class TrainingDiverged(UserError):
 
 
 def guard_callbacks(monitor, stage: str) -> list:
-    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``)."""
+    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``).
+
+    The no-signal guard watches ``frac_reward_zero_std``, which a group-based stage (GRPO) logs; for a stage
+    that never logs it (RFT's SFT) it stays silent, so no stage needs naming here.
+    """
     from transformers import TrainerCallback
+
+    from ark_trainer.stages.registry import stages
+
+    label = getattr(stages().get(stage), "label", stage)
 
     class _NoSignalGuard(TrainerCallback):
         def __init__(self) -> None:
@@ -53,12 +61,12 @@ def guard_callbacks(monitor, stage: str) -> list:
             if self.streak >= ZERO_STD_STEPS and not self.warned:
                 self.warned = True
                 monitor.warn(
-                    f"GRPO no learning signal: for {self.streak} steps up to step {state.global_step}, "
+                    f"{label} no learning signal: for {self.streak} steps up to step {state.global_step}, "
                     f"≥ {ZERO_STD_LIMIT:.0%} of groups had zero reward variance; raise --num_generations or "
                     "--temperature, or use a finer-grained reward"
                 )
 
-    return [_NoSignalGuard()] if stage == "grpo" else []
+    return [_NoSignalGuard()]
 
 
 # --- rewards ---
@@ -102,11 +110,25 @@ def _call_with_timeout(fn, timeout: float, *args: Any, **kwargs: Any):
     return box["value"]
 
 
+class Skips(dict):
+    """Samples skipped per reward name, shared by the guarded components of one reward.
+
+    ``monitor`` is where ``reward_skipped`` events go once the run has one (:func:`attach_monitor`); a
+    reward built before the run starts (``train`` checks everything first) has none yet. ``first`` keeps
+    each reward's first reason (``score`` prints it).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.monitor: Any = None
+        self.first: dict[str, str] = {}
+
+
 class GuardedReward:
     """One reward component whose failures on single samples are skipped, counted and reported."""
 
-    def __init__(self, name: str, fn, timeout: float, stats: dict) -> None:
-        self.name, self.fn, self.timeout, self.stats = name, fn, timeout, stats
+    def __init__(self, name: str, fn, timeout: float, skips: Skips) -> None:
+        self.name, self.fn, self.timeout, self.skips = name, fn, timeout, skips
         self.__name__ = getattr(fn, "__name__", name)
 
     def __call__(self, prompts: list, completions: list, **columns: Any) -> Any:
@@ -166,13 +188,13 @@ class GuardedReward:
 
     def _count(self, skipped: int, n: int, reason: str, err: str) -> None:
         with _LOCK:
-            self.stats[self.name] = self.stats.get(self.name, 0) + skipped
-            total = self.stats[self.name]
+            self.skips[self.name] = self.skips.get(self.name, 0) + skipped
+            self.skips.first.setdefault(self.name, f"{reason}: {err}")
+            total = self.skips[self.name]
         message = f"reward {self.name!r}: {skipped} of {n} samples skipped ({reason}: {err}); {total} so far"
         log.warning(message)
-        monitor = self.stats.get("_monitor")
-        if monitor is not None:
-            monitor.event(
+        if self.skips.monitor is not None:
+            self.skips.monitor.event(
                 "reward_skipped", reward=self.name, n=skipped, reason=reason, error=err, total=total
             )
 
@@ -180,21 +202,31 @@ class GuardedReward:
 _LOCK = threading.Lock()
 
 
-def guard_reward(reward, timeout: float) -> dict:
-    """Wrap every component of ``reward`` (a CompositeReward) in place; returns the shared skip counters."""
-    stats: dict = getattr(reward, "guard_stats", None) or {}
+def guard_reward(reward, timeout: float) -> Skips:
+    """Wrap every component of ``reward`` (a CompositeReward); returns the shared skip counters.
+
+    Called by :func:`ark_trainer.rewards.builder.build_reward` while it builds the reward, so every
+    command gets the same guarded reward.
+    """
+    skips = getattr(reward, "guard_stats", None)
+    skips = skips if isinstance(skips, Skips) else Skips()
     for comp in reward.components:
         if not isinstance(comp.fn, GuardedReward):
-            comp.fn = GuardedReward(comp.name, comp.fn, timeout, stats)
-    reward.guard_stats = stats
-    return stats
+            comp.fn = GuardedReward(comp.name, comp.fn, timeout, skips)
+    reward.guard_stats = skips
+    return skips
+
+
+def unguarded(fn):
+    """The grader inside a :class:`GuardedReward` (its own counters, nested graders, judge stats)."""
+    return fn.fn if isinstance(fn, GuardedReward) else fn
 
 
 def attach_monitor(reward, monitor) -> None:
-    """Send ``reward_skipped`` events of a guarded reward to the run's monitor."""
-    stats = getattr(reward, "guard_stats", None)
-    if stats is not None:
-        stats["_monitor"] = monitor
+    """Send the ``reward_skipped`` events of ``reward`` (guard skips, refused scores) to ``monitor``."""
+    skips = getattr(reward, "guard_stats", None)
+    if isinstance(skips, Skips):
+        skips.monitor = monitor
 
     def on_reject(name: str, n: int, example: str, total: int) -> None:
         error = f"score {example} is not a finite number within bounds"
@@ -205,9 +237,9 @@ def attach_monitor(reward, monitor) -> None:
 
 def warn_skipped(reward, monitor) -> None:
     """One warning per reward that skipped samples during the run (shown in the report's Warnings)."""
-    stats = getattr(reward, "guard_stats", None) or {}
-    for name, count in stats.items():
-        if not name.startswith("_") and count:
+    skips = getattr(reward, "guard_stats", None) or {}
+    for name, count in skips.items():
+        if count:
             monitor.warn(
                 f"reward {name!r} failed (raised, timed out after --reward_timeout, or could not grade) on "
                 f"{count} samples; they were skipped (see reward_skipped events and train.log)"

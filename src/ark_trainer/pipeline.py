@@ -1,4 +1,4 @@
-"""The ``train`` pipeline: check → plan → data → eval base → RFT → GRPO → eval → report.
+"""The ``train`` pipeline: check → plan → data → eval base → each stage of the plan, evaluated → report.
 
 Everything a user can get wrong (flags, model folder, data file, reward spec) is checked before the run
 directory is touched, so a refused run leaves nothing behind. Run it with::
@@ -21,19 +21,14 @@ from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
 from ark_trainer.monitor import Monitor, setup_logging
-from ark_trainer.nl.weights import apply_reward_weights
-from ark_trainer.resume import Progress, reselect
-from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, preset_path
+from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
+from ark_trainer.resume import Progress
+from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
+from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.stages.common import Runtime
+from ark_trainer.stages.registry import StageContext, get_stage
 
 log = logging.getLogger("ark_trainer")
-
-STRATEGY_REASONS = {
-    "RFT+GRPO": "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
-    "optimises the task reward from there (stable, precise alignment; the choice for customer-service QC)",
-    "GRPO": "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
-    "are already good)",
-}
 
 
 @dataclass
@@ -47,7 +42,8 @@ class Prepared:
     eval: list[dict]
     eval_source: str
     reward: CompositeReward
-    plan: dict
+    plan: Plan  # resolved once (plan.py); under --strategy auto replaced once, by the probe's choice
+    plan_extra: dict  # what plan.json holds besides the plan: the rewards, this attempt's precision
     rt: Runtime
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
@@ -100,31 +96,15 @@ def prepare(cfg: TrainConfig) -> Prepared:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan = make_plan(cfg)
-    plan["rewards"] = reward.describe()
-    if cfg.resume and (out / "plan.json").is_file():
-        plan = read_json(out / "plan.json")  # keeps the first attempt's plan (and an auto probe's numbers)
-    plan["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
+    plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
+    if cfg.resume and (out / "plan.json").is_file():  # the first attempt's plan (and an auto probe's choice)
+        saved = read_json(out / "plan.json")
+        plan = Plan.from_json(saved, cfg)
+        extra = {k: v for k, v in saved.items() if k not in plan.to_json()}
+    extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     done = Progress(out) if cfg.resume else None
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, rt, done)
-
-
-def build_reward(cfg: TrainConfig, rows: list[dict], device: str) -> CompositeReward:
-    """The composite reward: ``--reward_config`` or the preset that fits the data, plus the reward model."""
-    extra = []
-    if cfg.rm_model_path:
-        from ark_trainer.rewards.reward_model import check_reward_model_dir
-
-        check_reward_model_dir(cfg.rm_model_path)
-        extra.append(Component("reward_model", _LazyRewardModel(cfg.rm_model_path, device), cfg.rm_weight))
-    spec = cfg.reward_config or preset_path(default_preset(rows))
-    from ark_trainer.guards import guard_reward
-
-    reward = CompositeReward.from_spec(spec, extra)
-    apply_reward_weights(reward, cfg.reward_weights)
-    guard_reward(reward, cfg.reward_timeout)  # a reward raising/hanging on one sample skips that sample
-    return reward
+    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, done)
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
@@ -142,54 +122,16 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
     check_applies(reward, rows, where, task)
 
 
-class _LazyRewardModel:
-    """Loads the reward model on first use, on the run's device, so checks stay cheap."""
-
-    __name__ = "reward_model"
-
-    def __init__(self, path: str, device: str) -> None:
-        self.path, self.device, self.scorer = path, device, None
-
-    def __call__(self, prompts, completions, **columns):
-        if self.scorer is None:
-            from ark_trainer.rewards.reward_model import RewardModelScorer
-
-            self.scorer = RewardModelScorer(self.path, device=self.device)
-        return self.scorer(prompts, completions, **columns)
-
-    def applies(self, prompts, completions, **columns) -> list[bool]:
-        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know
-
-
-def make_plan(cfg: TrainConfig) -> dict:
-    strategy, requested = cfg.strategy, cfg.strategy
-    if strategy == "auto":  # decided by stages/probe.py once the run starts (it needs the model)
-        return {
-            "strategy": "auto",
-            "requested": requested,
-            "reason": "auto: pending; the base model is probed at the start of the run",
-            "rft_steps": cfg.rft_steps,
-            "grpo_steps": cfg.grpo_steps,
-            "task_name": cfg.task_name,
-        }
-    reason = f"requested with --strategy: {STRATEGY_REASONS[strategy]}"
-    rft_steps = cfg.rft_steps if strategy == "RFT+GRPO" else 0
-    cfg.strategy, cfg.rft_steps = strategy, rft_steps
-    return {
-        "strategy": strategy,
-        "requested": requested,
-        "reason": reason,
-        "rft_steps": rft_steps,
-        "grpo_steps": cfg.grpo_steps,
-        "task_name": cfg.task_name,
-    }
+def plan_json(p: Prepared) -> dict:
+    """``OUT/plan.json``: the plan (its keys as before, plus ``stages``), the rewards, the precision."""
+    return {**p.plan.to_json(), **p.plan_extra}
 
 
 def write_run_files(p: Prepared) -> None:
     data_dir = p.out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
-    write_json(p.out / "plan.json", p.plan)
+    write_json(p.out / "plan.json", plan_json(p))
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
         inputs.add(resolve_eval_path(p.cfg.eval_dataset).resolve())
@@ -241,7 +183,7 @@ def _run_prepared(p: Prepared) -> Path:
         p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval
     )
     ranks.monitor = monitor
-    monitor.start(task_name=cfg.task_name, strategy=cfg.strategy, resume=cfg.resume)
+    monitor.start(task_name=cfg.task_name, strategy=p.plan.strategy, resume=cfg.resume)
     from ark_trainer.diagnose.run_end import after_run, may_deploy
     from ark_trainer.guards import attach_monitor, warn_skipped
     from ark_trainer.scale import scale_summary
@@ -283,6 +225,7 @@ def _run_prepared(p: Prepared) -> Path:
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
+    """Evaluate the base model, then run and evaluate each stage of the plan (resume skips finished ones)."""
     cfg, rt = p.cfg, p.rt
     for message in rt.warnings:
         monitor.warn(message)
@@ -293,95 +236,48 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     log.info(
         "task %s: %s, %d train / %d eval prompts, device %s",
         cfg.task_name,
-        cfg.strategy,
+        p.plan.strategy,
         len(p.train),
         len(p.eval),
         rt.device,
     )
-    if cfg.strategy == "auto":
+    if p.plan.pending:
         _choose_strategy(p, monitor)
     evaluator = _Evaluator(p, rt, monitor)
     p.last_model = ("base", str(cfg.model_path))
     evaluator.run("base", cfg.model_path)
-    current = cfg.model_path
-    grpo_steps = cfg.grpo_steps
-    if cfg.strategy == "RFT+GRPO" and cfg.rft_steps > 0:
-        current = _rft(p, rt, monitor, current, final_dir=p.out / ("rft/final" if grpo_steps else "model"))
-        p.last_model = ("rft", str(current))
-        evaluator.run("rft", current)
-    if grpo_steps > 0 and p.done and p.done.model_done("grpo", p.out / "model"):
-        current = str(p.out / "model")
-        grpo_steps = 0
-        log.info("resume: GRPO already done")
-    elif grpo_steps > 0:
-        from ark_trainer.stages.grpo import train_grpo
-
-        current = str(
-            train_grpo(
-                cfg, rt, monitor, current, p.train, p.reward, p.out / "grpo", p.log_dir, p.out / "model"
-            )
-        )
-        gc.collect()
-    if cfg.grpo_steps > 0:  # also after a resume that found GRPO done: its evaluation may be missing
-        p.last_model = ("grpo", str(current))
-        evaluator.run("grpo", current)
+    ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done)
+    current = str(cfg.model_path)
+    for planned in (s for s in p.plan.stages if s.steps > 0):
+        stage = get_stage(planned.name)
+        final_dir = p.out / "model" if planned.last else p.out / planned.name / "final"
+        if p.done and p.done.model_done(planned.name, final_dir):
+            log.info("resume: %s already done (%s)", stage.label, final_dir)
+            current = str(final_dir)  # its evaluation may still be missing: run below
+        else:
+            current = stage.run(ctx, planned, current, final_dir)
+            gc.collect()
+        p.last_model = (planned.name, current)
+        evaluator.run(planned.name, current)
 
 
 def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
-    """``--strategy auto``: probe the base model, fix the strategy and steps, rewrite plan.json and run.yaml."""
+    """``--strategy auto``: probe the base model, resolve the plan with its choice, rewrite plan.json."""
     from ark_trainer.stages.probe import decide, probe_record, run_probe
 
     cfg = p.cfg
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
         result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed
-    cfg.strategy = strategy
-    if strategy == "GRPO":
-        cfg.rft_steps = 0
-    elif not cfg.rft_steps:
-        cfg.rft_steps = max(cfg.max_train_steps // 3, 1)
-    p.plan.update(
-        strategy=strategy,
-        reason=reason,
-        rft_steps=cfg.rft_steps,
-        grpo_steps=cfg.grpo_steps,
-        probe=probe_record(result),
-    )
+    p.plan = resolve_plan(cfg, ProbeChoice(strategy, reason, probe_record(result)))
     from ark_trainer.distributed import ranks
 
     if ranks().is_main:
         write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
-        write_json(p.out / "plan.json", p.plan)
-        atomic_write_text(p.out / "run.yaml", to_yaml(cfg))
+        write_json(p.out / "plan.json", plan_json(p))
     monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
     log.info("%s", reason)
     gc.collect()
-
-
-def _rft(p: Prepared, rt, monitor: Monitor, model_path: str, final_dir: Path) -> str:
-    from ark_trainer.stages.common import is_conversational, load_tokenizer
-    from ark_trainer.stages.rft import sample_and_select, train_rft
-
-    done = p.done
-    if done and done.model_done("rft", final_dir):
-        log.info("resume: RFT already done (%s)", final_dir)
-        return str(final_dir)
-    if done and (scored := done.rft_selection()) is not None:
-        conversational = is_conversational(load_tokenizer(model_path, rt.trust_remote_code))
-        sel = reselect(scored, p.cfg.rft_min_reward, conversational)
-        log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
-    else:
-        sel = sample_and_select(p.cfg, rt, monitor, model_path, p.train, p.reward, p.out / "data")
-    gc.collect()
-    if not sel.sft_rows:
-        monitor.warn(
-            f"RFT kept no answer at or above --rft_min_reward {p.cfg.rft_min_reward}; RFT training "
-            "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
-        )
-        return model_path
-    final = train_rft(p.cfg, rt, monitor, model_path, sel.sft_rows, p.out / "rft", p.log_dir, final_dir)
-    gc.collect()
-    return str(final)
 
 
 class _Evaluator:

@@ -23,19 +23,17 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
-from ark_trainer.stages.grpo import ZERO_STD_LIMIT
+from ark_trainer.stages.registry import Plot
 
-MODELS = (("base", "base"), ("rft", "RFT"), ("grpo", "GRPO"))
+
+def models() -> tuple[tuple[str, str], ...]:
+    """(eval name, label) of the base model and of every registered stage, in run order."""
+    from ark_trainer.stages.registry import get_stage, stage_names_in_order
+
+    return (("base", "base"), *((n, get_stage(n).label) for n in stage_names_in_order()))
+
+
 RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEALTH_FIELDS = (
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "kl",
-    "entropy",
-    "clip_ratio/region_mean",
-    "completions/mean_length",
-)
 
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 2000
@@ -70,7 +68,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.diagnose.run_end import report_blocks
     from ark_trainer.glance import glance_blocks, page_lang
 
-    glance = glance_blocks(run_dir, run.evals, dict(MODELS))  # chart, final vs base, successes and failures
+    glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
     blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"))]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
@@ -83,7 +81,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
 def load_run(run_dir: Path) -> Run:
     """Read the run directory; unreadable files are treated as absent and noted in ``problems``."""
     problems: list[str] = []
-    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in MODELS}
+    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in models()}
     return Run(
         config=_read_mapping(run_dir / "run.yaml", problems),
         config_text=(run_dir / "run.yaml").read_text(encoding="utf-8", errors="replace"),
@@ -129,14 +127,14 @@ def _read_events(path: Path, problems: list[str]) -> list[dict[str, Any]]:
     return events
 
 
-def _num(value: Any) -> float | None:
+def num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return float(value)
 
 
-def _mean(values: list[Any]) -> float | None:
-    numbers = [n for n in map(_num, values) if n is not None]
+def mean(values: list[Any]) -> float | None:
+    numbers = [n for n in map(num, values) if n is not None]
     return statistics.fmean(numbers) if numbers else None
 
 
@@ -152,7 +150,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _value(metric: str, value: Any) -> str:
-    number = _num(value)
+    number = num(value)
     if number is None:
         return "—"
     return f"{number * 100:.1f}%" if metric in RATE_METRICS else f"{number:.3f}"
@@ -160,7 +158,7 @@ def _value(metric: str, value: Any) -> str:
 
 def _change(metric: str, value: Any, base: Any) -> str:
     """`+18.0 pts, +40.9%` for rates, `+0.120, +25.0%` for rewards; relative to |base|."""
-    number, reference = _num(value), _num(base)
+    number, reference = num(value), num(base)
     if number is None or reference is None:
         return ""
     delta = number - reference
@@ -169,8 +167,8 @@ def _change(metric: str, value: Any, base: Any) -> str:
     return f" ({absolute}{relative})"
 
 
-def _short(value: Any) -> str:
-    number = _num(value)
+def short(value: Any) -> str:
+    number = num(value)
     return f"{number:.4g}" if number is not None else str(value)
 
 
@@ -178,10 +176,10 @@ def _status(run: Run) -> tuple[str, str]:
     """(status, total time) from run_start / run_end; a run without run_end is still running."""
     ends, starts = run.of("run_end"), run.of("run_start")
     if ends:
-        return str(ends[-1].get("status", "finished")), _duration(_num(ends[-1].get("seconds")))
+        return str(ends[-1].get("status", "finished")), _duration(num(ends[-1].get("seconds")))
     if not run.events:
         return "unknown (no events.jsonl)", "—"
-    start, last = _num(starts[0].get("ts")) if starts else None, _num(run.events[-1].get("ts"))
+    start, last = num(starts[0].get("ts")) if starts else None, num(run.events[-1].get("ts"))
     elapsed = last - start if start is not None and last is not None else None
     return "running", f"{_duration(elapsed)} so far" if elapsed is not None else "—"
 
@@ -203,8 +201,7 @@ def _body(run: Run, plots: list[Image]) -> list[Block]:
         *_strategy(run),
         *_data(run),
         *_results(run),
-        *_rft_selection(run),
-        *_health(run),
+        *_stage_sections(run),
         *_stage_times(run),
         *bad_step_blocks(run.events),
         *_restarts(run),
@@ -224,16 +221,16 @@ def _strategy(run: Run) -> list[Block]:
     items = [
         f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
         f"Reason: {plan.get('reason', '—')}",
-        f"RFT steps: {plan.get('rft_steps', '—')} / GRPO steps: {plan.get('grpo_steps', '—')}",
+        " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in models()[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
     rewards = plan.get("rewards") or {}
     if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):
-        graders = ", ".join(f"{n} (weight {_short(w)})" for n, w in rewards["graders"].items())
+        graders = ", ".join(f"{n} (weight {short(w)})" for n, w in rewards["graders"].items())
         items.append(f"Rewards: {graders}; spec {rewards.get('spec', '—')}")
     probe = plan.get("probe") or {}
     if isinstance(probe, dict) and probe:
-        items.append("Probe: " + ", ".join(f"{k} = {_short(v)}" for k, v in probe.items()))
+        items.append("Probe: " + ", ".join(f"{k} = {short(v)}" for k, v in probe.items()))
     return [Heading("Strategy"), Bullets(items)]
 
 
@@ -246,7 +243,7 @@ def _data(run: Run) -> list[Block]:
     for name in splits:
         s = stats[name]
         cells = (s.get(k, "—") for k in ("n", "with_candidates", "prompt_chars_mean"))
-        rows.append([name, *map(_short, cells)])
+        rows.append([name, *map(short, cells)])
     blocks: list[Block] = [Heading("Data"), Para(f"Eval source: {stats.get('eval_source', 'unknown')}.")]
     blocks.append(Table(["split", "samples", "with candidates", "mean prompt chars"], rows))
     labels: dict[str, dict[str, Any]] = {}
@@ -262,7 +259,7 @@ def _data(run: Run) -> list[Block]:
 
 
 def _share(count: Any, total: Any) -> str:
-    number, whole = _num(count), _num(total)
+    number, whole = num(count), num(total)
     if number is None:
         return "—"
     return f"{count} ({number / whole * 100:.1f}%)" if whole else str(count)
@@ -280,7 +277,7 @@ def _flat_metrics(data: dict[str, Any]) -> dict[str, Any]:
 def _results(run: Run) -> list[Block]:
     if not run.evals:
         return [Heading("Results"), Para("Evaluation not run (no eval/*.json).")]
-    present = [(key, label) for key, label in MODELS if key in run.evals]
+    present = [(key, label) for key, label in models() if key in run.evals]
     metrics = {key: _flat_metrics(run.evals[key]) for key, _ in present}
     base = metrics.get("base", {})
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
@@ -296,7 +293,7 @@ def _results(run: Run) -> list[Block]:
 
 
 def _final_model(run: Run) -> tuple[str, str] | None:
-    return next(((k, label) for k, label in reversed(MODELS) if k in run.evals), None)
+    return next(((k, label) for k, label in reversed(models()) if k in run.evals), None)
 
 
 def _headline(run: Run) -> str:
@@ -306,57 +303,36 @@ def _headline(run: Run) -> str:
         if key not in run.evals or "base" not in run.evals:
             return "not run"
         value, reference = run.evals[key].get(metric), base.get(metric)
-        if _num(value) is None or _num(reference) is None:
+        if num(value) is None or num(reference) is None:
             return "n/a"
         return f"{_value(metric, reference)} → {_value(metric, value)}{_change(metric, value, reference)}"
 
-    final_key, final_label = _final_model(run) or ("grpo", "GRPO")
-    pref, acc = compare("preference_alignment", "rft"), compare("task_accuracy", final_key)
-    return f"Preference alignment, RFT vs base: {pref}. Task accuracy, final ({final_label}) vs base: {acc}."
+    from ark_trainer.stages.registry import get_stage
 
-
-def _rft_selection(run: Run) -> list[Block]:
-    events = run.of("rft_selection")
-    if not events:
-        return [Heading("RFT data selection"), Para("Not run.")]
-    e = events[-1]
-    keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
-    return [
-        Heading("RFT data selection"),
-        Table(["field", "value"], [[k, _short(e.get(k, "—"))] for k in keys]),
+    final_key, final_label = _final_model(run) or models()[-1]
+    parts = [
+        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
+        for key, label in models()[1:]
+        if (metric := getattr(get_stage(key), "headline_metric", None))
     ]
-
-
-def _health(run: Run) -> list[Block]:
-    logs = run.metrics("grpo")
-    if not logs:
-        return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
-    graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
-    rows = []
-    for name in (*HEALTH_FIELDS, *graders):
-        series = [log[name] for log in logs if _num(log.get(name)) is not None]
-        if series:
-            rows.append([name, _short(series[-1]), _short(_mean(series))])
-    steps = [s for s in (_num(log.get("step")) for log in logs) if s is not None]
-    last_step = f", last step {int(max(steps))}" if steps else ""
-    blocks: list[Block] = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
-    blocks.append(Table(["metric", "last", "mean"], rows))
-    if not any("kl" in log for log in logs) and _num(run.config.get("beta")) == 0:
-        blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
-    warning = _zero_std_warning(run)
-    return [*blocks, Para(warning, alert=True)] if warning else blocks
-
-
-def _zero_std_warning(run: Run) -> str:
-    share = _mean([log.get("frac_reward_zero_std") for log in run.metrics("grpo")])
-    if share is None or share < ZERO_STD_LIMIT:
-        return ""
-    return (
-        f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
-        f"(mean frac_reward_zero_std ≥ {ZERO_STD_LIMIT}): the run got almost no learning signal. "
-        "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
-        "or check that the reward functions apply to this data."
+    return " ".join(
+        [*parts, f"Task accuracy, final ({final_label}) vs base: {compare('task_accuracy', final_key)}."]
     )
+
+
+def _stages() -> list[Any]:
+    from ark_trainer.stages.registry import get_stage, stage_names_in_order
+
+    return [get_stage(name) for name in stage_names_in_order()]
+
+
+def _none(run: Run) -> list:
+    return []
+
+
+def _stage_sections(run: Run) -> list[Block]:
+    """Each stage's own report section (its ``report_blocks``: a data-selection or health table), in run order."""
+    return [block for stage in _stages() for block in getattr(stage, "report_blocks", _none)(run)]
 
 
 def _stage_times(run: Run) -> list[Block]:
@@ -369,7 +345,7 @@ def _stage_times(run: Run) -> list[Block]:
         if stage not in order:
             order.append(stage)
         if e.get("event") == "stage_end":
-            seconds[stage] = _num(e.get("seconds"))
+            seconds[stage] = num(e.get("seconds"))
     if not order:
         return [Heading("Time per stage"), Para("No stages recorded.")]
     unfinished = "did not finish" if run.of("run_end") else "running"
@@ -406,7 +382,7 @@ def _examples(run: Run) -> list[Block]:
         Para(f"Final model ({final[1]}): {run.evals[final[0]].get('model', '')}"),
     ]
     for i, ex in enumerate(examples, 1):
-        blocks.append(Para(f"Example {i} (reward {_short(ex.get('reward', '—'))}): prompt"))
+        blocks.append(Para(f"Example {i} (reward {short(ex.get('reward', '—'))}): prompt"))
         prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", "completion"))
         blocks += [Code(prompt), Para("completion"), Code(completion)]
     return blocks
@@ -414,29 +390,27 @@ def _examples(run: Run) -> list[Block]:
 
 def _warnings(run: Run) -> list[Block]:
     messages = [str(e.get("message", "")) for e in run.of("warning")] + run.problems
-    messages += [w for w in [_zero_std_warning(run)] if w]
+    messages += [w for stage in _stages() for w in getattr(stage, "report_warnings", _none)(run)]
     return [Heading("Warnings"), Bullets(messages) if messages else Para("None.")]
 
 
-PLOTS = (
-    ("rft_loss.png", "rft", "loss", "RFT loss", None),
-    ("grpo_reward.png", "grpo", "reward", "GRPO reward (± reward_std)", "reward_std"),
-    ("grpo_kl.png", "grpo", "kl", "GRPO KL to reference", None),
-    ("grpo_loss.png", "grpo", "loss", "GRPO loss", None),
-    ("grpo_zero_std.png", "grpo", "frac_reward_zero_std", "GRPO share of zero-variance groups", None),
-)
+def _plots() -> list[tuple[str, Plot]]:
+    """(stage, plot) of every registered stage's plots, in run order."""
+    from ark_trainer.stages.registry import get_stage, stage_names_in_order
+
+    return [(name, plot) for name in stage_names_in_order() for plot in get_stage(name).plots]
 
 
 def _series(logs: list[dict[str, Any]], key: str, band: str | None) -> tuple[list[float], ...]:
     steps, values, spreads = [], [], []
     for i, log in enumerate(logs):
-        value = _num(log.get(key))
+        value = num(log.get(key))
         if value is None:
             continue
-        step = _num(log.get("step"))
+        step = num(log.get("step"))
         steps.append(step if step is not None else float(i))
         values.append(value)
-        spreads.append((_num(log.get(band)) or 0.0) if band else 0.0)
+        spreads.append((num(log.get(band)) or 0.0) if band else 0.0)
     return steps, values, spreads
 
 
@@ -448,7 +422,8 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
     from ark_trainer.glance import reward_range
 
     images = []
-    for filename, stage, key, title, band in PLOTS:
+    for stage, plot in _plots():
+        filename, key, title, band = plot.filename, plot.key, plot.title, plot.band
         steps, values, spreads = _series(run.metrics(stage), key, band)
         bounds = reward_range(run.metrics(stage)) if band else None  # a band never leaves the reward's range
         if not values:
@@ -462,11 +437,9 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
             low = [max(v - s, lo) for v, s in zip(values, spreads, strict=True)]
             high = [min(v + s, hi) for v, s in zip(values, spreads, strict=True)]
             ax.fill_between(steps, low, high, alpha=0.25, linewidth=0)
-        if key == "frac_reward_zero_std":  # a share: show it on 0..1 with the warning threshold
+        if plot.limit is not None:  # a share: show it on 0..1 with the warning threshold
             ax.set_ylim(-0.02, 1.02)
-            ax.axhline(
-                ZERO_STD_LIMIT, color="tab:red", linestyle="--", linewidth=1, label="warning threshold"
-            )
+            ax.axhline(plot.limit, color="tab:red", linestyle="--", linewidth=1, label="warning threshold")
             ax.legend(loc="lower right")
         ax.set(title=title, xlabel="step", ylabel=key)
         ax.grid(alpha=0.3)

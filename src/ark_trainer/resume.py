@@ -244,13 +244,14 @@ def _free_memory() -> None:
 
 def _diverged(monitor, stage: str, bad, lr: float, precision: str, cfg) -> None:
     """Stop the stage after the last rollback: one line naming the precision and the flags to change."""
-    from ark_trainer.bad_steps import LR_FLAGS, precision_fix
+    from ark_trainer.bad_steps import precision_fix
     from ark_trainer.guards import TrainingDiverged
+    from ark_trainer.stages.registry import lr_flags
 
     message = (
         f"{stage} step {bad.step}: {bad.what} was NaN/inf on {bad.streak} steps in a row (each skipped) "
         f"after {cfg.max_rollbacks} rollback(s) to the last checkpoint at lower learning rates (last "
-        f"{lr:g}); precision in use: {precision}. Lower {LR_FLAGS.get(stage, '--learning_rate')}"
+        f"{lr:g}); precision in use: {precision}. Lower {lr_flags().get(stage, '--learning_rate')}"
         f"{precision_fix(precision)}, check the data for extreme examples, or raise --max_bad_steps / "
         "--max_rollbacks; the stages that finished are in the report"
     )
@@ -286,7 +287,9 @@ def check_loadable(ckpt: Path) -> None:
 
 def check_checkpoints(out: Path) -> None:
     """Under ``--resume``: the checkpoint each stage would resume from loads safely (before anything is written)."""
-    for stage in ("rft", "grpo"):
+    from ark_trainer.stages.registry import stage_names_in_order
+
+    for stage in stage_names_in_order():
         ckpt = latest_complete(Path(out) / stage)
         if ckpt is not None:
             check_loadable(ckpt)
@@ -315,7 +318,11 @@ MAY_CHANGE = {
 
 
 def check_resume(cfg, out: Path) -> None:
-    """Decide whether this run continues the one in ``out``; sets ``cfg.resume``, or raises UserError."""
+    """Decide whether this run continues the one in ``out``; sets ``cfg.resume``, or raises UserError.
+
+    The strategy and steps of a resumed run come from its saved ``plan.json`` (``pipeline.prepare``), so an
+    auto run whose probe already chose is not probed again.
+    """
     from ark_trainer.config import load_yaml_config
 
     run_yaml = out / "run.yaml"
@@ -328,8 +335,11 @@ def check_resume(cfg, out: Path) -> None:
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
     changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
-    if changed and cfg.strategy == "auto":  # the plan resolved "auto" when the run was written
-        changed = [k for k in changed if k not in ("strategy", "rft_steps")]
+    if changed and cfg.strategy == "auto":  # run.yaml of an older version held the probe's choice
+        from ark_trainer.stages.registry import stages
+
+        chosen = {"strategy", *(s.steps_flag for s in stages().values() if s.steps_flag)}
+        changed = [k for k in changed if k not in chosen]
     if not cfg.resume and (changed or not Progress(out).anything_done()):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
@@ -340,9 +350,6 @@ def check_resume(cfg, out: Path) -> None:
             *(f"--resume: --{k}: {now.get(k)!r} differs from {before[k]!r} in {run_yaml}" for k in changed)
         )
     cfg.resume = True  # run_train logs it once logging is set up
-    if cfg.strategy == "auto" and before.get("strategy") not in (None, "auto"):
-        # the probe of the first attempt already chose; resuming must not probe (and maybe choose) again
-        cfg.strategy, cfg.rft_steps = before["strategy"], before.get("rft_steps", cfg.rft_steps)
 
 
 class Progress:
@@ -367,7 +374,9 @@ class Progress:
         return any(e.get("event") == event for e in self.events)
 
     def anything_done(self) -> bool:
-        if any(latest_complete(self.out / s) for s in ("rft", "grpo")):
+        from ark_trainer.stages.registry import stage_names_in_order
+
+        if any(latest_complete(self.out / s) for s in stage_names_in_order()):
             return True
         return any(e.get("event") == "stage_end" and e.get("status") == "ok" for e in self.events)
 
@@ -378,11 +387,6 @@ class Progress:
     def model_done(self, stage: str, folder: Path) -> bool:
         return self.stage_ok(stage) and (folder / "model.safetensors").is_file()
 
-    def rft_selection(self) -> list[dict] | None:
-        """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
-        path = self.out / "data" / "rft_scored.jsonl"
-        return read_jsonl(path) if self.has("rft_selection") and path.is_file() else None
-
 
 def _loads(line: str) -> dict | None:
     import json
@@ -391,14 +395,3 @@ def _loads(line: str) -> dict | None:
         return json.loads(line)
     except ValueError:
         return None
-
-
-def reselect(scored: list[dict], threshold: float, conversational: bool):
-    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`stages.rft.select` made it."""
-    from ark_trainer.stages.rft import select
-
-    extra = ("answers", "best", "worst")
-    rows = [{k: v for k, v in r.items() if k not in extra} for r in scored]
-    answers = [[(a["text"], a["source"]) for a in r["answers"]] for r in scored]
-    scores = [[{"total": a["reward"], "scores": a["scores"]} for a in r["answers"]] for r in scored]
-    return select(rows, answers, scores, threshold, conversational)

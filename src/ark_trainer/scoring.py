@@ -1,25 +1,183 @@
-"""``ark-trainer score``: a dry run of a grader spec on a data file, before hours of training depend on it.
+"""Scoring answers with the composite reward, in one place for every caller.
 
-Scores the answers a data file already holds, or answers a model generates for its prompts, with the
-composite reward, and summarises each grader: how often it applies, mean/std/min/max, a 10-bin histogram,
-and — what GRPO cares about — the share of prompts whose answers all get the same score (a group with
-zero variance gives GRPO no gradient). A grader that gives every answer the same score is flagged.
+- **sample N, score, select** (RFT): :func:`sample_and_select` samples ``--rft_num_samples`` answers per
+  prompt, adds the ones the row came with (``candidates``/``chosen``/``rejected``), scores them all with
+  :func:`score_completions` and keeps, by :func:`select`, each prompt's best answer at or above
+  ``--rft_min_reward`` (an SFT target) and its best/worst pair. The probe (``stages/probe.py``), the
+  evaluation (``evaluate.py``) and ``resume.reselect`` use the same functions, so no one imports a stage
+  to score.
+- **``ark-trainer score``**: a dry run of a grader spec on a data file, before hours of training depend on
+  it. Scores the answers a data file already holds, or answers a model generates for its prompts, and
+  summarises each grader: how often it applies, mean/std/min/max, a 10-bin histogram, and — what GRPO
+  cares about — the share of prompts whose answers all get the same score (a group with zero variance
+  gives GRPO no gradient). A grader that gives every answer the same score is flagged.
 
-Answers taken from a row (all of them, in this order): a trailing assistant turn of ``messages``,
-``completion``, ``candidates``/``answers``, ``response``/``output``, ``chosen``, ``rejected``.
+Answers ``score`` takes from a row (all of them, in this order): a trailing assistant turn of
+``messages``, ``completion``, ``candidates``/``answers``, ``response``/``output``, ``chosen``, ``rejected``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ark_trainer.config import TrainConfig
+from ark_trainer.distributed import ranks
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.fileio import write_jsonl
+from ark_trainer.generation import sample_prompts
+from ark_trainer.guards import unguarded
+from ark_trainer.monitor import Monitor
+from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
 from ark_trainer.rewards.graders import failures
 from ark_trainer.rewards.registry import SCORE_LIMIT
-from ark_trainer.stages.rft import score_completions
+from ark_trainer.stages.common import Runtime, is_conversational, model_prompt
+
+log = logging.getLogger("ark_trainer")
+
+SCORE_CHUNK = 64  # prompts scored per reward call
+
+
+def _given_answers(row: dict[str, Any]) -> list[tuple[str, str]]:
+    given = [(c, "candidate") for c in row.get("candidates", [])]
+    given += [(row[k], k) for k in ("chosen", "rejected") if row.get(k)]
+    return given
+
+
+def score_completions(
+    reward: CompositeReward, rows: list[dict], answers: list[list[str]]
+) -> list[list[dict]]:
+    """Score each row's answers in chunks; returns, per row, ``{total, scores}`` per answer."""
+    out: list[list[dict]] = []
+    for start in range(0, len(rows), SCORE_CHUNK):
+        chunk_rows, chunk_answers = rows[start : start + SCORE_CHUNK], answers[start : start + SCORE_CHUNK]
+        prompts, completions, columns = [], [], {}
+        names = sorted({k for r in chunk_rows for k in reward_columns(r)})
+        for row, texts in zip(chunk_rows, chunk_answers, strict=True):
+            for text in texts:
+                prompts.append(row["prompt"])
+                completions.append(text)
+                for name in names:
+                    columns.setdefault(name, []).append(row.get(name))
+        table = reward.score(prompts, completions, **columns)
+        i = 0
+        for texts in chunk_answers:
+            per_row = []
+            for _ in texts:
+                per_row.append({"total": table[TOTAL][i], "scores": {n: table[n][i] for n in reward.names}})
+                i += 1
+            out.append(per_row)
+    return out
+
+
+@dataclass
+class Selection:
+    scored: list[dict]
+    sft_rows: list[dict]
+    pairs: list[dict]
+    stats: dict[str, Any]
+
+
+def select(
+    rows: list[dict],
+    answers: list[list[tuple[str, str]]],
+    scores: list[list[dict]],
+    threshold: float,
+    conversational: bool,
+) -> Selection:
+    """Keep each prompt's best answer at or above ``threshold``; pair best with worst when they differ."""
+    scored, sft_rows, pairs, bests, alls = [], [], [], [], []
+    for row, row_answers, row_scores in zip(rows, answers, scores, strict=True):
+        items = [
+            {"text": text, "source": source, "reward": s["total"], "scores": s["scores"]}
+            for (text, source), s in zip(row_answers, row_scores, strict=True)
+        ]
+        ranked = [i for i in range(len(items)) if items[i]["reward"] is not None]
+        ranked.sort(key=lambda i: items[i]["reward"], reverse=True)
+        cols = reward_columns(row)
+        record = {"prompt": row["prompt"], **cols, "answers": items}
+        if ranked:
+            best, worst = items[ranked[0]], items[ranked[-1]]
+            record.update(best=ranked[0], worst=ranked[-1])
+            bests.append(best["reward"])
+            alls += [items[i]["reward"] for i in ranked]
+            if best["reward"] >= threshold:
+                sft_rows.append(
+                    {
+                        "prompt": model_prompt(row["prompt"], conversational),
+                        "completion": [{"role": "assistant", "content": best["text"]}]
+                        if conversational
+                        else best["text"],
+                    }
+                )
+            if best["reward"] > worst["reward"]:
+                pairs.append(
+                    {
+                        "prompt": row["prompt"],
+                        "chosen": best["text"],
+                        "rejected": worst["text"],
+                        "chosen_reward": best["reward"],
+                        "rejected_reward": worst["reward"],
+                        **cols,
+                    }
+                )
+        scored.append(record)
+    stats = {
+        "n_prompts": len(rows),
+        "n_scored": len(alls),
+        "n_selected": len(sft_rows),
+        "n_pairs": len(pairs),
+        "mean_best": round(sum(bests) / len(bests), 4) if bests else None,
+        "mean_all": round(sum(alls) / len(alls), 4) if alls else None,
+        "threshold": threshold,
+    }
+    return Selection(scored, sft_rows, pairs, stats)
+
+
+def sample_and_select(
+    cfg: TrainConfig,
+    rt: Runtime,
+    monitor: Monitor,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    data_dir: Path,
+) -> Selection:
+    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
+
+    Under several processes each samples and scores its own slice of the prompts; the slices are gathered
+    and every process selects from the same full list (``ark_trainer.distributed``).
+    """
+    dist = ranks()
+    mine = dist.shard(rows)
+    with monitor.stage("rft_sampling", total=len(mine)):
+        samples, tok = sample_prompts(
+            cfg,
+            rt,
+            model_path,
+            [r["prompt"] for r in mine],
+            seed=cfg.seed + dist.index,
+            on_batch=monitor.progress,
+        )
+        answers = [
+            _given_answers(r) + [(s, "sample") for s in row_samples]
+            for r, row_samples in zip(mine, samples, strict=True)
+        ]
+        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
+        answers, scores = dist.gather(answers), dist.gather(scores)
+        sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
+    if dist.is_main:
+        write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
+        write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
+    monitor.event("rft_selection", **sel.stats)
+    log.info("RFT selection: %(n_selected)s of %(n_prompts)s prompts kept, %(n_pairs)s pairs", sel.stats)
+    return sel
+
+
+# --- ark-trainer score: per-grader summaries ---
 
 ANSWER_COLUMNS = ("response", "output")
 BARS = " ▁▂▃▄▅▆▇█"
@@ -108,7 +266,7 @@ def summarise(name: str, weight: float | None, per_row: list[list[float | None]]
 def judge_stats(reward: CompositeReward) -> dict[str, dict[str, int]]:
     """Counters of every LLM judge (top level or inside a multi grader), by name."""
     out: dict[str, dict[str, int]] = {}
-    stack = [c.fn for c in reward.components]
+    stack = [unguarded(c.fn) for c in reward.components]
     while stack:
         fn = stack.pop()
         if isinstance(getattr(fn, "stats", None), dict):
@@ -132,11 +290,18 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
     ]
     judges = judge_stats(reward)
     warnings = [w for s in summaries if s.name != TOTAL for w in s.warnings]
+    skips = getattr(reward, "guard_stats", None) or {}
     for comp in reward.components:
-        failed, reason = failures(comp.fn)
+        failed, reason = failures(unguarded(comp.fn))
         if failed:
             warnings.append(
                 f"grader {comp.name!r}: {failed} answers not graded ({reason}); counted as not applicable"
+            )
+        if skips.get(comp.name, 0) > failed:  # the guard skipped more: the grader raised or timed out
+            warnings.append(
+                f"grader {comp.name!r}: {skips[comp.name] - failed} answers skipped, as train would skip them "
+                f"(it raised, or took longer than --reward_timeout; first: {skips.first[comp.name]}); counted "
+                "as not applicable"
             )
     for name, count in reward.rejected.items():
         warnings.append(
@@ -189,3 +354,12 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
         d["constant"] = s.applicable >= 2 and s.max is not None and s.max - s.min < 1e-9
         graders[s.name] = d
     return {"graders": graders, "judges": result["judges"], "warnings": result["warnings"]}
+
+
+def reselect(scored: list[dict], threshold: float, conversational: bool) -> Selection:
+    """Rebuild the RFT selection from ``rft_scored.jsonl`` exactly as :func:`select` made it (resume)."""
+    extra = ("answers", "best", "worst")
+    rows = [{k: v for k, v in r.items() if k not in extra} for r in scored]
+    answers = [[(a["text"], a["source"]) for a in r["answers"]] for r in scored]
+    scores = [[{"total": a["reward"], "scores": a["scores"]} for a in r["answers"]] for r in scored]
+    return select(rows, answers, scores, threshold, conversational)

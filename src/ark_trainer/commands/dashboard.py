@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
+
+from ark_trainer.commands.args import add_command, opt
+
+
+@dataclass
+class DashboardOptions:
+    runs: list[str] = opt(
+        help="run folders or folders holding runs (default: .)",
+        default_factory=lambda: ["."],
+        positional=True,
+        nargs="*",
+    )
+    port: int = opt(8765, "port on 127.0.0.1 (default: 8765; 0 = any free)")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser(
+    add_command(
+        sub,
         "dashboard",
+        DashboardOptions,
+        _dashboard,
         help="a local web page with live curves, stage timeline, evals and diagnosis of runs",
         description="Serve a web page on http://127.0.0.1:PORT that lists the runs under RUNS (run folders, "
         "or folders holding runs) with their heartbeat status and shows, per run, live training curves, "
         "the stage timeline, evaluation tables, example answers and the diagnosis. It updates while the "
         "run trains, without reloading. Works offline. Ctrl-C stops it.",
     )
-    parser.add_argument(
-        "runs", nargs="*", default=["."], help="run folders or folders holding runs (default: .)"
-    )
-    parser.add_argument(
-        "--port", type=int, default=8765, help="port on 127.0.0.1 (default: 8765; 0 = any free)"
-    )
-    parser.set_defaults(func=_dashboard)
 
 
-def _dashboard(args: argparse.Namespace) -> int:
+def _dashboard(args: DashboardOptions) -> int:
     from ark_trainer.dashboard.server import make_server
     from ark_trainer.errors import UserError
 

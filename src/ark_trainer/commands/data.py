@@ -8,35 +8,31 @@ secrets and personal data are scrubbed before anything is written, and the file 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.commands.args import add_command, add_command_group, opt
 from ark_trainer.errors import UserError
 
 
+@dataclass
+class CollectOptions:
+    openclaw: bool = opt(False, "collect from OpenClaw (the only source for now)", switch=True)
+    agent: str | None = opt(None, "OpenClaw agent id (default: OpenClaw's default agent)")
+    since: str | None = opt(None, "only messages from this date on (YYYY-MM-DD or ISO time)")
+    output: str = opt(None, "the JSONL file to write", required=True, aliases=("-o",))
+
+
 def register(sub) -> None:
-    data = sub.add_parser("data", help="data tools: collect OpenClaw conversations as training JSONL")
-    actions = data.add_subparsers(dest="data_command", metavar="ACTION")
-    collect = actions.add_parser("collect", help="OpenClaw sessions -> scrubbed training JSONL")
-    collect.add_argument(
-        "--openclaw", action="store_true", help="collect from OpenClaw (the only source for now)"
+    actions = add_command_group(
+        sub, "data", help="data tools: collect OpenClaw conversations as training JSONL"
     )
-    collect.add_argument(
-        "--agent", default=None, help="OpenClaw agent id (default: OpenClaw's default agent)"
+    add_command(
+        actions, "collect", CollectOptions, _cmd_collect, help="OpenClaw sessions -> scrubbed training JSONL"
     )
-    collect.add_argument(
-        "--since", default=None, help="only messages from this date on (YYYY-MM-DD or ISO time)"
-    )
-    collect.add_argument("-o", "--output", required=True, help="the JSONL file to write")
-    collect.set_defaults(func=_cmd_collect)
-    data.set_defaults(func=lambda args: _usage(data))
 
 
-def _usage(parser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _cmd_collect(args) -> int:
+def _cmd_collect(args: CollectOptions) -> int:
     from ark_trainer.openclaw import cli
     from ark_trainer.openclaw.collect import collect, write_rows
 

@@ -6,31 +6,37 @@ config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_tra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.commands.args import add_command, opt
 from ark_trainer.errors import UserError
 
 
+@dataclass
+class DeployOptions:
+    out: str | None = opt(None, "a run's --output_dir (holds model/)", positional=True, nargs="?")
+    agent: str | None = opt(None, "OpenClaw agent id (default: every agent, agents.defaults)")
+    port: int | None = opt(None, "server port on 127.0.0.1 (default: a free one)")
+    status: bool = opt(False, "show the deployment (latest, or OUT's)", switch=True, exclusive="action")
+    stop: bool = opt(False, "stop the model server (config unchanged)", switch=True, exclusive="action")
+    rollback: bool = opt(
+        False, "restore the config byte for byte, stop the server", switch=True, exclusive="action"
+    )
+    force: bool = opt(False, "with --rollback: restore even if the config changed since", switch=True)
+
+
 def register(sub) -> None:
-    p = sub.add_parser(
-        "deploy", help="serve OUT/model and make it the OpenClaw agent's model (with rollback)"
+    add_command(
+        sub,
+        "deploy",
+        DeployOptions,
+        _cmd_deploy,
+        help="serve OUT/model and make it the OpenClaw agent's model (with rollback)",
     )
-    p.add_argument("out", nargs="?", default=None, help="a run's --output_dir (holds model/)")
-    p.add_argument("--agent", default=None, help="OpenClaw agent id (default: every agent, agents.defaults)")
-    p.add_argument("--port", type=int, default=None, help="server port on 127.0.0.1 (default: a free one)")
-    action = p.add_mutually_exclusive_group()
-    action.add_argument("--status", action="store_true", help="show the deployment (latest, or OUT's)")
-    action.add_argument("--stop", action="store_true", help="stop the model server (config unchanged)")
-    action.add_argument(
-        "--rollback", action="store_true", help="restore the config byte for byte, stop the server"
-    )
-    p.add_argument(
-        "--force", action="store_true", help="with --rollback: restore even if the config changed since"
-    )
-    p.set_defaults(func=_cmd_deploy)
 
 
-def _cmd_deploy(args) -> int:
+def _cmd_deploy(args: DeployOptions) -> int:
     from ark_trainer.openclaw import deploy
 
     if args.status:

@@ -2,29 +2,39 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+
+from ark_trainer.commands.args import add_command, opt
+
+
+@dataclass
+class DiagnoseOptions:
+    run_dir: str = opt(
+        None, "the --output_dir of a run (finished, failed, killed or running)", positional=True
+    )
+    json: bool = opt(
+        False,
+        'print {"status", "findings": [{"code", "severity", "stage", "evidence", "fix"}]}',
+        switch=True,
+    )
 
 
 def register(sub) -> None:
-    parser = sub.add_parser(
+    add_command(
+        sub,
         "diagnose",
+        DiagnoseOptions,
+        _diagnose,
         help="diagnose a run folder: findings, most severe first, each with evidence and the fix",
         description="Read a run folder (events.jsonl, heartbeat.json, run.yaml, checkpoints, eval/*.json, "
         "train.log) and print what went wrong, most severe first, with the evidence (steps, values) and the "
         "fix (a flag and a value, or the resume command). Exit code 0 when nothing is above info, 1 otherwise.",
     )
-    parser.add_argument("run_dir", help="the --output_dir of a run (finished, failed, killed or running)")
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help='print {"status", "findings": [{"code", "severity", "stage", "evidence", "fix"}]}',
-    )
-    parser.set_defaults(func=_diagnose)
 
 
-def _diagnose(args: argparse.Namespace) -> int:
+def _diagnose(args: DiagnoseOptions) -> int:
     from ark_trainer.diagnose import diagnose, render_text, to_json, worst
     from ark_trainer.errors import UserError
 

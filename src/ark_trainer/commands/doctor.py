@@ -7,20 +7,30 @@ is documented in :mod:`ark_trainer.openclaw.doctor`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+
+from ark_trainer.commands.args import add_command, opt
+
+
+@dataclass
+class DoctorOptions:
+    json: bool = opt(False, "machine-readable output (schema ark-trainer.doctor/1)", switch=True)
+    model_path: str | None = opt(None, "size the disk check for this model")
+    output_dir: str | None = opt(None, "check free disk where the run will write (default: .)")
+    save_total_limit: int = opt(2, "checkpoints kept per stage (default: 2)")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("doctor", help="check the environment: Python, torch, CUDA, disk, libraries, OpenClaw")
-    p.add_argument(
-        "--json", action="store_true", help="machine-readable output (schema ark-trainer.doctor/1)"
+    add_command(
+        sub,
+        "doctor",
+        DoctorOptions,
+        _cmd_doctor,
+        help="check the environment: Python, torch, CUDA, disk, libraries, OpenClaw",
     )
-    p.add_argument("--model_path", default=None, help="size the disk check for this model")
-    p.add_argument("--output_dir", default=None, help="check free disk where the run will write (default: .)")
-    p.add_argument("--save_total_limit", type=int, default=2, help="checkpoints kept per stage (default: 2)")
-    p.set_defaults(func=_cmd_doctor)
 
 
-def _cmd_doctor(args) -> int:
+def _cmd_doctor(args: DoctorOptions) -> int:
     from ark_trainer.openclaw.doctor import format_text, run_checks, to_json
 
     checks = run_checks(args.output_dir, args.model_path, args.save_total_limit)

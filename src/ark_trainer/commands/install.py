@@ -1,4 +1,4 @@
-"""``ark-trainer install [--gpu] [--openclaw] [--dry-run]``: install what training needs, in one step.
+"""``ark-trainer install [--gpu] [--openclaw] [--dry_run]``: install what training needs, in one step.
 
 - always: the pinned Python dependencies (``requirements.txt`` of the checkout, then ark-trainer itself
   in editable mode; outside a checkout ``pip install ark-trainer``);
@@ -6,7 +6,7 @@
   DeepSpeed with torch held at that version (pip refuses rather than swapping torch);
 - ``--openclaw``: Node 24 and OpenClaw from npm into the tools folder (``.tools/`` of the checkout), the
   same steps and pins as ``scripts/setup_openclaw.sh``;
-- ``--dry-run``: print the exact commands, run nothing.
+- ``--dry_run`` (or ``--dry-run``): print the exact commands, run nothing.
 """
 
 from __future__ import annotations
@@ -16,23 +16,32 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.commands.args import add_command, opt
 from ark_trainer.errors import UserError
 
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cu128"
 GPU_EXTRAS = ("vllm", "deepspeed")
 
 
+@dataclass
+class InstallOptions:
+    gpu: bool = opt(False, "CUDA torch, vLLM and DeepSpeed", switch=True)
+    openclaw: bool = opt(False, "also Node 24 + OpenClaw from npm into .tools/", switch=True)
+    dry_run: bool = opt(False, "print the commands, run nothing", switch=True, aliases=("--dry-run",))
+    torch_index: str = opt(DEFAULT_TORCH_INDEX, "pip index of the CUDA torch build")
+
+
 def register(sub) -> None:
-    p = sub.add_parser(
-        "install", help="install the training dependencies (CPU or GPU) and optionally OpenClaw"
+    add_command(
+        sub,
+        "install",
+        InstallOptions,
+        _cmd_install,
+        help="install the training dependencies (CPU or GPU) and optionally OpenClaw",
     )
-    p.add_argument("--gpu", action="store_true", help="CUDA torch, vLLM and DeepSpeed")
-    p.add_argument("--openclaw", action="store_true", help="also Node 24 + OpenClaw from npm into .tools/")
-    p.add_argument("--dry-run", dest="dry_run", action="store_true", help="print the commands, run nothing")
-    p.add_argument("--torch_index", default=DEFAULT_TORCH_INDEX, help="pip index of the CUDA torch build")
-    p.set_defaults(func=_cmd_install)
 
 
 def checkout_root() -> Path | None:
@@ -121,7 +130,7 @@ def run_step(step: dict) -> None:
         raise UserError(f"install: `{describe(step)}` failed (exit {code})")
 
 
-def _cmd_install(args) -> int:
+def _cmd_install(args: InstallOptions) -> int:
     from ark_trainer.openclaw.cli import tools_dir
 
     steps = python_steps(args.gpu, args.torch_index)

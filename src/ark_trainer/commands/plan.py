@@ -15,44 +15,49 @@ request names an OpenClaw agent (当前Agent, agent main) ``run`` first collects
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass
 
+from ark_trainer.commands.args import add_command, opt
 from ark_trainer.errors import UserError
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("request", help="what to train, in Chinese or English (quote it)")
-    parser.add_argument("--model_path", default=None, help="base model folder (overrides the request)")
-    parser.add_argument("--data_path", default=None, help="training data JSONL (overrides the request)")
-    parser.add_argument("--output_dir", default=None, help="run folder (overrides the request)")
-    parser.add_argument(
-        "--config", default=None, help="YAML of train flags as defaults; what the request says overrides them"
+@dataclass
+class PlanOptions:
+    request: str = opt(None, "what to train, in Chinese or English (quote it)", positional=True)
+    model_path: str | None = opt(None, "base model folder (overrides the request)")
+    data_path: str | None = opt(None, "training data JSONL (overrides the request)")
+    output_dir: str | None = opt(None, "run folder (overrides the request)")
+    config: str | None = opt(None, "YAML of train flags as defaults; what the request says overrides them")
+    json: bool = opt(False, "print JSON instead of YAML", switch=True)
+    llm_base_url: str | None = opt(
+        None,
+        "OpenAI-compatible server (…/v1) that fills the config instead of the built-in rules",
+        aliases=("--llm-base-url",),
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of YAML")
-    parser.add_argument(
-        "--llm-base-url",
-        dest="llm_base_url",
-        default=None,
-        help="OpenAI-compatible server (…/v1) that fills the config instead of the built-in rules",
-    )
-    parser.add_argument("--llm-model", dest="llm_model", default=None, help="model name for --llm-base-url")
+    llm_model: str | None = opt(None, "model name for --llm_base_url", aliases=("--llm-model",))
+
+
+@dataclass
+class RunOptions(PlanOptions):
+    yes: bool = opt(False, "start without asking", switch=True, aliases=("-y",))
 
 
 def register(sub) -> None:
-    plan = sub.add_parser(
-        "plan", help='turn a request ("RFT+GRPO on my QC agent, 1000 steps") into a run config'
+    add_command(
+        sub,
+        "plan",
+        PlanOptions,
+        cmd_plan,
+        help='turn a request ("RFT+GRPO on my QC agent, 1000 steps") into a run config',
     )
-    _add_common(plan)
-    plan.set_defaults(func=cmd_plan)
-    run = sub.add_parser("run", help="plan a request, show it, confirm (or --yes), and train")
-    _add_common(run)
-    run.add_argument("--yes", "-y", action="store_true", help="start without asking")
-    run.set_defaults(func=cmd_run)
+    add_command(
+        sub, "run", RunOptions, cmd_run, help="plan a request, show it, confirm (or --yes), and train"
+    )
 
 
-def _plan(args: argparse.Namespace):
+def _plan(args: PlanOptions):
     from ark_trainer.nl.plan import make_plan
 
     overrides = {
@@ -71,12 +76,12 @@ def _show(plan, as_json: bool) -> None:
         print(plan.as_yaml(), end="")
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
+def cmd_plan(args: PlanOptions) -> int:
     _show(_plan(args), args.json)
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: RunOptions) -> int:
     plan = _plan(args)
     _show(plan, args.json)
     if plan.missing:

@@ -8,21 +8,30 @@ then shows it ready once ``ark-trainer`` is on PATH (the skill's ``requires.bins
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.commands.args import add_command, add_command_group, opt
 from ark_trainer.errors import UserError
 
 
+@dataclass
+class SkillInstallOptions:
+    workspace: str | None = opt(None, "an agent workspace (default: the shared skills folder)")
+    force: bool = opt(False, "replace a SKILL.md that differs", switch=True)
+
+
 def register(sub) -> None:
-    p = sub.add_parser("skill", help="the OpenClaw skill that teaches an agent to drive ark-trainer")
-    actions = p.add_subparsers(dest="skill_command", metavar="ACTION")
-    install = actions.add_parser("install", help="copy SKILL.md where OpenClaw looks for skills")
-    install.add_argument(
-        "--workspace", default=None, help="an agent workspace (default: the shared skills folder)"
+    actions = add_command_group(
+        sub, "skill", help="the OpenClaw skill that teaches an agent to drive ark-trainer"
     )
-    install.add_argument("--force", action="store_true", help="replace a SKILL.md that differs")
-    install.set_defaults(func=_cmd_install)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    add_command(
+        actions,
+        "install",
+        SkillInstallOptions,
+        _cmd_install,
+        help="copy SKILL.md where OpenClaw looks for skills",
+    )
 
 
 def skill_source() -> Path:
@@ -42,7 +51,7 @@ def install_skill(workspace: str | None = None, force: bool = False) -> Path:
     return target
 
 
-def _cmd_install(args) -> int:
+def _cmd_install(args: SkillInstallOptions) -> int:
     target = install_skill(args.workspace, args.force)
     print(f"installed the ark-trainer skill: {target}")
     print("check it with: openclaw skills list   (needs ark-trainer on PATH to show as ready)")

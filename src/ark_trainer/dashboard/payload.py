@@ -14,7 +14,7 @@ from typing import Any
 
 RUN_MARKERS = ("events.jsonl", "heartbeat.json", "run.yaml")
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
-SKIP_DIRS = {"checkpoint", "model", "logs", "data", "eval", "plots", "rft", "grpo", "base_model"}
+SKIP_DIRS = {"checkpoint", "model", "logs", "data", "eval", "plots", "base_model"}  # and each stage's folder
 EVAL_KEYS = ("n", "reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
 MAX_EXAMPLES = 4
 
@@ -43,8 +43,11 @@ def _scan(folder: Path, depth: int) -> list[Path]:
         children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return []
+    from ark_trainer.stages.registry import stage_names_in_order
+
+    skip = SKIP_DIRS | set(stage_names_in_order())
     for child in children:
-        if child.name not in SKIP_DIRS and not child.name.startswith("checkpoint-"):
+        if child.name not in skip and not child.name.startswith("checkpoint-"):
             runs += _scan(child, depth - 1)
     return runs
 

@@ -22,7 +22,9 @@ def _errors(run: RunData, pattern: re.Pattern) -> list[dict]:
 
 
 def _checkpoint_note(run: RunData) -> str:
-    found = [latest_complete(run.out / stage) for stage in ("grpo", "rft")]
+    from ark_trainer.stages.registry import stage_names_in_order
+
+    found = [latest_complete(run.out / stage) for stage in reversed(stage_names_in_order())]
     newest = next((p for p in found if p is not None), None)
     return f"; it continues from {newest.relative_to(run.out)}" if newest else ""
 

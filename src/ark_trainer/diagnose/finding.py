@@ -43,8 +43,11 @@ RERUN = "rerun with it into a new --output_dir (or the same one with --overwrite
 
 
 def lr_flag(stage: str) -> str:
-    """The learning-rate flag of a training stage (``rft`` → ``rft_learning_rate``)."""
-    return f"{stage}_learning_rate" if stage in ("rft", "grpo") else "grpo_learning_rate"
+    """The learning-rate flag of a training stage (``rft`` → ``rft_learning_rate``); the last stage's otherwise."""
+    from ark_trainer.stages.registry import lr_flags, stage_names_in_order
+
+    flags = lr_flags()
+    return flags.get(stage, flags[stage_names_in_order()[-1]]).removeprefix("--")
 
 
 def lower(value: Any, factor: float = 10.0, fallback: float = 1e-6) -> str:

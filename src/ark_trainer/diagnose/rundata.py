@@ -15,8 +15,6 @@ from typing import Any
 
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
 
-KNOWN_EVALS = ("base", "rft", "grpo")
-
 
 @dataclass
 class RunData:
@@ -134,7 +132,9 @@ def _events(path: Path) -> list[dict[str, Any]]:
 def _evals(out: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """eval/<name>.json, ordered as the run's ``eval`` events were (base first), then the known names."""
     order = [str(e.get("model")) for e in events if e.get("event") == "eval" and e.get("model")]
-    names = list(dict.fromkeys([*order, *KNOWN_EVALS]))
+    from ark_trainer.stages.registry import stage_names_in_order
+
+    names = list(dict.fromkeys([*order, "base", *stage_names_in_order()]))
     evals = {}
     for name in names:
         data = _mapping(out / "eval" / f"{name}.json")

@@ -119,12 +119,11 @@ def _run_reward(flags: dict[str, Any]):
     if not data or not Path(str(data)).is_file():
         return None
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.pipeline import build_reward
+    from ark_trainer.rewards.builder import build_reward
 
     rows = load_jsonl(str(data), "--data_path")
-    keys = ("reward_config", "rm_model_path", "rm_weight")
-    cfg = TrainConfig(**{k: flags[k] for k in keys if k in flags})
-    return build_reward(cfg, rows, "cpu")
+    # weights={}: the spec's own weights; the request's objectives are mapped onto these names
+    return build_reward(flags, rows, "cpu", weights={}, guarded=False)
 
 
 def make_plan(
@@ -182,7 +181,22 @@ def make_plan(
     reward = _run_reward(cfg.flag_items()) if llm_base_url or reward is None else reward
     reward = None if notes else reward
     if reward is not None:
-        from ark_trainer.nl.weights import apply_reward_weights
+        from ark_trainer.nl.weights import parse_weights
+        from ark_trainer.rewards.builder import reweigh
 
-        apply_reward_weights(reward, cfg.reward_weights)  # unknown reward names fail here, not mid-run
+        reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
+    cfg = _spell_out_steps(cfg)
     return Plan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
+
+
+def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
+    """The proposed config with every stage's steps flag spelled out as the run's plan resolves it
+    (``plan.py``): the user sees 333 RFT steps rather than an empty default. A new config; ``cfg`` is kept."""
+    import dataclasses
+
+    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.registry import stages
+
+    plan = resolve_plan(cfg)
+    values = {s.steps_flag: plan.steps(n) for n, s in stages().items() if s.steps_flag}
+    return dataclasses.replace(cfg, **{k: v for k, v in values.items() if getattr(cfg, k) is None})

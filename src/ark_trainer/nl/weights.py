@@ -1,14 +1,14 @@
-"""``--reward_weights name=weight,...``: re-weight the components of a built composite reward by name.
+"""``--reward_weights name=weight,...``: how much each named component of the composite reward counts.
 
 A natural-language request ("优化合规性与用户满意度") names objectives, not a reward spec file; the plan turns
 them into this flag so the run keeps the preset's graders and only changes how much each one counts::
 
     ark-trainer-inner train ... --reward_weights qc_compliance=1,qc_satisfaction=1
+
+The reward builder (``rewards/builder.py``) gives the weights to the components as it builds the reward.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ark_trainer.errors import UserError
 
@@ -36,21 +36,3 @@ def parse_weights(text: str) -> dict[str, float]:
 
 def format_weights(weights: dict[str, float]) -> str:
     return ",".join(f"{name}={weight:g}" for name, weight in weights.items())
-
-
-def apply_reward_weights(reward: Any, text: str) -> None:
-    """Set the weight of each named component of ``reward`` (a CompositeReward) in place."""
-    weights = parse_weights(text)
-    if not weights:
-        return
-    by_name = {c.name: c for c in reward.components}
-    unknown = [name for name in weights if name not in by_name]
-    if unknown:
-        raise UserError(
-            f"{FLAG}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are "
-            f"{', '.join(by_name)}"
-        )
-    for name, weight in weights.items():
-        by_name[name].weight = weight
-    if sum(c.weight for c in reward.components) <= 0:
-        raise UserError(f"{FLAG}: at least one reward needs a weight > 0")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.rewards.composite import CompositeReward, reward_columns
 from ark_trainer.rewards.graders import applies
 
 SAMPLE_ROWS = 32
@@ -29,8 +29,6 @@ HINT = (
 
 def sample_batch(rows: Sequence[dict], n: int = SAMPLE_ROWS) -> tuple[list, list[str], dict[str, list]]:
     """Prompts, one answer each and the reward columns of up to ``n`` rows spread over the data."""
-    from ark_trainer.stages.rft import reward_columns
-
     picked = list(rows[:: max(1, len(rows) // n)])[:n]
     names = sorted({k for r in picked for k in reward_columns(r)})
     columns = {k: [r.get(k) for r in picked] for k in names}

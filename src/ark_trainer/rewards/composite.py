@@ -36,6 +36,7 @@ from ark_trainer.rewards.registry import SCORE_LIMIT, RewardFn, as_score, comple
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
 TOTAL = "total"
+NON_COLUMNS = ("prompt", "candidates", "chosen", "rejected", "_line")  # a row's fields that are no column
 log = logging.getLogger("ark_trainer")
 
 
@@ -45,6 +46,11 @@ class Component:
     fn: RewardFn
     weight: float
     params: dict[str, Any] = field(default_factory=dict)
+
+
+def reward_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's extra columns, as the reward functions receive them."""
+    return {k: v for k, v in row.items() if k not in NON_COLUMNS}
 
 
 def preset_path(name: str) -> Path:

@@ -61,22 +61,36 @@ from ark_trainer.errors import UserError
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
-KINDS = ("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi")
 ALIASES = {"score_model": "llm_judge"}
 _META = ("__line__", "__keylines__")
-FIELDS = {
-    "rule": {"rule", "params"},
-    "string_check": {"input", "reference", "operation"},
-    "regex": {"input", "pattern", "expect", "ignore_case", "timeout"},
-    "text_similarity": {"input", "reference", "evaluation_metric", "pass_threshold"},
-    "reward_model": {"model_path", "device", "batch_size", "max_length"},
-    "llm_judge": {
-        *("model", "base_url", "api_key_env", "input", "rubric", "system", "range", "temperature"),
-        *("max_tokens", "timeout", "max_retries", "backoff", "concurrency", "cache", "on_failure"),
-    },
-    "python": {"function", "source"},
-    "multi": {"graders", "calculate_output", "weights"},
-}
+
+
+@dataclass(frozen=True)
+class GraderKind:
+    """A grader ``type:``: the keys its entries may have, and the builder that makes its reward function."""
+
+    name: str
+    fields: frozenset[str]
+    build: Callable[[_Entry, str], Callable]
+
+
+KINDS: dict[str, GraderKind] = {}
+
+
+def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
+    """Decorator: register ``build(entry, name) -> reward function`` as grader type ``name``.
+
+    A kind is one function: its allowed keys sit next to its builder, and a second registration of a name
+    (or of an alias) is refused, as :func:`~ark_trainer.rewards.registry.register_reward` refuses one.
+    """
+
+    def decorator(build: Callable[[_Entry, str], Callable]) -> Callable[[_Entry, str], Callable]:
+        if name in KINDS or name in ALIASES:
+            raise ValueError(f"a grader type named {name!r} is already registered; pick another name")
+        KINDS[name] = GraderKind(name, frozenset(fields), build)
+        return build
+
+    return decorator
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -242,14 +256,14 @@ def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Call
     kind = ALIASES.get(kind, kind)
     if kind not in KINDS:
         raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(KINDS)}")
-    allowed = FIELDS[kind] | allowed_extra | {"type", *_META}
+    spec = KINDS[kind]
+    allowed = spec.fields | allowed_extra | {"type", *_META}
     unknown = [k for k in entry.data if k not in allowed]
     for key in unknown:
         entry.fail(
-            key, f"unknown key for a {kind} grader; use {', '.join(sorted(FIELDS[kind] | allowed_extra))}"
+            key, f"unknown key for a {kind} grader; use {', '.join(sorted(spec.fields | allowed_extra))}"
         )
-    builder = BUILDERS[kind]
-    fn = builder(entry, name)
+    fn = spec.build(entry, name)
     if unknown:
         raise _Bad()
     if kind == "rule" and getattr(fn, "__name__", None) != name:
@@ -265,9 +279,10 @@ def _renamed(fn: Callable, name: str) -> Callable:
     return reward
 
 
-# --- one builder per kind ---
+# --- one builder per kind, registered with its keys (a new kind: one decorated function here) ---
 
 
+@grader_kind("rule", {"rule", "params"})
 def _rule(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.registry import get_reward
 
@@ -281,6 +296,7 @@ def _rule(entry: _Entry, name: str) -> Callable:
         raise _Bad() from None
 
 
+@grader_kind("string_check", {"input", "reference", "operation"})
 def _string_check(entry: _Entry, name: str) -> Callable:
     return g.StringCheck(
         name,
@@ -290,6 +306,7 @@ def _string_check(entry: _Entry, name: str) -> Callable:
     )
 
 
+@grader_kind("regex", {"input", "pattern", "expect", "ignore_case", "timeout"})
 def _regex(entry: _Entry, name: str) -> Callable:
     text = entry.get("pattern", str, required=True)
     flags = regex.V0 | (regex.IGNORECASE if entry.get("ignore_case", bool, False) else 0)  # V0: re's syntax
@@ -306,6 +323,7 @@ def _regex(entry: _Entry, name: str) -> Callable:
     )
 
 
+@grader_kind("text_similarity", {"input", "reference", "evaluation_metric", "pass_threshold"})
 def _text_similarity(entry: _Entry, name: str) -> Callable:
     metric = entry.get("evaluation_metric", str, required=True)
     if metric in NEEDS_DOWNLOAD:
@@ -326,6 +344,7 @@ def _text_similarity(entry: _Entry, name: str) -> Callable:
     )
 
 
+@grader_kind("reward_model", {"model_path", "device", "batch_size", "max_length"})
 def _reward_model(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.reward_model import check_reward_model_dir
 
@@ -347,12 +366,20 @@ def _reward_model(entry: _Entry, name: str) -> Callable:
     )
 
 
+@grader_kind(
+    "llm_judge",
+    {
+        *("model", "base_url", "api_key_env", "input", "rubric", "system", "range", "temperature"),
+        *("max_tokens", "timeout", "max_retries", "backoff", "concurrency", "cache", "on_failure"),
+    },
+)
 def _llm_judge(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.llm_judge import build_judge
 
     return build_judge(entry, name)
 
 
+@grader_kind("python", {"function", "source"})
 def _python(entry: _Entry, name: str) -> Callable:
     if entry.has("function") == entry.has("source"):
         raise entry.fail(
@@ -388,6 +415,7 @@ def _python(entry: _Entry, name: str) -> Callable:
     return g.PythonGrader(name, fn, entry.where(key))
 
 
+@grader_kind("multi", {"graders", "calculate_output", "weights"})
 def _multi(entry: _Entry, name: str) -> Callable:
     subs = entry.get("graders", dict, required=True)
     raw = entry.data["graders"]
@@ -424,15 +452,3 @@ def _multi(entry: _Entry, name: str) -> Callable:
         if sum(weights.values()) <= 0:
             raise entry.fail("weights", "at least one weight must be > 0")
     return g.MultiGrader(name, built, formula, weights)
-
-
-BUILDERS: dict[str, Callable[[_Entry, str], Callable]] = {
-    "rule": _rule,
-    "string_check": _string_check,
-    "regex": _regex,
-    "text_similarity": _text_similarity,
-    "reward_model": _reward_model,
-    "llm_judge": _llm_judge,
-    "python": _python,
-    "multi": _multi,
-}

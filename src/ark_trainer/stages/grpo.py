@@ -9,13 +9,14 @@ the share of groups with zero reward variance (``frac_reward_zero_std``), KL, en
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.distributed import check_replicas
 from ark_trainer.monitor import Monitor
 from ark_trainer.resume import run_trainer
-from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.rewards.composite import CompositeReward, reward_columns
 from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,
@@ -26,7 +27,10 @@ from ark_trainer.stages.common import (
     stage_callbacks,
     trainer_kwargs,
 )
-from ark_trainer.stages.rft import reward_columns
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
 
 
 def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:
@@ -44,15 +48,16 @@ def train_grpo(
     out_dir: Path,
     log_dir: Path,
     final_dir: Path,
+    plan: PlanStage,
 ) -> Path:
-    """Run GRPO for ``cfg.grpo_steps`` steps; returns the saved model folder."""
+    """Run GRPO for ``plan.steps`` steps; returns the saved model folder."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     tok = load_tokenizer(model_path, rt.trust_remote_code)
     funcs, weights = reward.trl_reward_funcs()
     args = GRPOConfig(
-        **trainer_kwargs(cfg, rt, out_dir, cfg.grpo_steps, cfg.grpo_learning_rate),
+        **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
@@ -63,7 +68,7 @@ def train_grpo(
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    with monitor.stage("grpo", total=cfg.grpo_steps):
+    with monitor.stage("grpo", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
             lambda: _timed(
                 GRPOTrainer(
@@ -82,7 +87,7 @@ def train_grpo(
             out_dir,
         )
         check_replicas(trainer, "grpo")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only)
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
     warn_if_no_signal(monitor, trainer.state.log_history)
     return final_dir
 
@@ -104,3 +109,79 @@ def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
             f"GRPO had almost no learning signal: on average {sum(shares) / len(shares):.0%} of groups had "
             "zero reward variance; raise --num_generations or --temperature, or use a finer-grained reward"
         )
+
+
+@register_stage
+class GRPOStage:
+    """GRPO with TRL's GRPOTrainer, from the previous stage's model (or the base model)."""
+
+    name, label = "grpo", "GRPO"
+    steps_flag, lr_flag = None, "grpo_learning_rate"  # the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("grpo_reward.png", "reward", "GRPO reward (± reward_std)", "reward_std"),
+        Plot("grpo_kl.png", "kl", "GRPO KL to reference"),
+        Plot("grpo_loss.png", "loss", "GRPO loss"),
+        Plot(
+            "grpo_zero_std.png",
+            "frac_reward_zero_std",
+            "GRPO share of zero-variance groups",
+            limit=ZERO_STD_LIMIT,
+        ),
+    )
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        import gc
+
+        # looked up at call time so a test can replace train_grpo on this module
+        model = train_grpo(
+            ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / self.name, ctx.log_dir,
+            final_dir, plan,
+        )  # fmt: skip
+        gc.collect()
+        return str(model)
+
+    def report_blocks(self, run) -> list:
+        """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
+        from ark_trainer.render import Heading, Para, Table
+        from ark_trainer.report import mean, num, short
+
+        logs = run.metrics(self.name)
+        if not logs:
+            return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
+        graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
+        rows = []
+        for name in (*HEALTH_FIELDS, *graders):
+            series = [log[name] for log in logs if num(log.get(name)) is not None]
+            if series:
+                rows.append([name, short(series[-1]), short(mean(series))])
+        steps = [s for s in (num(log.get("step")) for log in logs) if s is not None]
+        last_step = f", last step {int(max(steps))}" if steps else ""
+        blocks = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
+        blocks.append(Table(["metric", "last", "mean"], rows))
+        if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
+            blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
+        return [*blocks, *(Para(w, alert=True) for w in self.report_warnings(run))]
+
+    def report_warnings(self, run) -> list[str]:
+        from ark_trainer.report import mean
+
+        share = mean([log.get("frac_reward_zero_std") for log in run.metrics(self.name)])
+        if share is None or share < ZERO_STD_LIMIT:
+            return []
+        return [
+            f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
+            f"(mean frac_reward_zero_std ≥ {ZERO_STD_LIMIT}): the run got almost no learning signal. "
+            "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
+            "or check that the reward functions apply to this data."
+        ]
+
+
+HEALTH_FIELDS = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "kl",
+    "entropy",
+    "clip_ratio/region_mean",
+    "completions/mean_length",
+)  # the report's health table (besides each grader's mean)

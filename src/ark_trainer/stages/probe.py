@@ -20,10 +20,11 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ark_trainer.config import TrainConfig
-from ark_trainer.generation import generate
+from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.scoring import score_completions
 from ark_trainer.stages.common import Runtime, load_policy
-from ark_trainer.stages.rft import GEN_SEQUENCES, score_completions
+from ark_trainer.stages.registry import AUTO_CHOICES
 
 
 @dataclass
@@ -73,7 +74,8 @@ def pct(value: float, other: float) -> str:
 
 
 def decide(result: ProbeResult) -> tuple[str, str]:
-    """(strategy, reason) from the probe's numbers and thresholds."""
+    """(strategy, reason) from the probe's numbers and thresholds; the strategies are the table's
+    ``AUTO_CHOICES`` (``stages/registry.py``)."""
     pass_rate, min_pass = (
         pct(result.pass_rate, result.min_pass_rate),
         pct(result.min_pass_rate, result.pass_rate),
@@ -88,16 +90,16 @@ def decide(result: ProbeResult) -> tuple[str, str]:
         f"{zero} of groups with zero reward variance"
     )
     if result.pass_rate < result.min_pass_rate:
-        return "RFT+GRPO", (
+        return AUTO_CHOICES["weak"], (
             f"auto: {numbers}; the pass rate is below --auto_min_pass_rate {min_pass}, so RFT "
             "first fine-tunes the model on its best-scored answers, then GRPO optimises from there"
         )
     if result.zero_std_share >= result.max_zero_std:
-        return "RFT+GRPO", (
+        return AUTO_CHOICES["weak"], (
             f"auto: {numbers}; at least --auto_max_zero_std {max_zero} of groups would give "
             "GRPO no learning signal, so RFT goes first"
         )
-    return "GRPO", (
+    return AUTO_CHOICES["strong"], (
         f"auto: {numbers}; the base model already passes often (≥ --auto_min_pass_rate "
         f"{min_pass}) and its groups differ, so Only GRPO (one step, faster iteration)"
     )

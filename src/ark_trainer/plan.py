@@ -1,0 +1,131 @@
+"""The run's plan, resolved once from the validated config and then frozen.
+
+:func:`resolve_plan` turns the config (plus, under ``--strategy auto``, the probe's choice) into a
+:class:`Plan`: the strategy and its ordered stages, each with its steps and learning rate. Nothing writes to
+the config afterwards; the pipeline runs the plan, ``OUT/plan.json`` saves it and ``--resume`` reads it back
+(:meth:`Plan.from_json`) instead of deriving it again. The step defaults live here and only here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ark_trainer.stages.registry import AUTO, DEFAULT_STRATEGY, STRATEGIES, get_stage, stage_names_in_order
+
+LEAD_SHARE = 3  # a stage before the last one defaults to 1/LEAD_SHARE of --max_train_steps (at least 1)
+PENDING = "auto: pending; the base model is probed at the start of the run"
+
+
+@dataclass(frozen=True)
+class PlanStage:
+    """One stage of the plan; ``last`` marks the stage whose model becomes ``OUT/model``."""
+
+    name: str
+    steps: int
+    learning_rate: float
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class ProbeChoice:
+    """What ``--strategy auto``'s probe decided (``stages/probe.py``): strategy, why, and its numbers."""
+
+    strategy: str
+    reason: str
+    record: dict
+
+
+@dataclass(frozen=True)
+class Plan:
+    strategy: str  # a name of STRATEGIES, or "auto" while the probe has not decided
+    requested: str
+    reason: str
+    task_name: str
+    stages: tuple[PlanStage, ...]
+    probe: dict | None = None
+
+    @property
+    def pending(self) -> bool:
+        """``--strategy auto`` before the probe: the stages shown are the default strategy's, not run yet."""
+        return self.strategy == AUTO
+
+    def steps(self, name: str) -> int:
+        return next((s.steps for s in self.stages if s.name == name), 0)
+
+    def to_json(self) -> dict[str, Any]:
+        """``plan.json``: strategy, requested, reason, ``<stage>_steps`` for every stage, task_name, stages."""
+        out: dict[str, Any] = {"strategy": self.strategy, "requested": self.requested, "reason": self.reason}
+        out.update({f"{name}_steps": self.steps(name) for name in stage_names_in_order()})
+        out["task_name"] = self.task_name
+        out["stages"] = [asdict(s) for s in self.stages]
+        if self.probe is not None:
+            out["probe"] = self.probe
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], cfg: Any) -> Plan:
+        """The plan saved in ``plan.json`` (one written before ``stages`` existed is rebuilt from its steps)."""
+        strategy = str(data.get("strategy") or cfg.strategy)
+        if data.get("stages"):
+            stages = tuple(PlanStage(**s) for s in data["stages"])
+        else:
+            names = STRATEGIES[strategy if strategy in STRATEGIES else DEFAULT_STRATEGY].stages
+            stages = _mark_last([PlanStage(n, int(data.get(f"{n}_steps") or 0), _lr(cfg, n)) for n in names])
+        return cls(
+            strategy,
+            str(data.get("requested") or cfg.strategy),
+            str(data.get("reason") or ""),
+            str(data.get("task_name") or cfg.task_name),
+            stages,
+            data.get("probe"),
+        )
+
+
+def resolve_plan(cfg: Any, probe: ProbeChoice | None = None) -> Plan:
+    """The plan of a validated config; under ``--strategy auto`` pending until ``probe`` is given."""
+    requested = cfg.strategy
+    if requested == AUTO and probe is None:
+        return Plan(AUTO, requested, PENDING, cfg.task_name, stage_plan(cfg, DEFAULT_STRATEGY, auto=True))
+    if probe is not None:
+        stages = stage_plan(cfg, probe.strategy, auto=True)
+        return Plan(probe.strategy, requested, probe.reason, cfg.task_name, stages, probe.record)
+    reason = f"requested with --strategy: {STRATEGIES[requested].reason}"
+    return Plan(requested, requested, reason, cfg.task_name, stage_plan(cfg, requested))
+
+
+def stage_plan(cfg: Any, strategy: str, auto: bool = False) -> tuple[PlanStage, ...]:
+    """Steps and learning rate of each stage of ``strategy``.
+
+    A stage before the last takes its steps flag (``--rft_steps``), or 1/LEAD_SHARE of
+    ``--max_train_steps``; the last stage takes what is left. Under auto a steps flag of 0 counts as not
+    given: the probe chose this stage, so it must train.
+    """
+    names = STRATEGIES[strategy].stages
+    planned: list[PlanStage] = []
+    for i, name in enumerate(names):
+        if i == len(names) - 1:
+            steps = max(cfg.max_train_steps - sum(s.steps for s in planned), 0)
+        else:
+            steps = lead_steps(cfg, get_stage(name).steps_flag, auto)
+        planned.append(PlanStage(name, steps, _lr(cfg, name)))
+    return _mark_last(planned)
+
+
+def lead_steps(cfg: Any, steps_flag: str | None, auto: bool = False) -> int:
+    """Steps of a stage that is not the last: its flag when given, else the default share."""
+    given = getattr(cfg, steps_flag) if steps_flag else None
+    if given is None or (auto and not given):
+        return max(cfg.max_train_steps // LEAD_SHARE, 1)
+    return int(given)
+
+
+def _lr(cfg: Any, name: str) -> float:
+    return float(getattr(cfg, get_stage(name).lr_flag))
+
+
+def _mark_last(stages: list[PlanStage]) -> tuple[PlanStage, ...]:
+    """``last`` on the last stage that trains at all (a stage with 0 steps is skipped)."""
+    training = [i for i, s in enumerate(stages) if s.steps > 0]
+    final = training[-1] if training else -1
+    return tuple(replace(s, last=i == final) for i, s in enumerate(stages))

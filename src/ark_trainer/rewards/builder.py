@@ -1,0 +1,118 @@
+"""The one place a run's reward is built: ``train``, ``score`` and ``plan`` all call :func:`build_reward`.
+
+So the reward a dry run scores with (``ark-trainer score``) is the reward ``train`` trains on, and the
+rewards a plan maps the request's objectives onto are the ones the run will really have. In order:
+
+1. the grader spec: ``--reward_config``, or the preset that fits the data (``qc`` for QC labels,
+   ``reference`` for free-text answers; :func:`~ark_trainer.rewards.composite.default_preset`);
+2. the reward model: ``--rm_model_path`` adds a ``reward_model`` component of weight ``--rm_weight``,
+   loaded on first use on the run's device;
+3. the weights: ``--reward_weights name=weight,...`` (what a request's objectives become) replace the
+   spec's weights before the composite is made; an unknown name is a one-line error naming the rewards;
+4. the guards (``guards.py``): a component that raises or runs past ``--reward_timeout`` on a sample skips
+   that sample (``guarded=False`` for a reward that only lists its graders, as ``plan`` does);
+5. the monitor hook: ``reward_skipped`` events go to ``monitor``, given here or attached later with
+   :func:`~ark_trainer.guards.attach_monitor` (``train`` builds the reward before its run has a monitor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.guards import attach_monitor, guard_reward
+from ark_trainer.nl.weights import FLAG, parse_weights
+from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, load_spec, preset_path
+
+
+@dataclass(frozen=True)
+class RewardArgs:
+    """The flags that decide a reward; the defaults are ``train``'s."""
+
+    reward_config: str | None = None
+    rm_model_path: str | None = None
+    rm_weight: float = 1.0
+    reward_weights: str = ""
+    reward_timeout: float = 60.0
+
+    @classmethod
+    def of(cls, source: Any) -> RewardArgs:
+        """The reward flags of a TrainConfig, an argparse namespace or a dict; absent ones take defaults."""
+        if isinstance(source, RewardArgs):
+            return source
+        get = source.get if isinstance(source, Mapping) else lambda k: getattr(source, k, None)
+        values = {f.name: get(f.name) for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def build_reward(
+    source: Any,
+    rows: Sequence[dict],
+    device: str,
+    *,
+    weights: Mapping[str, float] | None = None,
+    monitor: Any = None,
+    guarded: bool = True,
+) -> CompositeReward:
+    """The composite reward for ``rows``, from the reward flags of ``source`` (see the module docstring).
+
+    ``weights`` (name → weight) replaces ``--reward_weights`` when given. Raises UserError for a bad spec,
+    reward-model folder or weight, before anything is written or loaded.
+    """
+    args = RewardArgs.of(source)
+    spec = args.reward_config or preset_path(default_preset(rows))
+    comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec)]
+    if args.rm_model_path:
+        comps.append(reward_model_component(args.rm_model_path, args.rm_weight, device))
+    given = parse_weights(args.reward_weights) if weights is None else dict(weights)
+    reward = CompositeReward(reweigh(comps, given))
+    reward.source = str(spec)
+    if guarded:
+        guard_reward(reward, args.reward_timeout)
+    if monitor is not None:
+        attach_monitor(reward, monitor)
+    return reward
+
+
+def reweigh(components: Sequence[Component], weights: Mapping[str, float]) -> list[Component]:
+    """Copies of ``components`` with the named weights replaced; unknown names and all-zero are errors."""
+    names = [c.name for c in components]
+    unknown = [name for name in weights if name not in names]
+    if unknown:
+        raise UserError(
+            f"{FLAG}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are {', '.join(names)}"
+        )
+    out = [replace(c, weight=float(weights.get(c.name, c.weight))) for c in components]
+    if weights and sum(c.weight for c in out) <= 0:
+        raise UserError(f"{FLAG}: at least one reward needs a weight > 0")
+    return out
+
+
+def reward_model_component(path: str, weight: float, device: str) -> Component:
+    """``--rm_model_path``: a reward model of weight ``--rm_weight``; its folder is checked now."""
+    from ark_trainer.rewards.reward_model import check_reward_model_dir
+
+    check_reward_model_dir(path)
+    return Component("reward_model", LazyRewardModel(path, device), weight)
+
+
+class LazyRewardModel:
+    """Loads the reward model on first use, on the run's device, so checks stay cheap."""
+
+    __name__ = "reward_model"
+
+    def __init__(self, path: str, device: str) -> None:
+        self.path, self.device, self.scorer = path, device, None
+
+    def __call__(self, prompts, completions, **columns):
+        if self.scorer is None:
+            from ark_trainer.rewards.reward_model import RewardModelScorer, auto_device
+
+            device = auto_device() if self.device == "auto" else self.device
+            self.scorer = RewardModelScorer(self.path, device=device)
+        return self.scorer(prompts, completions, **columns)
+
+    def applies(self, prompts, completions, **columns) -> list[bool]:
+        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know

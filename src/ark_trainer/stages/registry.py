@@ -1,0 +1,159 @@
+"""Training stages and strategies, registered by name (duplicates refused).
+
+A *stage* is one module that trains the model once (RFT, GRPO, ...). It registers itself with
+:func:`register_stage` and implements :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its
+evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
+that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
+ordered stages it runs (:data:`STRATEGIES`). The pipeline, the plan, resume, the report, the guards and
+the diagnosis ask this module; none of them names a stage. See ``docs/contributing.md`` ("Add a stage").
+
+Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`) on first
+use, so the config can normalise ``--strategy`` without importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.monitor import Monitor
+    from ark_trainer.plan import PlanStage
+    from ark_trainer.resume import Progress
+    from ark_trainer.rewards.composite import CompositeReward
+    from ark_trainer.stages.common import Runtime
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The stages a strategy runs, in order; why one would pick it; other spellings ``--strategy`` takes."""
+
+    stages: tuple[str, ...]
+    reason: str
+    aliases: tuple[str, ...] = ()
+
+
+# The strategy table: one line per strategy (names are what --strategy, plan.json and the report show).
+STRATEGIES: dict[str, Strategy] = {
+    "RFT+GRPO": Strategy(
+        ("rft", "grpo"),
+        "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
+        "optimises the task reward from there (stable, precise alignment; the choice for customer-service QC)",
+        ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
+    ),
+    "GRPO": Strategy(
+        ("grpo",),
+        "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
+        "are already good)",
+        ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
+    ),
+}
+AUTO = "auto"  # not a strategy: the plan picks one after probing the base model (stages/probe.py)
+AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO"}  # what auto picks for a weak / a strong base model
+DEFAULT_STRATEGY = "RFT+GRPO"  # also what a pending auto plan shows until the probe decides
+BUILTIN = ("ark_trainer.stages.rft", "ark_trainer.stages.grpo")  # modules that register the stages above
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One curve of the report: ``OUT/plots/<filename>`` from the stage's logged ``key`` (± ``band``)."""
+
+    filename: str
+    key: str
+    title: str
+    band: str | None = None  # the key of a ± band around the curve
+    limit: float | None = None  # a share in 0..1 with a warning threshold drawn at ``limit``
+
+
+@dataclass
+class StageContext:
+    """What every stage of a run may use; built once by the pipeline."""
+
+    cfg: TrainConfig  # validated: read, never written
+    rt: Runtime
+    monitor: Monitor
+    train: list[dict]
+    reward: CompositeReward
+    out: Path
+    log_dir: Path
+    done: Progress | None = None  # under --resume: what earlier attempts finished
+
+
+class Stage(Protocol):
+    """The protocol of a training stage (a module-level class decorated with :func:`register_stage`)."""
+
+    name: str  # folder, eval name and events' stage: lower case, no spaces
+    label: str  # for people: report columns, plan, logs
+    steps_flag: str | None  # the TrainConfig field giving its steps (None: a share of --max_train_steps)
+    lr_flag: str  # the TrainConfig field giving its learning rate
+    plots: tuple[Plot, ...]
+
+    # Optional: ``headline_metric`` (str: the report's headline compares it with the base model),
+    # ``report_blocks(run) -> list[Block]`` (its report section) and ``report_warnings(run) -> list[str]``.
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        """Train from ``model_in`` for ``plan.steps`` at ``plan.learning_rate``; save into ``final_dir``.
+
+        Returns the model folder the next stage starts from (``model_in`` when nothing was trained).
+        """
+        ...
+
+
+_STAGES: dict[str, Stage] = {}
+_loaded = False
+
+
+def register_stage(cls: type) -> type:
+    """Class decorator: register one instance of ``cls`` under ``cls.name``; a second one is refused."""
+    stage = cls()
+    if stage.name in _STAGES:
+        raise ValueError(f"a stage named {stage.name!r} is already registered; pick another name")
+    _STAGES[stage.name] = stage
+    return cls
+
+
+def add_strategy(name: str, strategy: Strategy) -> None:
+    """Add a strategy at run time (plug-ins, tests); the built-in ones are lines of :data:`STRATEGIES`."""
+    if name in STRATEGIES or name == AUTO:
+        raise ValueError(f"a strategy named {name!r} is already registered; pick another name")
+    STRATEGIES[name] = strategy
+
+
+def stages() -> dict[str, Stage]:
+    """Every registered stage by name (the built-in ones imported on first use)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in BUILTIN:
+            importlib.import_module(module)
+    return _STAGES
+
+
+def get_stage(name: str) -> Stage:
+    found = stages().get(name)
+    if found is None:
+        raise KeyError(f"no stage named {name!r}; registered: {', '.join(stages())}")
+    return found
+
+
+def strategy_aliases() -> dict[str, str]:
+    """Every accepted ``--strategy`` spelling (lower case, single spaces) → its canonical name."""
+    out = {AUTO: AUTO}
+    for name, strategy in STRATEGIES.items():
+        out[" ".join(name.lower().split())] = name
+        out.update({alias: name for alias in strategy.aliases})
+    return out
+
+
+def stage_names_in_order() -> list[str]:
+    """Stage names in the order strategies run them (the report's columns, resume's checks)."""
+    names = [s for strategy in STRATEGIES.values() for s in strategy.stages]
+    return list(dict.fromkeys([*names, *stages()]))
+
+
+def lr_flags() -> dict[str, str]:
+    """Each stage's learning-rate flag (``rft`` → ``--rft_learning_rate``), for fixes that name it."""
+    return {name: f"--{stage.lr_flag}" for name, stage in stages().items()}
