@@ -189,6 +189,7 @@ def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
     assert "no learning signal" in read_jsonl(tmp_path / "events.jsonl")[0]["message"]
 
 
+@pytest.mark.slow
 def test_a_missing_gpu_index_is_refused_before_anything_is_written(assets, tmp_path, monkeypatch):
     import torch
 
