@@ -7,11 +7,11 @@ import os
 
 import json5
 
+from ark_trainer.data.collect import Session, parse_since, session_rows
+from ark_trainer.data.scrub import Scrubber
 from ark_trainer.openclaw import cli as oc
-from ark_trainer.openclaw.collect import Session, parse_since, session_rows
 from ark_trainer.openclaw.config_edit import apply_patch, merge
 from ark_trainer.openclaw.deploy import provider_patch, restore_config
-from ark_trainer.openclaw.scrub import Scrubber
 
 
 def test_without_the_cli_the_patch_is_a_json5_aware_atomic_edit(tmp_path, monkeypatch):
