@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ark_trainer.monitor import console_line
+from ark_trainer.runtime.monitor import console_line
 
 
 def test_a_grpo_log_becomes_one_short_line_in_a_fixed_order():
@@ -36,7 +36,7 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
 
     from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback, ProgressCallback
 
-    from ark_trainer.monitor import use_console_progress
+    from ark_trainer.runtime.monitor import use_console_progress
 
     class _Trainer:  # the two methods of transformers' Trainer that the swap uses
         def __init__(self, callbacks):

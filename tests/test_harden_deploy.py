@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
+from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json
-from ark_trainer.openclaw.server import pid_alive, stop_server
+from ark_trainer.runtime.system import pid_alive
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import save_tiny_qwen  # noqa: E402
@@ -66,7 +67,7 @@ def _servers(out: Path) -> list[int]:
             cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
-        if b"ark_trainer.openclaw.serve" in cmd and cwd.startswith(str(out)) and pid_alive(int(proc.name)):
+        if b"ark_trainer.deploy.serve" in cmd and cwd.startswith(str(out)) and pid_alive(int(proc.name)):
             pids.append(int(proc.name))
     return pids
 
@@ -174,7 +175,7 @@ def test_the_server_needs_the_deployments_key_and_secrets_stay_private(openclaw,
 
 
 def test_the_gate_refuses_each_kind_of_unwanted_request():
-    from ark_trainer.openclaw.guard import Gate
+    from ark_trainer.deploy.gate import Gate
 
     gate = Gate(None, "k" * 43, 8765)
 
@@ -255,7 +256,7 @@ def test_the_core_dependencies_cover_every_package_deploy_imports():
     from packaging.utils import canonicalize_name
 
     code = (
-        "import sys, ark_trainer.openclaw.serve, ark_trainer.openclaw.guard, ark_trainer.openclaw.config_edit\n"
+        "import sys, ark_trainer.deploy.serve, ark_trainer.deploy.gate, ark_trainer.openclaw.config_edit\n"
         "import json5, uvicorn, transformers.cli.serve, transformers.cli.serving.server\n"
         "import transformers.cli.serving.chat_completion\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
@@ -272,7 +273,7 @@ def test_the_core_dependencies_cover_every_package_deploy_imports():
 
 
 def test_skill_names_the_states_status_prints_and_readme_lists_npm():
-    from ark_trainer import monitor
+    from ark_trainer.runtime import monitor
 
     skill = (ROOT / "src/ark_trainer/openclaw/skill/SKILL.md").read_text()
     states_text = skill.split("## 4. Status")[1].split("## 5.")[0].split("ark-trainer diagnose")[0]

@@ -21,7 +21,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.config import field_types
 from ark_trainer.fileio import read_jsonl, write_jsonl
-from ark_trainer.resume import MARKER
+from ark_trainer.runtime.resume import MARKER
 from conftest import save_tiny_qwen
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -261,10 +261,10 @@ def test_a_task_name_becomes_one_safe_folder_name(name):
 
 @pytest.mark.parametrize("task", ["..", "...", ".ssh", "..-x", "a" * 300])
 def test_run_never_writes_outside_runs_from_a_parsed_task_name(assets, tmp_path, monkeypatch, task):
-    from ark_trainer.nl.plan import make_plan
+    from ark_trainer.nl.plan import plan_request
 
     monkeypatch.chdir(tmp_path)
-    plan = make_plan(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
+    plan = plan_request(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
     out = Path(plan.cfg.output_dir)
     assert out.parent == Path("runs") and out.name not in ("", ".", "..") and not out.name.startswith(".")
     assert len(out.name) <= 80
@@ -286,7 +286,7 @@ def test_plan_json_into_a_closed_pipe_ends_quietly(assets, tmp_path):
 
 
 def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
-    from ark_trainer.monitor import Monitor
+    from ark_trainer.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=True, interval=1)
     monitor.start(task_name="t")
@@ -305,7 +305,7 @@ def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
 
 
 def test_stage_summary_after_a_resume_counts_this_attempts_steps():
-    from ark_trainer.monitor import console_line
+    from ark_trainer.runtime.monitor import console_line
 
     line = console_line("grpo", 30, 30, {"train_runtime": 67.0}, start=10)
     assert line == "grpo: 20 steps (resumed from step 10) in 67.0s"
@@ -375,13 +375,13 @@ def test_a_second_start_is_refused_and_a_signal_ends_the_run_as_failed(assets, t
 
 
 def read_status_state(out: Path) -> str:
-    from ark_trainer.monitor import read_status
+    from ark_trainer.runtime.monitor import read_status
 
     return read_status(out)[0]
 
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
-    from ark_trainer.runlock import LOCK_NAME, RunLock, check_free
+    from ark_trainer.runtime.runlock import LOCK_NAME, RunLock, check_free
 
     out = tmp_path / "run"
     out.mkdir()
@@ -392,7 +392,7 @@ def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
         assert holder["pid"] == os.getpid()
     # a lock held by another live process is refused, naming it
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys,time; sys.path.insert(0, {SRC!r}); from ark_trainer.runlock import RunLock; "
+        [sys.executable, "-c", f"import sys,time; sys.path.insert(0, {SRC!r}); from ark_trainer.runtime.runlock import RunLock; "
          f"l = RunLock(__import__('pathlib').Path({str(out)!r})); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -413,7 +413,7 @@ def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
 
 def test_a_kill_while_the_report_is_built_does_not_leave_a_finished_run(assets, tmp_path, monkeypatch):
     import ark_trainer.report as report
-    from ark_trainer.monitor import read_status
+    from ark_trainer.runtime.monitor import read_status
 
     out = tmp_path / "run"
     seen = {}
@@ -431,7 +431,7 @@ def test_a_kill_while_the_report_is_built_does_not_leave_a_finished_run(assets, 
 
 
 def test_a_full_disk_ends_the_run_as_failed(assets, tmp_path):
-    from ark_trainer.monitor import Monitor
+    from ark_trainer.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=True, interval=10)
     monitor.start(task_name="t")

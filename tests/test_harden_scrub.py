@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.openclaw.collect import _assistant
-from ark_trainer.openclaw.scrub import Scrubber
+from ark_trainer.data.collect import _assistant
+from ark_trainer.data.scrub import Scrubber
 
 
 def luhn(prefix: str, length: int) -> str:
@@ -299,7 +299,7 @@ def test_collect_skips_a_torn_last_line_with_a_warning(tmp_path):
 def test_adversarial_text_is_scrubbed_in_linear_time():
     """Long runs that make a careless pattern quadratic (each start rescanning the run) finish quickly."""
     code = (
-        "from ark_trainer.openclaw.scrub import Scrubber\n"
+        "from ark_trainer.data.scrub import Scrubber\n"
         "s = Scrubber()\n"
         "for text in ['a-' * 200_000, '1 ' * 200_000, 'a@' * 100_000, 'x.' * 200_000 + '@', '7' * 400_000,\n"
         "             '密码' * 100_000, 'password_' * 50_000, 'Ab1/' * 100_000, '张' * 300_000 + '@']:\n"

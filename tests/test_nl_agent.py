@@ -25,7 +25,7 @@ import yaml
 import ark_trainer
 from ark_trainer.cli import main
 from ark_trainer.fileio import write_json
-from ark_trainer.nl.plan import make_plan
+from ark_trainer.nl.plan import plan_request
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import _chunk  # noqa: E402
@@ -89,7 +89,7 @@ def write_transcripts(agent: str = "main") -> None:
 
 def test_the_current_agent_gives_model_data_and_label_free_rewards(tmp_path):
     out = _fake_deployment(tmp_path)
-    plan = make_plan(REQUEST, {"output_dir": str(tmp_path / "run")})
+    plan = plan_request(REQUEST, {"output_dir": str(tmp_path / "run")})
     assert plan.missing == [] and plan.collect_agent == "main"
     assert plan.cfg.model_path == str(out / "model")
     assert plan.cfg.data_path == str(tmp_path / "run" / "data" / "openclaw_conversations.jsonl")
@@ -278,10 +278,10 @@ def test_an_agent_named_by_id_uses_its_own_model(tmp_path):
         }
     }
     (_state() / "openclaw.json").write_text(json.dumps(config))
-    plan = make_plan("agent qc-bot, only GRPO, 优化合规性", {"output_dir": str(tmp_path / "r")})
+    plan = plan_request("agent qc-bot, only GRPO, 优化合规性", {"output_dir": str(tmp_path / "r")})
     assert plan.collect_agent == "qc-bot" and plan.cfg.model_path == str(out / "model")
     assert any("agent qc-bot's model" in a for a in plan.assumptions)
-    plan = make_plan("对当前Agent做两阶段训练", {"output_dir": str(tmp_path / "r")})
+    plan = plan_request("对当前Agent做两阶段训练", {"output_dir": str(tmp_path / "r")})
     assert plan.collect_agent == "main" and "openai/gpt-5.1" in plan.missing[0]
 
 

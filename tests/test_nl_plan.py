@@ -17,7 +17,7 @@ from ark_trainer.cli import build_parser, main, train_flags
 from ark_trainer.config import resolve_config
 from ark_trainer.errors import UserError
 from ark_trainer.nl.parse import batch_for_memory, parse_request
-from ark_trainer.nl.plan import make_plan
+from ark_trainer.nl.plan import plan_request
 from ark_trainer.nl.weights import parse_weights
 
 PATHS = {"model_path": "models/base", "data_path": "data/train.jsonl"}
@@ -160,7 +160,7 @@ TABLE = [
 def _plan(request: str, **overrides):
     parsed = parse_request(request)
     paths = {} if "model_path" in parsed.flags else dict(PATHS)
-    return make_plan(request, {**paths, **overrides})
+    return plan_request(request, {**paths, **overrides})
 
 
 def test_table_is_big_and_bilingual():
@@ -204,16 +204,16 @@ def test_dpo_and_ppo_are_refused_clearly():
 
 
 def test_missing_model_or_data_names_the_fix():
-    plan = make_plan("RFT+GRPO 1000步")  # never a dead end: the whole plan, the missing items marked
+    plan = plan_request("RFT+GRPO 1000步")  # never a dead end: the whole plan, the missing items marked
     assert [m.split(":")[0] for m in plan.missing] == ["--model_path", "--data_path"]
     assert "--model_path" in plan.missing[0].split(":", 1)[1] and "当前Agent" in plan.missing[1]
     assert plan.cfg.max_train_steps == 1000 and plan.as_json()["ready"] is False
     with pytest.raises(UserError, match="request: empty"):
-        make_plan("  ", PATHS)
+        plan_request("  ", PATHS)
 
 
 def test_overrides_win_and_bad_numbers_fail_validation():
-    plan = make_plan("模型 ./a 数据 ./b.jsonl", {"model_path": "./c"})
+    plan = plan_request("模型 ./a 数据 ./b.jsonl", {"model_path": "./c"})
     assert plan.cfg.model_path == "./c" and any("replaces './a'" in a for a in plan.assumptions)
     with pytest.raises(UserError, match="--rft_steps"):
         _plan("训练100步，RFT 500步")
@@ -263,7 +263,7 @@ def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     from ark_trainer.fileio import read_jsonl
     from ark_trainer.rewards.builder import build_reward
 
-    plan = make_plan("优化合规性", {"model_path": "m", "data_path": qc_data})
+    plan = plan_request("优化合规性", {"model_path": "m", "data_path": qc_data})
     reward = build_reward(plan.cfg, read_jsonl(qc_data), "cpu")
     assert {c.name: c.weight for c in reward.components}["qc_compliance"] == 1.0  # preset says 0.5
     assert {c.name: c.weight for c in reward.components}["qc_satisfaction"] == 0.25
@@ -274,7 +274,7 @@ def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     # free-text data gets the reference preset: accuracy → reference_match, compliance has no grader
     ref = tmp_path / "ref.jsonl"
     ref.write_text('{"prompt": "1+1?", "reference": "2"}\n', encoding="utf-8")
-    plan = make_plan("improve accuracy and compliance", {"model_path": "m", "data_path": str(ref)})
+    plan = plan_request("improve accuracy and compliance", {"model_path": "m", "data_path": str(ref)})
     assert plan.cfg.reward_weights == "reference_match=1"
     assert any("objective compliance: no matching reward" in a for a in plan.assumptions)
 

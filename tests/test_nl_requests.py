@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.nl.parse import parse_request
-from ark_trainer.nl.plan import make_plan
+from ark_trainer.nl.plan import plan_request
 
 FIELDS = {
     "steps": "max_train_steps",
@@ -231,7 +231,7 @@ TUNED = [
 
 
 def _fields(text: str, expected: dict) -> dict:
-    plan = make_plan(text)
+    plan = plan_request(text)
     return {k: getattr(plan.cfg, FIELDS.get(k, k)) for k in expected}
 
 

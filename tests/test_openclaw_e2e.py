@@ -22,9 +22,10 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
+from ark_trainer.data.scrub import Scrubber
+from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json, read_jsonl
-from ark_trainer.openclaw.scrub import Scrubber
-from ark_trainer.openclaw.server import pid_alive, stop_server
+from ark_trainer.runtime.system import pid_alive
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub import REPLY, StubServer  # noqa: E402

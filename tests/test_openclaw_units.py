@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 
+from ark_trainer.data.collect import Session, parse_since, session_rows
+from ark_trainer.data.scrub import Scrubber
 from ark_trainer.openclaw import cli as oc
-from ark_trainer.openclaw.collect import Session, parse_since, session_rows
 from ark_trainer.openclaw.config_edit import apply_patch, merge
 from ark_trainer.openclaw.deploy import provider_patch, restore_config
-from ark_trainer.openclaw.scrub import Scrubber
 from optional import need
 
 json5 = need("json5", "ARK_REQUIRE_OPENCLAW")  # OpenClaw's config is JSON5; CI requires it

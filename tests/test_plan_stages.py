@@ -152,7 +152,8 @@ def test_pipeline_loop_report_and_resume_name_no_stage():
     import inspect
     import re
 
-    from ark_trainer import pipeline, report, resume
+    from ark_trainer import pipeline, report
+    from ark_trainer.runtime import resume
 
     sources = {
         "pipeline._run_stages": inspect.getsource(pipeline._run_stages),

@@ -12,7 +12,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl, write_jsonl
-from ark_trainer.resume import MARKER, checkpoints, latest_complete
+from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete
 from conftest import save_tiny_qwen
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

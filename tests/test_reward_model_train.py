@@ -198,8 +198,8 @@ def test_rm_train_user_errors(trained, tmp_path, capsys):
 
 def test_rft_pairs_written_by_the_rft_stage_are_valid_input(tmp_path):
     """The rows select() writes for rft_pairs.jsonl load as pairs, unchanged."""
+    from ark_trainer.rewards.rm_train import load_pairs
     from ark_trainer.scoring import select
-    from ark_trainer.stages.reward_model import load_pairs
 
     rows = [{"prompt": [{"role": "user", "content": "q"}], "label": "辱骂", "_line": 1}]
     answers = [[("good", "candidate"), ("", "sample")]]  # a policy sample can be empty

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from ark_trainer.config import resolve_config
-from ark_trainer.monitor import Monitor
-from ark_trainer.resume import MARKER, Progress, latest_complete
+from ark_trainer.runtime.monitor import Monitor
+from ark_trainer.runtime.resume import MARKER, Progress, latest_complete
 from ark_trainer.stages.common import model_init_kwargs, resolve_runtime
 
 
@@ -51,7 +51,7 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
     from ark_trainer.config import to_yaml
     from ark_trainer.errors import UserError
     from ark_trainer.fileio import atomic_write_text
-    from ark_trainer.resume import check_resume
+    from ark_trainer.runtime.resume import check_resume
 
     out = tmp_path / "out"
     out.mkdir()
@@ -77,7 +77,7 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
 def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
     from ark_trainer.config import to_yaml
     from ark_trainer.fileio import atomic_write_text
-    from ark_trainer.resume import check_resume
+    from ark_trainer.runtime.resume import check_resume
 
     out = tmp_path / "out"
     out.mkdir()

@@ -45,7 +45,7 @@ def _events(out: Path) -> list[dict]:
 def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(assets, tmp_path, capfd):
     from safetensors.torch import load_file
 
-    from ark_trainer.distributed import weights_digest
+    from ark_trainer.runtime.distributed import weights_digest
 
     out = tmp_path / "run"
     assert main(_args(assets, out, "--num_processes", "2")) == 0
@@ -135,7 +135,7 @@ def test_unavailable_scale_options_are_refused_in_one_line(assets, tmp_path, cap
 
 
 def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
-    from ark_trainer.launch import launch_command
+    from ark_trainer.runtime.launch import launch_command
 
     cfg = resolve_config(
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
@@ -273,7 +273,7 @@ def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_aske
 def test_shards_cover_the_prompts_in_order():
     from types import SimpleNamespace
 
-    from ark_trainer.distributed import Ranks
+    from ark_trainer.runtime.distributed import Ranks
 
     items = list(range(10))
     for k in (1, 2, 3, 4, 11):
@@ -304,7 +304,7 @@ def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path)
 
 def test_fsdp_on_cpu_is_said_to_run_as_plain_data_parallel(tmp_path, capsys):
     from ark_trainer.errors import UserError
-    from ark_trainer.launch import check_engine
+    from ark_trainer.runtime.launch import check_engine
 
     check_engine(str(ZERO3.with_name("fsdp.yaml")), use_cpu=True)
     assert "FSDP, which shards only on GPUs" in capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.openclaw.scrub import Scrubber
+from ark_trainer.data.scrub import Scrubber
 
 CASES = [
     ("key sk-abcdefghijklmnopqrstuvwxyz123456 end", "key [API_KEY] end", "api_key"),

@@ -118,8 +118,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from ark_trainer.inputs import raw_input_problems
 
         raise UserError(*exc.messages, *raw_input_problems(flags)) from None
-    from ark_trainer.launch import is_child
     from ark_trainer.pipeline import run_train
+    from ark_trainer.runtime.launch import is_child
 
     out = run_train(cfg)
     if not is_child():  # under --num_processes the launching process says it once, when all have ended
@@ -151,7 +151,7 @@ def _cmd_report(args: RunDirOptions) -> int:
 
 
 def _cmd_status(args: RunDirOptions) -> int:
-    from ark_trainer.monitor import read_status
+    from ark_trainer.runtime.monitor import read_status
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated) during a run
-        from ark_trainer.signals import Terminated
+        from ark_trainer.runtime.signals import Terminated
 
         terminated = isinstance(exc, Terminated)
         print("terminated" if terminated else "interrupted", file=sys.stderr)

@@ -20,11 +20,11 @@ from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
-from ark_trainer.monitor import Monitor, setup_logging
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
-from ark_trainer.resume import Progress
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.runtime.monitor import Monitor, setup_logging
+from ark_trainer.runtime.resume import Progress
 from ark_trainer.stages.common import Runtime
 from ark_trainer.stages.registry import StageContext, get_stage
 
@@ -52,9 +52,9 @@ class Prepared:
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
     from ark_trainer.inputs import check_output_dir, collect, model_checks
-    from ark_trainer.launch import is_child
-    from ark_trainer.resume import check_checkpoints, check_disk, check_resume
-    from ark_trainer.runlock import check_free
+    from ark_trainer.runtime.launch import is_child
+    from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
+    from ark_trainer.runtime.runlock import check_free
     from ark_trainer.stages.common import resolve_runtime
 
     out = Path(cfg.output_dir)
@@ -151,13 +151,13 @@ def write_run_files(p: Prepared) -> None:
 def run_train(cfg: TrainConfig) -> Path:
     """Run the whole pipeline; returns the run directory."""
     if cfg.auto_resume > 0:
-        from ark_trainer.supervisor import supervise
+        from ark_trainer.runtime.supervisor import supervise
 
         return supervise(cfg)
     p = prepare(cfg)
-    from ark_trainer.launch import is_child
-    from ark_trainer.runlock import RunLock
-    from ark_trainer.signals import sigterm_raises
+    from ark_trainer.runtime.launch import is_child
+    from ark_trainer.runtime.runlock import RunLock
+    from ark_trainer.runtime.signals import sigterm_raises
 
     with contextlib.nullcontext() if is_child() else RunLock(p.out), sigterm_raises():
         return _run_prepared(p)  # the launching process holds OUT/.lock; accelerate's children do not
@@ -165,8 +165,8 @@ def run_train(cfg: TrainConfig) -> Path:
 
 def _run_prepared(p: Prepared) -> Path:
     cfg = p.cfg
-    from ark_trainer import launch
-    from ark_trainer.distributed import QuietMonitor, init_ranks, run_device
+    from ark_trainer.runtime import launch
+    from ark_trainer.runtime.distributed import QuietMonitor, init_ranks, run_device
 
     if launch.wants_relaunch(cfg):  # several processes: accelerate starts them, each runs this pipeline
         launch.relaunch(cfg, p.rt.use_cpu)
@@ -185,9 +185,9 @@ def _run_prepared(p: Prepared) -> Path:
     ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=p.plan.strategy, resume=cfg.resume)
     from ark_trainer.diagnose.run_end import after_run, may_deploy
-    from ark_trainer.guards import attach_monitor, warn_skipped
+    from ark_trainer.runtime.guards import attach_monitor, warn_skipped
+    from ark_trainer.runtime.watchdog import Watchdog
     from ark_trainer.scale import scale_summary
-    from ark_trainer.watchdog import Watchdog
 
     monitor.event("scale", **scale_summary(cfg, p.rt, ranks.num_processes))
     attach_monitor(p.reward, monitor)
@@ -270,7 +270,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
         result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed
     p.plan = resolve_plan(cfg, ProbeChoice(strategy, reason, probe_record(result)))
-    from ark_trainer.distributed import ranks
+    from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main:
         write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
@@ -288,7 +288,7 @@ class _Evaluator:
         self.base_totals: list | None = None
 
     def run(self, name: str, model_path: str) -> None:
-        from ark_trainer.distributed import ranks
+        from ark_trainer.runtime.distributed import ranks
 
         if ranks().is_main:  # the other processes wait at the barrier
             self._run(name, model_path)

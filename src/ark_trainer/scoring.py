@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.config import TrainConfig
-from ark_trainer.distributed import ranks
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import sample_prompts
-from ark_trainer.guards import unguarded
-from ark_trainer.monitor import Monitor
 from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
 from ark_trainer.rewards.graders import failures
 from ark_trainer.rewards.registry import SCORE_LIMIT
+from ark_trainer.runtime.distributed import ranks
+from ark_trainer.runtime.guards import unguarded
+from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.stages.common import Runtime, is_conversational, model_prompt
 
 log = logging.getLogger("ark_trainer")
@@ -149,7 +149,7 @@ def sample_and_select(
     """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
 
     Under several processes each samples and scores its own slice of the prompts; the slices are gathered
-    and every process selects from the same full list (``ark_trainer.distributed``).
+    and every process selects from the same full list (``ark_trainer.runtime.distributed``).
     """
     dist = ranks()
     mine = dist.shard(rows)

@@ -1,6 +1,6 @@
 """``ark-trainer data collect --openclaw [--agent ID] [--since DATE] -o FILE``.
 
-Collects the OpenClaw agent's conversations as training JSONL (see :mod:`ark_trainer.openclaw.collect`):
+Collects the OpenClaw agent's conversations as training JSONL (see :mod:`ark_trainer.data.collect`):
 secrets and personal data are scrubbed before anything is written, and the file is written only if
 ``train``'s own validation accepts it.
 """
@@ -33,8 +33,8 @@ def register(sub) -> None:
 
 
 def _cmd_collect(args: CollectOptions) -> int:
+    from ark_trainer.data.collect import collect, write_rows
     from ark_trainer.openclaw import cli
-    from ark_trainer.openclaw.collect import collect, write_rows
 
     if not args.openclaw:
         raise UserError("data collect: give --openclaw (the source to collect from)")

@@ -58,7 +58,7 @@ def register(sub) -> None:
 
 
 def _plan(args: PlanOptions):
-    from ark_trainer.nl.plan import make_plan
+    from ark_trainer.nl.plan import plan_request
 
     overrides = {
         "model_path": args.model_path,
@@ -66,7 +66,7 @@ def _plan(args: PlanOptions):
         "output_dir": args.output_dir,
         "config": args.config,
     }
-    return make_plan(args.request, overrides, args.llm_base_url, args.llm_model)
+    return plan_request(args.request, overrides, args.llm_base_url, args.llm_model)
 
 
 def _show(plan, as_json: bool) -> None:
@@ -106,7 +106,7 @@ def _collect(agent: str, data_path: str) -> None:
     """The agent's conversations, scrubbed, into the run's data file (``data collect --openclaw``)."""
     from pathlib import Path
 
-    from ark_trainer.openclaw.collect import collect, write_rows
+    from ark_trainer.data.collect import collect, write_rows
 
     if Path(data_path).is_file():  # an earlier run of this folder collected it; resuming needs the same rows
         print(f"using the conversations collected earlier in {data_path} (delete it to collect again)")

@@ -52,7 +52,7 @@ def register(sub) -> None:
 
 
 def _train(args: RMTrainOptions) -> int:
-    from ark_trainer.stages.reward_model import METRICS_FILE, RMTrainArgs, train_reward_model
+    from ark_trainer.rewards.rm_train import METRICS_FILE, RMTrainArgs, train_reward_model
 
     rm_args = RMTrainArgs(**asdict(args))
     m = train_reward_model(rm_args)

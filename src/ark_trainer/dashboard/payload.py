@@ -53,7 +53,7 @@ def _scan(folder: Path, depth: int) -> list[Path]:
 
 
 def run_summary(key: str, folder: Path) -> dict[str, Any]:
-    from ark_trainer.monitor import read_status
+    from ark_trainer.runtime.monitor import read_status
 
     try:
         state, beat = read_status(folder)

@@ -170,7 +170,7 @@ def _warm_up(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from ark_trainer.monitor import use_console_progress
+    from ark_trainer.runtime.monitor import use_console_progress
 
     with tempfile.TemporaryDirectory(prefix="ark-demo-warmup-") as scratch:
         args = SFTConfig(

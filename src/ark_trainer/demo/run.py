@@ -33,8 +33,8 @@ def run_demo(
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.model import build_base_model
     from ark_trainer.fileio import read_jsonl
-    from ark_trainer.monitor import setup_logging
     from ark_trainer.pipeline import run_train
+    from ark_trainer.runtime.monitor import setup_logging
 
     if (out / "run.yaml").exists() and not overwrite:
         raise UserError(

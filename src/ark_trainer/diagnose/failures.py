@@ -11,7 +11,7 @@ import re
 
 from ark_trainer.diagnose.finding import RERUN, Finding, lower, lr_flag, resume_command
 from ark_trainer.diagnose.rundata import RunData, num
-from ark_trainer.resume import latest_complete
+from ark_trainer.runtime.resume import latest_complete
 
 OOM_WORDS = re.compile(r"OutOfMemoryError|out of memory|MemoryError", re.IGNORECASE)
 DISK_WORDS = re.compile(r"DiskFullError|No space left on device|disk full", re.IGNORECASE)

@@ -86,7 +86,7 @@ def num(value: Any) -> float | None:
 
 def load(out: Path) -> RunData:
     """Read the run folder ``out``."""
-    from ark_trainer.monitor import read_status
+    from ark_trainer.runtime.monitor import read_status
 
     out = Path(out)
     run = RunData(out=out)

@@ -32,7 +32,7 @@ DEFAULTS_NOTED = {"task_name": "task name", "max_train_steps": "step count", "ba
 
 
 @dataclass
-class Plan:
+class RequestPlan:
     cfg: TrainConfig
     assumptions: list[str]
     ignored: list[str]
@@ -126,12 +126,12 @@ def _run_reward(flags: dict[str, Any]):
     return build_reward(flags, rows, "cpu", weights={}, guarded=False)
 
 
-def make_plan(
+def plan_request(
     request: str,
     overrides: dict[str, Any] | None = None,
     llm_base_url: str | None = None,
     llm_model: str | None = None,
-) -> Plan:
+) -> RequestPlan:
     """Read ``request`` and return a validated plan.
 
     A model or data the request does not give is taken from the agent it names (``nl/agent.py``), or
@@ -186,7 +186,7 @@ def make_plan(
 
         reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
     cfg = _spell_out_steps(cfg)
-    return Plan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
+    return RequestPlan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
 
 
 def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:

@@ -1,7 +1,9 @@
 """OpenClaw integration: environment checks (doctor), deploy/rollback, trajectory collection, the skill.
 
-Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` + ``server`` + ``serve`` (serve
-OUT/model and register it in OpenClaw's config), ``config_edit``, ``collect`` + ``scrub`` (sessions → training JSONL), ``skill/``.
+Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` (the OpenClaw deploy target: serve
+OUT/model through :mod:`ark_trainer.deploy` and register it in OpenClaw's config, with rollback),
+``config_edit``, ``skill/``. Collecting sessions as training JSONL is data code: :mod:`ark_trainer.data.collect`
+and :mod:`ark_trainer.data.scrub`.
 """
 
 from __future__ import annotations

@@ -12,14 +12,14 @@ Crash safety: before the server starts, the config's exact bytes (or its absence
 leaves what ``--rollback`` needs to restore the config byte for byte; ``--stop``/``--rollback`` also find
 a server whose deploy died before recording its pid (by its working folder, ``OUT/deploy/serve``). The
 record becomes ``deployed`` only after the patched config validates. ``ARK_FAULT=deploy_kill_after:POINT``
-(see :mod:`ark_trainer.faults`) kills the deploy at a point, for the tests.
+(see :mod:`ark_trainer.runtime.faults`) kills the deploy at a point, for the tests.
 
 Each deployment gets a random API key (``OUT/deploy/api_key``, 0600), written into OpenClaw's provider
 entry and required by the server on every request. Files: ``OUT/deploy/`` (server.log, server.pid,
 deploy.json, api_key, patch.json5 (0600: holds the key), openclaw.json.before (the config's mode),
 serve/NAME -> ../../model) and ``$OPENCLAW_STATE_DIR/ark-trainer/deployments.json`` (a stack of
 deployments, newest last, so ``--rollback`` without OUT undoes the latest one). The server process
-itself is managed by :mod:`ark_trainer.openclaw.server`.
+itself is managed by :mod:`ark_trainer.deploy.process`.
 """
 
 from __future__ import annotations
@@ -28,28 +28,27 @@ import hashlib
 import os
 import re
 import secrets
-import socket
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ark_trainer import faults
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes, atomic_write_text, read_json, write_json
-from ark_trainer.openclaw import cli, config_edit
-from ark_trainer.openclaw.server import (
+from ark_trainer.deploy.process import (
     HOST,
     check_serving_packages,
     find_servers,
     get_json,
-    pid_alive,
     read_key,
     smoke_request,
     start_server,
     stop_server,
     wait_healthy,
 )
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ark_trainer.openclaw import cli, config_edit
+from ark_trainer.runtime import faults
+from ark_trainer.runtime.system import free_port, pid_alive
 
 PROVIDER = "ark"
 DEPLOY_STATES = {
@@ -88,12 +87,6 @@ def _load_registry() -> list[dict]:
 
 def _save_registry(items: list[dict]) -> None:
     write_json(_registry(), items)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def _check_model_dir(model_dir: Path) -> None:
@@ -154,7 +147,7 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = max(16, min(512, window // 4))
-    port = port or _free_port()
+    port = port or free_port(HOST)
     key = secrets.token_urlsafe(32)
     key_file = out / "deploy" / "api_key"
     atomic_write_text(key_file, key + "\n", mode=0o600)

@@ -81,7 +81,7 @@ def check_libraries() -> Check:
 
 def check_serving() -> Check:
     """The packages ``deploy``'s model server imports (core dependencies; an old or partial install lacks them)."""
-    from ark_trainer.openclaw.server import (
+    from ark_trainer.deploy.process import (
         SERVING_PACKAGES,
         missing_serving_packages,
         serving_install_command,

@@ -12,7 +12,7 @@ rewards a plan maps the request's objectives onto are the ones the run will real
 4. the guards (``guards.py``): a component that raises or runs past ``--reward_timeout`` on a sample skips
    that sample (``guarded=False`` for a reward that only lists its graders, as ``plan`` does);
 5. the monitor hook: ``reward_skipped`` events go to ``monitor``, given here or attached later with
-   :func:`~ark_trainer.guards.attach_monitor` (``train`` builds the reward before its run has a monitor).
+   :func:`~ark_trainer.runtime.guards.attach_monitor` (``train`` builds the reward before its run has a monitor).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.guards import attach_monitor, guard_reward
 from ark_trainer.nl.weights import FLAG, parse_weights
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, load_spec, preset_path
+from ark_trainer.runtime.guards import attach_monitor, guard_reward
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,8 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
 
 def stage_callbacks(monitor, log_dir: Path, stage: str, report_to: str = "tensorboard") -> list:
     """Trainer callbacks of a stage: progress/metrics to the monitor, TensorBoard events to ``--log_dir``."""
-    from ark_trainer.distributed import ranks
-    from ark_trainer.monitor import trainer_callback
+    from ark_trainer.runtime.distributed import ranks
+    from ark_trainer.runtime.monitor import trainer_callback
     from ark_trainer.trackers import wants_tensorboard
 
     if not ranks().is_main or not wants_tensorboard(report_to):  # only the main process writes TensorBoard

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
-from ark_trainer.distributed import check_replicas
-from ark_trainer.monitor import Monitor
-from ark_trainer.resume import run_trainer
 from ark_trainer.rewards.composite import CompositeReward, reward_columns
+from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.monitor import Monitor
+from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     Runtime,

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
-from ark_trainer.distributed import check_replicas
-from ark_trainer.monitor import Monitor
-from ark_trainer.resume import run_trainer
+from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.monitor import Monitor
+from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config
 from ark_trainer.scoring import reselect, sample_and_select
 from ark_trainer.stages.common import (

@@ -12,7 +12,7 @@ conversation before it + the assistant message (the candidate answer, as ``load_
 Tool calls stay in the text as ``<tool_call>{"name": …, "arguments": …}</tool_call>`` and in a
 ``tool_calls`` column; tool results are ``tool`` turns. Columns: session_id, session_key, agent_id,
 turn, model, timestamp, source, system_prompt_included, tool_calls. Every string, the session columns
-included, is scrubbed (:mod:`ark_trainer.openclaw.scrub`) before anything is written. A transcript line
+included, is scrubbed (:mod:`ark_trainer.data.scrub`) before anything is written. A transcript line
 that is not JSON (the torn last line of a session OpenClaw is still writing) is skipped and counted.
 """
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ark_trainer.data.scrub import Scrubber
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text
 from ark_trainer.openclaw import cli
-from ark_trainer.openclaw.scrub import Scrubber
 
 
 @dataclass

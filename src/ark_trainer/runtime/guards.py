@@ -2,7 +2,7 @@
 
 - **non-finite loss or gradients**: the step is skipped, a streak rolls the stage back to its last
   checkpoint at a lower learning rate, and only repeated rollbacks stop it with :class:`TrainingDiverged`
-  (``ark_trainer.bad_steps``).
+  (``ark_trainer.runtime.bad_steps``).
 - **no learning signal** (GRPO): when the share of groups whose completions all got the same reward
   (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
 - **rewards that raise or hang**: :func:`guard_reward` wraps each reward component of a
@@ -37,7 +37,7 @@ class TrainingDiverged(UserError):
 
 
 def guard_callbacks(monitor, stage: str) -> list:
-    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.bad_steps``).
+    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.runtime.bad_steps``).
 
     The no-signal guard watches ``frac_reward_zero_std``, which a group-based stage (GRPO) logs; for a stage
     that never logs it (RFT's SFT) it stays silent, so no stage needs naming here.

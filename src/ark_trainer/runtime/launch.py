@@ -9,7 +9,7 @@ then run::
 
 accelerate starts the processes (torchrun underneath; DeepSpeed/FSDP per the config file); each child
 sees ``ARK_TRAINER_LAUNCHED=1`` and runs the pipeline instead of relaunching again. On CPU the children
-join a gloo process group (``PartialState(cpu=True)``, see ``ark_trainer.distributed``). The parent
+join a gloo process group (``PartialState(cpu=True)``, see ``ark_trainer.runtime.distributed``). The parent
 waits and returns the children's exit code.
 """
 
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.runtime.system import free_port
 
 log = logging.getLogger("ark_trainer")
 
@@ -35,12 +35,6 @@ def is_child() -> bool:
 
 def wants_relaunch(cfg) -> bool:
     return not is_child() and (cfg.num_processes > 1 or cfg.launcher == "accelerate")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _flag_value(value: Any) -> str:
@@ -69,7 +63,7 @@ def launch_command(cfg, use_cpu: bool) -> list[str]:
         cmd += [*several, "--num_processes", str(cfg.num_processes), "--num_machines", "1"]
         cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
     if cfg.main_process_port or not cfg.accelerate_config:
-        cmd += ["--main_process_port", str(cfg.main_process_port or _free_port())]
+        cmd += ["--main_process_port", str(cfg.main_process_port or free_port())]
     resume = ["--resume", "True"] if cfg.resume else []  # CLI-only: not among the config's flag items
     return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg), *resume]
 

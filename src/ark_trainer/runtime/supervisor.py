@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ark_trainer.errors import UserError
-from ark_trainer.monitor import Monitor
+from ark_trainer.runtime.monitor import Monitor
 
 log = logging.getLogger("ark_trainer")
 

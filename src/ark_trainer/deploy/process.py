@@ -1,9 +1,9 @@
 """The model server behind ``ark-trainer deploy``: start, health, smoke request, stop.
 
-The server is ``python -m ark_trainer.openclaw.serve`` (``transformers serve`` with the prompt fitted
-to the model, see :mod:`ark_trainer.openclaw.serve`) in its own session on 127.0.0.1, its output in
+The server is ``python -m ark_trainer.deploy.serve`` (``transformers serve`` with the prompt fitted
+to the model, see :mod:`ark_trainer.deploy.serve`) in its own session on 127.0.0.1, its output in
 ``OUT/deploy/server.log`` and its pid in ``OUT/deploy/server.pid``. It requires the deployment's key
-(``OUT/deploy/api_key``, 0600) on every request; see :mod:`ark_trainer.openclaw.guard`. Its working folder
+(``OUT/deploy/api_key``, 0600) on every request; see :mod:`ark_trainer.deploy.gate`. Its working folder
 is ``OUT/deploy/serve``, which is how :func:`find_servers` finds it when the deploy that started it died
 before recording its pid.
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text
+from ark_trainer.runtime.system import pid_alive
 
 HOST = "127.0.0.1"
 SMOKE_SYSTEM_CHARS = 40_000
@@ -68,7 +69,7 @@ def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int
         link.unlink()
     link.symlink_to(Path("..") / ".." / "model")
     log_path = deploy_dir / "server.log"
-    argv = [sys.executable, "-m", "ark_trainer.openclaw.serve", name, "--host", HOST, "--port", str(port)]
+    argv = [sys.executable, "-m", "ark_trainer.deploy.serve", name, "--host", HOST, "--port", str(port)]
     argv += ["--window", str(window), "--reply_tokens", str(reply_tokens), "--api_key_file", str(key_file)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2])] + sys.path)}
     with open(log_path, "ab") as log:
@@ -85,22 +86,10 @@ def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int
     return {"pid": proc.pid, "port": port, "host": HOST, "log": str(log_path), "argv": argv}
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:  # a zombie (our own exited child) is not alive
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    except OSError:
-        return True
-
-
 def is_our_server(pid: int) -> bool:
-    """The pid still runs ``ark_trainer.openclaw.serve`` (a pid reused after a reboot is left alone)."""
+    """The pid still runs ``ark_trainer.deploy.serve`` (a pid reused after a reboot is left alone)."""
     try:
-        return b"ark_trainer.openclaw.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"ark_trainer.deploy.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

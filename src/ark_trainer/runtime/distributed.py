@@ -1,4 +1,4 @@
-"""Who does what when a run has several processes (started by ``ark_trainer.launch``).
+"""Who does what when a run has several processes (started by ``ark_trainer.runtime.launch``).
 
 accelerate's ``PartialState`` is the only source of rank information; nothing here talks to
 ``torch.distributed`` directly. The rules:

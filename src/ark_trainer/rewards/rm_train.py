@@ -237,7 +237,7 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     from transformers.utils import logging as hf_logging
     from trl import RewardConfig, RewardTrainer
 
-    from ark_trainer.monitor import use_console_progress
+    from ark_trainer.runtime.monitor import use_console_progress
     from ark_trainer.scale import peft_config
 
     use_cpu = device == "cpu"

@@ -1,6 +1,6 @@
 """The server process ``ark-trainer deploy`` starts: ``transformers serve`` with the prompt fitted to the model.
 
-    python -m ark_trainer.openclaw.serve NAME --host 127.0.0.1 --port 8765 --window 512 --reply_tokens 128 \
+    python -m ark_trainer.deploy.serve NAME --host 127.0.0.1 --port 8765 --window 512 --reply_tokens 128 \
         --api_key_file OUT/deploy/api_key
 
 Run from a folder where ``NAME`` is the model folder (deploy links ``OUT/deploy/serve/NAME`` to
@@ -12,7 +12,7 @@ with one change to its chat handler: a prompt longer than the model's window is 
 Why: OpenClaw sends a ~40k-character system prompt and refuses models registered below 4000 tokens of
 context; a small model must still answer it without running positions it was never trained on.
 
-The app is wrapped in :class:`ark_trainer.openclaw.guard.Gate`: the key in ``--api_key_file`` (a file, so
+The app is wrapped in :class:`ark_trainer.deploy.gate.Gate`: the key in ``--api_key_file`` (a file, so
 the key is not in the process's command line) is required on every route, cross-origin browser requests
 are refused, and only chat completions, the model list and ``/health`` are served.
 """
@@ -84,7 +84,7 @@ def _fitting_handler(base, window: int, reply_tokens: int):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ark_trainer.openclaw.serve")
+    parser = argparse.ArgumentParser(prog="python -m ark_trainer.deploy.serve")
     parser.add_argument("name", help="model folder, relative to the working directory: the served model id")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     import transformers.cli.serving.server as serving_server
     from transformers.cli.serve import Serve
 
-    from ark_trainer.openclaw.guard import Gate
+    from ark_trainer.deploy.gate import Gate
 
     chat_completion.ChatCompletionHandler = _fitting_handler(
         chat_completion.ChatCompletionHandler, args.window, args.reply_tokens

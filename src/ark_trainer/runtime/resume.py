@@ -26,9 +26,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ark_trainer import faults
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, read_jsonl, write_json
+from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
 
@@ -159,9 +159,9 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
 
     ``--max_bad_steps`` non-finite steps in a row roll the stage back: a fresh trainer resumes from the
     newest complete checkpoint (or starts over) at half the learning rate, up to ``--max_rollbacks`` times
-    (``ark_trainer.bad_steps``); then :class:`~ark_trainer.guards.TrainingDiverged` ends it (exit 2).
+    (``ark_trainer.runtime.bad_steps``); then :class:`~ark_trainer.runtime.guards.TrainingDiverged` ends it (exit 2).
     """
-    from ark_trainer.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
+    from ark_trainer.runtime.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
 
     guard = step_guard(monitor, stage, cfg.max_bad_steps)
     fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
@@ -210,9 +210,9 @@ def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str
 
 def _prepared(trainer, cfg, monitor, stage: str, callbacks: tuple, factor: float):
     """``trainer`` with crash-safe saves, console progress, faults, guards and (after a rollback) a lower LR."""
-    from ark_trainer.bad_steps import lower_lr_callback
-    from ark_trainer.guards import guard_callbacks
-    from ark_trainer.monitor import use_console_progress
+    from ark_trainer.runtime.bad_steps import lower_lr_callback
+    from ark_trainer.runtime.guards import guard_callbacks
+    from ark_trainer.runtime.monitor import use_console_progress
 
     guard, fault = callbacks
     harden(trainer, stage, cfg.min_free_disk_gb, cfg.save_total_limit or 0)
@@ -226,7 +226,7 @@ def _prepared(trainer, cfg, monitor, stage: str, callbacks: tuple, factor: float
 
 
 def _precision(trainer) -> str:
-    from ark_trainer.bad_steps import precision_of
+    from ark_trainer.runtime.bad_steps import precision_of
 
     return precision_of(trainer.args, trainer.model)
 
@@ -244,8 +244,8 @@ def _free_memory() -> None:
 
 def _diverged(monitor, stage: str, bad, lr: float, precision: str, cfg) -> None:
     """Stop the stage after the last rollback: one line naming the precision and the flags to change."""
-    from ark_trainer.bad_steps import precision_fix
-    from ark_trainer.guards import TrainingDiverged
+    from ark_trainer.runtime.bad_steps import precision_fix
+    from ark_trainer.runtime.guards import TrainingDiverged
     from ark_trainer.stages.registry import lr_flags
 
     message = (

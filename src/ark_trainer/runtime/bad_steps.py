@@ -12,7 +12,7 @@ precision (what fp16's loss scaler already does for overflowing gradients):
 2. **roll back**: after ``--max_bad_steps`` bad steps in a row the stage goes back to its last complete
    checkpoint (or its start when it has none) with half the learning rate, at most ``--max_rollbacks``
    times; each a ``rollback`` event and a line in the report.
-3. **stop**: only then the stage stops with :class:`~ark_trainer.guards.TrainingDiverged` (exit 2, one
+3. **stop**: only then the stage stops with :class:`~ark_trainer.runtime.guards.TrainingDiverged` (exit 2, one
    line naming the precision in use and the flags to change); the report is still written.
 """
 
@@ -28,7 +28,7 @@ ROLLBACK_LR_FACTOR = 0.5
 
 
 class BadStreak(Exception):
-    """``--max_bad_steps`` bad steps in a row (internal: :func:`ark_trainer.resume.run_trainer` rolls back)."""
+    """``--max_bad_steps`` bad steps in a row (internal: :func:`ark_trainer.runtime.resume.run_trainer` rolls back)."""
 
     def __init__(self, step: int, what: str, streak: int) -> None:
         super().__init__(f"step {step}: {what} is NaN/inf, {streak} steps in a row")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_text, read_json
+from ark_trainer.runtime.system import pid_alive
 
 log = logging.getLogger("ark_trainer")
 
@@ -187,7 +188,7 @@ class _Stage:
         status = "ok" if exc_type is None else "failed"
         self.monitor.event("stage_end", stage=self.name, seconds=seconds, status=status)
         log.info("stage %s: %s in %.1fs", self.name, status, seconds)
-        from ark_trainer import faults
+        from ark_trainer.runtime import faults
 
         if exc_type is None and faults.fires(self.name, "kill_after_stage", self.monitor._state["step"]):
             faults.kill_now()
@@ -304,22 +305,10 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
         return state, beat
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
-    alive = _pid_alive(int(beat.get("pid", 0)))
+    alive = pid_alive(int(beat.get("pid", 0)))
     if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
         return ("failed" if _last_run_end(Path(out_dir)) == "failed" else "dead"), beat
     return ("stalled" if age > limit else "running"), beat
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _last_run_end(out_dir: Path) -> str | None:

@@ -1,0 +1,8 @@
+"""Serving a trained model behind an OpenAI-compatible API, for any client (OpenClaw is one target).
+
+- ``serve``: the server process (``transformers serve`` with the prompt fitted to the model's window);
+- ``gate``: the API key on every route, no cross-origin browser requests, only the routes a client needs;
+- ``process``: start the server, check its health and a smoke request, find and stop it.
+
+The OpenClaw target (config patch, rollback, deployment records) is ``ark_trainer.openclaw.deploy``.
+"""

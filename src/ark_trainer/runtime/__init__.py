@@ -1,0 +1,9 @@
+"""The plumbing under every training run, apart from the pipeline's stages.
+
+- ``launch``, ``distributed``: ``accelerate launch`` for several processes, and the ranks inside them;
+- ``supervisor``: ``--auto_resume`` (restart a failed run, smaller micro-batch after an OOM);
+- ``watchdog``, ``monitor``: stall detection, heartbeat, ``events.jsonl`` and logs;
+- ``guards``, ``bad_steps``: reward guards (timeouts, failures), NaN/inf steps skipped and rolled back;
+- ``resume``: crash-safe checkpoints and exact resume; ``runlock``: one live run per folder;
+- ``signals``: SIGTERM ends a run as ``failed``; ``faults``: fault injection for tests.
+"""
