@@ -186,7 +186,9 @@ def plan_request(
 
         reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
     cfg = _spell_out_steps(cfg)
-    return RequestPlan(cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent)
+    return RequestPlan(
+        cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent
+    )
 
 
 def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
