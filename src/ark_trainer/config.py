@@ -101,14 +101,14 @@ class TrainConfig:
     loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
     logging_steps: int = _opt(5, "log metrics every N steps")
     save_total_limit: int = _opt(2, "checkpoints kept per stage (older ones are deleted)")
-    reward_config: str | None = _opt(None, "grader spec YAML (see README); default: QC preset")
+    reward_config: str | None = _opt(None, "grader spec YAML (see docs/rewards.md); default: QC preset")
     rm_weight: float = _opt(1.0, "weight of the reward model in the composite reward")
     pass_threshold: float = _opt(0.8, "a completion passes when its composite reward reaches this")
     eval_ratio: float = _opt(0.1, "held-out share of --data_path when no --eval_dataset is given")
     max_eval_samples: int | None = _opt(None, "cap on eval prompts (default: all)")
     heartbeat_interval: float = _opt(5.0, "seconds between heartbeat writes")
     overwrite_output_dir: bool = _opt(False, "allow a run into an output_dir that holds a previous run")
-    # --- long runs: resume, watchdog, supervisor, guards (see README "Long runs") ---
+    # --- long runs: resume, watchdog, supervisor, guards (docs/long-runs.md) ---
     resume: bool = _opt(
         False, "continue the run in --output_dir from its newest complete checkpoint", cli_only=True
     )

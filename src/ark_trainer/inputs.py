@@ -1,6 +1,6 @@
 """Every input of a ``train`` run checked in one pass: output folder, model folder, data files (issue 19).
 
-The README promises every problem at once: a bad flag must not hide a missing model folder, nor a
+The docs promise every problem at once: a bad flag must not hide a missing model folder, nor a
 missing model folder a broken data file. :func:`gather` runs each check, collects every one-line
 problem, and raises them together (exit 2) before anything is written. The data files are read through
 the loader's own entry point (``data.loader.load_jsonl``), so its checks are the ones reported.

@@ -6,7 +6,7 @@
 Reads the run folder alone (events.jsonl, heartbeat.json, run.yaml, plan.json, checkpoints, eval/*.json,
 train.log), so it works on any run, finished, failed, killed or still going. It also runs by itself at the
 end of every ``train`` run: the report has a Diagnosis section and the console gets the findings. A
-healthy run gets nothing above ``info``. The codes are listed in :data:`CODES` (and in the README).
+healthy run gets nothing above ``info``. The codes are listed in :data:`CODES` (and in docs/long-runs.md).
 """
 
 from __future__ import annotations

@@ -72,5 +72,5 @@ def report_blocks(run_dir: Path, middle: list | tuple = ()) -> list:
     if not findings:
         return [*blocks, Para("No findings: nothing in the run folder looks wrong.")]
     rows = [[f.severity, f.code, f.stage, f.evidence, f.fix] for f in findings]
-    intro = "Most severe first; `ark-trainer diagnose OUT` prints the same (codes in the README)."
+    intro = "Most severe first; `ark-trainer diagnose OUT` prints the same (codes in docs/long-runs.md)."
     return [*blocks, Para(intro), Table(["severity", "code", "stage", "evidence", "fix"], rows)]
