@@ -1,6 +1,6 @@
 """What the training stages share: device choice, model loading, prompt rendering, trainer settings.
 
-Device policy (documented in docs/scale.md): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
+Device policy (documented in docs/getting-started.md): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
 without a GPU is not an error; the run falls back to CPU in fp32 and says so in one warning line, so the
 reference templates run as written on any machine.
 """
