@@ -86,16 +86,9 @@ def _score(args: ScoreOptions) -> int:
 
 def _device(want: str) -> str:
     """``--device`` as a torch device; ``auto`` is a GPU when there is one. Checked before any work."""
-    from ark_trainer.errors import UserError
+    from ark_trainer.runtime.system import resolve_device
 
-    if want not in ("auto", "cpu") and not want.startswith("cuda"):
-        raise UserError(f"--device: unknown device {want!r}; use auto, cpu, cuda or cuda:N")
-    if want == "cpu":
-        return want
-    import torch
-
-    has_cuda = torch.cuda.is_available()
-    return "cpu" if not has_cuda else ("cuda:0" if want in ("auto", "cuda") else want)
+    return resolve_device(want)
 
 
 def _generate(args: ScoreOptions, rows: list[dict], device: str) -> list[list[str]]:

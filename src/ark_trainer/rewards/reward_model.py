@@ -48,9 +48,9 @@ def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
 
 
 def auto_device() -> str:
-    import torch
+    from ark_trainer.runtime.system import resolve_device
 
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
+    return resolve_device("auto")
 
 
 def rm_text(tokenizer, prompt: Any, completion: Any) -> str:

@@ -121,14 +121,9 @@ def load_pairs(path: str | Path) -> tuple[list[dict], int]:
 
 
 def _device(want: str) -> str:
-    import torch
+    from ark_trainer.runtime.system import resolve_device
 
-    if want == "auto":
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    if want.startswith("cuda") and not torch.cuda.is_available():
-        log.warning("--device %s: no CUDA GPU on this machine; training on CPU instead", want)
-        return "cpu"
-    return want
+    return resolve_device(want, fallback=log.warning)
 
 
 def _texts(tok, rows: list[dict], max_length: int) -> tuple[list[dict], int]:

@@ -30,3 +30,33 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def resolve_device(want: str, flag: str = "--device", fallback=None) -> str:
+    """``--device`` as a torch device, the one rule for ``train``, ``score``, ``rm train`` and reward models.
+
+    ``auto``/``cuda`` → ``cuda:0`` on a machine with a GPU, else ``cpu``; ``cuda[:N]`` without a GPU → ``cpu``
+    and one line to ``fallback`` (a warning, not an error: a template written for a GPU still runs); an
+    unknown name or a GPU index the machine does not have → a one-line :class:`UserError`.
+    """
+    from ark_trainer.errors import UserError
+
+    name = want.strip().lower()
+    if name not in ("auto", "cpu") and not name.startswith("cuda"):
+        raise UserError(f"{flag}: unknown device {want!r}; use auto, cpu, cuda or cuda:N")
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        if name != "auto" and fallback is not None:
+            fallback(f"{flag} {want}: no CUDA GPU on this machine; training on CPU instead (slower)")
+        return "cpu"
+    if name.startswith("cuda:"):
+        index = name.split(":", 1)[1]
+        if not index.isdigit() or int(index) >= torch.cuda.device_count():
+            raise UserError(
+                f"{flag}: {want!r} does not exist; this machine has {torch.cuda.device_count()} GPU(s)"
+            )
+        return name
+    return "cuda:0"

@@ -48,27 +48,10 @@ class Runtime:
 
 
 def resolve_runtime(cfg: TrainConfig) -> Runtime:
-    import torch
+    from ark_trainer.runtime.system import resolve_device
 
     warnings: list[str] = []
-    want = cfg.device.strip().lower()
-    has_cuda = torch.cuda.is_available()
-    if want not in ("auto", "cpu") and not want.startswith("cuda"):
-        raise UserError(f"--device: unknown device {cfg.device!r}; use auto, cpu, cuda or cuda:N")
-    if want.startswith("cuda") and not has_cuda:
-        warnings.append(
-            f"--device {cfg.device}: no CUDA GPU on this machine; training on CPU instead (slower)"
-        )
-        want = "cpu"
-    if want.startswith("cuda:"):
-        index = want.split(":", 1)[1]
-        if not index.isdigit() or int(index) >= torch.cuda.device_count():
-            raise UserError(
-                f"--device: {cfg.device!r} does not exist; this machine has {torch.cuda.device_count()} GPU(s)"
-            )
-    device = "cpu" if want == "cpu" or (want == "auto" and not has_cuda) else want
-    if device in ("auto", "cuda"):
-        device = "cuda:0"
+    device = resolve_device(cfg.device, fallback=warnings.append)
     fp16, bf16 = cfg.fp16, cfg.bf16
     if device == "cpu" and (fp16 or bf16):
         flag = "--fp16" if fp16 else "--bf16"
