@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import yaml_error
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
 
@@ -234,9 +235,7 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise UserError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise UserError(yaml_error(path, exc)) from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}

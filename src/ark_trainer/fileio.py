@@ -50,3 +50,10 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
 def read_jsonl(path: str | Path) -> list[dict]:
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def yaml_error(path: str | Path, exc: Exception) -> str:
+    """``path:line: not valid YAML (problem)`` for a ``yaml.YAMLError``: the one wording for every YAML file."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "syntax error"
+    return f"{path}:{mark.line + 1 if mark else 1}: not valid YAML ({problem})"

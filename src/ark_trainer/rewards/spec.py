@@ -58,6 +58,7 @@ import regex
 import yaml
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import yaml_error
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -196,9 +197,7 @@ def read_yaml(path: Path) -> Any:
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise UserError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML ({problem})") from None
+        raise UserError(yaml_error(path, exc)) from None
 
 
 def load_graders(path: str | Path) -> list[GraderSpec]:
