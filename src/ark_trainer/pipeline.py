@@ -218,9 +218,9 @@ def _run_prepared(p: Prepared) -> Path:
     # "finished" only once the report is written: a kill while it is built leaves the run not finished
     monitor.finish("finished", before_final=_diagnose_and_report if ranks.is_main else None)
     if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
-        from ark_trainer.openclaw.deploy import deploy_after_train  # not when no better than base
+        from ark_trainer.deploy.targets import get_target  # not when no better than base
 
-        deploy_after_train(p.out, log.info, log.warning)
+        get_target("openclaw").deploy_after_train(p.out, log.info, log.warning)
     return p.out
 
 

@@ -1,7 +1,8 @@
 """``ark-trainer deploy OUT [--agent ID] [--port P]`` and ``deploy [OUT] --status | --stop | --rollback``.
 
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
-config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`.
+config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`, the
+OpenClaw deploy target (:mod:`ark_trainer.deploy.targets`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class DeployOptions:
         False, "restore the config byte for byte, stop the server", switch=True, exclusive="action"
     )
     force: bool = opt(False, "with --rollback: restore even if the config changed since", switch=True)
+    target: str = opt(
+        "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"
+    )
 
 
 def register(sub) -> None:
@@ -37,8 +41,9 @@ def register(sub) -> None:
 
 
 def _cmd_deploy(args: DeployOptions) -> int:
-    from ark_trainer.openclaw import deploy
+    from ark_trainer.deploy.targets import get_target
 
+    deploy = get_target(args.target)
     if args.status:
         info = deploy.status(args.out)
         for key, value in info.items():

@@ -1,0 +1,55 @@
+"""Deploy targets: the clients a served model can be handed to. OpenClaw is one; a new one is a module.
+
+A target is a module (or object) with the five functions of :class:`DeployTarget`; it is registered by
+name in :data:`TARGETS` as a module path, imported only when used. The serving itself (the OpenAI-compatible
+server, its key and gate, start/health/stop) is shared: :mod:`ark_trainer.deploy.process`. What a target
+adds is how its client is pointed at the server and pointed back: for OpenClaw, a validated config patch
+with a byte-for-byte rollback and a crash-safe record (:mod:`ark_trainer.openclaw.deploy`).
+
+To add a target ``foo``: write ``ark_trainer/foo/deploy.py`` with these functions (start the server with
+``deploy.process.start_server``, keep a record so ``rollback`` works after a crash at any point), add
+``"foo": "ark_trainer.foo.deploy"`` here, and ``ark-trainer deploy OUT --target foo`` uses it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from ark_trainer.errors import UserError
+
+
+class DeployTarget(Protocol):
+    """What ``ark-trainer deploy`` and ``train --openclaw_env True`` call on a target."""
+
+    def deploy(self, out: Path, agent: str | None = None, port: int | None = None, log: Any = print) -> dict:
+        """Serve ``OUT/model`` and point the client at it; returns the deployment record."""
+        ...
+
+    def status(self, out: str | None) -> dict:
+        """The latest deployment (or OUT's): server health, what the client uses now."""
+        ...
+
+    def stop(self, out: str | None) -> bool:
+        """Stop the model server, leave the client's settings; whether a server was running."""
+        ...
+
+    def rollback(self, out: str | None, force: bool = False) -> dict:
+        """Restore the client's settings as they were before the deploy and stop the server."""
+        ...
+
+    def deploy_after_train(self, out: Path, info: Any, warn: Any) -> dict | None:
+        """The end-of-run deploy of ``train``: problems are warnings, never a failed run."""
+        ...
+
+
+TARGETS: dict[str, str] = {"openclaw": "ark_trainer.openclaw.deploy"}
+"""Target name → the module that implements :class:`DeployTarget`."""
+
+
+def get_target(name: str = "openclaw") -> DeployTarget:
+    """The target registered as ``name``; an unknown name is a one-line error listing the known ones."""
+    if name not in TARGETS:
+        raise UserError(f"--target: unknown deploy target {name!r}; known: {', '.join(sorted(TARGETS))}")
+    return cast(DeployTarget, importlib.import_module(TARGETS[name]))
