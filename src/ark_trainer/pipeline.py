@@ -60,10 +60,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
 
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path
-    out, data_path = (
-        Path(cfg.output_dir),
-        cfg.data_path,
-    )  # a local: mypy does not narrow cfg.* inside a lambda
+    out = Path(cfg.output_dir)
+    data_path = cfg.data_path  # a local: mypy does not narrow cfg.data_path inside the lambda below
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
