@@ -13,6 +13,7 @@ import gc
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ark_trainer.config import TrainConfig, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
@@ -57,13 +58,16 @@ def prepare(cfg: TrainConfig) -> Prepared:
     from ark_trainer.runtime.runlock import check_free
     from ark_trainer.stages.common import resolve_runtime
 
+    # validate() refuses a config without them (config.REQUIRED)
+    assert cfg.output_dir and cfg.data_path and cfg.model_path
     out = Path(cfg.output_dir)
+    data_path = cfg.data_path  # a local: mypy does not narrow cfg.data_path inside the lambda below
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
     loads = [
         lambda: resolve_runtime(cfg),  # a device that does not exist is refused before anything is written
-        lambda: load_jsonl(cfg.data_path, "--data_path"),
+        lambda: load_jsonl(data_path, "--data_path"),
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
     checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
@@ -132,6 +136,7 @@ def write_run_files(p: Prepared) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
     write_json(p.out / "plan.json", plan_json(p))
+    assert p.cfg.data_path  # validate() refuses a config without it (config.REQUIRED)
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
         inputs.add(resolve_eval_path(p.cfg.eval_dataset).resolve())
@@ -179,8 +184,11 @@ def _run_prepared(p: Prepared) -> Path:
         if cfg.resume:
             log.info("resuming the run in %s: finished parts are skipped", p.out)
     ranks.wait()
-    monitor = (Monitor if ranks.is_main else QuietMonitor)(
-        p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval
+    monitor = cast(  # QuietMonitor: Monitor's interface (through __getattr__), writing nothing
+        Monitor,
+        (Monitor if ranks.is_main else QuietMonitor)(
+            p.out, heartbeat=cfg.auto_heartbeat, interval=cfg.heartbeat_interval
+        ),
     )
     ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=p.plan.strategy, resume=cfg.resume)
@@ -227,6 +235,7 @@ def _run_prepared(p: Prepared) -> Path:
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
     """Evaluate the base model, then run and evaluate each stage of the plan (resume skips finished ones)."""
     cfg, rt = p.cfg, p.rt
+    assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
     for message in rt.warnings:
         monitor.warn(message)
     if cfg.openclaw_env:
@@ -266,6 +275,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     from ark_trainer.stages.probe import decide, probe_record, run_probe
 
     cfg = p.cfg
+    assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
         result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed

@@ -206,7 +206,7 @@ def _body(run: Run, plots: list[Image]) -> list[Block]:
         *bad_step_blocks(run.events),
         *_restarts(run),
         Heading("Training curves"),
-        *(plots or [Para("No training metrics logged yet.")]),
+        *(plots or (Para("No training metrics logged yet."),)),
         *_examples(run),
         *_warnings(run),
         Heading("Resolved config"),

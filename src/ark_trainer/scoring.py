@@ -32,7 +32,7 @@ from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
 from ark_trainer.rewards.graders import failures
 from ark_trainer.rewards.registry import SCORE_LIMIT
 from ark_trainer.runtime.distributed import ranks
-from ark_trainer.runtime.guards import unguarded
+from ark_trainer.runtime.guards import Skips, unguarded
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.stages.common import Runtime, is_conversational, model_prompt
 
@@ -54,7 +54,9 @@ def score_completions(
     out: list[list[dict]] = []
     for start in range(0, len(rows), SCORE_CHUNK):
         chunk_rows, chunk_answers = rows[start : start + SCORE_CHUNK], answers[start : start + SCORE_CHUNK]
-        prompts, completions, columns = [], [], {}
+        prompts: list[Any] = []
+        completions: list[str] = []
+        columns: dict[str, list[Any]] = {}
         names = sorted({k for r in chunk_rows for k in reward_columns(r)})
         for row, texts in zip(chunk_rows, chunk_answers, strict=True):
             for text in texts:
@@ -281,8 +283,8 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
     weights = {c.name: c.weight for c in reward.components}
     summaries = []
     for name in [*reward.names, TOTAL]:
-        key = (lambda a: a["total"]) if name == TOTAL else (lambda a, n=name: a["scores"][n])
-        summaries.append(summarise(name, weights.get(name), [[key(a) for a in row] for row in scored]))
+        values = [[a["total"] if name == TOTAL else a["scores"][name] for a in row] for row in scored]
+        summaries.append(summarise(name, weights.get(name), values))
     records = [
         {"line": row["_line"], "answer": text, "total": s["total"], "scores": s["scores"]}
         for row, texts, row_scores in zip(rows, answers, scored, strict=True)
@@ -290,7 +292,7 @@ def score_rows(reward: CompositeReward, rows: list[dict], answers: list[list[str
     ]
     judges = judge_stats(reward)
     warnings = [w for s in summaries if s.name != TOTAL for w in s.warnings]
-    skips = getattr(reward, "guard_stats", None) or {}
+    skips = getattr(reward, "guard_stats", None) or Skips()
     for comp in reward.components:
         failed, reason = failures(unguarded(comp.fn))
         if failed:

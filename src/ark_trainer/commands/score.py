@@ -95,6 +95,7 @@ def _generate(args: ScoreOptions, rows: list[dict], device: str) -> list[list[st
     from ark_trainer.generation import generate
     from ark_trainer.stages.common import Runtime, check_policy_dir, load_policy
 
+    assert args.model_path is not None  # only called with --model_path
     check_policy_dir(args.model_path)
     model, tok = load_policy(args.model_path, Runtime(device, False, False, []))
     return generate(

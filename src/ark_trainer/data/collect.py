@@ -140,7 +140,8 @@ def _branch(entries: list[dict]) -> list[dict]:
     by_id = {e["id"]: e for e in entries if e.get("id")}
     if not entries or len(by_id) != len(entries):
         return entries
-    chain, node = [], entries[-1]
+    chain: list[dict] = []
+    node: dict | None = entries[-1]
     while node is not None:
         chain.append(node)
         node = by_id.get(node.get("parentId"))

@@ -43,7 +43,8 @@ SCALAR_TYPES = {
 
 class _Problems:
     def __init__(self, path: Path) -> None:
-        self.path, self.items = path, []
+        self.path = path
+        self.items: list[str] = []
 
     def add(self, line: int, field: str, message: str) -> None:
         self.items.append(f"{self.path}:{line}: {field}: {message}")

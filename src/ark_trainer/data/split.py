@@ -52,7 +52,7 @@ def drop_overlap(train: list[dict], eval_rows: list[dict]) -> tuple[list[dict], 
 
 
 def describe(rows: list[dict]) -> dict[str, Any]:
-    labels = Counter()
+    labels: Counter[str] = Counter()
     for r in rows:
         raw = r.get("label")
         norm = normalize_label(raw)

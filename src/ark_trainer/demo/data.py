@@ -347,7 +347,7 @@ def generate_rows(
         while question in seen:
             question = f"{INSTRUCTION}\n{_bounded_dialogue(rng, label, scenario)}"
         seen.add(question)
-        row = {"id": f"qc-{split}-{i:05d}", "question": question, "label": label, "scenario": scenario}
+        row: dict = {"id": f"qc-{split}-{i:05d}", "question": question, "label": label, "scenario": scenario}
         if with_candidates and rng.random() < CANDIDATE_SHARE:
             row["candidates"] = _candidates(rng, row)
         rows.append(row)

@@ -113,6 +113,7 @@ def _warmup_target(rng: random.Random, row: dict) -> str:
     if label != CLEAN and rng.random() < LENIENT_SHARE:
         label = CLEAN
     reply = parse_answer(gold_answer(row)).reply
+    assert reply is not None  # gold_answer is a canonical answer, which always has a reply
     if rng.random() < FLAWED_REPLY_SHARE:
         reply = flawed_reply(rng, row["scenario"], row["question"])
     return format_answer(label, reply)

@@ -105,11 +105,14 @@ def main(argv: list[str] | None = None) -> None:
 
     from ark_trainer.deploy.gate import Gate
 
-    chat_completion.ChatCompletionHandler = _fitting_handler(
+    # Both patches replace transformers' own names at run time, which its types cannot express.
+    chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in
         chat_completion.ChatCompletionHandler, args.window, args.reply_tokens
     )
     build_server = serving_server.build_server
-    serving_server.build_server = lambda *a, **kw: Gate(build_server(*a, **kw), key, args.port)
+    serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI
+        build_server(*a, **kw), key, args.port
+    )
     # Serve() builds the app with the names it imports from chat_completion and serving.server at call
     # time (the fitted handler, the gated app), then runs uvicorn until stopped.
     Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")

@@ -60,7 +60,7 @@ def _model_of(value: Any) -> str | None:
 def _agent_entry(agents: dict, wanted: str) -> tuple[str, dict]:
     """The agent's id and its own config entry (``{}`` when it has none)."""
     listed = [a for a in agents.get("list") or [] if isinstance(a, dict) and a.get("id")]
-    entries = agents.get("entries") if isinstance(agents.get("entries"), dict) else {}
+    entries = got if isinstance(got := agents.get("entries"), dict) else {}
     if wanted == "current":
         default = next((a for a in listed if a.get("default")), None)
         wanted = default["id"] if default else DEFAULT_AGENT
@@ -83,7 +83,7 @@ def _deployed_folder(model_ref: str) -> tuple[str | None, str | None]:
 def agent_state(wanted: str) -> AgentState:
     """What OpenClaw's state says about the agent ``wanted`` ("current" or an id)."""
     config, where = _load_config()
-    agents = config.get("agents") if isinstance(config.get("agents"), dict) else {}
+    agents = got if isinstance(got := config.get("agents"), dict) else {}
     agent_id, own = _agent_entry(agents, wanted)
     model_ref, model_from = _model_of(own.get("model")), f"agent {agent_id}'s model"
     if model_ref is None:

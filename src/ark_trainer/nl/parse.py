@@ -175,8 +175,8 @@ def _pick_strategy(t: _Text, no_rft: bool) -> tuple[str | None, re.Match | None]
 
 def _strategy(t: _Text, out: Parsed) -> None:
     unsupported = sorted({m.group(1).upper() for m in t.finditer(UNSUPPORTED)})
-    for m in t.finditer(UNSUPPORTED):
-        t.consume(m)
+    for u in t.finditer(UNSUPPORTED):
+        t.consume(u)
     strategy, m = _pick_strategy(t, no_rft=t.take(NO_RFT) is not None)
     if strategy:
         out.flags["strategy"] = strategy

@@ -201,4 +201,5 @@ def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
 
     plan = resolve_plan(cfg)
     values = {s.steps_flag: plan.steps(n) for n, s in stages().items() if s.steps_flag}
-    return dataclasses.replace(cfg, **{k: v for k, v in values.items() if getattr(cfg, k) is None})
+    unset: dict[str, Any] = {k: v for k, v in values.items() if getattr(cfg, k) is None}  # field names
+    return dataclasses.replace(cfg, **unset)

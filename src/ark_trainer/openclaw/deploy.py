@@ -32,6 +32,7 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ark_trainer.deploy.process import (
     HOST,
@@ -113,7 +114,7 @@ def provider_patch(
         "models": [model],
     }
     ref = f"{PROVIDER}/{name}"
-    agents = (
+    agents: dict[str, Any] = (
         {"entries": {agent: {"model": {"primary": ref}}}}
         if agent
         else {"defaults": {"model": {"primary": ref}}}
@@ -191,12 +192,13 @@ def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
     deploy_dir = out / "deploy"
     config, source = cli.config_path()
     before = config.read_bytes() if config.is_file() else None
-    mode = config.stat().st_mode & 0o777 if config.is_file() else None
+    mode = config.stat().st_mode & 0o777 if before is not None else None
     # The saved bytes live in OpenClaw's state folder (next to the config, survives deleting OUT) and,
     # for the user to see, in OUT/deploy/; both keep the config's mode (it holds provider API keys).
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     backup = cli.state_dir() / "ark-trainer" / "backups" / f"{stamp}-{name}.openclaw.json"
     if before is not None:
+        assert mode is not None  # read together with ``before`` above
         atomic_write_bytes(backup, before, mode)
         atomic_write_bytes(deploy_dir / "openclaw.json.before", before, mode)
     record = {

@@ -161,7 +161,7 @@ class CompositeReward:
     def _combine(self, table: dict[str, list[float | None]], n: int) -> list[float | None]:
         totals: list[float | None] = []
         for i in range(n):
-            pairs = [(c.weight, table[c.name][i]) for c in self.components if table[c.name][i] is not None]
+            pairs = [(c.weight, s) for c in self.components if (s := table[c.name][i]) is not None]
             weight = sum(w for w, _ in pairs)
             totals.append(sum(w * s for w, s in pairs) / weight if weight > 0 else None)
         return totals

@@ -257,7 +257,12 @@ class LazyRewardModel:
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _BINOPS[ast.Pow] = operator.pow
-_FUNCS = {"min": min, "max": max, "abs": abs, "clip": lambda x, lo=0.0, hi=1.0: min(max(x, lo), hi)}
+_FUNCS: dict[str, Callable[..., float]] = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "clip": lambda x, lo=0.0, hi=1.0: min(max(x, lo), hi),
+}
 _ARITY = {"min": (2, 32), "max": (2, 32), "abs": (1, 1), "clip": (1, 3)}  # clip(x, lo=0, hi=1)
 
 
@@ -293,7 +298,7 @@ def check_formula(text: str, names: set[str]) -> ast.Expression:
 def _evaluate(node: ast.AST, env: dict[str, float]) -> float:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body, env)
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):  # check_formula: numbers only
         return float(node.value)
     if isinstance(node, ast.Name):
         return env[node.id]
@@ -302,7 +307,7 @@ def _evaluate(node: ast.AST, env: dict[str, float]) -> float:
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         return _BINOPS[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # check_formula: only _FUNCS calls
         return float(_FUNCS[node.func.id](*(_evaluate(a, env) for a in node.args)))
     raise TypeError(type(node).__name__)
 
@@ -357,10 +362,11 @@ class MultiGrader:
     def _combine(self, row: dict[str, float | None]) -> float | None:
         if self.formula is not None:
             used = {n.id for n in ast.walk(self.formula) if isinstance(n, ast.Name) and n.id in row}
-            if any(row[n] is None for n in used):
+            values = {n: float(v) for n in used if (v := row[n]) is not None}
+            if len(values) < len(used):
                 return None
             try:
-                return _evaluate(self.formula, {n: float(row[n]) for n in used})
+                return _evaluate(self.formula, values)
             except (ZeroDivisionError, OverflowError, ValueError):
                 return None
         pairs = [(self.weights[n], s) for n, s in row.items() if s is not None]

@@ -146,7 +146,9 @@ class LLMJudge:
         self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
         self.concurrency, self.on_failure, self.where = max(1, concurrency), on_failure, where
         self.cache = (
-            None if cache in (None, "none", "off") else _Cache(None if cache == "memory" else Path(cache))
+            None
+            if cache is None or cache in ("none", "off")
+            else _Cache(None if cache == "memory" else Path(cache))
         )
         self.stats = {"requests": 0, "cache_hits": 0, "scored": 0, "request_failures": 0, "parse_failures": 0}
         self._lock = threading.Lock()

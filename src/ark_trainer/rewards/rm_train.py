@@ -27,11 +27,14 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ark_trainer.data.split import split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_json
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 log = logging.getLogger("ark_trainer")
 METRICS_FILE = "rm_metrics.json"
@@ -151,8 +154,9 @@ def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: in
         return {"pair_accuracy": None, "mean_margin": None, "n": 0}
     scorer = RewardModelScorer(str(model_dir), device=device, max_length=max_length)
     prompts = [r["prompt"] for r in rows]
-    chosen = scorer(prompts, [r["chosen"] for r in rows])
-    rejected = scorer(prompts, [r["rejected"] for r in rows])
+    # The reward model scores every text (None is only the reward contract's "no score", never used here).
+    chosen = cast(list[float], scorer(prompts, [r["chosen"] for r in rows]))
+    rejected = cast(list[float], scorer(prompts, [r["rejected"] for r in rows]))
     wins = [c > r for c, r in zip(chosen, rejected, strict=True)]
     margins = [c - r for c, r in zip(chosen, rejected, strict=True)]
     return {
@@ -283,7 +287,8 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     use_console_progress(trainer, "rm")
     result = trainer.train()
     if args.lora_r > 0:  # merged: the scorer and --rm_model_path load a plain sequence classifier
-        trainer.model.merge_and_unload().save_pretrained(str(dest), safe_serialization=True)
+        peft_model = cast("PeftModel", trainer.model)  # TRL wrapped the model, as peft_config was given
+        peft_model.merge_and_unload().save_pretrained(str(dest), safe_serialization=True)
     else:
         trainer.save_model(str(dest))
     tok.save_pretrained(str(dest))

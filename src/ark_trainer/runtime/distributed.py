@@ -35,7 +35,7 @@ class Ranks:
 
     def __init__(self, state=None) -> None:
         self.state = state
-        self.monitor = None  # set by the pipeline on every rank; used to record the replica check
+        self.monitor: Any = None  # set by the pipeline on every rank; used to record the replica check
 
     @property
     def num_processes(self) -> int:
@@ -160,8 +160,8 @@ class _QuietStage:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 def _quiet_stage(*args: Any, **kwargs: Any) -> _QuietStage:

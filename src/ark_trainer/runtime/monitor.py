@@ -247,7 +247,7 @@ def use_console_progress(trainer, stage: str) -> None:
     """Keep ``trainer``'s progress bar, but print :func:`console_line` instead of each whole log dict."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    start = {}  # the step this attempt began at (> 0 after a resume)
+    start: dict[str, int] = {}  # the step this attempt began at (> 0 after a resume)
 
     def line(state, logs: dict) -> str:
         return console_line(stage, state.global_step, state.max_steps, logs, start.get("step", 0))

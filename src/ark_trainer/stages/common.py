@@ -101,7 +101,8 @@ def load_policy(path: str | Path, rt: Runtime):
     from transformers import AutoModelForCausalLM
 
     tok = load_tokenizer(path, rt.trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt)).to(rt.device)
+    model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt))
+    model = model.to(rt.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides the bound self
     model.eval()
     return model, tok
 

@@ -73,7 +73,7 @@ def train_grpo(
             lambda: _timed(
                 GRPOTrainer(
                     model=model_path,
-                    reward_funcs=funcs,
+                    reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
                     args=args,
                     train_dataset=dataset,
                     processing_class=tok,
