@@ -21,4 +21,5 @@ fi
 export ARK_REQUIRE_BROWSER=1               # so the browser test fails, not skips, when Chromium is missing
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
+.venv/bin/mypy                              # [tool.mypy] in pyproject.toml: src/, 0 errors
 .venv/bin/python -m pytest -q ${TIER[@]+"${TIER[@]}"} "$@"

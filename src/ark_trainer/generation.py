@@ -30,7 +30,7 @@ def generate(
 ) -> list[list[str]]:
     """``num_samples`` completions per prompt; ``temperature`` 0 means greedy decoding."""
     import torch
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
 
     tokenizer.padding_side = "left"
     texts = [render_prompt(tokenizer, p) for p in prompts]

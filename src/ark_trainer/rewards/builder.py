@@ -92,27 +92,7 @@ def reweigh(components: Sequence[Component], weights: Mapping[str, float]) -> li
 
 def reward_model_component(path: str, weight: float, device: str) -> Component:
     """``--rm_model_path``: a reward model of weight ``--rm_weight``; its folder is checked now."""
-    from ark_trainer.rewards.reward_model import check_reward_model_dir
+    from ark_trainer.rewards.reward_model import LazyRewardModel, check_reward_model_dir
 
     check_reward_model_dir(path)
     return Component("reward_model", LazyRewardModel(path, device), weight)
-
-
-class LazyRewardModel:
-    """Loads the reward model on first use, on the run's device, so checks stay cheap."""
-
-    __name__ = "reward_model"
-
-    def __init__(self, path: str, device: str) -> None:
-        self.path, self.device, self.scorer = path, device, None
-
-    def __call__(self, prompts, completions, **columns):
-        if self.scorer is None:
-            from ark_trainer.rewards.reward_model import RewardModelScorer, auto_device
-
-            device = auto_device() if self.device == "auto" else self.device
-            self.scorer = RewardModelScorer(self.path, device=device)
-        return self.scorer(prompts, completions, **columns)
-
-    def applies(self, prompts, completions, **columns) -> list[bool]:
-        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know

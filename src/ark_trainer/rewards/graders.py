@@ -231,28 +231,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
-class LazyRewardModel:
-    """A reward-model grader that loads the model on first use, so spec checks stay cheap."""
-
-    def __init__(self, name: str, path: str, device: str, batch_size: int, max_length: int) -> None:
-        self.__name__ = name
-        self.path, self.device, self.batch_size, self.max_length = path, device, batch_size, max_length
-        self.scorer = None
-
-    def __call__(self, prompts, completions, **columns):
-        if self.scorer is None:
-            from ark_trainer.rewards.reward_model import RewardModelScorer, auto_device
-
-            device = auto_device() if self.device == "auto" else self.device
-            self.scorer = RewardModelScorer(
-                self.path, device=device, batch_size=self.batch_size, max_length=self.max_length
-            )
-        return self.scorer(prompts, completions, **columns)
-
-    def applies(self, prompts, completions, **columns) -> list[bool]:
-        return [True] * len(completions)  # a reward model scores any answer
-
-
 # --- multi: weighted mean or a formula over named sub-graders ---
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}

@@ -110,3 +110,27 @@ class RewardModelScorer:
             raw = logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0]
             scores += torch.sigmoid(raw).tolist()
         return scores
+
+
+class LazyRewardModel:
+    """A reward model (``--rm_model_path`` or a ``score_model`` grader) loaded on first use, on its device,
+    so checks and ``score``'s spec validation stay cheap; it applies to any answer."""
+
+    def __init__(
+        self, path: str, device: str = "auto", name: str = "reward_model", batch_size: int = 16,
+        max_length: int = 1024,
+    ) -> None:  # fmt: skip
+        self.__name__ = name
+        self.path, self.device, self.batch_size, self.max_length = path, device, batch_size, max_length
+        self.scorer: RewardModelScorer | None = None
+
+    def __call__(self, prompts, completions, **columns):
+        if self.scorer is None:
+            device = auto_device() if self.device == "auto" else self.device
+            self.scorer = RewardModelScorer(
+                self.path, device=device, batch_size=self.batch_size, max_length=self.max_length
+            )
+        return self.scorer(prompts, completions, **columns)
+
+    def applies(self, prompts, completions, **columns) -> list[bool]:
+        return [True] * len(completions)  # a reward model scores any answer; no need to load it to know

@@ -10,6 +10,7 @@ import difflib
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 
 _TOKEN_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W_]+|[^\w\s]", re.UNICODE)
 
@@ -85,7 +86,7 @@ def bleu(hyp: str, ref: str, max_n: int = 4) -> float:
     return brevity * math.exp(log_sum / max_n)
 
 
-METRICS = {
+METRICS: dict[str, Callable[[str, str], float]] = {
     "fuzzy_match": fuzzy_match,
     "token_f1": token_f1,
     "bleu": bleu,

@@ -356,10 +356,12 @@ def _reward_model(entry: _Entry, name: str) -> Callable:
     device = entry.get("device", str, "auto")
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise entry.fail("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
-    return g.LazyRewardModel(
-        name,
+    from ark_trainer.rewards.reward_model import LazyRewardModel
+
+    return LazyRewardModel(
         model_path,
         device,
+        name,
         int(entry.number("batch_size", 16, low=1, integer=True)),
         int(entry.number("max_length", 1024, low=8, integer=True)),
     )
