@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +60,12 @@ def openclaw():
             pytest.fail("OpenClaw CLI not found; run scripts/setup_openclaw.sh (ARK_REQUIRE_OPENCLAW=1)")
         pytest.skip("OpenClaw CLI not installed (scripts/setup_openclaw.sh)")
     return oc
+
+
+def run_cli(*args: str, cwd: Path, timeout: int = 180) -> subprocess.CompletedProcess:
+    """``python -m ark_trainer ARGS`` in a child process, with the isolated HOME and state of this test."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "ark_trainer", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip

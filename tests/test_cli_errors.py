@@ -7,14 +7,13 @@ before training, so the tiny model below is never loaded into a trainer.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli as cli
 from conftest import save_tiny_qwen
 
 PROBLEM_RE = re.compile(r"^error: (?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
@@ -24,19 +23,6 @@ PROBLEM_RE = re.compile(r"^error: (?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): 
 def model_dir(tmp_path_factory) -> Path:
     """A tiny but real Qwen2ForCausalLM + tokenizer folder (safetensors), enough to pass --model_path checks."""
     return save_tiny_qwen(tmp_path_factory.mktemp("tiny_model"))
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run ``python -m ark_trainer ARGS`` with HOME (and the rest of the isolated env) from conftest."""
-    env = {**os.environ, "HOME": os.environ["HOME"], "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(
-        [sys.executable, "-m", "ark_trainer", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def assert_user_error(result: subprocess.CompletedProcess) -> list[str]:

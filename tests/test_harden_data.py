@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ark_trainer.data.loader import MAX_DEPTH, load_jsonl, resolve_eval_path
 from ark_trainer.errors import UserError
+from conftest import run_cli as cli
 from conftest import save_tiny_qwen
 
 PROBLEM_RE = re.compile(r"^(?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
@@ -189,18 +188,6 @@ def test_eval_dataset_paths_get_the_same_checks(tmp_path):
 def small_window_model(tmp_path_factory) -> Path:
     """A tiny real model whose window is 256 positions (192 prompt tokens with 64 completion tokens)."""
     return save_tiny_qwen(tmp_path_factory.mktemp("tiny_model"), max_position_embeddings=256)
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(
-        [sys.executable, "-m", "ark_trainer", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def train(model: Path, data: Path | str, out: Path, *extra: str) -> list[str]:
