@@ -43,7 +43,12 @@ KILL_POINTS = ("backup", "server_started", "smoke", "patched", "recorded")
 
 
 def _run_dir(tmp_path: Path) -> Path:
+    """A run folder with a tiny random model, seeded: an unseeded one sometimes greedily repeats a special
+    token, whose text is empty, and the deploy's smoke request then rightly refuses it (seen once in CI)."""
+    import torch
+
     out = tmp_path / "run"
+    torch.manual_seed(0)
     save_tiny_qwen(out / "model")
     return out
 
