@@ -69,3 +69,22 @@ def run_cli(*args: str, cwd: Path, timeout: int = 180) -> subprocess.CompletedPr
         [sys.executable, "-m", "ark_trainer", *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip
+
+
+def tiny_qc_assets(root: Path) -> dict[str, Path]:
+    """A tiny model and 12 QC rows (``train.jsonl``, the first 2 also as ``eval.jsonl``) for short real runs."""
+    from ark_trainer.fileio import write_jsonl
+
+    labels = ["无", "辱骂", "未致歉"]
+    model = save_tiny_qwen(root / "model")
+    rows = [
+        {
+            "question": f"客服：您好 {i}。顾客：订单{i}不对。",
+            "label": labels[i % 3],
+            "candidates": ["结论：违规 类型：辱骂"],
+        }
+        for i in range(12)
+    ]
+    write_jsonl(root / "train.jsonl", rows)
+    write_jsonl(root / "eval.jsonl", rows[:2])
+    return {"model": model, "train": root / "train.jsonl", "eval": root / "eval.jsonl", "root": root}

@@ -20,30 +20,17 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.config import field_types
-from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER
-from conftest import save_tiny_qwen
+from conftest import save_tiny_qwen, tiny_qc_assets
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 NUMERIC = sorted(n for n, kind in field_types().items() if kind in (int, float))
-LABELS = ["无", "辱骂", "未致歉"]
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("harden_assets")
-    model = save_tiny_qwen(root / "model")
-    rows = [
-        {
-            "question": f"客服：您好 {i}。顾客：订单{i}不对。",
-            "label": LABELS[i % 3],
-            "candidates": ["结论：违规 类型：辱骂"],
-        }
-        for i in range(12)
-    ]
-    write_jsonl(root / "train.jsonl", rows)
-    write_jsonl(root / "eval.jsonl", rows[:2])
-    return {"model": model, "train": root / "train.jsonl", "eval": root / "eval.jsonl", "root": root}
+    return tiny_qc_assets(tmp_path_factory.mktemp("harden_assets"))
 
 
 def base(a: dict, out: Path) -> list[str]:

@@ -11,28 +11,16 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete
-from conftest import save_tiny_qwen
+from conftest import tiny_qc_assets
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-LABELS = ["无", "辱骂", "未致歉"]
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("resume_assets")
-    model = save_tiny_qwen(root / "model")
-    rows = [
-        {
-            "question": f"客服：您好 {i}。顾客：订单{i}不对。",
-            "label": LABELS[i % 3],
-            "candidates": ["结论：违规 类型：辱骂"],
-        }
-        for i in range(12)
-    ]
-    write_jsonl(root / "train.jsonl", rows)
-    return {"model": model, "train": root / "train.jsonl", "root": root}
+    return tiny_qc_assets(tmp_path_factory.mktemp("resume_assets"))
 
 
 def flags(a: dict, out: Path, strategy: str, steps: int = 4) -> list[str]:
