@@ -1,0 +1,130 @@
+"""The one tool-call text format ark-trainer reads and writes: Qwen2.5/Hermes ``<tool_call>`` blocks.
+
+A model calls a tool by writing, inside its assistant turn::
+
+    <tool_call>
+    {"name": "lookup_order", "arguments": {"order_id": "A1234"}}
+    </tool_call>
+
+This is the format of Qwen2.5/Qwen3 chat templates (and TRL's ``qwen3_template`` response parser), so a real
+Qwen model, the demo's tiny models, the model server's OpenAI ``tool_calls`` and TRL's GRPO tool loop all
+agree on it. Tool results come back as ``tool`` messages, which the template renders as
+``<tool_response>`` blocks in a user turn (as Qwen's does).
+
+``AGENT_CHAT_TEMPLATE`` is a compact training variant of Qwen2.5's template for tiny models: no default
+system prompt, each tool shown as one line ``- name(arg, ...): description`` instead of its whole JSON
+schema, and ``{% generation %}`` markers around assistant output so that TRL's ``assistant_only_loss`` puts
+the loss on the assistant turns only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+AGENT_CHAT_TEMPLATE = (
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' -}}"
+    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif -%}"
+    "{{- 'Tools:' -}}"
+    "{%- for tool in tools -%}"
+    "{%- set f = tool.function if tool.function is defined else tool -%}"
+    "{{- '\\n- ' + f.name + '(' -}}"
+    "{%- if f.parameters is defined and f.parameters.properties is defined -%}"
+    "{{- f.parameters.properties | list | join(', ') -}}"
+    "{%- endif -%}"
+    "{{- ')' -}}{%- if f.description -%}{{- ': ' + f.description -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- elif messages[0]['role'] == 'system' -%}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}"
+    "{%- elif message.role == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{% generation %}"
+    "{%- if message.content -%}{{- message.content -}}{%- endif -%}"
+    "{%- if message.tool_calls -%}"
+    "{%- for tool_call in message.tool_calls -%}"
+    "{%- set call = tool_call.function if tool_call.function is defined else tool_call -%}"
+    "{%- if message.content or not loop.first -%}{{- '\\n' -}}{%- endif -%}"
+    '{{- \'<tool_call>\\n{"name": "\' + call.name + \'", "arguments": \' -}}'
+    "{%- if call.arguments is string -%}{{- call.arguments -}}{%- else -%}{{- call.arguments | tojson -}}{%- endif -%}"
+    "{{- '}\\n</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>' -}}"
+    "{% endgeneration %}"
+    "{{- '\\n' -}}"
+    "{%- elif message.role == 'tool' -%}"
+    "{%- if loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' -}}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]], int]:
+    """Split an assistant turn's text into (content, OpenAI-style tool calls, count of unparseable blocks).
+
+    A block whose body is not a JSON object with a string ``name`` is not a call: it is counted as invalid
+    (agents see it as a malformed call; graders count it) and left out of the calls. ``arguments`` is always
+    a dict in the result (a JSON string of an object is decoded; anything else makes the block invalid).
+    """
+    calls: list[dict[str, Any]] = []
+    invalid = 0
+    for body in TOOL_CALL_RE.findall(text):
+        try:
+            obj = json.loads(body)
+        except json.JSONDecodeError:
+            invalid += 1
+            continue
+        args = obj.get("arguments", {}) if isinstance(obj, dict) else None
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not isinstance(args, dict):
+            invalid += 1
+            continue
+        calls.append({"type": "function", "function": {"name": obj["name"], "arguments": args}})
+    content = TOOL_CALL_RE.sub("", text)
+    # An unclosed <tool_call> (cut by max tokens) is not content either.
+    content = content.split("<tool_call>", 1)[0] if "<tool_call>" in content else content
+    if "<tool_call>" in text and text.count("<tool_call>") > text.count("</tool_call>"):
+        invalid += 1
+    return content.strip(), calls, invalid
+
+
+def format_tool_calls(calls: list[dict[str, Any]]) -> str:
+    """The text of ``calls`` (OpenAI-style, arguments as dict or JSON string) in the ``<tool_call>`` format."""
+    blocks = []
+    for call in calls:
+        fn = call.get("function", call)
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            args = json.loads(args) if args.strip() else {}
+        body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
+        blocks.append(f"<tool_call>\n{body}\n</tool_call>")
+    return "\n".join(blocks)
+
+
+def attach_response_parser(tokenizer: Any) -> Any:
+    """Give ``tokenizer`` TRL's Qwen3 response parser (``<tool_call>`` JSON blocks), for TRL's GRPO tool loop.
+
+    TRL recognises known chat templates only; ours (and any ChatML template using this format) gets the same
+    parser explicitly. A tokenizer that already has one keeps it.
+    """
+    from trl.chat_template_utils import qwen3_template
+
+    if getattr(tokenizer, "response_template", None) is None:
+        tokenizer.response_template = qwen3_template
+    return tokenizer
