@@ -6,11 +6,13 @@
 Run from a folder where ``NAME`` is the model folder (deploy links ``OUT/deploy/serve/NAME`` to
 ``OUT/model``), so the OpenAI ``model`` field is ``NAME``. It is ``transformers serve``'s own command
 class (``transformers.cli.serve.Serve``: FastAPI + uvicorn, OpenAI chat completions, streaming, tools)
-with one change to its chat handler: a prompt longer than the model's window is cut to its last
-``window - reply_tokens`` tokens (what vLLM's ``truncate_prompt_tokens`` does), and then the reply gets
-``reply_tokens`` whatever the client asked, because the client sized its request for the uncut prompt.
-Why: OpenClaw sends a ~40k-character system prompt and refuses models registered below 4000 tokens of
-context; a small model must still answer it without running positions it was never trained on.
+with two changes to its chat handler. A prompt longer than the model's window minus ``reply_tokens`` is
+fitted by whole messages (:mod:`ark_trainer.deploy.fit`: the current turn, the tools, the system prompt's
+head, older turns), and the reply then gets ``reply_tokens`` whatever the client asked, because the client
+sized its request for the whole prompt. Why: OpenClaw sends a ~40k-character system prompt and refuses
+models registered below 4000 tokens of context; a small model must still see the question, without
+running positions it was never trained on. And ``<tool_call>`` blocks in the reply become OpenAI
+``tool_calls`` (:mod:`ark_trainer.deploy.toolcalls`), so OpenClaw executes them.
 
 The app is wrapped in :class:`ark_trainer.deploy.gate.Gate`: the key in ``--api_key_file`` (a file, so
 the key is not in the process's command line) is required on every route, cross-origin browser requests
@@ -37,23 +39,49 @@ def _tail(value, budget: int):
     return [row[-budget:] for row in value] if value and isinstance(value[0], list) else value[-budget:]
 
 
+def _fitter(processor, render, budget: int):
+    """A :class:`ark_trainer.deploy.fit.PromptFitter` on the model's own chat template (``render``)."""
+    from ark_trainer.deploy.fit import PromptFitter
+
+    tokenizer = getattr(processor, "tokenizer", processor)
+
+    def text(messages, tools=None) -> str:
+        return render(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+
+    return PromptFitter(
+        text,
+        lambda s: tokenizer(s, add_special_tokens=False)["input_ids"],
+        budget,
+        log=lambda m: print(m, flush=True),
+    )
+
+
 def _fitting_handler(base, window: int, reply_tokens: int):
     """A subclass of transformers' ChatCompletionHandler that keeps prompts inside ``window``."""
 
-    class FittingChatCompletionHandler(base):
+    from ark_trainer.deploy.toolcalls import ToolCallResponses, use_own_parser
+
+    class FittingChatCompletionHandler(ToolCallResponses, base):
         _cut: tuple[int, int] | None = None
         _prompt_len: int = 0
+        _said_cut = False
 
         def _resolve_model(self, body):
             model_id, model, processor = super()._resolve_model(body)
             if not getattr(processor, "_ark_fitted", False):
                 original = processor.apply_chat_template
+                fitter = _fitter(processor, original, window - reply_tokens)
 
-                def fitted(*args, **kwargs):
-                    return self._fit(original(*args, **kwargs))
+                def fitted(conversation, *args, **kwargs):
+                    conversation, kwargs["tools"] = fitter(conversation, kwargs.get("tools"))
+                    encoded = original(conversation, *args, **kwargs)
+                    if fitter.last is not None:  # fitted: the client sized its reply for the whole prompt
+                        self._cut = (fitter.last.total, fitter.last.budget)
+                    return self._fit(encoded)
 
                 processor.apply_chat_template = fitted
                 processor._ark_fitted = True
+                use_own_parser(processor, model)
             self._cut, self._prompt_len = None, 0
             return model_id, model, processor
 
@@ -67,7 +95,9 @@ def _fitting_handler(base, window: int, reply_tokens: int):
                     if key in encoded:
                         encoded[key] = _tail(encoded[key], budget)
                 self._cut = (n, budget)
-                print(f"[ark serve] prompt of {n} tokens cut to its last {budget}", flush=True)
+                if not FittingChatCompletionHandler._said_cut:  # the fit above keeps prompts inside; a guard
+                    FittingChatCompletionHandler._said_cut = True
+                    print(f"[ark serve] prompt of {n} tokens still cut to its last {budget}", flush=True)
             self._prompt_len = min(n, budget)
             return encoded
 

@@ -175,8 +175,9 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
     if window < OPENCLAW_MIN_CONTEXT:
         log(
             f"deploy: note: the model has {window} positions but OpenClaw needs >= {OPENCLAW_MIN_CONTEXT}; "
-            f"registered {OPENCLAW_MIN_CONTEXT}, and the server keeps each prompt's last "
-            f"{window - reply_tokens} tokens and replies with up to {reply_tokens}"
+            f"registered {OPENCLAW_MIN_CONTEXT}, and the server fits each prompt into {window - reply_tokens} "
+            f"tokens (the current turn first, then tools, the system prompt's head and older turns: "
+            f"docs/openclaw.md) and replies with up to {reply_tokens}"
         )
     log(f"deploy: OpenClaw config {record['config_path']} now uses {PROVIDER}/{name} for {record['agent']}")
     log("deploy: undo with `ark-trainer deploy --rollback`")
