@@ -148,3 +148,17 @@ def test_stream_splitter_holds_back_tool_calls_across_chunks():
     bad = StreamSplitter()
     bad.feed("<tool_call>not json</tool_call>")
     assert bad.finish() == ("<tool_call>not json</tool_call>", [])  # nothing callable: the text is the answer
+
+
+def test_a_long_request_leaves_room_for_the_tool_result():
+    call = {"type": "function", "function": {"name": "ls", "arguments": {"path": "."}}}
+    request = {"role": "user", "content": "list the files " + "runtime notes " * 60}
+    turn = [
+        request,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "a.txt"},
+    ]
+    fitted, _, report = fit_messages(chars, [{"role": "system", "content": SYSTEM}, *turn], None, 300)
+    assert fitted[-1] == turn[-1] and fitted[-2] == turn[-2]  # the tool exchange is kept whole
+    assert fitted[0]["content"].startswith("list the files") and report.request_cut
+    assert chars(fitted, None) <= 300

@@ -8,9 +8,10 @@ rebuilt from its parts, in this order, each taking what is left of the budget:
 
 1. **the current turn**: the messages after the last final assistant answer (one without ``tool_calls``):
    its first user message (the request) whole, then its later messages (tool calls, tool results,
-   notes), newest first, whole, while they fit. A request that alone overflows keeps its head and its
-   end and loses its middle (two thirds of the room for the head, where OpenClaw puts the question; one
-   third for the end, where a pasted text's question usually is), marked ``[…]``;
+   notes), newest first, each whole if it fits. A request too long for that keeps its head and its end
+   and loses its middle (two thirds of the room for the head, where OpenClaw puts the question; one
+   third for the end, where a pasted text's question usually is), marked ``[…]``; it keeps at least half
+   the budget, and the later messages share the other half;
 2. **the tools**: all schemas as sent; else a compact form (name, first sentence of the description,
    parameter names and types); else none;
 3. **the head of the system prompt**, up to a quarter of the budget, marked ``[…]`` when cut;
@@ -24,7 +25,7 @@ template adds. :func:`fit_messages` takes the counter as a function, so it is te
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,25 +147,35 @@ class _Fit:
         return self.count(_system_head(self.system, system_chars) + older + turn, tools) <= limit
 
     def turn(self) -> tuple[Messages, bool]:
-        """The current turn's request (cut if it alone overflows) and its newest later messages that fit."""
+        """The current turn's request and its newest later messages that fit (see the module's rule 1)."""
         users = [i for i, m in enumerate(self.current) if m.get("role") == "user"]
         first = users[0] if users else 0
         if not self.current:
             return [], False
         request, rest = self.current[first], self.current[first + 1 :]
-        cut = False
         text = request.get("content")
-        if self.count([request], None) > self.budget and isinstance(text, str):
-            keep = _longest(
-                lambda k: self.count([_with_text(request, _middle_cut(text, k))], None) <= self.budget,
-                len(text),
-            )
-            request, cut = _with_text(request, _middle_cut(text, keep)), True
+        if not isinstance(text, str):
+            text = None
+        # The request keeps at least half the room when more of the turn follows (a tool result matters).
+        floor = self.budget // 2 if rest else self.budget
+        small = self._cut_request(request, text, floor)
         kept: list[int] = []
         for i in range(len(rest) - 1, -1, -1):  # newest first; one that does not fit is skipped
-            if self.count([request, *(rest[j] for j in sorted([i, *kept]))], None) <= self.budget:
+            if self.count([small, *(rest[j] for j in sorted([i, *kept]))], None) <= self.budget:
                 kept.append(i)
-        return [request, *(rest[j] for j in sorted(kept))], cut
+        later = [rest[j] for j in sorted(kept)]
+        whole = self._cut_request(request, text, self.budget, later)  # the request grows into what is left
+        return [whole, *later], whole is not request
+
+    def _cut_request(self, request: dict, text: str | None, limit: int, later: Sequence[dict] = ()) -> dict:
+        """``request`` whole if it fits in ``limit`` with ``later``, else its middle cut until it does."""
+        if text is None or self.count([request, *later], None) <= limit:
+            return request
+        keep = _longest(
+            lambda k: self.count([_with_text(request, _middle_cut(text, k)), *later], None) <= limit,
+            len(text),
+        )
+        return _with_text(request, _middle_cut(text, keep))
 
     def pick_tools(self, turn: Messages) -> tuple[list | None, str]:
         if not self.tools:
