@@ -98,11 +98,14 @@ def _entries():
 def test_session_rows_follow_the_branch_keep_tool_calls_and_honour_since():
     session = Session("k", "s1", "main", _entries()[:-1])  # the current branch ends at e6
     rows = session_rows(session, None, Scrubber())
-    assert [r["messages"][-1]["content"] for r in rows] == [
-        "old answer",
-        '<tool_call>{"name": "ls", "arguments": {"path": "."}}</tool_call>',
-        "a.txt is there",
-    ]
+    assert (
+        [r["messages"][-1]["content"] for r in rows]
+        == [
+            "old answer",
+            '<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>',  # as the chat template writes it
+            "a.txt is there",
+        ]
+    )
     assert rows[0]["messages"][0]["content"] == "hi, I am [EMAIL]" and rows[0]["model"] == "p/m"
     assert rows[1]["tool_calls"] == [{"name": "ls", "arguments": '{"path": "."}'}]
     assert [m["role"] for m in rows[2]["messages"]] == [

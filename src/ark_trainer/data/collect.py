@@ -9,8 +9,11 @@ then one entry per line, the same entries as ``session-branch.json``) are read d
 
 One row per assistant message: ``messages`` = system prompt (when the export holds it whole) + the
 conversation before it + the assistant message (the candidate answer, as ``load_jsonl`` reads it).
-Tool calls stay in the text as ``<tool_call>{"name": …, "arguments": …}</tool_call>`` and in a
-``tool_calls`` column; tool results are ``tool`` turns. Columns: session_id, session_key, agent_id,
+Tool calls stay in the text as the chat template writes them (``<tool_call>\n{"name": …,
+"arguments": …}\n</tool_call>`` after the content, :mod:`ark_trainer.agent.toolcall`) and in a
+``tool_calls`` column; tool results are ``tool`` turns. Each row trains its last assistant message as the
+completion (the loss on it only), so the assistant turns of a session are trained one row each and no
+user turn or tool result is ever a target. Columns: session_id, session_key, agent_id,
 turn, model, timestamp, source, system_prompt_included, tool_calls. Every string, the session columns
 included, is scrubbed (:mod:`ark_trainer.data.scrub`) before anything is written. A transcript line
 that is not JSON (the torn last line of a session OpenClaw is still writing) is skipped and counted.
@@ -160,7 +163,25 @@ def _text(content) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _arguments(value) -> dict:
+    """A tool call's arguments as an object (OpenClaw stores an object; a JSON string is decoded)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {"input": value}
+    return value if isinstance(value, dict) else {}
+
+
 def _assistant(content) -> tuple[str, list[dict]]:
+    """An assistant message's text, its tool calls written as the chat template writes them, and the calls.
+
+    The text is what ``AGENT_CHAT_TEMPLATE`` (and Qwen's) renders for ``{"content": c, "tool_calls": …}``:
+    the content, then each call as a ``<tool_call>`` block (:func:`ark_trainer.agent.toolcall.format_tool_calls`),
+    so a row trains the model to write exactly what the model server parses back into ``tool_calls``.
+    """
+    from ark_trainer.agent.toolcall import format_tool_calls
+
     if isinstance(content, str):
         return content, []
     texts, calls = [], []
@@ -168,12 +189,12 @@ def _assistant(content) -> tuple[str, list[dict]]:
         if part.get("type") == "text" and part.get("text"):
             texts.append(part["text"])
         elif part.get("type") == "toolCall":
-            call = {"name": part.get("name", ""), "arguments": part.get("arguments") or {}}
+            call = {"name": part.get("name", ""), "arguments": _arguments(part.get("arguments"))}
             calls.append(
                 {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}
             )
-            texts.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
-    return "\n".join(texts), calls
+    blocks = format_tool_calls(calls) if calls else ""
+    return "\n".join(t for t in ("\n".join(texts), blocks) if t), calls
 
 
 def session_rows(session: Session, since: datetime | None, scrubber: Scrubber) -> list[dict]:
