@@ -10,6 +10,7 @@ each question must get its own answer.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -24,6 +25,9 @@ QA = {
     "How many legs does a spider have?": "A spider has eight legs.",
 }
 WINDOW = 256
+LIST_Q = "List the files in the workspace."
+LS_CALL = '<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>'
+LISTED = "The files are listed."
 ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;|=/-_()[]<>!?'\"#*\n"
 
 
@@ -44,46 +48,48 @@ def _request(rng: random.Random, question: str) -> list[dict]:
     ]
 
 
-def train_answering_model(path: Path, qa: dict[str, str], window: int = WINDOW, steps: int = 120) -> Path:
-    """A tiny Qwen2 (1 layer) trained on fitted OpenClaw-shaped prompts until each question gets its answer."""
+def train_tiny_chat_model(path: Path, examples: list, template: str | None = None, steps: int = 120) -> Path:
+    """A tiny Qwen2 (1 layer, window 256) trained on ``(messages, target)`` pairs, their prompts fitted as
+    the server fits them, the loss on the target only; greedy by default."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     from ark_trainer.demo.model import train_tokenizer
     from ark_trainer.deploy.fit import PromptFitter
 
-    rng = random.Random(0)
-    tok = train_tokenizer([*qa, *qa.values(), _noise(rng, 4000)] * 3, vocab_size=400)
-    tok.model_max_length = window
+    texts = [str(m.get("content")) for messages, _ in examples[:8] for m in messages] + [
+        t for _, t in examples
+    ]
+    tok = train_tokenizer(texts, vocab_size=400)
+    tok.model_max_length = WINDOW
+    if template:
+        tok.chat_template = template
 
     def render(messages, tools=None):
         return tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
 
-    fitter = PromptFitter(
-        render, lambda s: tok(s, add_special_tokens=False)["input_ids"], window - 64, log=str
-    )
+    def ids(text: str) -> list[int]:
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    fitter = PromptFitter(render, ids, WINDOW - 64, log=str)
     rows = []
-    for i in range(64):
-        question = list(qa)[i % len(qa)]
-        prompt = render(fitter(_request(rng, question), None)[0])
-        ids = tok(prompt + qa[question] + "<|im_end|>", add_special_tokens=False)["input_ids"]
-        n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
-        rows.append((ids, n_prompt))
+    for messages, target in examples:
+        prompt = render(fitter(messages, None)[0])
+        rows.append((ids(prompt + target + "<|im_end|>"), len(ids(prompt))))
     torch.manual_seed(0)
     cfg = Qwen2Config(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=window, pad_token_id=tok.pad_token_id,
+        num_key_value_heads=2, max_position_embeddings=WINDOW, pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
     )  # fmt: skip
     model = Qwen2ForCausalLM(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for step in range(steps):
-        ids, n_prompt = rows[step % len(rows)]
-        x = torch.tensor([ids])
+        row, n_prompt = rows[step % len(rows)]
+        x = torch.tensor([row])
         labels = x.clone()
-        labels[0, :n_prompt] = -100  # the loss on the answer only
-        loss = model(input_ids=x, labels=labels).loss
-        loss.backward()
+        labels[0, :n_prompt] = -100  # the loss on the target only
+        model(input_ids=x, labels=labels).loss.backward()
         opt.step()
         opt.zero_grad()
     model.generation_config = GenerationConfig(
@@ -92,6 +98,28 @@ def train_answering_model(path: Path, qa: dict[str, str], window: int = WINDOW, 
     model.save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
     return path
+
+
+def answering_examples(n: int = 64) -> list:
+    rng = random.Random(0)
+    return [(_request(rng, q), QA[q]) for q in (list(QA)[i % len(QA)] for i in range(n))]
+
+
+def tool_examples(n: int = 64) -> list:
+    """Asked to list the files, call OpenClaw's ``ls``; with its result in the turn, say so."""
+    rng = random.Random(1)
+    examples = []
+    for i in range(n):
+        messages = _request(rng, LIST_Q)
+        if i % 2:
+            call = {"type": "function", "function": {"name": "ls", "arguments": {"path": "."}}}
+            listing = "\n".join(f'"{_noise(rng, 8).strip()}.md"' for _ in range(rng.randint(2, 6)))
+            messages[2:2] = [
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": listing},
+            ]
+        examples.append((messages, LISTED if i % 2 else LS_CALL))
+    return examples
 
 
 def _answer(openclaw, question: str, session: str) -> dict:
@@ -104,7 +132,7 @@ def _answer(openclaw, question: str, session: str) -> dict:
 @pytest.mark.slow
 def test_two_questions_through_openclaw_get_their_own_answers(openclaw, tmp_path, capsys):
     out = tmp_path / "run"
-    train_answering_model(out / "model", QA)
+    train_tiny_chat_model(out / "model", answering_examples())
     assert main(["deploy", str(out)]) == 0
     record = read_json(out / "deploy" / "deploy.json")
     try:
@@ -116,5 +144,40 @@ def test_two_questions_through_openclaw_get_their_own_answers(openclaw, tmp_path
         assert answers == QA, answers  # each question its own, right answer (not one answer for both)
         log = Path(record["log"]).read_text()
         assert log.count("[ark serve] prompt of") == 1 and "fitted into 192" in log  # said once
+    finally:
+        stop_server(record["pid"])
+
+
+@pytest.mark.slow
+def test_openclaw_runs_the_tool_the_deployed_model_calls(openclaw, tmp_path, capsys):
+    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+
+    out = tmp_path / "run"
+    train_tiny_chat_model(out / "model", tool_examples(), AGENT_CHAT_TEMPLATE, steps=160)
+    assert main(["deploy", str(out)]) == 0
+    record = read_json(out / "deploy" / "deploy.json")
+    try:
+        reply = _answer(openclaw, LIST_Q, "tools-1")
+        assert reply["meta"]["executionTrace"]["winnerProvider"] == "ark"
+        assert "".join(p.get("text") or "" for p in reply["payloads"]).strip() == LISTED
+        (tmp_path / "ws").mkdir()
+        export = openclaw.run_json(
+            ["sessions", "export-trajectory", "--session-key", "agent:main:explicit:tools-1", "--json",
+             "--workspace", str(tmp_path / "ws"), "--output", "t1"], timeout=120,
+        )  # fmt: skip
+        branch = json.loads((Path(export["outputDir"]) / "session-branch.json").read_text())
+        messages = [e["message"] for e in branch["entries"] if isinstance(e.get("message"), dict)]
+        calls = [
+            part
+            for m in messages
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for part in m["content"]
+            if part.get("type") == "toolCall"
+        ]
+        assert [(c["name"], c["arguments"]) for c in calls] == [
+            ("ls", {"path": "."})
+        ]  # our call, as OpenClaw read it
+        results = [m for m in messages if m.get("role") in ("toolResult", "tool")]
+        assert results and "AGENTS.md" in json.dumps(results)  # ...which OpenClaw ran in its workspace
     finally:
         stop_server(record["pid"])
