@@ -162,3 +162,48 @@ def test_a_long_request_leaves_room_for_the_tool_result():
     assert fitted[-1] == turn[-1] and fitted[-2] == turn[-2]  # the tool exchange is kept whole
     assert fitted[0]["content"].startswith("list the files") and report.request_cut
     assert chars(fitted, None) <= 300
+
+
+def _handler():
+    """transformers' own chat handler with our tool-call mixin (the response builders need no model)."""
+    from transformers.cli.serving.chat_completion import ChatCompletionHandler
+
+    from ark_trainer.deploy.toolcalls import ToolCallResponses
+
+    class Handler(ToolCallResponses, ChatCompletionHandler):
+        pass
+
+    return Handler(None, None)  # type: ignore[arg-type]
+
+
+def test_the_response_carries_openai_tool_calls():
+    text = 'Looking. <tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>'
+    body = _handler()._build_completion("req-1", text, "m", "stop")
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == "Looking."
+    (call,) = choice["message"]["tool_calls"]
+    assert call["id"].startswith("call_") and call["type"] == "function"
+    assert call["function"] == {"name": "ls", "arguments": '{"path": "."}'}
+    plain = _handler()._build_completion("req-2", "<tool_call>oops</tool_call>", "m", "stop")
+    assert (
+        plain["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in plain["choices"][0]["message"]
+    )
+
+
+def test_the_stream_carries_openai_tool_calls():
+    handler = _handler()
+    chunks = [handler._build_chunk_sse("r", role="assistant", model="m")]
+    chunks += [
+        handler._build_chunk_sse("r", content=c, model="m")
+        for c in ["Hi", " <tool_", 'call>\n{"name": "ls", ']
+    ]
+    chunks += [handler._build_chunk_sse("r", content='"arguments": {}}\n</tool_call>', model="m")]
+    chunks.append(handler._build_chunk_sse("r", model="m", finish_reason="stop"))
+    events = [json.loads(line[6:]) for c in chunks for line in c.split("\n\n") if line.startswith("data: ")]
+    deltas = [e["choices"][0]["delta"] for e in events]
+    assert "".join(d.get("content") or "" for d in deltas) == "Hi "
+    calls = [c for d in deltas for c in d.get("tool_calls") or []]
+    assert [(c["index"], c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+        (0, "ls", "{}")
+    ]
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls" and not handler._splitters
