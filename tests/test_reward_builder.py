@@ -163,9 +163,9 @@ def test_no_import_cycle_runs_through_the_rft_stage_even_inside_functions():
 
 
 def test_grader_kinds_are_registered_once_with_their_keys():
-    from ark_trainer.rewards import spec
-
     import importlib
+
+    from ark_trainer.rewards import spec
 
     for module in spec.KIND_MODULES:  # the episode graders (rewards/episode.py) register on first use
         importlib.import_module(module)
