@@ -75,3 +75,25 @@ def test_train_with_an_env_file_writes_agent_metrics(tmp_path):
     assert any("rewards/agent_turns/mean" in e for e in grpo_logs), grpo_logs[:2]
     report = (out / "report.md").read_text()
     assert "task_success" in report
+
+
+@pytest.mark.parametrize(
+    ("env", "template", "message"),
+    [
+        ("missing_env.py:make_env", AGENT_CHAT_TEMPLATE, "--env: no such file 'missing_env.py'"),
+        (f"{SHOP}:make_nothing", AGENT_CHAT_TEMPLATE, "has no 'make_nothing'"),
+        (f"{SHOP}:make_env", "{% for m in messages %}{{ m['content'] }}{% endfor %}", "cannot render tool calls"),
+    ],
+)
+def test_train_refuses_a_bad_env_or_template_in_one_line(tmp_path, env, template, message):
+    model = agent_model(tmp_path / "model", template)
+    write_jsonl(tmp_path / "train.jsonl", shop_rows(4))
+    out = tmp_path / "run"
+    result = run_cli(
+        "train", "--model_path", str(model), "--data_path", str(tmp_path / "train.jsonl"),
+        "--output_dir", str(out), "--env", env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and not (out / "run.yaml").exists()
