@@ -82,7 +82,11 @@ def test_train_with_an_env_file_writes_agent_metrics(tmp_path):
     [
         ("missing_env.py:make_env", AGENT_CHAT_TEMPLATE, "--env: no such file 'missing_env.py'"),
         (f"{SHOP}:make_nothing", AGENT_CHAT_TEMPLATE, "has no 'make_nothing'"),
-        (f"{SHOP}:make_env", "{% for m in messages %}{{ m['content'] }}{% endfor %}", "cannot render tool calls"),
+        (
+            f"{SHOP}:make_env",
+            "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+            "cannot render tool calls",
+        ),
     ],
 )
 def test_train_refuses_a_bad_env_or_template_in_one_line(tmp_path, env, template, message):
