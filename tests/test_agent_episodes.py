@@ -294,3 +294,23 @@ def test_the_report_shows_agent_metrics_and_episodes_before_and_after(calc, tmp_
     assert section.index('→ add({"a": 1, "b": 3})') < section.index('→ add({"a": 2, "b": 3})')
     assert "← add: 4" in section and "assistant: It is 5." in section
     assert "GRPO: 2 turns, 1 tool calls, env reward 1" in section
+
+
+def test_env_and_limits_come_from_the_yaml_config_too(tmp_path):
+    from ark_trainer.config import resolve_config
+
+    config = tmp_path / "run.yaml"
+    config.write_text(f"env: {SHOP}:make_env\nmax_turns: 3\ntool_timeout: 2.5\n")
+    base = {"model_path": "m", "data_path": "d", "output_dir": "o", "config": str(config)}
+    cfg = resolve_config(base)
+    assert (cfg.env, cfg.max_turns, cfg.tool_timeout, cfg.max_tool_output) == (
+        f"{SHOP}:make_env",
+        3,
+        2.5,
+        500,
+    )
+    with pytest.raises(UserError) as exc:
+        resolve_config({**base, "max_turns": "0", "strategy": "auto"})
+    assert exc.value.messages[0].startswith("--max_turns: ")
+    with pytest.raises(UserError, match="--strategy: auto does not probe agent episodes"):
+        resolve_config({**base, "strategy": "auto"})

@@ -319,6 +319,8 @@ def validate(cfg: TrainConfig) -> None:
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
+    if cfg.env and cfg.strategy == "auto":  # the probe samples single answers, not episodes
+        problems.append("--strategy: auto does not probe agent episodes (--env) yet; choose RFT+GRPO or GRPO")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
     if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:

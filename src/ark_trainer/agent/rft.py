@@ -59,8 +59,11 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
         )
     selected, scored, stats = select_episodes(rows, groups, scores, cfg.rft_min_reward, env_cls._spec.schemas)
     data_dir = ctx.out / "data"
-    write_jsonl(data_dir / "rft_scored.jsonl", scored)
-    write_jsonl(data_dir / SELECTED, selected)
+    from ark_trainer.runtime.distributed import ranks
+
+    if ranks().is_main:  # every process plays every task with the same seed (no sharding of episodes yet)
+        write_jsonl(data_dir / "rft_scored.jsonl", scored)
+        write_jsonl(data_dir / SELECTED, selected)
     ctx.monitor.event("rft_selection", **stats)
     log.info("RFT selection: %(n_selected)s of %(n_prompts)s tasks kept (episodes)", stats)
     return selected
