@@ -82,10 +82,11 @@ def test_train_with_an_env_file_writes_agent_metrics(tmp_path):
     [
         ("missing_env.py:make_env", AGENT_CHAT_TEMPLATE, "--env: no such file 'missing_env.py'"),
         (f"{SHOP}:make_nothing", AGENT_CHAT_TEMPLATE, "has no 'make_nothing'"),
-        (
+        pytest.param(  # imports TRL to check the template: ~30 s on a busy 2-core machine
             f"{SHOP}:make_env",
             "{% for m in messages %}{{ m['content'] }}{% endfor %}",
             "cannot render tool calls",
+            marks=pytest.mark.slow,
         ),
     ],
 )
