@@ -290,6 +290,7 @@ def test_the_report_shows_agent_metrics_and_episodes_before_and_after(calc, tmp_
     md = build_report(tmp_path)[0].read_text()
     assert "| task_success | 0.0% | 100.0% (+100.0 pts" in md
     assert "| tool_call_validity | 50.0% | 100.0% (+50.0 pts" in md
+    assert "Task success, final (GRPO) vs base: 0.0% → 100.0% (+100.0 pts)." in md
     section = md[md.index("## Agent episodes") :]
     assert section.index('→ add({"a": 1, "b": 3})') < section.index('→ add({"a": 2, "b": 3})')
     assert "← add: 4" in section and "assistant: It is 5." in section

@@ -320,9 +320,9 @@ def _headline(run: Run) -> str:
         for key, label in models()[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
     ]
-    return " ".join(
-        [*parts, f"Task accuracy, final ({final_label}) vs base: {compare('task_accuracy', final_key)}."]
-    )
+    metric = "task_success" if "task_success" in base else "task_accuracy"  # an agent run: tasks solved
+    label = metric.replace("_", " ").capitalize()
+    return " ".join([*parts, f"{label}, final ({final_label}) vs base: {compare(metric, final_key)}."])
 
 
 def _stages() -> list[Any]:
