@@ -315,3 +315,18 @@ def test_env_and_limits_come_from_the_yaml_config_too(tmp_path):
     assert exc.value.messages[0].startswith("--max_turns: ")
     with pytest.raises(UserError, match="--strategy: auto does not probe agent episodes"):
         resolve_config({**base, "strategy": "auto"})
+
+
+def test_rft_trains_on_the_assistant_turns_only(calc):
+    from ark_trainer.agent.rft import tokenized_episodes
+    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+    from ark_trainer.demo.model import train_tokenizer
+
+    tok = train_tokenizer(["add the numbers", call("add", a=2, b=3), "It is 5."], vocab_size=300)
+    tok.chat_template = AGENT_CHAT_TEMPLATE
+    ep = start(row(target=5), calc)
+    step(ep, call("add", a=2, b=3), False)
+    step(ep, "It is 5.", False)
+    [item] = tokenized_episodes(tok, [{"messages": ep.messages, "tools": calc._spec.schemas}])
+    learnt = tok.decode([t for t, m in zip(item["input_ids"], item["assistant_masks"], strict=True) if m])
+    assert learnt == call("add", a=2, b=3) + "<|im_end|>It is 5.<|im_end|>"  # no prompt, no tool result
