@@ -163,10 +163,15 @@ def test_no_import_cycle_runs_through_the_rft_stage_even_inside_functions():
 
 
 def test_grader_kinds_are_registered_once_with_their_keys():
+    import importlib
+
     from ark_trainer.rewards import spec
 
+    for module in spec.KIND_MODULES:  # the episode graders (rewards/episode.py) register on first use
+        importlib.import_module(module)
     assert list(spec.KINDS) == [
-        *("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi")
+        *("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi"),
+        *("tool_called", "no_invalid_calls", "max_turns", "env_reward"),
     ]
     assert "pattern" in spec.KINDS["regex"].fields and "rubric" in spec.KINDS["llm_judge"].fields
     assert not hasattr(spec, "BUILDERS") and not hasattr(spec, "FIELDS")  # no parallel tables

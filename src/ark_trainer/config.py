@@ -133,6 +133,13 @@ class TrainConfig:
     auto_max_zero_std: float = _opt(
         0.5, "--strategy auto: RFT+GRPO when at least this share of probe groups has zero reward variance"
     )
+    # --- agents: tool-using episodes (docs/agents.md) ---
+    env: str | None = _opt(
+        None, "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward)"
+    )
+    max_turns: int = _opt(4, "--env: assistant turns per episode (the last turn's tool calls are not run)")
+    tool_timeout: float = _opt(5.0, "--env: seconds a tool call may take; then the model reads an error")
+    max_tool_output: int = _opt(500, "--env: characters of a tool's result the model reads (longer: cut)")
     # --- scale and speed (issue 7): processes, low memory, vLLM; logic in launch.py / scale.py ---
     num_processes: int = _opt(1, "training processes on this machine (>1 relaunches through accelerate)")
     launcher: str = _opt("auto", "auto (accelerate when --num_processes > 1) or accelerate (always)")
@@ -312,6 +319,8 @@ def validate(cfg: TrainConfig) -> None:
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
+    if cfg.env and cfg.strategy == "auto":  # the probe samples single answers, not episodes
+        problems.append("--strategy: auto does not probe agent episodes (--env) yet; choose RFT+GRPO or GRPO")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
     if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
@@ -350,6 +359,7 @@ TRAIN_GROUPS: dict[str, tuple[str, ...]] = {
     "GRPO": ("grpo_learning_rate", "num_generations", "rollout_steps", "temperature", "beta", "loss_type"),
     "reward": ("reward_config", "reward_weights", "rm_model_path", "rm_weight", "reward_timeout"),
     "evaluation": ("eval_auto", "pass_threshold", "max_eval_samples"),
+    "agent": ("env", "max_turns", "tool_timeout", "max_tool_output"),
     "scale": (
         "num_processes",
         "launcher",

@@ -36,9 +36,11 @@ def _share(values: list[float | None], target: float = 1.0) -> float | None:
     return round(sum(v >= target - 1e-9 for v in applicable) / len(applicable), 4)
 
 
-def _metric_scores(reward: CompositeReward, rows: list[dict], answers: list[str]) -> dict[str, list]:
+def _metric_scores(
+    reward: CompositeReward, rows: list[dict], answers: list, envs: list | None = None
+) -> dict[str, list]:
     """Per-answer scores of the composite plus the accuracy and compliance verifiers."""
-    scored = score_completions(reward, rows, [[a] for a in answers])
+    scored = score_completions(reward, rows, [[a] for a in answers], [[e] for e in envs] if envs else None)
     table: dict[str, list] = {TOTAL: [s[0]["total"] for s in scored]}
     for name in reward.names:
         table[name] = [s[0]["scores"][name] for s in scored]
@@ -96,11 +98,25 @@ def evaluate_model(
     base_totals: list[float | None] | None = None,
     seed: int = 0,
     on_batch=None,
+    env: tuple | None = None,
 ) -> dict[str, Any]:
-    """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals."""
+    """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals.
+
+    With ``env`` (an agent run: the limit-applying environment class and its limits) every prompt is played
+    as a greedy episode with the tools executed (``agent/rollout.py``), and the file also carries the agent
+    metrics (``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``) and episodes.
+    """
     from ark_trainer.scale import generation_batch
 
     model, tok = load_policy(model_path, rt)
+    if env is not None:
+        from ark_trainer.agent.evaluate import evaluate_episodes
+
+        args = (model, tok, env, rows, reward, max_new_tokens, pass_threshold, base_totals, seed, on_batch)
+        result = {"name": name, "model": str(model_path), **evaluate_episodes(*args)}
+        del model
+        write_json(out_path, result)
+        return result
     answers = [
         a[0]
         for a in generate(

@@ -76,6 +76,10 @@ def prepare(cfg: TrainConfig) -> Prepared:
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
     checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
     checks += model_checks(cfg.model_path, cfg.trust_remote_code)
+    if cfg.env:  # an agent run: the environment loads, the chat template shows tools
+        from ark_trainer.agent.env import check_agent
+
+        checks.append(lambda: check_agent(cfg))
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
@@ -307,6 +311,8 @@ class _Evaluator:
     def _run(self, name: str, model_path: str) -> None:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
+        from ark_trainer.agent.env import env_for
+        from ark_trainer.agent.evaluate import AGENT_METRICS
         from ark_trainer.evaluate import evaluate_model
 
         cfg = self.p.cfg
@@ -328,10 +334,18 @@ class _Evaluator:
                 base_totals=self.base_totals,
                 seed=cfg.seed,
                 on_batch=self.monitor.progress,
+                env=env_for(cfg),
             )
         if self.base_totals is None:
             self.base_totals = [a["reward"] for a in result["answers"]]
-        keys = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+        keys: tuple[str, ...] = (
+            "reward_mean",
+            "pass_rate",
+            "task_accuracy",
+            "compliance_rate",
+            "preference_alignment",
+        )
+        keys += tuple(k for k in AGENT_METRICS if k in result)
         self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
         log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
         gc.collect()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
@@ -34,6 +35,8 @@ def models() -> tuple[tuple[str, str], ...]:
 
 
 RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+AGENT_METRICS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs
+PERCENT_METRICS = (*RATE_METRICS, "task_success", "tool_call_validity")
 
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 2000
@@ -153,7 +156,7 @@ def _value(metric: str, value: Any) -> str:
     number = num(value)
     if number is None:
         return "—"
-    return f"{number * 100:.1f}%" if metric in RATE_METRICS else f"{number:.3f}"
+    return f"{number * 100:.1f}%" if metric in PERCENT_METRICS else f"{number:.3f}"
 
 
 def _change(metric: str, value: Any, base: Any) -> str:
@@ -162,7 +165,7 @@ def _change(metric: str, value: Any, base: Any) -> str:
     if number is None or reference is None:
         return ""
     delta = number - reference
-    absolute = f"{delta * 100:+.1f} pts" if metric in RATE_METRICS else f"{delta:+.3f}"
+    absolute = f"{delta * 100:+.1f} pts" if metric in PERCENT_METRICS else f"{delta:+.3f}"
     relative = f", {delta / abs(reference) * 100:+.1f}%" if reference else ""
     return f" ({absolute}{relative})"
 
@@ -208,6 +211,7 @@ def _body(run: Run, plots: list[Image]) -> list[Block]:
         Heading("Training curves"),
         *(plots or (Para("No training metrics logged yet."),)),
         *_examples(run),
+        *episode_blocks(run, _final_model(run)),  # --env runs: episodes before / after
         *_warnings(run),
         Heading("Resolved config"),
         Code(run.config_text.rstrip("\n"), summary="run.yaml"),
@@ -270,6 +274,7 @@ def _flat_metrics(data: dict[str, Any]) -> dict[str, Any]:
     components = data.get("components") or {}
     return {
         **{name: data.get(name) for name in ("reward_mean", *RATE_METRICS)},
+        **{name: data.get(name) for name in AGENT_METRICS if name in data},  # an agent run's episodes
         **{f"components.{name}": value for name, value in components.items()},
     }
 
@@ -315,9 +320,9 @@ def _headline(run: Run) -> str:
         for key, label in models()[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
     ]
-    return " ".join(
-        [*parts, f"Task accuracy, final ({final_label}) vs base: {compare('task_accuracy', final_key)}."]
-    )
+    metric = "task_success" if "task_success" in base else "task_accuracy"  # an agent run: tasks solved
+    label = metric.replace("_", " ").capitalize()
+    return " ".join([*parts, f"{label}, final ({final_label}) vs base: {compare(metric, final_key)}."])
 
 
 def _stages() -> list[Any]:

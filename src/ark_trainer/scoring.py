@@ -48,14 +48,20 @@ def _given_answers(row: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def score_completions(
-    reward: CompositeReward, rows: list[dict], answers: list[list[str]]
+    reward: CompositeReward, rows: list[dict], answers: list[list[Any]], envs: list[list[Any]] | None = None
 ) -> list[list[dict]]:
-    """Score each row's answers in chunks; returns, per row, ``{total, scores}`` per answer."""
+    """Score each row's answers in chunks; returns, per row, ``{total, scores}`` per answer.
+
+    An agent run's answers are episodes (message lists) and ``envs`` their environments, which the
+    graders receive as ``environments`` (as TRL passes them in GRPO).
+    """
     out: list[list[dict]] = []
     for start in range(0, len(rows), SCORE_CHUNK):
         chunk_rows, chunk_answers = rows[start : start + SCORE_CHUNK], answers[start : start + SCORE_CHUNK]
+        if envs is not None:
+            columns_envs = [e for row_envs in envs[start : start + SCORE_CHUNK] for e in row_envs]
         prompts: list[Any] = []
-        completions: list[str] = []
+        completions: list[Any] = []
         columns: dict[str, list[Any]] = {}
         names = sorted({k for r in chunk_rows for k in reward_columns(r)})
         for row, texts in zip(chunk_rows, chunk_answers, strict=True):
@@ -64,6 +70,8 @@ def score_completions(
                 completions.append(text)
                 for name in names:
                     columns.setdefault(name, []).append(row.get(name))
+        if envs is not None:
+            columns["environments"] = columns_envs
         table = reward.score(prompts, completions, **columns)
         i = 0
         for texts in chunk_answers:

@@ -9,6 +9,8 @@ rewards a plan maps the request's objectives onto are the ones the run will real
    loaded on first use on the run's device;
 3. the weights: ``--reward_weights name=weight,...`` (what a request's objectives become) replace the
    spec's weights before the composite is made; an unknown name is a one-line error naming the rewards;
+   ``--env`` adds the environment's ``get_reward`` as ``env_reward`` (weight 1) unless the spec has an
+   ``env_reward`` grader; without ``--reward_config`` it is the only grader;
 4. the guards (``guards.py``): a component that raises or runs past ``--reward_timeout`` on a sample skips
    that sample (``guarded=False`` for a reward that only lists its graders, as ``plan`` does);
 5. the monitor hook: ``reward_skipped`` events go to ``monitor``, given here or attached later with
@@ -36,6 +38,7 @@ class RewardArgs:
     rm_weight: float = 1.0
     reward_weights: str = ""
     reward_timeout: float = 60.0
+    env: str | None = None  # --env: an agent run, graded by the environment's reward (and the spec's graders)
 
     @classmethod
     def of(cls, source: Any) -> RewardArgs:
@@ -63,7 +66,12 @@ def build_reward(
     """
     args = RewardArgs.of(source)
     spec = args.reward_config or preset_path(default_preset(rows))
-    comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec)]
+    if args.env and not args.reward_config:  # an agent run without a spec: the environment's reward alone
+        comps, spec = [], "(the environment's get_reward)"
+    else:
+        comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec)]
+    if args.env:
+        comps += env_reward_component(comps)
     if args.rm_model_path:
         comps.append(reward_model_component(args.rm_model_path, args.rm_weight, device))
     given = parse_weights(args.reward_weights) if weights is None else dict(weights)
@@ -96,3 +104,12 @@ def reward_model_component(path: str, weight: float, device: str) -> Component:
 
     check_reward_model_dir(path)
     return Component("reward_model", LazyRewardModel(path, device), weight)
+
+
+def env_reward_component(components: Sequence[Component]) -> list[Component]:
+    """``--env``: the environment's ``get_reward`` as ``env_reward`` (weight 1), unless the spec has one."""
+    from ark_trainer.rewards.episode import EnvReward
+
+    if any(isinstance(c.fn, EnvReward) for c in components):
+        return []
+    return [Component("env_reward", EnvReward(), 1.0)]

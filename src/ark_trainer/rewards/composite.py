@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import SCORE_LIMIT, RewardFn, as_score, completion_text
+from ark_trainer.rewards.registry import SCORE_LIMIT, RewardFn, as_score
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
 TOTAL = "total"
@@ -74,6 +74,11 @@ def load_spec(path: str | Path | None) -> list[GraderSpec]:
     return load_graders(path if path else preset_path("qc"))
 
 
+def _key(completion: Any) -> str:
+    """A completion's identity for the per-batch cache (an episode is more than its final text)."""
+    return completion if isinstance(completion, str) else repr(completion)
+
+
 class CompositeReward:
     """Weighted mean of reward components; callable with TRL's reward contract."""
 
@@ -113,7 +118,7 @@ class CompositeReward:
 
     def score(self, prompts: list, completions: list, **columns: Any) -> dict[str, list[float | None]]:
         """Per-component scores plus ``total`` for a batch; computed once per batch and cached."""
-        key = (tuple(map(completion_text, completions)), tuple(map(str, prompts)))
+        key = (tuple(map(_key, completions)), tuple(map(str, prompts)))
         if key != self._cache_key:
             table = {c.name: self._call(c, prompts, completions, columns) for c in self.components}
             table[TOTAL] = self._combine(table, len(completions))

@@ -33,7 +33,7 @@ from ark_trainer.rewards.registry import SCORE_LIMIT, as_score, completion_text,
 from ark_trainer.rewards.similarity import METRICS
 
 # Keyword arguments TRL adds to a reward call that are not data columns.
-TRL_KWARGS = {"completion_ids", "trainer_state", "log_extra", "log_metric"}
+TRL_KWARGS = {"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _MISSING = object()
 

@@ -146,6 +146,10 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
+        from ark_trainer.agent.episode import final_answer, is_episode
+
+        if is_episode(completion):  # an agent episode: its final answer
+            return final_answer(completion)
         return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
     if isinstance(completion, dict):
         return str(completion.get("content", ""))

@@ -76,6 +76,7 @@ class GraderKind:
 
 
 KINDS: dict[str, GraderKind] = {}
+KIND_MODULES = ("ark_trainer.rewards.episode",)  # more kinds, registered when imported (on first use)
 
 
 def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
@@ -251,6 +252,8 @@ def _top_level(entry: _Entry) -> GraderSpec:
 
 
 def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Callable]:
+    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
+        importlib.import_module(module)
     kind = entry.get("type", str, "rule")
     kind = ALIASES.get(kind, kind)
     if kind not in KINDS:

@@ -220,6 +220,8 @@ CONSOLE_METRICS = (
     ("kl", "kl {:.4g}"),
     ("entropy", "entropy {:.4g}"),
     ("completions/mean_length", "length {:.4g}"),
+    ("rewards/agent_turns/mean", "turns {:.3g}"),  # --env: assistant turns per episode
+    ("tools/call_frequency", "tool calls {:.3g}"),  # --env: tool calls per episode (TRL)
     ("mean_token_accuracy", "token acc {:.4g}"),
     ("accuracy", "pair acc {:.4g}"),
     ("margin", "margin {:.4g}"),

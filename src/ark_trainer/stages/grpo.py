@@ -56,6 +56,7 @@ def train_grpo(
 
     tok = load_tokenizer(model_path, rt.trust_remote_code)
     funcs, weights = reward.trl_reward_funcs()
+    agent = agent_kwargs(cfg, tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
@@ -66,6 +67,7 @@ def train_grpo(
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
+        **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     with monitor.stage("grpo", total=plan.steps):
@@ -79,6 +81,7 @@ def train_grpo(
                     processing_class=tok,
                     callbacks=stage_callbacks(monitor, log_dir, "grpo", cfg.report_to),
                     peft_config=peft_config(cfg),
+                    **agent,
                 )
             ),
             cfg,
@@ -93,6 +96,35 @@ def train_grpo(
 
 
 ZERO_STD_LIMIT = 0.9
+
+
+def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> dict:
+    """Under ``--env``: GRPOTrainer's ``environment_factory`` and the tool-loop settings; else nothing.
+
+    The factory is our limit-applying class (``agent/env.py``): TRL lists its tool methods, resets one per
+    rollout with the row's columns, runs the model's calls through it (``--max_turns`` assistant turns:
+    ``max_tool_calling_iterations`` is one less) and masks the tool results out of the loss. The reward
+    functions receive the instances as ``environments`` (the ``env_reward`` grader reads them). A weight-0
+    ``agent_turns`` function makes TRL log the mean assistant turns per episode (``rewards/agent_turns/mean``).
+    """
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.agent.toolcall import attach_response_parser
+
+    env = env_for(cfg)
+    if env is None:
+        return {}
+    env_cls, limits = env
+    attach_response_parser(tok)
+    funcs.append(agent_turns)
+    weights.append(0.0)
+    return {"environment_factory": env_cls, "config": {"max_tool_calling_iterations": limits.max_turns - 1}}
+
+
+def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
+    """Assistant turns of each episode (a metric: weight 0)."""
+    from ark_trainer.agent.episode import view
+
+    return [float(view(c).turns) for c in completions]
 
 
 def _timed(trainer):

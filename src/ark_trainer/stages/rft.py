@@ -43,12 +43,21 @@ def train_rft(
     log_dir: Path,
     final_dir: Path,
     plan: PlanStage,
+    episodes: bool = False,
 ) -> Path:
-    """Fine-tune on the selected completions with TRL's SFTTrainer; returns the saved model folder."""
+    """Fine-tune on the selected completions with TRL's SFTTrainer; returns the saved model folder.
+
+    With ``episodes`` (``--env``) the rows are selected episodes (``{messages, tools}``), tokenized with
+    their assistant-turn masks (``agent/rft.py``) so the loss is on the assistant turns only.
+    """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     tok = load_tokenizer(model_path, rt.trust_remote_code)
+    if episodes:
+        from ark_trainer.agent.rft import tokenized_episodes
+
+        sft_rows = tokenized_episodes(tok, sft_rows)
     args = SFTConfig(
         **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
         completion_only_loss=True,
@@ -86,6 +95,8 @@ class RFTStage:
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
 
+        if ctx.cfg.env:  # an agent run: whole episodes, tools executed
+            return self._run_episodes(ctx, plan, model_in, final_dir)
         if ctx.done and (scored := _earlier_selection(ctx.done)) is not None:
             conversational = is_conversational(load_tokenizer(model_in, ctx.rt.trust_remote_code))
             sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
@@ -103,6 +114,29 @@ class RFTStage:
             return model_in
         args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, sel.sft_rows, ctx.out / self.name, ctx.log_dir)
         return str(train_rft(*args, final_dir, plan))
+
+    def _run_episodes(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        import gc
+
+        from ark_trainer.agent.env import env_for
+        from ark_trainer.agent.rft import earlier_selection, sample_episodes
+
+        env = env_for(ctx.cfg)
+        assert env is not None  # only called under --env
+        selected = earlier_selection(ctx.done) if ctx.done else None
+        if selected is None:
+            selected = sample_episodes(ctx, model_in, env)
+        else:
+            log.info("resume: RFT episode sampling already done (%d tasks kept)", len(selected))
+        gc.collect()
+        if not selected:
+            ctx.monitor.warn(
+                f"RFT kept no episode at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
+            )
+            return model_in
+        args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, selected, ctx.out / self.name, ctx.log_dir)
+        return str(train_rft(*args, final_dir, plan, episodes=True))
 
     def report_blocks(self, run) -> list:
         """The report's "RFT data selection" section: what sampling and selection kept."""

@@ -1,0 +1,136 @@
+"""RFT on whole episodes: sample N episodes per task with the tools executed, score, keep the best.
+
+Each training task is played ``--rft_num_samples`` times (``--rft_temperature``, up to ``--max_turns``
+turns, ``agent/rollout.py``); every episode is scored by the run's composite reward (environment reward and
+episode graders, with the environments passed as ``environments``); a task's best episode at or above
+``--rft_min_reward`` becomes one training example. The example is tokenized here with the chat template,
+tools included, and the mask of its assistant turns (``{% generation %}`` markers; TRL's training template
+for known models without them), so TRL's SFTTrainer puts the loss on the assistant turns only, tool results
+and prompts masked. (Tokenizing here, rather than handing TRL a ``messages`` column, keeps each call's
+arguments as they were: a datasets table would merge every call's argument names into one struct.)
+
+Writes ``OUT/data/rft_scored.jsonl`` (every episode: messages, tool calls, turns, rewards) and
+``OUT/data/rft_selected.jsonl`` (the chosen episodes, reread on ``--resume``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ark_trainer.agent.rollout import run_episodes
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.rewards.composite import reward_columns
+from ark_trainer.scoring import score_completions
+
+log = logging.getLogger("ark_trainer")
+SELECTED = "rft_selected.jsonl"
+
+
+def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
+    """Sample, score and select episodes; returns the selected ``{messages, tools}`` (also written)."""
+    from ark_trainer.scale import generation_batch
+    from ark_trainer.stages.common import load_policy
+
+    cfg, rows = ctx.cfg, ctx.train
+    env_cls, limits = env
+    model, tok = load_policy(model_path, ctx.rt)
+    with ctx.monitor.stage("rft_sampling", total=len(rows)):
+        groups = run_episodes(
+            model,
+            tok,
+            env_cls,
+            rows,
+            limits,
+            num_samples=cfg.rft_num_samples,
+            temperature=cfg.rft_temperature,
+            max_new_tokens=cfg.max_completion_length,
+            batch_size=generation_batch(ctx.rt.device, 32),
+            seed=cfg.seed,
+            on_batch=ctx.monitor.progress,
+        )
+        del model
+        scores = score_completions(
+            ctx.reward,
+            rows,
+            [[ep.completion for ep in g] for g in groups],
+            [[ep.env for ep in g] for g in groups],
+        )
+    selected, scored, stats = select_episodes(rows, groups, scores, cfg.rft_min_reward, env_cls._spec.schemas)
+    data_dir = ctx.out / "data"
+    from ark_trainer.runtime.distributed import ranks
+
+    if ranks().is_main:  # every process plays every task with the same seed (no sharding of episodes yet)
+        write_jsonl(data_dir / "rft_scored.jsonl", scored)
+        write_jsonl(data_dir / SELECTED, selected)
+    ctx.monitor.event("rft_selection", **stats)
+    log.info("RFT selection: %(n_selected)s of %(n_prompts)s tasks kept (episodes)", stats)
+    return selected
+
+
+def select_episodes(
+    rows: list[dict], groups: list, scores: list[list[dict]], threshold: float, schemas: list[dict]
+) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Each task's best episode at or above ``threshold``; every episode's record; the selection's stats."""
+    selected, scored, bests, alls = [], [], [], []
+    for row, group, row_scores in zip(rows, groups, scores, strict=True):
+        items = [
+            {**ep.record(), "reward": s["total"], "scores": s["scores"]}
+            for ep, s in zip(group, row_scores, strict=True)
+        ]
+        ranked = sorted(
+            (i for i, it in enumerate(items) if it["reward"] is not None), key=lambda i: -items[i]["reward"]
+        )
+        scored.append({"prompt": row["prompt"], **reward_columns(row), "episodes": items})
+        alls += [items[i]["reward"] for i in ranked]
+        if not ranked:
+            continue
+        best = items[ranked[0]]
+        bests.append(best["reward"])
+        if best["reward"] >= threshold:
+            selected.append({"messages": best["messages"], "tools": schemas, "reward": best["reward"]})
+    stats = {
+        "n_prompts": len(rows),
+        "n_scored": len(alls),
+        "n_selected": len(selected),
+        "n_pairs": 0,
+        "mean_best": round(sum(bests) / len(bests), 4) if bests else None,
+        "mean_all": round(sum(alls) / len(alls), 4) if alls else None,
+        "threshold": threshold,
+    }
+    return selected, scored, stats
+
+
+def earlier_selection(done) -> list[dict] | None:
+    """The episodes an earlier attempt selected (``rft_selection`` is logged after the file is written)."""
+    path = done.out / "data" / SELECTED
+    return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None
+
+
+def tokenized_episodes(tokenizer, selected: list[dict]) -> list[dict]:
+    """``input_ids`` and ``assistant_masks`` of each episode: loss on the assistant turns only."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if not has_generation_markers(template):
+        try:
+            template = get_training_chat_template(tokenizer)
+        except Exception:  # noqa: BLE001 - TRL knows a few templates only
+            raise UserError(
+                "--env: the model's chat template has no {% generation %} markers, so RFT cannot put the loss on "
+                "the assistant turns only; use a template with them (ark_trainer.agent.toolcall.AGENT_CHAT_TEMPLATE)"
+            ) from None
+    out = []
+    for item in selected:
+        enc = tokenizer.apply_chat_template(
+            item["messages"],
+            tools=item["tools"],
+            chat_template=template,
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
+        if 1 in enc["assistant_masks"]:
+            out.append({"input_ids": list(enc["input_ids"]), "assistant_masks": list(enc["assistant_masks"])})
+    return out
