@@ -83,6 +83,15 @@ def _fitting_handler(base, window: int, reply_tokens: int):
     return FittingChatCompletionHandler
 
 
+def _recording(app, args):
+    """The app, wrapped in the recorder when ``--record`` asks (inside the gate: refusals are not turns)."""
+    if not args.record:
+        return app
+    from ark_trainer.deploy.record import Recorder
+
+    return Recorder(app, args.record, args.tag)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ark_trainer.deploy.serve")
     parser.add_argument("name", help="model folder, relative to the working directory: the served model id")
@@ -92,6 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply_tokens", type=int, required=True, help="tokens kept free for the reply")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
+    parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
+    parser.add_argument(
+        "--tag", default="", help="what served the answers (a loop round), logged and recorded"
+    )
     args = parser.parse_args(argv)
     key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
     if not key:
@@ -111,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     build_server = serving_server.build_server
     serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI
-        build_server(*a, **kw), key, args.port
+        _recording(build_server(*a, **kw), args), key, args.port
     )
+    print(f"[ark serve] serving {args.tag or args.name}", flush=True)
     # Serve() builds the app with the names it imports from chat_completion and serving.server at call
     # time (the fitted handler, the gated app), then runs uvicorn until stopped.
     Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")
