@@ -10,9 +10,10 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.deploy.record import Recorder, build_row, read_turns, reply_of
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds
-from ark_trainer.loop.state import fresh_state, save_state
+from ark_trainer.loop.state import fresh_state, load_state, save_state
+from ark_trainer.loop.supervisor import Loop, LoopSettings
 
 SSE = (
     b'data: {"choices": [{"delta": {"content": "\\u60a8\\u597d"}}]}\n\n'
@@ -163,3 +164,42 @@ def test_loop_flags_and_rollback_refusals(tmp_path, capsys):
     assert main(["status", str(tmp_path / "l")]) == 0
     out = capsys.readouterr().out
     assert "serving round 0" in out and "round 1: refused at t: x" in out and "training: none" in out
+
+
+def _crashed_loop(tmp_path, training: dict) -> Loop:
+    folder = tmp_path / "loop"
+    state = fresh_state(str(tmp_path), {"main_metric": "reward_mean"})
+    state.update(training=training, next_round=2)
+    save_state(folder, state)
+    loop = Loop(folder, LoopSettings(), {}, log=lambda *a, **k: None)
+    loop.state = state
+    return loop
+
+
+def test_a_round_whose_process_died_half_way_is_started_again(tmp_path):
+    loop = _crashed_loop(
+        tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9, "n_eval": 3}
+    )
+    loop._check_round()
+    assert loop.state["training"] is None and loop.state["next_round"] == 1 and loop.state["history"] == []
+    assert load_state(tmp_path / "loop")["next_round"] == 1  # saved: a restart starts round 1 again
+
+
+def test_a_round_that_finished_while_the_supervisor_was_down_is_decided_on_restart(tmp_path):
+    loop = _crashed_loop(tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9,
+                                    "n_eval": 2, "n_newest": 1})  # fmt: skip
+    folder = tmp_path / "loop" / "rounds" / "1"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / "model" / "model.safetensors").write_bytes(b"x")
+    write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 4}]})
+    answers = [{"reward": 1.0}, {"reward": 0.0}]
+    write_json(folder / "eval" / "base.json", {"reward_mean": 0.5, "answers": answers})
+    write_json(folder / "eval" / "rft.json", {"reward_mean": 0.5, "answers": answers[::-1]})
+    loop._check_round()
+    decision = read_json(folder / "decision.json")
+    assert not decision["promoted"] and decision["stage"] == "rft"
+    assert any(r.startswith("heldout_reward_mean: regressed 1.0000 -> 0.0000") for r in decision["reasons"])
+    state = load_state(tmp_path / "loop")
+    assert state["serving"] == 0 and state["turns_used"] == 9 and state["history"][0]["promoted"] is False
+    assert (tmp_path / "loop" / "report.md").is_file()

@@ -48,6 +48,9 @@ def serve(loop: Path, round_id: int, port: int | None, agent: str | None, log=pr
     except Exception:  # noqa: BLE001 - never deployed
         record = None
     if record is not None and record.get("state") == "deployed" and record.get("pid"):
+        if tag(round_id) in (record.get("serve_args") or []) and deployment_alive(loop):
+            log(f"loop: the server (pid {record['pid']}) already serves {tag(round_id)}")
+            return  # a restarted supervisor: the agent sees nothing
         target.swap(loop, tag(round_id), log=log)
         return
     target.deploy(
