@@ -123,6 +123,8 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
         assert decision["promoted"], decision
         assert decision["candidate"]["reward_mean"] > decision["current"]["reward_mean"]
         _wait(lambda: read_json(loop / "state.json")["serving"] == 1, 120, "round 1 served", log)
+        assert _deployment(loop)["pid"] == record["pid"]  # hot-swapped: the same server process, no restart
+        assert "[ark serve] serving round-1 (reloaded)" in server_log.read_text()
         # 2. the next agent turn is answered by round 1
         n_before = server_log.read_text().count("answered by round-1")
         after = _agent(openclaw, "loop-2", QUESTIONS[20])

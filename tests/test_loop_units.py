@@ -203,3 +203,31 @@ def test_a_round_that_finished_while_the_supervisor_was_down_is_decided_on_resta
     state = load_state(tmp_path / "loop")
     assert state["serving"] == 0 and state["turns_used"] == 9 and state["history"][0]["promoted"] is False
     assert (tmp_path / "loop" / "report.md").is_file()
+
+
+def test_sighup_drops_the_loaded_model_and_takes_the_new_tag(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from ark_trainer.deploy import hotswap
+
+    class Manager:
+        def __init__(self):
+            self.loaded_models = {"ark-loop": self}
+
+        def delete_model(self):  # transformers' TimedModel.delete_model pops itself from the cache
+            self.loaded_models.pop("ark-loop")
+
+    manager, said = Manager(), []
+    monkeypatch.setattr(hotswap, "_MANAGERS", [manager])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / hotswap.TAG_FILE).write_text("round-3\n")
+    recorder = Recorder(lambda *a: None, tmp_path / "t.jsonl", "round-2")
+    previous = signal.getsignal(signal.SIGHUP)
+    try:
+        hotswap.install(recorder, log=lambda text, **_: said.append(text))
+        os.kill(os.getpid(), signal.SIGHUP)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert manager.loaded_models == {} and recorder.tag == "round-3"
+    assert said == ["[ark serve] serving round-3 (reloaded)"]

@@ -84,12 +84,17 @@ def _fitting_handler(base, window: int, reply_tokens: int):
 
 
 def _recording(app, args):
-    """The app, wrapped in the recorder when ``--record`` asks (inside the gate: refusals are not turns)."""
-    if not args.record:
-        return app
-    from ark_trainer.deploy.record import Recorder
+    """The app, wrapped in the recorder when ``--record`` asks (inside the gate: refusals are not turns);
+    ``SIGHUP`` reloads the model folder (:mod:`ark_trainer.deploy.hotswap`)."""
+    from ark_trainer.deploy import hotswap
 
-    return Recorder(app, args.record, args.tag)
+    recorder = None
+    if args.record:
+        from ark_trainer.deploy.record import Recorder
+
+        app = recorder = Recorder(app, args.record, args.tag)
+    hotswap.install(recorder)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,6 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     from transformers.cli.serve import Serve
 
     from ark_trainer.deploy.gate import Gate
+    from ark_trainer.deploy.hotswap import track_model_managers
+
+    track_model_managers()
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
     chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in

@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import secrets
+import signal
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from ark_trainer.deploy.process import (
     check_serving_packages,
     find_servers,
     get_json,
+    is_our_server,
     read_key,
     smoke_request,
     start_server,
@@ -202,24 +204,38 @@ def _serve_args(record_to: str | None, tag: str) -> list[str]:
 
 
 def swap(out: Path, tag: str = "", log=print) -> dict:
-    """Restart OUT's server on what ``OUT/model`` points to now: same port, key, name and recording.
+    """Serve what ``OUT/model`` points to now, on the same port, key, name and recording.
 
     The live loop's promotion and rollback: the caller has repointed ``OUT/model`` (a symlink) to a
-    complete model; OpenClaw's config is untouched (same provider URL, key and model id), so the agent
-    sees one slow or refused request while the new model loads, then the new model's answers.
+    complete model. A running server is hot-swapped: ``.tag`` is written in its working folder and it gets
+    ``SIGHUP`` (:mod:`ark_trainer.deploy.hotswap`: it drops the loaded model; the next request loads the
+    new one), then a smoke request loads and checks the new model, so no agent request is refused and
+    usually none waits. A server that is not running is started on the same port. OpenClaw's config is
+    untouched either way (same provider URL, key and model id).
     """
+    from ark_trainer.deploy.hotswap import TAG_FILE
+
     record, _ = find_record(str(out))
     if record.get("state") != "deployed":
         raise UserError(f"loop: {out} has no complete deployment to swap; deploy it first")
-    _stop(record)
+    key = read_key(record["api_key_file"]) or ""
+    atomic_write_text(Path(record["serve_dir"]) / TAG_FILE, tag + "\n")
     args = _serve_args(record.get("record_to"), tag)
-    server = start_server(
-        Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
-        Path(record["api_key_file"]), args,
-    )  # fmt: skip
-    _update(record, pid=server["pid"], serve_args=args)
-    wait_healthy(server, read_key(record["api_key_file"]) or "")
-    log(f"loop: the server on port {record['port']} now serves {tag or 'OUT/model'} (pid {server['pid']})")
+    pid = record.get("pid")
+    if pid and pid_alive(pid) and is_our_server(pid):
+        os.kill(pid, signal.SIGHUP)
+        how = "hot-swapped"
+    else:
+        _stop(record)
+        server = start_server(
+            Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
+            Path(record["api_key_file"]), args,
+        )  # fmt: skip
+        wait_healthy(server, key)
+        pid, how = server["pid"], "restarted"
+    _update(record, pid=pid, serve_args=args)
+    smoke_request(f"http://{HOST}:{record['port']}/v1", record["name"], key)  # loads the new model
+    log(f"loop: the server on port {record['port']} now serves {tag or 'OUT/model'} ({how}, pid {pid})")
     return record
 
 
