@@ -167,3 +167,37 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
             proc.terminate()
             proc.wait(timeout=60)
         run_cli("loop", "--output_dir", str(loop), "--stop", cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_a_supervisor_killed_during_a_round_resumes_and_the_agent_never_sees_a_half_model(openclaw, tmp_path):
+    """kill -9 the supervisor while round 1 trains; the same command resumes: the server it left keeps
+    serving round 0, the round is decided and promoted, and the loop serves it."""
+    model = save_tiny_qwen(
+        tmp_path / "base", texts=[GOOD, BAD, *QUESTIONS, "不对，应该回答："], hidden_size=64,
+        intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+    )  # fmt: skip
+    heldout = tmp_path / "heldout.jsonl"
+    write_jsonl(heldout, [{"question": q, "reference": GOOD} for q in QUESTIONS[30:34]])
+    loop, log = tmp_path / "loop", tmp_path / "loop.log"
+    proc = _start_loop(tmp_path, model, heldout, "--max_rounds", "1")
+    try:
+        record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
+        for c in range(4):
+            _conversation(record, GOOD, 3, start=c * 3)
+        _wait(lambda: read_json(loop / "state.json")["training"], 300, "round 1 to start", log)
+        proc.kill()  # the supervisor dies; its round and the server live on in their own sessions
+        proc.wait(timeout=30)
+        assert os.path.realpath(loop / "model") == str(model.resolve())  # still the complete starting model
+        assert _chat(record, [{"role": "user", "content": QUESTIONS[3]}]) is not None  # still answering
+        proc = _start_loop(tmp_path, model, heldout, "--max_rounds", "1")
+        proc.wait(timeout=600)
+        state = read_json(loop / "state.json")
+        assert [h["round"] for h in state["history"]] == [1] and state["serving"] == 1, state
+        assert "resuming" in log.read_text() and _deployment(loop)["pid"] == record["pid"]  # same server
+        assert "[ark serve] serving round-1 (reloaded)" in Path(record["log"]).read_text()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        run_cli("loop", "--output_dir", str(loop), "--stop", cwd=tmp_path)

@@ -2,7 +2,9 @@
 
 - ``serve``: the server process (``transformers serve`` with the prompt fitted to the model's window);
 - ``gate``: the API key on every route, no cross-origin browser requests, only the routes a client needs;
-- ``process``: start the server, check its health and a smoke request, find and stop it.
+- ``process``: start the server, check its health and a smoke request, find and stop it;
+- ``record``: the server's recording of every exchange as a scrubbed training row (``--record``);
+- ``hotswap``: ``SIGHUP`` makes the server load what its model folder points to now (the live loop).
 
 The OpenClaw target (config patch, rollback, deployment records) is ``ark_trainer.openclaw.deploy``.
 """
