@@ -231,3 +231,18 @@ def test_sighup_drops_the_loaded_model_and_takes_the_new_tag(tmp_path, monkeypat
         signal.signal(signal.SIGHUP, previous)
     assert manager.loaded_models == {} and recorder.tag == "round-3"
     assert said == ["[ark serve] serving round-3 (reloaded)"]
+
+
+def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, monkeypatch):
+    import ark_trainer.deploy.targets as targets
+
+    calls = []
+
+    class Target:
+        def deploy(self, out, agent=None, port=None, log=print, record_to=None, tag=""):
+            calls.append(record_to)
+
+    monkeypatch.setattr(targets, "get_target", lambda name="openclaw": Target())
+    assert main(["deploy", str(tmp_path)]) == 0
+    assert main(["deploy", str(tmp_path), "--record", str(tmp_path / "turns.jsonl")]) == 0
+    assert calls == [None, str(tmp_path / "turns.jsonl")]
