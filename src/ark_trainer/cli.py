@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         RunDirOptions,
         _cmd_status,
-        help="show a run's heartbeat: running, stalled, dead or finished",
+        help="show a run's heartbeat (running, stalled, dead, finished) or a live loop's state",
     )
     from ark_trainer.commands import register_all
 
@@ -156,6 +156,13 @@ def _cmd_status(args: RunDirOptions) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
+    from ark_trainer.loop.state import is_loop, load_state
+
+    if is_loop(run_dir):  # a live loop's folder: serving round, turns, training, promotions
+        from ark_trainer.loop.report import status_lines
+
+        print("\n".join(status_lines(run_dir, load_state(run_dir) or {})))
+        return 0
     state, beat = read_status(run_dir)
     if state == "unknown":
         raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")

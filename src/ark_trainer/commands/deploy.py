@@ -25,6 +25,9 @@ class DeployOptions:
         False, "restore the config byte for byte, stop the server", switch=True, exclusive="action"
     )
     force: bool = opt(False, "with --rollback: restore even if the config changed since", switch=True)
+    record: str | None = opt(
+        None, "append every exchange the server answers, scrubbed, to this JSONL (default: off)"
+    )
     target: str = opt(
         "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"
     )
@@ -60,5 +63,5 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
-    deploy.deploy(Path(args.out), agent=args.agent, port=args.port)
+    deploy.deploy(Path(args.out), agent=args.agent, port=args.port, record_to=args.record)
     return 0

@@ -60,7 +60,16 @@ def check_serving_packages() -> None:
         )
 
 
-def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int, key_file: Path) -> dict:
+def start_server(
+    out: Path,
+    name: str,
+    port: int,
+    window: int,
+    reply_tokens: int,
+    key_file: Path,
+    extra: list[str] | None = None,
+) -> dict:
+    """Start the server on ``OUT/model``; ``extra`` flags go to it (``--record PATH --tag TAG``)."""
     deploy_dir = out / "deploy"
     serve_dir = deploy_dir / "serve"
     serve_dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +80,7 @@ def start_server(out: Path, name: str, port: int, window: int, reply_tokens: int
     log_path = deploy_dir / "server.log"
     argv = [sys.executable, "-m", "ark_trainer.deploy.serve", name, "--host", HOST, "--port", str(port)]
     argv += ["--window", str(window), "--reply_tokens", str(reply_tokens), "--api_key_file", str(key_file)]
+    argv += extra or []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2])] + sys.path)}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -198,7 +208,7 @@ def smoke_request(base_url: str, model: str, key: str, timeout: float = 300) -> 
     req = urllib.request.Request(
         f"{base_url}/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}", "X-Ark-Smoke": "1"},
     )
     text, chunks, finish = [], 0, None
     try:

@@ -113,6 +113,20 @@ def _fitting_handler(base, window: int, reply_tokens: int):
     return FittingChatCompletionHandler
 
 
+def _recording(app, args):
+    """The app, wrapped in the recorder when ``--record`` asks (inside the gate: refusals are not turns);
+    ``SIGHUP`` reloads the model folder (:mod:`ark_trainer.deploy.hotswap`)."""
+    from ark_trainer.deploy import hotswap
+
+    recorder = None
+    if args.record:
+        from ark_trainer.deploy.record import Recorder
+
+        app = recorder = Recorder(app, args.record, args.tag)
+    hotswap.install(recorder)
+    return app
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ark_trainer.deploy.serve")
     parser.add_argument("name", help="model folder, relative to the working directory: the served model id")
@@ -122,6 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply_tokens", type=int, required=True, help="tokens kept free for the reply")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
+    parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
+    parser.add_argument(
+        "--tag", default="", help="what served the answers (a loop round), logged and recorded"
+    )
     args = parser.parse_args(argv)
     key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
     if not key:
@@ -134,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     from transformers.cli.serve import Serve
 
     from ark_trainer.deploy.gate import Gate
+    from ark_trainer.deploy.hotswap import track_model_managers
+
+    track_model_managers()
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
     chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in
@@ -141,8 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     build_server = serving_server.build_server
     serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI
-        build_server(*a, **kw), key, args.port
+        _recording(build_server(*a, **kw), args), key, args.port
     )
+    print(f"[ark serve] serving {args.tag or args.name}", flush=True)
     # Serve() builds the app with the names it imports from chat_completion and serving.server at call
     # time (the fitted handler, the gated app), then runs uvicorn until stopped.
     Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")

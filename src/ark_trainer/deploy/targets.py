@@ -23,8 +23,18 @@ from ark_trainer.errors import UserError
 class DeployTarget(Protocol):
     """What ``ark-trainer deploy`` and ``train --openclaw_env True`` call on a target."""
 
-    def deploy(self, out: Path, agent: str | None = None, port: int | None = None, log: Any = print) -> dict:
-        """Serve ``OUT/model`` and point the client at it; returns the deployment record."""
+    def deploy(
+        self,
+        out: Path,
+        agent: str | None = None,
+        port: int | None = None,
+        log: Any = print,
+        record_to: str | Path | None = None,
+        tag: str = "",
+    ) -> dict:
+        """Serve ``OUT/model`` and point the client at it; returns the deployment record.
+
+        ``record_to``: a JSONL the server appends each exchange to, scrubbed (``deploy/record.py``)."""
         ...
 
     def status(self, out: str | None) -> dict:

@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import secrets
+import signal
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from ark_trainer.deploy.process import (
     check_serving_packages,
     find_servers,
     get_json,
+    is_our_server,
     read_key,
     smoke_request,
     start_server,
@@ -142,8 +144,19 @@ def _check_request(out: Path, agent: str | None) -> None:
             )
 
 
-def deploy(out: Path, agent: str | None = None, port: int | None = None, log=print) -> dict:
-    """Serve, smoke-test, patch, record; a crash at any point leaves a record ``--rollback`` undoes."""
+def deploy(
+    out: Path,
+    agent: str | None = None,
+    port: int | None = None,
+    log=print,
+    record_to: str | Path | None = None,
+    tag: str = "",
+) -> dict:
+    """Serve, smoke-test, patch, record; a crash at any point leaves a record ``--rollback`` undoes.
+
+    ``record_to``: the server appends every exchange, scrubbed, to that JSONL (:mod:`ark_trainer.deploy.record`);
+    ``tag`` names what serves (a loop's round) in the server's log and in each recorded row.
+    """
     out = Path(out).resolve()
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
@@ -153,11 +166,13 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
     key_file = out / "deploy" / "api_key"
     atomic_write_text(key_file, key + "\n", mode=0o600)
     record = _intent(out, name, port, window, reply_tokens, agent, key_file)
+    recorded = str(Path(record_to).resolve()) if record_to else None
+    _update(record, record_to=recorded, serve_args=_serve_args(recorded, tag))
     faults.deploy_point("backup")
     log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
     server = None
     try:
-        server = start_server(out, name, port, window, reply_tokens, key_file)
+        server = start_server(out, name, port, window, reply_tokens, key_file, record["serve_args"])
         faults.deploy_point("server_started")
         _update(record, pid=server["pid"], log=server["log"])
         wait_healthy(server, key)
@@ -181,6 +196,47 @@ def deploy(out: Path, agent: str | None = None, port: int | None = None, log=pri
         )
     log(f"deploy: OpenClaw config {record['config_path']} now uses {PROVIDER}/{name} for {record['agent']}")
     log("deploy: undo with `ark-trainer deploy --rollback`")
+    return record
+
+
+def _serve_args(record_to: str | None, tag: str) -> list[str]:
+    args = ["--record", record_to] if record_to else []
+    return args + (["--tag", tag] if tag else [])
+
+
+def swap(out: Path, tag: str = "", log=print) -> dict:
+    """Serve what ``OUT/model`` points to now, on the same port, key, name and recording.
+
+    The live loop's promotion and rollback: the caller has repointed ``OUT/model`` (a symlink) to a
+    complete model. A running server is hot-swapped: ``.tag`` is written in its working folder and it gets
+    ``SIGHUP`` (:mod:`ark_trainer.deploy.hotswap`: it drops the loaded model; the next request loads the
+    new one), then a smoke request loads and checks the new model, so no agent request is refused and
+    usually none waits. A server that is not running is started on the same port. OpenClaw's config is
+    untouched either way (same provider URL, key and model id).
+    """
+    from ark_trainer.deploy.hotswap import TAG_FILE
+
+    record, _ = find_record(str(out))
+    if record.get("state") != "deployed":
+        raise UserError(f"loop: {out} has no complete deployment to swap; deploy it first")
+    key = read_key(record["api_key_file"]) or ""
+    atomic_write_text(Path(record["serve_dir"]) / TAG_FILE, tag + "\n")
+    args = _serve_args(record.get("record_to"), tag)
+    pid = record.get("pid")
+    if pid and pid_alive(pid) and is_our_server(pid):
+        os.kill(pid, signal.SIGHUP)
+        how = "hot-swapped"
+    else:
+        _stop(record)
+        server = start_server(
+            Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
+            Path(record["api_key_file"]), args,
+        )  # fmt: skip
+        wait_healthy(server, key)
+        pid, how = server["pid"], "restarted"
+    _update(record, pid=pid, serve_args=args)
+    smoke_request(f"http://{HOST}:{record['port']}/v1", record["name"], key)  # loads the new model
+    log(f"loop: the server on port {record['port']} now serves {tag or 'OUT/model'} ({how}, pid {pid})")
     return record
 
 

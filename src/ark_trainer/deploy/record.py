@@ -1,0 +1,188 @@
+"""Recording what the model server answers: every chat completion as one scrubbed training row.
+
+``python -m ark_trainer.deploy.serve ... --record TURNS.jsonl --tag round-3`` wraps the app in
+:class:`Recorder` (inside the key gate, so refused requests are never recorded). For each
+``POST /v1/chat/completions`` answered with 200 it appends one JSON line::
+
+    {"messages": [...the request's messages..., {"role": "assistant", "content": REPLY}],
+     "served_by": "round-3", "model": ..., "timestamp": ..., "request_id": N, "stream": true,
+     "tool_calls": [...], "source": "ark-serve"}
+
+The ``messages`` row is the shape ``train``'s loader reads (the last assistant message becomes the
+candidate). Every string is scrubbed with :class:`ark_trainer.data.scrub.Scrubber`, as ``data collect``
+scrubs, before it reaches the disk: API keys, e-mails, phone and ID numbers become placeholders. Content
+parts are joined to text (images become ``[image]``); an assistant message's ``tool_calls`` become the
+``<tool_call>`` text of :mod:`ark_trainer.agent.toolcall`, so the row trains the format the model serves.
+
+Off unless asked: plain ``ark-trainer deploy`` records nothing; ``deploy OUT --record PATH`` and
+``ark-trainer loop`` (into ``LOOP/turns/turns.jsonl``) turn it on. One line is written per exchange with
+a single ``write`` on a file opened for appending, so a crash loses at most the exchange in flight and a
+reader never sees half a line except the last (which :func:`read_turns` skips).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.agent.toolcall import format_tool_calls
+from ark_trainer.data.scrub import Scrubber
+
+ROUTE = ("POST", "/v1/chat/completions")
+SMOKE_HEADER = b"x-ark-smoke"
+
+
+def message_text(content: Any) -> str:
+    """OpenAI content (a string or a list of parts) as plain text; images become ``[image]``."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            parts.append(str(part.get("text") or ""))
+        elif part.get("type") in ("image", "image_url"):
+            parts.append("[image]")
+    return "\n".join(p for p in parts if p)
+
+
+def _message(msg: dict) -> dict | None:
+    """One request message in the loader's ``{role, content}`` shape (tool calls as their text)."""
+    role = msg.get("role")
+    if role not in ("system", "developer", "user", "assistant", "tool"):
+        return None
+    text = message_text(msg.get("content"))
+    calls = msg.get("tool_calls") or []
+    if role == "assistant" and calls:
+        shown = [c.get("function", c) for c in calls if isinstance(c, dict)]
+        text = "\n".join(t for t in (text, format_tool_calls(shown)) if t)
+    return {"role": role, "content": text}
+
+
+def reply_of(body: bytes, stream: bool) -> tuple[str, list[dict]]:
+    """The assistant's text and tool calls from a response body (SSE chunks when ``stream``)."""
+    if not stream:
+        try:
+            message = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
+        except (ValueError, AttributeError):
+            return "", []
+        found = [c.get("function", c) for c in message.get("tool_calls") or []]
+        return message_text(message.get("content")), found
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        try:
+            chunk = json.loads(line[5:])
+        except ValueError:
+            continue
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            for call in delta.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                slot = calls.setdefault(call.get("index", len(calls)), {"name": "", "arguments": ""})
+                slot["name"] += fn.get("name") or ""
+                slot["arguments"] += fn.get("arguments") or ""
+    return "".join(text), list(calls.values())
+
+
+def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id: int) -> dict | None:
+    """The scrubbed training row of one exchange, or ``None`` when it holds no user turn or no reply."""
+    scrubber = Scrubber()
+    history = [m for m in (_message(x) for x in request.get("messages") or [] if isinstance(x, dict)) if m]
+    answer = "\n".join(t for t in (reply, format_tool_calls(calls) if calls else "") if t)
+    if not answer.strip() or not any(m["role"] == "user" for m in history):
+        return None
+    row = {
+        "messages": history + [{"role": "assistant", "content": answer}],
+        "served_by": tag,
+        "model": str(request.get("model") or ""),
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "request_id": request_id,
+        "stream": bool(request.get("stream")),
+        "tool_calls": calls,
+        "source": "ark-serve",
+    }
+    return scrubber.value(row)
+
+
+def _smoke(scope) -> bool:
+    """The deploy's own smoke request (header ``X-Ark-Smoke``) is not a user's turn."""
+    return any(name.lower() == SMOKE_HEADER for name, _ in scope.get("headers") or [])
+
+
+class Recorder:
+    """ASGI middleware: passes every request through to ``app`` and records chat completions to ``path``."""
+
+    def __init__(self, app, path: str | Path, tag: str = "", log=print) -> None:
+        self.app, self.path, self.tag, self.log = app, Path(path), tag, log
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.Lock()
+        self.count = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or (scope.get("method"), scope.get("path")) != ROUTE or _smoke(scope):
+            return await self.app(scope, receive, send)
+        request: list[bytes] = []
+        response: list[bytes] = []
+        status = [0]
+
+        async def recv():
+            message = await receive()
+            if message.get("type") == "http.request":
+                request.append(message.get("body", b""))
+            return message
+
+        async def snd(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body":
+                response.append(message.get("body", b""))
+                if not message.get("more_body") and status[0] == 200:
+                    self._record(b"".join(request), b"".join(response))
+            await send(message)
+
+        await self.app(scope, recv, snd)
+
+    def _record(self, request_body: bytes, response_body: bytes) -> None:
+        try:
+            request = json.loads(request_body or b"{}")
+        except ValueError:
+            return
+        reply, calls = reply_of(response_body, bool(request.get("stream")))
+        with self.lock:
+            self.count += 1
+            row = build_row(request, reply, calls, self.tag, self.count)
+            if row is None:
+                return
+            line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        self.log(f"[ark record] turn {self.count} answered by {self.tag or 'the served model'}", flush=True)
+
+
+def read_turns(path: str | Path, start: int = 0) -> list[dict]:
+    """The recorded rows from line ``start`` on; a torn last line (a write in flight) is left for later."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)[start:]:
+        if not line.endswith("\n"):
+            break
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            rows.append({"_torn": True})  # counted, so line numbers stay aligned
+    return rows

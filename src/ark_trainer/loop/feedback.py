@@ -1,0 +1,119 @@
+"""The next user message as feedback on the answer before it.
+
+A user who says "不对" or "that's wrong" right after an answer has graded it; one who says "谢谢" has too.
+:func:`feedback_of` reads each recorded turn's request: wherever an assistant message is followed by a
+user message, that user message is feedback on that assistant answer. Rules (regular expressions,
+matched case-insensitively on the user message's start, the first 200 characters):
+
+- ``negative``: a correction ("不对", "错了", "不是这样", "that's wrong", "no,", "incorrect", ...): the answer
+  counts against (feedback -1): it is not kept as a candidate to imitate;
+- ``positive``: thanks or approval ("谢谢", "对的", "thanks", "correct", ...): feedback +1, the answer is kept;
+- ``hint``: a correction that says what the answer should have been ("应该回答：X", "should be: X"):
+  ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does).
+
+Replace them with ``--feedback_rules FILE`` (YAML with any of ``negative``, ``positive``, ``hint``: lists
+of patterns; ``hint`` patterns capture the corrected answer in their first group).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ark_trainer.errors import UserError
+
+NEGATIVE = [
+    r"不对", r"错了", r"不是这样", r"不正确", r"答错", r"that'?s wrong", r"wrong", r"incorrect",
+    r"no[,.!，。]", r"not right",
+]  # fmt: skip
+POSITIVE = [
+    r"谢谢",
+    r"对的",
+    r"没错",
+    r"正确",
+    r"很好",
+    r"thanks",
+    r"thank you",
+    r"correct",
+    r"great",
+    r"perfect",
+]
+HINT = [r"应该(?:回答|是|说)\s*[:：]\s*(.+)$", r"should (?:be|say|have said)\s*[:：]\s*(.+)$"]
+
+
+@dataclass
+class Rules:
+    negative: list[re.Pattern] = field(default_factory=lambda: _compile(NEGATIVE))
+    positive: list[re.Pattern] = field(default_factory=lambda: _compile(POSITIVE))
+    hint: list[re.Pattern] = field(default_factory=lambda: _compile(HINT))
+
+
+def _compile(patterns: list[str], where: str = "") -> list[re.Pattern]:
+    out = []
+    for p in patterns:
+        try:
+            out.append(re.compile(p, re.I | re.S))
+        except re.error as exc:
+            raise UserError(
+                f"{where or 'feedback rules'}: bad pattern {p!r}: {exc}; fix the regular expression"
+            ) from None
+    return out
+
+
+def load_rules(path: str | None) -> Rules:
+    """The default rules, or those of a YAML file (``negative``, ``positive``, ``hint``: pattern lists)."""
+    if not path:
+        return Rules()
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"--feedback_rules: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"negative", "positive", "hint"}:
+        raise UserError(
+            f"--feedback_rules: {path}: expected a mapping with negative, positive and/or hint lists"
+        )
+    rules = Rules()
+    for name in ("negative", "positive", "hint"):
+        if name in data:
+            if not isinstance(data[name], list) or not all(isinstance(p, str) for p in data[name]):
+                raise UserError(f"--feedback_rules: {path}: {name}: expected a list of patterns (strings)")
+            setattr(rules, name, _compile(data[name], f"--feedback_rules: {path}: {name}"))
+    return rules
+
+
+def judge(message: str, rules: Rules) -> tuple[int, str | None]:
+    """(feedback, hint) of one user message: -1 a correction, +1 approval, 0 neither; the hinted answer."""
+    head = message.strip()[:200]
+    for pattern in rules.hint:
+        match = pattern.search(head)
+        if match and match.group(1).strip():
+            return -1, match.group(1).strip()
+    if any(p.match(head) or p.search(head[:12]) for p in rules.negative):
+        return -1, None
+    if any(p.match(head) or p.search(head[:12]) for p in rules.positive):
+        return 1, None
+    return 0, None
+
+
+def conversation_key(messages: list[dict]) -> str:
+    """A key for a conversation up to and including an assistant answer (system messages ignored)."""
+    turns = [(m["role"], m["content"].strip()) for m in messages if m["role"] != "system"]
+    return hashlib.sha256(json.dumps(turns, ensure_ascii=False).encode()).hexdigest()
+
+
+def feedback_of(rows: list[dict], rules: Rules) -> dict[str, tuple[int, str | None]]:
+    """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it."""
+    found: dict[str, tuple[int, str | None]] = {}
+    for row in rows:
+        messages = row.get("messages") or []
+        for i in range(1, len(messages)):
+            if messages[i]["role"] == "user" and messages[i - 1]["role"] == "assistant":
+                verdict = judge(messages[i]["content"], rules)
+                if verdict[0]:
+                    found[conversation_key(messages[:i])] = verdict
+    return found

@@ -1,0 +1,91 @@
+"""``LOOP/report.md`` and ``LOOP/plots/loop_metric.png``: the main metric per round, promotions, rollbacks.
+
+Rebuilt from ``LOOP/state.json`` after every decision and rollback (and by ``ark-trainer status LOOP
+--report``); the plot shows, per decided round, the served model's and the candidate's main metric on
+that round's evaluation set, promoted rounds marked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ark_trainer.fileio import atomic_write_text
+
+
+def status_lines(loop: Path, state: dict) -> list[str]:
+    """What ``ark-trainer status LOOP`` prints: serving round, turns, the round in training, history."""
+    from ark_trainer.deploy.record import read_turns
+    from ark_trainer.loop.serving import TURNS, deployment_alive
+    from ark_trainer.runtime.system import pid_alive
+
+    turns = len(read_turns(Path(loop) / TURNS))
+    sup = state.get("supervisor_pid")
+    training = state.get("training")
+    lines = [
+        f"loop {loop}: serving round {state['serving']} (server {'healthy' if deployment_alive(loop) else 'down'})",
+        f"supervisor: {'running, pid ' + str(sup) if sup and pid_alive(sup) else 'not running'}",
+        f"turns recorded: {turns} ({turns - state['turns_used']} not yet in a round)",
+        "training: "
+        + (
+            f"round {training['round']} (pid {training['pid']}, since {training['started_at']})"
+            if training
+            else "none"
+        ),  # fmt: skip
+    ]
+    for h in state["history"]:
+        verdict = "promoted" if h["promoted"] else "refused"
+        lines.append(f"round {h['round']}: {verdict} at {h['decided_at']}: {'; '.join(h['reasons'])}")
+    for e in state["events"]:
+        if e["event"] == "rollback":
+            lines.append(f"rollback to round {e['round']} at {e['at']} (was serving {e['from']})")
+    return lines
+
+
+def write_report(loop: Path, state: dict) -> Path:
+    loop = Path(loop)
+    main = state["settings"].get("main_metric", "reward_mean")
+    rows = ["| round | served model | candidate | decision | reasons |", "|---|---|---|---|---|"]
+    for h in state["history"]:
+        rows.append(f"| {h['round']} | {_num(h.get('current_main'))} | {_num(h.get('main'))} | "
+                    f"{'promoted' if h['promoted'] else 'refused'} | {'; '.join(h['reasons'])} |")  # fmt: skip
+    plot = _plot(loop, state, main)
+    text = "\n".join([
+        "# Live loop report", "",
+        f"Serving round **{state['serving']}**; main metric `{main}` (higher is better).", "",
+        *([f"![{main} per round](plots/{plot.name})", ""] if plot else []),
+        *rows, "",
+        "Events: " + ", ".join(f"{e['event']} {e['round']} ({e['at']})" for e in state["events"]), "",
+    ])  # fmt: skip
+    atomic_write_text(loop / "report.md", text)
+    return loop / "report.md"
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _plot(loop: Path, state: dict, main: str) -> Path | None:
+    points = [h for h in state["history"] if h.get("main") is not None]
+    if not points:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [h["round"] for h in points]
+    ax.plot(xs, [h.get("current_main") for h in points], "o--", label="served model")
+    ax.plot(xs, [h["main"] for h in points], "o-", label="candidate")
+    promoted = [h for h in points if h["promoted"]]
+    ax.scatter(
+        [h["round"] for h in promoted], [h["main"] for h in promoted], s=120, marker="*", label="promoted"
+    )
+    ax.set_xlabel("round")
+    ax.set_ylabel(main)
+    ax.legend()
+    fig.tight_layout()
+    path = loop / "plots" / "loop_metric.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path

@@ -1,0 +1,149 @@
+"""A round: its data from the newest recorded turns, its ``train`` process, and what came out of it.
+
+``LOOP/rounds/N/`` holds ``data.jsonl`` (the scored turns it trains on), ``eval.jsonl`` (the frozen
+held-out set plus the newest turns, not trained on), ``train.log``, the run's own files (``plan.json``,
+``eval/``, ``model/``, ``report.md``: it *is* a ``train`` output folder) and ``decision.json``.
+
+How a recorded turn becomes a training row (:func:`turn_row`):
+
+- OpenClaw's system prompt (~40k characters, the same every turn) is dropped: a small model could not
+  train on it and the server cuts it anyway; the conversation's turns are kept;
+- the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
+  a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
+  keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
+- the turn is *scored* when the run's graders (``build_reward``, the rewards ``train`` uses) apply to it
+  or it got feedback; only scored turns count toward ``--min_new_turns`` and go into a round.
+
+The round trains in a separate process, ``ark-trainer train`` at lower priority (``os.nice``), from the
+model being served, with the loop's train flags; LoRA (``--lora_r 8``, merged into ``model/``) unless
+the flags say otherwise. The served model keeps answering meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.fileio import read_json, write_jsonl
+from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of
+
+OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
+DEFAULT_FLAGS = {"lora_r": "8", "report_to": "none"}  # unless the loop's train flags say otherwise
+NICE = 10
+
+
+def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: bool = False) -> dict | None:
+    """The training row of one recorded turn (see the module docstring); ``None`` when nothing is left."""
+    messages = row.get("messages") or []
+    if len(messages) < 2 or messages[-1]["role"] != "assistant":
+        return None
+    prompt = [m for m in messages[:-1] if keep_system or m["role"] != "system"]
+    if not any(m["role"] == "user" for m in prompt):
+        return None
+    feedback, hint = verdict or (0, None)
+    out: dict[str, Any] = {"messages": prompt, "feedback": feedback, "served_by": row.get("served_by", "")}
+    if hint:
+        out["messages"] = prompt + [{"role": "assistant", "content": hint}]
+        out["reference"] = hint
+    elif feedback >= 0:
+        out["messages"] = prompt + [messages[-1]]
+    return out
+
+
+def scored_rows(
+    all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool
+) -> list[dict]:
+    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback."""
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.scoring import score_completions
+
+    verdicts = feedback_of([r for r in all_rows if "messages" in r], rules)
+    rows = []
+    for raw in new_rows:
+        if "messages" not in raw:
+            continue
+        row = turn_row(raw, verdicts.get(conversation_key(raw["messages"])), keep_system)
+        if row is not None:
+            rows.append(row)
+    if not rows or reward is None:
+        return rows
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ark-loop-") as tmp:  # the loader's shape: prompt + candidates
+        write_jsonl(Path(tmp) / "rows.jsonl", rows)
+        loaded = load_jsonl(Path(tmp) / "rows.jsonl")
+    answers = [[r["candidates"][0]] if r["candidates"] else [] for r in loaded]
+    for row, scores in zip(rows, score_completions(reward, loaded, answers), strict=True):
+        row["live_reward"] = scores[0]["total"] if scores else None
+    return rows
+
+
+def is_scored(row: dict) -> bool:
+    return row.get("live_reward") is not None or bool(row.get("feedback"))
+
+
+def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(folder / "data.jsonl", train_rows)
+    write_jsonl(folder / "eval.jsonl", eval_rows)
+
+
+def train_argv(folder: Path, model: Path, train_flags: dict[str, Any], round_id: int) -> list[str]:
+    """``ark-trainer train`` for the round: the loop's train flags, then the round's own paths."""
+    flags = {**DEFAULT_FLAGS, "task_name": f"loop_round_{round_id}"}
+    flags.update({k: v for k, v in train_flags.items() if k not in OWN_FLAGS and v is not None})
+    argv = [sys.executable, "-m", "ark_trainer", "train"]
+    for key, value in flags.items():
+        argv += [f"--{key}", str(value)]
+    argv += ["--model_path", str(model), "--data_path", str(folder / "data.jsonl")]
+    argv += ["--eval_dataset", str(folder / "eval.jsonl"), "--eval_auto", "True"]
+    return argv + ["--output_dir", str(folder), "--openclaw_env", "False"]
+
+
+def start_training(folder: Path, argv: list[str]) -> int:
+    """Start the round's ``train`` in its own session at lower priority; returns its pid."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2])] + sys.path)}
+    with open(folder / "train.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True, preexec_fn=lambda: os.nice(NICE),
+        )  # fmt: skip
+    (folder / "train.pid").write_text(f"{proc.pid}\n")
+    _CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+def exit_code(pid: int) -> int | None:
+    """The round process's exit code once it ended (None while it runs; -1 if not ours to reap)."""
+    proc = _CHILDREN.get(pid)
+    if proc is not None:
+        return proc.poll()
+    from ark_trainer.runtime.system import pid_alive
+
+    return None if pid_alive(pid) else -1
+
+
+def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:
+    """(served model's eval, candidate's eval, candidate's stage) from the round's ``train`` output."""
+    base = folder / "eval" / "base.json"
+    plan = folder / "plan.json"
+    stages = (
+        [s["name"] for s in read_json(plan).get("stages", []) if s.get("steps")] if plan.is_file() else []
+    )
+    for name in reversed(stages):
+        path = folder / "eval" / f"{name}.json"
+        if path.is_file():
+            return (read_json(base) if base.is_file() else None), read_json(path), name
+    return (read_json(base) if base.is_file() else None), None, None
+
+
+def complete_model(folder: Path) -> bool:
+    """A full model was saved (config + weights), not a half-written folder."""
+    model = folder / "model"
+    return (model / "config.json").is_file() and any(model.glob("*.safetensors"))

@@ -1,0 +1,203 @@
+"""The live loop end to end with the real OpenClaw CLI: serve, record, feedback, a round promoted, a round
+refused, rollback.
+
+A tiny random model is served by ``ark-trainer loop`` (a subprocess, as a user runs it). A scripted user
+talks to it: real ``openclaw agent --local`` turns through OpenClaw's config (provider ``ark``), plus
+turns sent straight to the loop's server in OpenClaw's request shape (the same server, route and
+recording; far cheaper than an agent turn on 2 CPU cores). Every user message after the first corrects
+the answer before it with a hint ("不对，应该回答：好的，已为您处理。"), so round 1 learns the hinted answer,
+which is the held-out set's reference: round 1 is promoted and the next agent turn is answered by it.
+Then the user's hints teach a wrong answer: round 2 is worse on the held-out set and is refused, round 1
+keeps serving. ``loop --rollback 0`` serves the starting model again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.fileio import read_json, write_jsonl
+from conftest import run_cli, save_tiny_qwen
+
+GOOD = "好的"
+BAD = "错错"
+QUESTIONS = [f"订单{i}什么时候发货？" for i in range(40)]
+
+
+def _start_loop(tmp_path: Path, model: Path, heldout: Path, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "ark_trainer", "loop", "--output_dir", str(tmp_path / "loop"),
+            "--model_path", str(model), "--eval_dataset", str(heldout), "--min_new_turns", "8",
+            "--eval_newest", "2", "--poll", "0.5", "--max_rounds", "2",
+            "--strategy", "RFT+GRPO", "--max_train_steps", "42", "--rft_steps", "40", "--batch_size", "4",
+            "--num_generations", "2", "--rft_num_samples", "2", "--max_completion_length", "16", "--lora_r", "0",
+            "--rft_learning_rate", "0.02", "--logging_steps", "1", "--save_steps", "100", *extra]  # fmt: skip
+    log = open(tmp_path / "loop.log", "ab")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env={**os.environ})
+
+
+def _wait(predicate, timeout: float, what: str, log: Path):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; loop log:\n{log.read_text()[-3000:]}")
+
+
+def _deployment(loop: Path) -> dict | None:
+    path = loop / "deploy" / "deploy.json"
+    record = read_json(path) if path.is_file() else None
+    return record if record and record.get("state") == "deployed" else None
+
+
+def _chat(record: dict, messages: list[dict]) -> str:
+    """One chat completion as OpenClaw sends it (streamed), straight to the loop's server."""
+    key = Path(record["api_key_file"]).read_text().strip()
+    body = {"model": record["name"], "stream": True, "messages": messages, "max_completion_tokens": 16}
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{record['port']}/v1/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )  # fmt: skip
+    text = []
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data:") and line != "data: [DONE]":
+                for choice in json.loads(line[5:]).get("choices") or []:
+                    text.append((choice.get("delta") or {}).get("content") or "")
+    return "".join(text)
+
+
+def _conversation(record: dict, hint: str, turns: int, start: int) -> None:
+    """A scripted user: a question, then a correction with ``hint`` after every answer."""
+    messages = [{"role": "system", "content": "You are a personal assistant running inside OpenClaw."}]
+    for i in range(turns):
+        user = QUESTIONS[(start + i) % len(QUESTIONS)] if i == 0 else f"不对，应该回答：{hint}"
+        messages.append({"role": "user", "content": user})
+        messages.append({"role": "assistant", "content": _chat(record, messages) or "…"})
+    messages.append({"role": "user", "content": f"不对，应该回答：{hint}"})
+    _chat(record, messages)  # carries the feedback on the last answer
+
+
+def _agent(openclaw, session: str, message: str) -> dict:
+    return openclaw.run_json(
+        ["agent", "--local", "--json", "--timeout", "200", "--session-id", session, "--message", message],
+        timeout=260,
+    )
+
+
+@pytest.mark.slow
+def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(openclaw, tmp_path):
+    model = save_tiny_qwen(
+        tmp_path / "base",
+        texts=[GOOD, BAD, *QUESTIONS, "不对，应该回答："],
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    heldout = tmp_path / "heldout.jsonl"
+    write_jsonl(heldout, [{"question": q, "reference": GOOD} for q in QUESTIONS[30:34]])
+    loop = tmp_path / "loop"
+    proc = _start_loop(tmp_path, model, heldout)
+    log = tmp_path / "loop.log"
+    try:
+        record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
+        server_log = Path(record["log"])
+        # 1. real agent turns through OpenClaw, then the scripted corrections
+        first = _agent(openclaw, "loop-1", QUESTIONS[0])
+        assert first["meta"]["executionTrace"]["winnerProvider"] == "ark"
+        _agent(openclaw, "loop-1", f"不对，应该回答：{GOOD}")
+        for c in range(3):
+            _conversation(record, GOOD, 3, start=1 + c * 3)
+        state = _wait(lambda: (s := read_json(loop / "state.json"))["history"] and s, 900, "round 1", log)
+        decision = read_json(loop / "rounds" / "1" / "decision.json")
+        assert decision["promoted"], decision
+        assert decision["candidate"]["reward_mean"] > decision["current"]["reward_mean"]
+        _wait(lambda: read_json(loop / "state.json")["serving"] == 1, 120, "round 1 served", log)
+        assert _deployment(loop)["pid"] == record["pid"]  # hot-swapped: the same server process, no restart
+        assert "[ark serve] serving round-1 (reloaded)" in server_log.read_text()
+        # 2. the next agent turn is answered by round 1
+        n_before = server_log.read_text().count("answered by round-1")
+        after = _agent(openclaw, "loop-2", QUESTIONS[20])
+        assert after["meta"]["executionTrace"]["winnerProvider"] == "ark"
+        assert server_log.read_text().count("answered by round-1") == n_before + 1
+        status = run_cli("status", str(loop), cwd=tmp_path)
+        assert (
+            status.returncode == 0
+            and "serving round 1" in status.stdout
+            and "round 1: promoted" in status.stdout
+        )
+        # 3. a round taught the wrong answer is refused; round 1 keeps serving
+        record = _deployment(loop)
+        for c in range(3):
+            _conversation(record, BAD, 3, start=10 + c * 3)
+        state = _wait(
+            lambda: len((s := read_json(loop / "state.json"))["history"]) == 2 and s, 900, "round 2", log
+        )
+        refused = read_json(loop / "rounds" / "2" / "decision.json")
+        assert not refused["promoted"], refused
+        assert any(r.startswith("heldout_reward_mean: regressed") for r in refused["reasons"]), refused
+        assert state["serving"] == 1 and os.path.realpath(loop / "model") == str(
+            (loop / "rounds" / "1" / "model").resolve()
+        )
+        assert "round-2" not in server_log.read_text()
+        proc.wait(timeout=60)  # --max_rounds 2: the supervisor ends, the server keeps serving
+        assert _chat(_deployment(loop), [{"role": "user", "content": QUESTIONS[5]}])
+        # 4. rollback to the starting model; a never-promoted round is refused
+        bad = run_cli("loop", "--output_dir", str(loop), "--rollback", "2", cwd=tmp_path)
+        assert bad.returncode == 2 and "never promoted" in bad.stderr
+        back = run_cli("loop", "--output_dir", str(loop), "--rollback", "0", cwd=tmp_path)
+        assert back.returncode == 0, back.stderr
+        assert read_json(loop / "state.json")["serving"] == 0
+        assert "serving round-0" in server_log.read_text()
+        assert (loop / "report.md").is_file() and (loop / "plots" / "loop_metric.png").is_file()
+        turns = (loop / "turns" / "turns.jsonl").read_text()
+        assert GOOD in turns and "ark-serve" in turns
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        run_cli("loop", "--output_dir", str(loop), "--stop", cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_a_supervisor_killed_during_a_round_resumes_and_the_agent_never_sees_a_half_model(openclaw, tmp_path):
+    """kill -9 the supervisor while round 1 trains; the same command resumes: the server it left keeps
+    serving round 0, the round is decided and promoted, and the loop serves it."""
+    model = save_tiny_qwen(
+        tmp_path / "base", texts=[GOOD, BAD, *QUESTIONS, "不对，应该回答："], hidden_size=64,
+        intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+    )  # fmt: skip
+    heldout = tmp_path / "heldout.jsonl"
+    write_jsonl(heldout, [{"question": q, "reference": GOOD} for q in QUESTIONS[30:34]])
+    loop, log = tmp_path / "loop", tmp_path / "loop.log"
+    proc = _start_loop(tmp_path, model, heldout, "--max_rounds", "1")
+    try:
+        record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
+        for c in range(4):
+            _conversation(record, GOOD, 3, start=c * 3)
+        _wait(lambda: read_json(loop / "state.json")["training"], 300, "round 1 to start", log)
+        proc.kill()  # the supervisor dies; its round and the server live on in their own sessions
+        proc.wait(timeout=30)
+        assert os.path.realpath(loop / "model") == str(model.resolve())  # still the complete starting model
+        assert _chat(record, [{"role": "user", "content": QUESTIONS[3]}]) is not None  # still answering
+        proc = _start_loop(tmp_path, model, heldout, "--max_rounds", "1")
+        proc.wait(timeout=600)
+        state = read_json(loop / "state.json")
+        assert [h["round"] for h in state["history"]] == [1] and state["serving"] == 1, state
+        assert "resuming" in log.read_text() and _deployment(loop)["pid"] == record["pid"]  # same server
+        assert "[ark serve] serving round-1 (reloaded)" in Path(record["log"]).read_text()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        run_cli("loop", "--output_dir", str(loop), "--stop", cwd=tmp_path)
