@@ -54,6 +54,12 @@ class DemoOptions:
     """``ark-trainer demo``: the whole pipeline on the embedded default."""
 
     output_dir: str = opt("ark-demo", "run folder (default: ./ark-demo)")
+    task: str = opt(
+        "qc",
+        "qc: customer-service quality inspection (one answer per prompt); agent: customer-service tasks "
+        "solved with tool calls, trained over whole episodes (default: qc)",
+        choices=("qc", "agent"),
+    )
     seed: int = opt(0, "seed for data, model and training (default: 0)")
     n_train: int | None = opt(None, "training dialogues (default: the demo's size)")
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
@@ -128,8 +134,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: DemoOptions) -> int:
-    from ark_trainer.demo.run import run_demo
+    from ark_trainer.demo.run import run_agent_demo, run_demo
 
+    if args.task == "agent":
+        return _agent_demo(args, run_agent_demo)
     out = run_demo(
         Path(args.output_dir),
         seed=args.seed,
@@ -138,6 +146,27 @@ def _cmd_demo(args: DemoOptions) -> int:
         max_train_steps=args.max_train_steps,
         overwrite=args.overwrite_output_dir,
     )
+    print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def _agent_demo(args: DemoOptions, run_agent_demo) -> int:
+    out = run_agent_demo(
+        Path(args.output_dir),
+        seed=args.seed,
+        n_train=args.n_train,
+        n_eval=args.n_eval,
+        max_train_steps=args.max_train_steps,
+        overwrite=args.overwrite_output_dir,
+    )
+    if out is None:
+        where = Path(args.output_dir)
+        print(
+            f"agent demo stopped before training: tasks in {where / 'data'}, base model in {where / 'base_model'}; "
+            "training over episodes needs `ark-trainer train --env`, which this version does not have yet",
+            file=sys.stderr,
+        )
+        return 1
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
