@@ -151,7 +151,13 @@ def check(
     from ark_trainer.fileio import read_jsonl
 
     train_path, eval_path = write_agent_data(out_dir / "data", n_eval=n_eval, seed=seed)
-    build_agent_model(out_dir / "base_model", read_jsonl(train_path), seed=seed, **model_kwargs)
+    build_agent_model(
+        out_dir / "base_model",
+        read_jsonl(train_path),
+        seed=seed,
+        held_out=read_jsonl(eval_path),
+        **model_kwargs,
+    )
     model = AutoModelForCausalLM.from_pretrained(out_dir / "base_model").eval()
     tokenizer = AutoTokenizer.from_pretrained(out_dir / "base_model")
     rows = read_jsonl(eval_path)

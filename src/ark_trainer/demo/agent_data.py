@@ -2,8 +2,8 @@
 
 A task row is what ``ark-trainer train --env ark_trainer.demo.agent_env:make_env`` reads::
 
-    {"prompt": [{"role": "user", "content": "上次的 C318 没事，订单 A123 到哪了？"}],
-     "task": "status", "order_id": "A123", "decoy_id": "C318", "issue": "", "case_seed": 52133}
+    {"prompt": [{"role": "user", "content": "上次的 C3 没事，订单 A1 到哪了？"}],
+     "task": "status", "order_id": "A1", "decoy_id": "C3", "issue": "", "case_seed": 52133}
 
 Every column but ``prompt`` reaches ``CustomerServiceEnv.reset``. About half the requests mention an older
 order first (the decoy), so the agent has to take the order id from the right place.
@@ -21,18 +21,23 @@ Run it::
 from __future__ import annotations
 
 import random
-import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.demo.agent_env import ISSUES, STATUSES, TASKS, CustomerServiceEnv, tool_names
+from ark_trainer.demo.agent_env import (
+    ISSUES,
+    ORDER_IDS,
+    STATUSES,
+    TASKS,
+    CustomerServiceEnv,
+    tool_names,
+)
 from ark_trainer.fileio import write_jsonl
 
 DECOY_SHARE = 0.5  # share of requests that mention an older order before the one they are about
-ID_LETTERS = "ABCDEFGH"
 STATUS_PROMPTS = ("订单 {id} 到哪了？", "查下订单 {id} 的状态", "订单 {id} 发货了吗？")
 REFUND_PROMPTS = ("订单 {id} 要退款", "我想退掉订单 {id}", "订单 {id} 不要了，请退款")
 TICKET_PROMPTS = {
@@ -59,18 +64,15 @@ class Flaws:
 NO_FLAWS = Flaws()
 
 
-def _order_id(rng: random.Random) -> str:
-    return f"{rng.choice(ID_LETTERS)}{rng.randint(100, 999)}"
+def _other(rng: random.Random, choices: Iterable[str], right: str) -> str:
+    return rng.choice([c for c in choices if c != right])
 
 
 def task_row(rng: random.Random, task: str | None = None) -> dict[str, Any]:
     """One task row, drawn from ``rng`` (its task too unless given)."""
     task = task or rng.choice(TASKS)
-    order_id = _order_id(rng)
-    decoy = ""
-    if rng.random() < DECOY_SHARE:
-        while not decoy or decoy == order_id:
-            decoy = _order_id(rng)
+    order_id = rng.choice(ORDER_IDS)
+    decoy = _other(rng, ORDER_IDS, order_id) if rng.random() < DECOY_SHARE else ""
     issue = rng.choice(ISSUES) if task == "ticket" else ""
     templates = {"status": STATUS_PROMPTS, "refund": REFUND_PROMPTS}.get(task) or TICKET_PROMPTS[issue]
     text = rng.choice(templates).format(id=order_id)
@@ -86,16 +88,22 @@ def task_row(rng: random.Random, task: str | None = None) -> dict[str, Any]:
     }
 
 
+def task_key(row: dict) -> str:
+    """What makes a task: its request and its backend (the same request on another ``case_seed`` is another
+    task: the order's status differs)."""
+    return f"{row['prompt'][0]['content']}#{row['case_seed']}"
+
+
 def generate_tasks(n: int, seed: int, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """``n`` task rows from ``seed``, tasks in turn (status, refund, ticket), no prompt in ``exclude`` or twice."""
+    """``n`` task rows from ``seed``, tasks in turn (status, refund, ticket); none whose ``task_key`` is in
+    ``exclude`` or repeated."""
     rng = random.Random(f"ark-agent-demo:tasks:{seed}")
     seen = set(exclude)
     rows: list[dict[str, Any]] = []
     while len(rows) < n:
         row = task_row(rng, TASKS[len(rows) % len(TASKS)])
-        text = row["prompt"][0]["content"]
-        if text not in seen:
-            seen.add(text)
+        if task_key(row) not in seen:
+            seen.add(task_key(row))
             rows.append(row)
     return rows
 
@@ -114,31 +122,25 @@ def _call(env: CustomerServiceEnv, messages: list[dict], name: str, **arguments:
     return result
 
 
-def _other(rng: random.Random, choices: Iterable[str], right: str) -> str:
-    return rng.choice([c for c in choices if c != right])
-
-
 def _serve(env: CustomerServiceEnv, row: dict, msgs: list[dict], rng: random.Random, flaws: Flaws) -> str:
-    """Act on the request; return the message for the customer."""
+    """Act on the request; return the message for the customer (it repeats what the backend answered)."""
     order_id = row["order_id"]
     if row["decoy_id"] and rng.random() < flaws.decoy_id:
         order_id = row["decoy_id"]
     if row["task"] == "ticket":
         issue = _other(rng, ISSUES, row["issue"]) if rng.random() < flaws.wrong_issue else row["issue"]
-        number = re.findall(r"\d+", _call(env, msgs, "create_ticket", order_id=order_id, issue=issue))
-        return f"工单号：{number[0]}" if number else "抱歉，请稍后再试"
+        return _call(env, msgs, "create_ticket", order_id=order_id, issue=issue)
     looked = _call(env, msgs, "lookup_order", order_id=order_id)
     status = next((s for s in STATUSES if s in looked), "")
     if not status:
-        return "抱歉，没有这个订单"
+        return looked
     if row["task"] == "status":
-        return f"状态：{_other(rng, STATUSES, status) if rng.random() < flaws.wrong_status else status}"
+        return f"{order_id}：{_other(rng, STATUSES, status) if rng.random() < flaws.wrong_status else status}"
     if "不可退款" in looked:
-        return "已退款" if rng.random() < flaws.false_refund else "抱歉，不可退款"
+        return f"{order_id}已退款" if rng.random() < flaws.false_refund else f"{order_id}不可退款"
     if rng.random() < flaws.skip_refund:
-        _call(env, msgs, "create_ticket", order_id=order_id, issue=rng.choice(ISSUES))
-        return "已建工单"
-    return "已退款" if "已退款" in _call(env, msgs, "refund_order", order_id=order_id) else "抱歉，不可退款"
+        return _call(env, msgs, "create_ticket", order_id=order_id, issue=rng.choice(ISSUES))
+    return _call(env, msgs, "refund_order", order_id=order_id)
 
 
 def play(
@@ -162,11 +164,12 @@ def gold_trajectories(rows: Iterable[dict]) -> list[list[dict]]:
 def write_agent_data(
     data_dir: Path, n_train: int = 600, n_eval: int = 240, seed: int = 0
 ) -> tuple[Path, Path]:
-    """Write ``train.jsonl`` and the held-out ``eval.jsonl`` (another seed, no prompt shared) under ``data_dir``."""
+    """Write ``train.jsonl`` and the held-out ``eval.jsonl`` (another seed, no task shared) under ``data_dir``.
+
+    With 16 order ids the requests themselves repeat (a held-out request may read like a training one), but
+    not the tasks: the orders' states come from each row's ``case_seed``."""
     train = generate_tasks(n_train, seed)
-    held_out = generate_tasks(
-        n_eval, seed + EVAL_SEED_OFFSET, exclude=[r["prompt"][0]["content"] for r in train]
-    )
+    held_out = generate_tasks(n_eval, seed + EVAL_SEED_OFFSET, exclude=map(task_key, train))
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     train_path, eval_path = data_dir / "train.jsonl", data_dir / "eval.jsonl"

@@ -28,6 +28,11 @@ STATUSES = ("待发货", "运输中", "已签收")
 REFUNDABLE = {"待发货": True, "运输中": False, "已签收": True}
 ISSUES = ("破损", "少件", "错发")
 TASKS = ("status", "refund", "ticket")
+# Order ids and ticket numbers are a letter and a digit (A1 .. H2, K1 .. K9): the demo's tokenizer keeps each
+# one whole, so that using the right id is choosing where to copy it from, not spelling digits one by one
+# (which a 2-layer model warmed up for a minute does not learn).
+ORDER_IDS = tuple(f"{letter}{digit}" for letter in "ABCDEFGH" for digit in (1, 2))
+TICKET_IDS = tuple(f"K{digit}" for digit in range(1, 10))
 PARTIAL = 0.5  # most an unsolved episode earns: half, times the share of the required actions done right
 
 
@@ -56,8 +61,8 @@ def order_status(order_id: str, case_seed: int) -> str:
 
 
 def ticket_number(case_seed: int) -> str:
-    """The number the backend of ``case_seed`` gives its next ticket (three digits)."""
-    return str(random.Random(f"ark-agent-demo:ticket:{case_seed}").randint(100, 999))
+    """The number the backend of ``case_seed`` gives its next ticket (one of ``TICKET_IDS``)."""
+    return random.Random(f"ark-agent-demo:ticket:{case_seed}").choice(TICKET_IDS)
 
 
 class CustomerServiceEnv:

@@ -139,7 +139,8 @@ def run_agent_demo(
     log.info("agent demo tasks: %s, %s", train_path, eval_path)
     base = out / "base_model"
     if not (base / "config.json").is_file() or overwrite:
-        build_agent_model(base, read_jsonl(train_path), seed=seed, **(model_kwargs or {}))
+        held_out = read_jsonl(eval_path)
+        build_agent_model(base, read_jsonl(train_path), seed=seed, held_out=held_out, **(model_kwargs or {}))
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
         flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
