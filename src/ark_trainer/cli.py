@@ -54,6 +54,12 @@ class DemoOptions:
     """``ark-trainer demo``: the whole pipeline on the embedded default."""
 
     output_dir: str = opt("ark-demo", "run folder (default: ./ark-demo)")
+    task: str = opt(
+        "qc",
+        "qc: customer-service quality inspection (one answer per prompt); agent: customer-service tasks "
+        "solved with tool calls, trained over whole episodes (default: qc)",
+        choices=("qc", "agent"),
+    )
     seed: int = opt(0, "seed for data, model and training (default: 0)")
     n_train: int | None = opt(None, "training dialogues (default: the demo's size)")
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
@@ -128,9 +134,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: DemoOptions) -> int:
-    from ark_trainer.demo.run import run_demo
+    from ark_trainer.demo.run import run_agent_demo, run_demo
 
-    out = run_demo(
+    demo = run_agent_demo if args.task == "agent" else run_demo
+    out = demo(
         Path(args.output_dir),
         seed=args.seed,
         n_train=args.n_train,

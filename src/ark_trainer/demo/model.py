@@ -158,7 +158,7 @@ def _qwen2_config(tokenizer, hidden_size: int, num_layers: int) -> Qwen2Config:
     )
 
 
-def _warm_up(
+def warm_up(
     model,
     tokenizer,
     rows: list[dict],
@@ -166,8 +166,13 @@ def _warm_up(
     seed: int,
     progress: bool,
     batch_size: int = WARMUP_BATCH_SIZE,
+    max_length: int = 256,
 ) -> list[dict]:
-    """A short SFT run on the warm-up rows; returns the trainer's log history."""
+    """A short SFT run on the warm-up rows; returns the trainer's log history.
+
+    ``rows`` are whatever ``SFTTrainer`` takes: conversational prompt/completion rows (the QC demo, loss on the
+    completion), or already tokenized ``input_ids`` + ``assistant_masks`` (the agent demo, loss on the
+    assistant turns only)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -182,7 +187,7 @@ def _warm_up(
             lr_scheduler_type="cosine",
             warmup_steps=max(1, steps // 20),
             weight_decay=0.0,
-            max_length=256,
+            max_length=max_length,
             logging_steps=max(1, steps // 10),
             save_strategy="no",
             report_to="none",
@@ -196,6 +201,17 @@ def _warm_up(
         use_console_progress(trainer, "demo warm-up")
         trainer.train()
         return list(trainer.state.log_history)
+
+
+def make_model(tokenizer, hidden_size: int, num_layers: int):
+    """A randomly initialised tiny ``Qwen2ForCausalLM`` for ``tokenizer`` (seed it first: ``set_seed``)."""
+    from transformers import GenerationConfig, Qwen2ForCausalLM
+
+    model = Qwen2ForCausalLM(_qwen2_config(tokenizer, hidden_size, num_layers))
+    model.generation_config = GenerationConfig(
+        bos_token_id=None, eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id
+    )
+    return model
 
 
 def _tokenizer_corpus(train_rows: list[dict], warmup: list[dict]) -> list[str]:
@@ -227,19 +243,16 @@ def build_base_model(
     a different seed and kept apart from ``train_rows``. Loads with ``AutoModelForCausalLM.from_pretrained``.
     ``strong=True`` warms up on the correct answers (no deliberate flaws): a base model for which
     ``--strategy auto`` should pick Only GRPO."""
-    from transformers import GenerationConfig, Qwen2ForCausalLM, set_seed
+    from transformers import set_seed
 
     started = time.monotonic()
     out_dir = Path(out_dir)
     set_seed(seed)
     warmup = warmup_rows(n_warmup_rows, seed, exclude=[row["question"] for row in train_rows], strong=strong)
     tokenizer = train_tokenizer(_tokenizer_corpus(train_rows, warmup), vocab_size=vocab_size)
-    model = Qwen2ForCausalLM(_qwen2_config(tokenizer, hidden_size, num_layers))
-    model.generation_config = GenerationConfig(
-        bos_token_id=None, eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id
-    )
+    model = make_model(tokenizer, hidden_size, num_layers)
     history = (
-        _warm_up(model, tokenizer, warmup, warmup_steps, seed, progress, warmup_batch_size)
+        warm_up(model, tokenizer, warmup, warmup_steps, seed, progress, warmup_batch_size)
         if warmup_steps > 0
         else []
     )

@@ -1,8 +1,13 @@
 """``ark-trainer demo``: the whole pipeline on the embedded default, offline, on CPU.
 
-Writes a synthetic customer-service QC data set (``OUT/data/train.jsonl``, ``OUT/data/eval.jsonl``), makes a
-tiny base model (``OUT/base_model/``, see its ARK_DEMO_MODEL.md), then runs RFT+GRPO with evaluation and
-report into ``OUT`` using the settings in ``presets/demo.yaml``.
+``--task qc`` (the default) writes a synthetic customer-service QC data set (``OUT/data/train.jsonl``,
+``OUT/data/eval.jsonl``), makes a tiny base model (``OUT/base_model/``, see its ARK_DEMO_MODEL.md), then runs
+RFT+GRPO with evaluation and report into ``OUT`` using the settings in ``presets/demo.yaml``.
+
+``--task agent`` does the same for tool-using episodes: customer-service tasks (``demo/agent_data.py``) on a
+synthetic order backend (``demo/agent_env.py``), a tiny base model that knows the tool-call format but chooses
+tools poorly (``demo/agent_model.py``), then ``train --env ark_trainer.demo.agent_env:make_env`` with the
+settings in ``presets/demo_agent.yaml``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ log = logging.getLogger("ark_trainer")
 
 def demo_config_path() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / "demo.yaml"))
+
+
+def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
+    if (out / "run.yaml").exists() and not overwrite:
+        raise UserError(
+            f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
+        )
+    for name, value in sizes.items():
+        if value is not None and value < 1:
+            raise UserError(f"--{name}: must be ≥ 1, got {value}")
 
 
 def run_demo(
@@ -36,13 +51,7 @@ def run_demo(
     from ark_trainer.pipeline import run_train
     from ark_trainer.runtime.monitor import setup_logging
 
-    if (out / "run.yaml").exists() and not overwrite:
-        raise UserError(
-            f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
-        )
-    for name, value in (("--n_train", n_train), ("--n_eval", n_eval), ("--max_train_steps", max_train_steps)):
-        if value is not None and value < 1:
-            raise UserError(f"{name}: must be ≥ 1, got {value}")
+    _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
     setup_logging(out / "logs")
     sizes = {k: v for k, v in (("n_train", n_train), ("n_eval", n_eval)) if v is not None}
     train_path, eval_path = write_demo_data(out / "data", seed=seed, **sizes)
@@ -62,3 +71,67 @@ def run_demo(
     if max_train_steps is not None:
         flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
     return run_train(resolve_config(flags))
+
+
+AGENT_ENV = "ark_trainer.demo.agent_env:make_env"
+AGENT_MAX_TURNS = 4
+
+
+def agent_config_path() -> Path:
+    return Path(str(resources.files("ark_trainer") / "presets" / "demo_agent.yaml"))
+
+
+def agent_train_flags(
+    out: Path, base: Path, train_path: Path, eval_path: Path, seed: int, overwrite: bool
+) -> dict:
+    """The ``train`` flags of the agent demo: its preset, its environment, its data and base model."""
+    return {
+        "config": str(agent_config_path()),
+        "env": AGENT_ENV,
+        "max_turns": AGENT_MAX_TURNS,
+        "model_path": str(base),
+        "data_path": str(train_path),
+        "eval_dataset": str(eval_path),
+        "output_dir": str(out),
+        "seed": seed,
+        "overwrite_output_dir": overwrite,
+    }
+
+
+def train_agent(flags: dict) -> Path:
+    """Run ``train`` over episodes of the agent demo's environment (the one place the agent demo trains)."""
+    from ark_trainer.config import resolve_config
+    from ark_trainer.pipeline import run_train
+
+    return run_train(resolve_config(flags))
+
+
+def run_agent_demo(
+    out: Path,
+    *,
+    seed: int = 0,
+    n_train: int | None = None,
+    n_eval: int | None = None,
+    max_train_steps: int | None = None,
+    overwrite: bool = False,
+    model_kwargs: dict | None = None,
+) -> Path:
+    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment."""
+    from ark_trainer.demo.agent_data import write_agent_data
+    from ark_trainer.demo.agent_model import build_agent_model
+    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.runtime.monitor import setup_logging
+
+    _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    setup_logging(out / "logs")
+    sizes = {k: v for k, v in (("n_train", n_train), ("n_eval", n_eval)) if v is not None}
+    train_path, eval_path = write_agent_data(out / "data", seed=seed, **sizes)
+    log.info("agent demo tasks: %s, %s", train_path, eval_path)
+    base = out / "base_model"
+    if not (base / "config.json").is_file() or overwrite:
+        held_out = read_jsonl(eval_path)
+        build_agent_model(base, read_jsonl(train_path), seed=seed, held_out=held_out, **(model_kwargs or {}))
+    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
+    if max_train_steps is not None:
+        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+    return train_agent(flags)
