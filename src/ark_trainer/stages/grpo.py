@@ -27,6 +27,7 @@ from ark_trainer.stages.common import (
     stage_callbacks,
     trainer_kwargs,
 )
+from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
@@ -68,10 +69,13 @@ def train_grpo(
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
+    trainer_cls = GRPOTrainer
+    if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
+        trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
     with monitor.stage("grpo", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
             lambda: _timed(
-                GRPOTrainer(
+                trainer_cls(
                     model=model_path,
                     reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
                     args=args,
