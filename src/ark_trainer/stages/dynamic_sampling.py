@@ -52,8 +52,8 @@ def concat_batches(parts: list[dict[str, Any]], pad_token_id: int) -> dict[str, 
 
     out = dict(parts[0])
     for key in ROW_KEYS:
-        values = [p.get(key) for p in parts]
-        if any(v is None for v in values):
+        values: list[Any] = [p[key] for p in parts if p.get(key) is not None]
+        if len(values) < len(parts):
             continue
         if values[0].dim() == 1:
             out[key] = torch.cat(values)
@@ -100,14 +100,14 @@ def refill(batch: dict[str, Any], fresh: list[dict[str, Any]], group_size: int, 
 def dynamic_sampling_trainer(base: type, rounds: int, seed: int) -> type:
     """A subclass of TRL's ``GRPOTrainer`` (``base``) with up to ``rounds`` refill rounds per generation."""
 
-    class DynamicSamplingGRPOTrainer(base):  # type: ignore[valid-type,misc]  # base is TRL's GRPOTrainer
+    class DynamicSamplingGRPOTrainer(base):  # base is TRL's GRPOTrainer
         def _generate_and_score_completions(self, inputs):
             batch = super()._generate_and_score_completions(inputs)
             if not self.model.training or rounds <= 0:
                 return batch
             size = self.num_generations
             n_groups = len(inputs) // size
-            fresh = []
+            fresh: list[dict[str, Any]] = []
             rng = random.Random(seed * 1_000_003 + self.state.global_step)
             for _ in range(rounds):
                 missing = (
