@@ -1,7 +1,7 @@
 """Training strategies compared on the demo's QC benchmark at equal wall time, over several seeds.
 
 For each seed: the demo's data (800 train, ``--n_eval`` held-out dialogues) and base model are made once and
-shared by every strategy. The first strategy (default RFT+GRPO with the demo preset, ``ark-trainer demo``'s
+shared by every strategy. The first available strategy (default RFT+GRPO with the demo preset, ``ark-trainer demo``'s
 run) sets the budget: its training wall time (every stage but the evaluations). Every other strategy gets a
 step count calibrated to that budget: a pilot run of ``--pilot_steps`` steps (no evaluation) measures its
 fixed cost (stages named ``*_sampling``: sampling answers before training) and its seconds per training step;
@@ -124,14 +124,12 @@ def run_seed(seed: int, work: Path, strategies: dict[str, str | None], args: arg
     common = {"config": str(demo_config_path()), "model_path": str(base), "data_path": str(train),
               "eval_dataset": str(eval_), "seed": seed}  # fmt: skip
     budget, rows = args.budget_s, {}
-    for i, (asked, name) in enumerate(strategies.items()):
+    for asked, name in strategies.items():
         if name is None:
             continue
-        calib = {}
-        if budget is None and i == 0:
-            steps = None  # the reference: the demo preset's own steps
-        else:
-            calib = calibrated_steps(common, work, name, budget or 0.0, args.pilot_steps)
+        calib, steps = {}, None  # the first available strategy is the reference: the demo preset's steps
+        if budget is not None:
+            calib = calibrated_steps(common, work, name, budget, args.pilot_steps)
             steps = calib["steps"]
         started = time.time()
         run = _train(common, work / name.replace("+", "_"), name, steps)
