@@ -109,3 +109,23 @@ def test_a_grpo_run_with_dynamic_sampling_logs_its_rounds(tmp_path):
         e for e in read_jsonl(out / "events.jsonl") if e["event"] == "metrics" and e.get("stage") == "grpo"
     ]
     assert logged and all("dynamic_sampling/frac_informative" in e for e in logged)
+
+
+def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_path):
+    from ark_trainer.diagnose.rundata import RunData
+    from ark_trainer.diagnose.training import check_flat_reward
+
+    events = [
+        {
+            "event": "metrics",
+            "stage": "grpo",
+            "step": s,
+            "frac_reward_zero_std": 0.7,
+            "rewards/qc_verdict/std": 0.3,
+        }
+        for s in (5, 10)
+    ]
+    (off,) = check_flat_reward(RunData(tmp_path, config={"num_generations": 8}, events=events))
+    assert "--dynamic_sampling_rounds 2" in off.fix and "--num_generations from 8 to 16" in off.fix
+    (on,) = check_flat_reward(RunData(tmp_path, config={"dynamic_sampling_rounds": 2}, events=events))
+    assert "--dynamic_sampling_rounds" not in on.fix
