@@ -69,7 +69,7 @@ def train_grpo(
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    trainer_cls = GRPOTrainer
+    trainer_cls: type = GRPOTrainer
     if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
         trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
     with monitor.stage("grpo", total=plan.steps):
@@ -77,7 +77,7 @@ def train_grpo(
             lambda: _timed(
                 trainer_cls(
                     model=model_path,
-                    reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
+                    reward_funcs=funcs,
                     args=args,
                     train_dataset=dataset,
                     processing_class=tok,
