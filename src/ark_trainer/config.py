@@ -100,6 +100,9 @@ class TrainConfig:
     temperature: float = _opt(1.0, "GRPO sampling temperature")
     beta: float = _opt(0.04, "GRPO KL coefficient (0 disables the reference model)")
     loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
+    dynamic_sampling_rounds: int = _opt(
+        0, "GRPO: extra sampling rounds per step that replace zero-reward-variance groups (DAPO; 0 = off)"
+    )
     logging_steps: int = _opt(5, "log metrics every N steps")
     save_total_limit: int = _opt(2, "checkpoints kept per stage (older ones are deleted)")
     reward_config: str | None = _opt(None, "grader spec YAML (see docs/rewards.md); default: QC preset")
@@ -328,6 +331,11 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
             f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
             f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"
         )
+    if cfg.dynamic_sampling_rounds and cfg.num_processes > 1:
+        problems.append(
+            "--dynamic_sampling_rounds: works with one training process only (TRL splits a group across "
+            "processes); use --num_processes 1 or --dynamic_sampling_rounds 0"
+        )
     return problems
 
 
@@ -356,7 +364,15 @@ TRAIN_GROUPS: dict[str, tuple[str, ...]] = {
         "auto_max_zero_std",
     ),
     "RFT": ("rft_steps", "rft_learning_rate", "rft_num_samples", "rft_temperature", "rft_min_reward"),
-    "GRPO": ("grpo_learning_rate", "num_generations", "rollout_steps", "temperature", "beta", "loss_type"),
+    "GRPO": (
+        "grpo_learning_rate",
+        "num_generations",
+        "rollout_steps",
+        "temperature",
+        "beta",
+        "loss_type",
+        "dynamic_sampling_rounds",
+    ),
     "reward": ("reward_config", "reward_weights", "rm_model_path", "rm_weight", "reward_timeout"),
     "evaluation": ("eval_auto", "pass_threshold", "max_eval_samples"),
     "agent": ("env", "max_turns", "tool_timeout", "max_tool_output"),

@@ -74,6 +74,7 @@ RANGES: dict[str, Range] = {
     "max_completion_length": COUNT,
     "temperature": POSITIVE,
     "beta": NON_NEGATIVE,
+    "dynamic_sampling_rounds": Range(0, 64),  # extra generation batches per GRPO step
     "logging_steps": COUNT,
     "save_total_limit": ZERO_OK,
     "rm_weight": NON_NEGATIVE,

@@ -44,6 +44,8 @@ def check_flat_reward(run: RunData) -> list[Finding]:
         "or give partial credit in --reward_config (a graded, not all-or-nothing, reward); check it first "
         "with: ark-trainer score --reward_config SPEC --data_path DATA --model_path MODEL"
     )
+    if not constant and not run.cfg("dynamic_sampling_rounds", 0) and int(run.cfg("num_processes", 1)) == 1:
+        fix += "; or --dynamic_sampling_rounds 2 (DAPO: flat groups replaced by freshly sampled ones)"
     return [Finding("flat_reward", "error" if share >= 0.9 else "warning", "grpo", evidence, fix)]
 
 

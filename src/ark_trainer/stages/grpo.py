@@ -27,6 +27,7 @@ from ark_trainer.stages.common import (
     stage_callbacks,
     trainer_kwargs,
 )
+from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
@@ -70,12 +71,15 @@ def train_grpo(
         **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
+    trainer_cls: type = GRPOTrainer
+    if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
+        trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
     with monitor.stage("grpo", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
             lambda: _timed(
-                GRPOTrainer(
+                trainer_cls(
                     model=model_path,
-                    reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
+                    reward_funcs=funcs,
                     args=args,
                     train_dataset=dataset,
                     processing_class=tok,
