@@ -108,3 +108,5 @@ def test_rloo_trains_on_the_grpo_rewards(assets, tmp_path):
     )  # each grader logged, as in GRPO
     assert changed(assets["model"], out / "model") and (out / "eval" / "rloo.json").is_file()
     assert (out / "plots" / "rloo_reward.png").is_file()
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Training health (RLOO)" in md and "| reward |" in md and "Training health (GRPO)" not in md

@@ -78,7 +78,7 @@ class TrainConfig:
         "tensorboard",
         "metrics also to: tensorboard, trackio, wandb, mlflow (comma-separated, installed) or none",
     )
-    eval_auto: bool = _opt(True, "evaluate base, RFT and GRPO models and write the report")
+    eval_auto: bool = _opt(True, "evaluate the base model and each stage's model, and write the report")
     eval_dataset: str | None = _opt(None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)")
     max_train_steps: int = _opt(1000, "total optimizer steps, RFT + GRPO")
     rft_steps: int | None = _opt(None, "RFT steps (default: a third of --max_train_steps)")

@@ -164,6 +164,7 @@ def sample_and_score(
             [r["prompt"] for r in mine],
             seed=cfg.seed + dist.index,
             on_batch=monitor.progress,
+            desc=stage.replace("_", " "),
         )
         answers = [
             _given_answers(r) + [(s, "sample") for s in row_samples]

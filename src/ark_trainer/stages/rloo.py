@@ -86,3 +86,21 @@ class RLOOStage:
         model = train_rloo(ctx, plan, model_in, final_dir)
         gc.collect()
         return str(model)
+
+    def report_blocks(self, run) -> list:
+        """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
+        from ark_trainer.render import Heading, Table
+        from ark_trainer.report import mean, num, short
+
+        logs = run.metrics(self.name)
+        if not logs:
+            return []
+        rows = []
+        for name in HEALTH_FIELDS:
+            series = [log[name] for log in logs if num(log.get(name)) is not None]
+            if series:
+                rows.append([name, short(series[-1]), short(mean(series))])
+        return [Heading("Training health (RLOO)"), Table(["metric", "last", "mean"], rows)]
+
+
+HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length")
