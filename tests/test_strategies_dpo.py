@@ -65,7 +65,7 @@ def test_sampled_pairs_drop_and_count_ties_and_small_margins():
 
 def test_dpo_builds_pairs_from_samples_and_trains(assets, tmp_path):
     out = tmp_path / "run"
-    assert main(flags(assets, out, "DPO")) == 0
+    assert main([*flags(assets, out, "DPO"), "--dpo_loss_type", "sigmoid,sft"]) == 0  # TRL adds the two up
     plan = read_json(out / "plan.json")
     assert (
         plan["strategy"] == "DPO"
@@ -137,6 +137,11 @@ def test_rft_then_dpo_from_the_rft_model(assets, tmp_path):
             "error: --dpo_loss_type: unknown loss 'nope'; use one of sigmoid, hinge",
         ),
         (["--dpo_beta", "0"], "error: --dpo_beta: must be > 0, got 0.0"),
+        (
+            ["--dpo_loss_type", "sigmoid,sftt"],
+            "error: --dpo_loss_type: unknown loss 'sftt'; use one of sigmoid",
+        ),
+        (["--dpo_loss_type", ","], "error: --dpo_loss_type: unknown loss ''; use one of sigmoid"),
     ],
 )
 def test_bad_flags_are_refused_in_one_line(assets, tmp_path, capsys, extra, message):

@@ -116,7 +116,9 @@ class TrainConfig:
         0.1, "DPO beta: how far from the reference model the policy may move (lower: further)"
     )
     dpo_loss_type: str = _opt(
-        "sigmoid", "DPO loss (TRL's loss_type): sigmoid, ipo, hinge, robust, apo_zero, ..."
+        "sigmoid",
+        "DPO loss (TRL's loss_type): sigmoid, ipo, hinge, robust, apo_zero, ...; a comma list adds them up, "
+        "e.g. sigmoid,sft (DPO plus a fine-tuning term on the chosen answers, which keeps their likelihood up)",
     )
     dpo_min_margin: float = _opt(
         0.1, "sampled DPO pairs: drop a pair whose chosen answer's reward beats the rejected one's by less"
@@ -346,14 +348,19 @@ DPO_LOSS_TYPES = (
 KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")  # TRL 1.16 KTOConfig.loss_type
 
 
+def dpo_losses(value: str) -> list[str]:
+    """``--dpo_loss_type sigmoid,sft`` → ``["sigmoid", "sft"]`` (TRL adds the losses up)."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
 def _choice_problems(cfg: TrainConfig) -> list[str]:
     """Flags that take one of TRL's names: refused here, not deep inside a trainer an hour later."""
     problems = []
-    for flag, value, choices in (
-        ("dpo_loss_type", cfg.dpo_loss_type, DPO_LOSS_TYPES),
-        ("kto_loss_type", cfg.kto_loss_type, KTO_LOSS_TYPES),
+    for flag, values, choices in (
+        ("dpo_loss_type", dpo_losses(cfg.dpo_loss_type), DPO_LOSS_TYPES),
+        ("kto_loss_type", [cfg.kto_loss_type], KTO_LOSS_TYPES),
     ):
-        if value not in choices:
+        for value in [v for v in values if v not in choices] or ([] if values else [""]):
             problems.append(f"--{flag}: unknown loss {value!r}; use one of {', '.join(choices)}")
     return problems
 

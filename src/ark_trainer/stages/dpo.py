@@ -13,6 +13,7 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.config import dpo_losses
 from ark_trainer.runtime.distributed import check_replicas
 from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config
@@ -40,7 +41,7 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     args = DPOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
         beta=cfg.dpo_beta,
-        loss_type=[cfg.dpo_loss_type],
+        loss_type=dpo_losses(cfg.dpo_loss_type),
     )
     with ctx.monitor.stage("dpo", total=plan.steps):
         trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
