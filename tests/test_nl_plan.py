@@ -195,12 +195,13 @@ def test_memory_table_matches_the_reference():
     assert plan.cfg.batch_size == 32 and any("4–8" in a for a in plan.assumptions)
 
 
-def test_dpo_and_ppo_are_refused_clearly():
-    for request in ("use DPO please", "PPO训练客服模型", "dpo"):
-        with pytest.raises(UserError, match="not supported yet"):
+def test_ppo_is_refused_clearly():
+    for request in ("use PPO please", "PPO训练客服模型", "ppo"):
+        with pytest.raises(UserError, match="no longer ships PPO; ask for GRPO or RLOO"):
             _plan(request)
-    plan = _plan("train with DPO, or RFT+GRPO if DPO is unavailable")
-    assert any("DPO not supported yet" in a for a in plan.assumptions)
+    plan = _plan("train with PPO, or RFT+GRPO if PPO is unavailable")
+    assert plan.cfg.strategy == "RFT+GRPO"
+    assert any("PPO not available (TRL no longer ships it)" in a for a in plan.assumptions)
 
 
 def test_missing_model_or_data_names_the_fix():
@@ -238,9 +239,9 @@ def test_cli_plan_json_and_errors(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["strategy"] == "GRPO" and data["max_train_steps"] == 300 and data["rft_steps"] == 0
     assert data["command"].startswith("ark-trainer-inner train ") and data["source"] == "rules"
-    assert main(["plan", "DPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
+    assert main(["plan", "PPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: request: DPO not supported yet")
+    assert len(err) == 1 and err[0].startswith("error: request: PPO: TRL, the training library, no longer")
     assert (
         main(["run", "仅GRPO", "--model_path", "m", "--data_path", "d.jsonl"]) == 2
     )  # stdin not a tty, no --yes
@@ -342,7 +343,8 @@ def test_llm_answer_fills_the_config(llm_server, capsys):
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        ('{"strategy": "DPO"}', "answer rejected: --strategy: unknown strategy 'DPO'"),
+        ('{"strategy": "PPO"}', "answer rejected: --strategy: 'PPO': TRL, the training library, no longer"),
+        ('{"strategy": "SFT"}', "answer rejected: --strategy: unknown strategy 'SFT'"),
         ('{"batch_size": "many"}', "--llm-model tiny: batch_size: expected int, got 'many'"),
         ('{"max_train_steps": 10, "rft_steps": 50}', "answer rejected: --rft_steps: must be between 0"),
         ('{"learning_rate": 1e-5}', "--llm-model tiny: learning_rate: not a config field"),

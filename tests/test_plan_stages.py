@@ -59,7 +59,8 @@ def test_auto_is_pending_until_the_probe_chooses():
 def test_plan_json_keeps_its_keys_and_round_trips():
     cfg = cfg_of(max_train_steps=6, rft_steps=2)
     data = resolve_plan(cfg).to_json()
-    assert list(data)[:6] == ["strategy", "requested", "reason", "rft_steps", "grpo_steps", "task_name"]
+    steps = ["rft_steps", "grpo_steps", "dpo_steps", "kto_steps", "rloo_steps"]  # every registered stage
+    assert list(data)[:9] == ["strategy", "requested", "reason", *steps, "task_name"]
     assert (data["rft_steps"], data["grpo_steps"]) == (2, 4) and len(data["stages"]) == 2
     assert Plan.from_json(json.loads(json.dumps(data)), cfg) == resolve_plan(cfg)
     old = {k: v for k, v in data.items() if k != "stages"}  # a plan.json written before stages existed
@@ -84,7 +85,10 @@ def test_duplicate_stage_and_strategy_names_are_refused():
 
 def test_strategy_spellings_come_from_the_table():
     assert normalize_strategy("only grpo") == "GRPO" and normalize_strategy("rft-grpo") == "RFT+GRPO"
-    assert registry.lr_flags() == {"rft": "--rft_learning_rate", "grpo": "--grpo_learning_rate"}
+    assert {k: v for k, v in registry.lr_flags().items() if k in ("rft", "grpo")} == {
+        "rft": "--rft_learning_rate",
+        "grpo": "--grpo_learning_rate",
+    }
 
 
 # --- one module + one line: a new stage runs through the whole pipeline ---

@@ -1,4 +1,4 @@
-"""Kill-and-resume equivalence: N steps straight == k steps, ``kill -9``, resume to N (RFT and GRPO)."""
+"""Kill-and-resume equivalence: N steps straight == k steps, ``kill -9``, resume to N (RFT, GRPO and DPO)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def flags(a: dict, out: Path, strategy: str, steps: int = 4) -> list[str]:
         "--strategy", strategy, "--model_path", str(a["model"]), "--data_path", str(a["train"]),
         "--output_dir", str(out), "--max_train_steps", str(steps), "--rft_steps", str(steps if strategy != "GRPO" else 0),
         "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "2", "--max_completion_length", "6",
-        "--rft_min_reward", "0", "--rft_learning_rate", "1e-2", "--grpo_learning_rate", "1e-2", "--warmup_ratio", "0.25",
+        "--rft_min_reward", "0", "--rft_learning_rate", "1e-2", "--grpo_learning_rate", "1e-2", "--dpo_learning_rate", "1e-2", "--warmup_ratio", "0.25",
         "--logging_steps", "1", "--save_steps", "2", "--save_total_limit", "2", "--eval_auto", "False",
         "--device", "cpu", "--heartbeat_interval", "1", "--seed", "7",
     ]  # fmt: skip
@@ -76,7 +76,7 @@ def assert_same_run(straight: Path, resumed: Path, stage: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy,stage", [("RFT+GRPO", "rft"), ("GRPO", "grpo")])
+@pytest.mark.parametrize("strategy,stage", [("RFT+GRPO", "rft"), ("GRPO", "grpo"), ("DPO", "dpo")])
 def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert main(["train", *flags(assets, straight, strategy)]) == 0
@@ -92,6 +92,8 @@ def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
     assert [e["step"] for e in events if e["event"] == "resume"] == [2]
     after = events[[e["event"] for e in events].index("resume") :]
     assert [e["step"] for e in after if e["event"] == "metrics" and "loss" in e] == [3, 4]  # not from step 1
+    sampled = [e for e in events if e["event"] == "stage_start" and e["stage"].endswith("_sampling")]
+    assert len(sampled) == (stage != "grpo")  # RFT's candidates and DPO's pairs: sampled once, then reused
     assert_same_run(straight, resumed, stage)
     # the initial weights changed, so equality above is not the untrained model twice
     import torch

@@ -175,7 +175,7 @@ def _cmd_status(args: RunDirOptions) -> int:
         raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
-    unit = "step" if beat.get("stage") in TRAINING_STAGES else "prompt"  # eval/probe/sampling count prompts
+    unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
     print(
         f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
@@ -190,8 +190,12 @@ def _cmd_status(args: RunDirOptions) -> int:
     return 0 if state in ("running", "finished") else 1
 
 
-TRAINING_STAGES = ("rft", "grpo", "rm")
-"""Stages whose heartbeat counts optimizer steps; the others (eval_*, probe, rft_sampling) count prompts."""
+def training_stages() -> set[str]:
+    """Stages whose heartbeat counts optimizer steps (every stage of the strategy table, and ``rm train``);
+    the others (eval_*, probe, *_sampling) count prompts."""
+    from ark_trainer.stages.registry import STRATEGIES
+
+    return {"rm", *(name for strategy in STRATEGIES.values() for name in strategy.stages)}
 
 
 def main(argv: list[str] | None = None) -> int:

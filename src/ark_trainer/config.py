@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,11 @@ def normalize_strategy(value: str) -> str:
     from ark_trainer.stages.registry import STRATEGIES, strategy_aliases
 
     key = " ".join(str(value).strip().lower().split())
+    if re.search(r"(?<![a-z])ppo(?![a-z])", key):
+        raise UserError(
+            f"--strategy: {value!r}: TRL, the training library, no longer ships PPO; use GRPO or RLOO, "
+            "its critic-free successors here (or RFT+GRPO)"
+        )
     aliases = strategy_aliases()  # the strategy table (stages/registry.py) is the one list of strategies
     if key not in aliases:
         raise UserError(f"--strategy: unknown strategy {value!r}; use {', '.join(STRATEGIES)} or auto")
@@ -55,7 +61,11 @@ class TrainConfig:
     """Every setting of a ``train`` run. Field names are the flag names."""
 
     # --- the reference tool's flags ---
-    strategy: str = _opt("RFT+GRPO", "RFT+GRPO (two steps), GRPO / 'Only GRPO' (one step) or auto")
+    strategy: str = _opt(
+        "RFT+GRPO",
+        "RFT+GRPO (two steps), GRPO / 'Only GRPO' (one step), DPO, RFT+DPO, KTO, RLOO or auto "
+        "(docs/getting-started.md, 'Strategies')",
+    )
     task_name: str = _opt("ark_training", "name of the run, shown in the report and logs")
     model_path: str | None = _opt(None, "local Hugging Face checkpoint of the base model (required)")
     data_path: str | None = _opt(None, "training data, JSONL (required)")
@@ -68,7 +78,7 @@ class TrainConfig:
         "tensorboard",
         "metrics also to: tensorboard, trackio, wandb, mlflow (comma-separated, installed) or none",
     )
-    eval_auto: bool = _opt(True, "evaluate base, RFT and GRPO models and write the report")
+    eval_auto: bool = _opt(True, "evaluate the base model and each stage's model, and write the report")
     eval_dataset: str | None = _opt(None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)")
     max_train_steps: int = _opt(1000, "total optimizer steps, RFT + GRPO")
     rft_steps: int | None = _opt(None, "RFT steps (default: a third of --max_train_steps)")
@@ -98,11 +108,32 @@ class TrainConfig:
     )
     max_completion_length: int = _opt(64, "max new tokens per completion (sampling, GRPO and eval)")
     temperature: float = _opt(1.0, "GRPO sampling temperature")
-    beta: float = _opt(0.04, "GRPO KL coefficient (0 disables the reference model)")
+    beta: float = _opt(0.04, "GRPO and RLOO KL coefficient (0 disables the reference model)")
     loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
     dynamic_sampling_rounds: int = _opt(
         0, "GRPO: extra sampling rounds per step that replace zero-reward-variance groups (DAPO; 0 = off)"
     )
+    # --- preference strategies: DPO, KTO, RLOO (stages/dpo.py, kto.py, rloo.py) ---
+    dpo_learning_rate: float = _opt(1e-6, "DPO learning rate (TRL's default; the demo uses 5e-4)")
+    dpo_beta: float = _opt(
+        0.1, "DPO beta: how far from the reference model the policy may move (lower: further)"
+    )
+    dpo_loss_type: str = _opt(
+        "sigmoid",
+        "DPO loss (TRL's loss_type): sigmoid, ipo, hinge, robust, apo_zero, ...; a comma list adds them up, "
+        "e.g. sigmoid,sft (DPO plus a fine-tuning term on the chosen answers, which keeps their likelihood up)",
+    )
+    dpo_min_margin: float = _opt(
+        0.1, "sampled DPO pairs: drop a pair whose chosen answer's reward beats the rejected one's by less"
+    )
+    kto_learning_rate: float = _opt(1e-6, "KTO learning rate (TRL's default; the demo uses 5e-4)")
+    kto_beta: float = _opt(0.1, "KTO beta: how far from the reference model the policy may move")
+    kto_loss_type: str = _opt("kto", "KTO loss (TRL's loss_type): kto or apo_zero_unpaired")
+    kto_threshold: float | None = _opt(
+        None,
+        "sampled KTO answers: desirable at or above this reward, undesirable below (default: --pass_threshold)",
+    )
+    rloo_learning_rate: float = _opt(1e-6, "RLOO learning rate (group size, temperature, KL: the GRPO flags)")
     logging_steps: int = _opt(5, "log metrics every N steps")
     save_total_limit: int = _opt(2, "checkpoints kept per stage (older ones are deleted)")
     reward_config: str | None = _opt(None, "grader spec YAML (see docs/rewards.md); default: QC preset")
@@ -315,8 +346,33 @@ def validate(cfg: TrainConfig) -> None:
     flagged = {p.split(":", 1)[0] for p in out_of_range}
     problems += [p for p in validate_scale(cfg) if p.split(":", 1)[0] not in flagged]
     problems += report_to_problems(cfg.report_to)
+    problems += _choice_problems(cfg)
     if problems:
         raise UserError(*problems)
+
+
+DPO_LOSS_TYPES = (
+    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_unpaired",
+    "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
+)  # fmt: skip  # TRL 1.16 DPOConfig.loss_type
+KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")  # TRL 1.16 KTOConfig.loss_type
+
+
+def dpo_losses(value: str) -> list[str]:
+    """``--dpo_loss_type sigmoid,sft`` → ``["sigmoid", "sft"]`` (TRL adds the losses up)."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _choice_problems(cfg: TrainConfig) -> list[str]:
+    """Flags that take one of TRL's names: refused here, not deep inside a trainer an hour later."""
+    problems = []
+    for flag, values, choices in (
+        ("dpo_loss_type", dpo_losses(cfg.dpo_loss_type), DPO_LOSS_TYPES),
+        ("kto_loss_type", [cfg.kto_loss_type], KTO_LOSS_TYPES),
+    ):
+        for value in [v for v in values if v not in choices] or ([] if values else [""]):
+            problems.append(f"--{flag}: unknown loss {value!r}; use one of {', '.join(choices)}")
+    return problems
 
 
 def _cross_problems(cfg: TrainConfig) -> list[str]:
@@ -373,6 +429,9 @@ TRAIN_GROUPS: dict[str, tuple[str, ...]] = {
         "loss_type",
         "dynamic_sampling_rounds",
     ),
+    "DPO": ("dpo_learning_rate", "dpo_beta", "dpo_loss_type", "dpo_min_margin"),
+    "KTO": ("kto_learning_rate", "kto_beta", "kto_loss_type", "kto_threshold"),
+    "RLOO": ("rloo_learning_rate",),
     "reward": ("reward_config", "reward_weights", "rm_model_path", "rm_weight", "reward_timeout"),
     "evaluation": ("eval_auto", "pass_threshold", "max_eval_samples"),
     "agent": ("env", "max_turns", "tool_timeout", "max_tool_output"),

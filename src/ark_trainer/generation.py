@@ -79,7 +79,7 @@ def generate(
 
 
 def sample_prompts(
-    cfg, rt, model_path: str, prompts: list, seed: int, on_batch=None
+    cfg, rt, model_path: str, prompts: list, seed: int, on_batch=None, desc: str = "RFT sampling"
 ) -> tuple[list[list[str]], object]:
     """RFT candidates: ``--rft_num_samples`` per prompt, from vLLM (``--use_vllm``) or transformers.
 
@@ -103,7 +103,7 @@ def sample_prompts(
         batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
         seed=seed,
         on_batch=on_batch,
-        desc="RFT sampling",
+        desc=desc,
     )
     del model
     return samples, tok

@@ -75,6 +75,13 @@ RANGES: dict[str, Range] = {
     "temperature": POSITIVE,
     "beta": NON_NEGATIVE,
     "dynamic_sampling_rounds": Range(0, 64),  # extra generation batches per GRPO step
+    "dpo_learning_rate": Range(0.0, 1.0, lo_open=True),
+    "dpo_beta": POSITIVE,
+    "dpo_min_margin": NON_NEGATIVE,
+    "kto_learning_rate": Range(0.0, 1.0, lo_open=True),
+    "kto_beta": POSITIVE,
+    "kto_threshold": ANY,
+    "rloo_learning_rate": Range(0.0, 1.0, lo_open=True),
     "logging_steps": COUNT,
     "save_total_limit": ZERO_OK,
     "rm_weight": NON_NEGATIVE,

@@ -34,6 +34,13 @@ def models() -> tuple[tuple[str, str], ...]:
     return (("base", "base"), *((n, get_stage(n).label) for n in stage_names_in_order()))
 
 
+def planned(run: Run) -> tuple[tuple[str, str], ...]:
+    """:func:`models` limited to the base model and the stages of this run's plan (all of them when
+    ``plan.json`` is missing), so a report lists no stage its strategy does not run as "not run"."""
+    names = {s.get("name") for s in (run.plan or {}).get("stages") or [] if isinstance(s, dict)}
+    return tuple(m for m in models() if m[0] == "base" or not names or m[0] in names)
+
+
 RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
 AGENT_METRICS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs
 PERCENT_METRICS = (*RATE_METRICS, "task_success", "tool_call_validity")
@@ -225,7 +232,7 @@ def _strategy(run: Run) -> list[Block]:
     items = [
         f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
         f"Reason: {plan.get('reason', '—')}",
-        " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in models()[1:]),
+        " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in planned(run)[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
     rewards = plan.get("rewards") or {}
@@ -317,7 +324,7 @@ def _headline(run: Run) -> str:
     final_key, final_label = _final_model(run) or models()[-1]
     parts = [
         f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
-        for key, label in models()[1:]
+        for key, label in planned(run)[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
     ]
     metric = "task_success" if "task_success" in base else "task_accuracy"  # an agent run: tasks solved
@@ -337,7 +344,9 @@ def _none(run: Run) -> list:
 
 def _stage_sections(run: Run) -> list[Block]:
     """Each stage's own report section (its ``report_blocks``: a data-selection or health table), in run order."""
-    return [block for stage in _stages() for block in getattr(stage, "report_blocks", _none)(run)]
+    names = {key for key, _ in planned(run)}
+    stages = [stage for stage in _stages() if stage.name in names]
+    return [block for stage in stages for block in getattr(stage, "report_blocks", _none)(run)]
 
 
 def _stage_times(run: Run) -> list[Block]:

@@ -147,6 +147,41 @@ def select(
     return Selection(scored, sft_rows, pairs, stats)
 
 
+def sample_and_score(
+    cfg: TrainConfig,
+    rt: Runtime,
+    monitor: Monitor,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    stage: str = "rft_sampling",
+) -> tuple[list[list[tuple[str, str]]], list[list[dict]], Any]:
+    """Sample ``--rft_num_samples`` answers per prompt, add the row's own, score them all.
+
+    Returns, per row, its ``(text, source)`` answers and their scores (gathered from every process: each
+    samples and scores its own slice of the prompts, ``ark_trainer.runtime.distributed``), and the tokenizer.
+    RFT selects from them (:func:`sample_and_select`); DPO and KTO pair or label them (``stages/preference.py``).
+    """
+    dist = ranks()
+    mine = dist.shard(rows)
+    with monitor.stage(stage, total=len(mine)):
+        samples, tok = sample_prompts(
+            cfg,
+            rt,
+            model_path,
+            [r["prompt"] for r in mine],
+            seed=cfg.seed + dist.index,
+            on_batch=monitor.progress,
+            desc=stage.replace("_", " "),
+        )
+        answers = [
+            _given_answers(r) + [(s, "sample") for s in row_samples]
+            for r, row_samples in zip(mine, samples, strict=True)
+        ]
+        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
+    return dist.gather(answers), dist.gather(scores), tok
+
+
 def sample_and_select(
     cfg: TrainConfig,
     rt: Runtime,
@@ -158,28 +193,11 @@ def sample_and_select(
 ) -> Selection:
     """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
 
-    Under several processes each samples and scores its own slice of the prompts; the slices are gathered
-    and every process selects from the same full list (``ark_trainer.runtime.distributed``).
+    Every process selects from the same full, gathered list.
     """
-    dist = ranks()
-    mine = dist.shard(rows)
-    with monitor.stage("rft_sampling", total=len(mine)):
-        samples, tok = sample_prompts(
-            cfg,
-            rt,
-            model_path,
-            [r["prompt"] for r in mine],
-            seed=cfg.seed + dist.index,
-            on_batch=monitor.progress,
-        )
-        answers = [
-            _given_answers(r) + [(s, "sample") for s in row_samples]
-            for r, row_samples in zip(mine, samples, strict=True)
-        ]
-        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
-        answers, scores = dist.gather(answers), dist.gather(scores)
-        sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
-    if dist.is_main:
+    answers, scores, tok = sample_and_score(cfg, rt, monitor, model_path, rows, reward)
+    sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
+    if ranks().is_main:
         write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
         write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
     monitor.event("rft_selection", **sel.stats)

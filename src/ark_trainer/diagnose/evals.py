@@ -57,7 +57,10 @@ def not_better_than_base(run: RunData) -> Finding | None:
         f"final model ({final}) {word} the base on {metric}: {_show(metric, before)} → {_show(metric, after)} "
         f"(n={run.evals[final].get('n', '?')})"
     )
-    lrs = [f for f in ("rft_learning_rate", "grpo_learning_rate") if run.cfg(f) is not None]
+    planned = [
+        str(s.get("name")) for s in run.plan.get("stages") or [] if isinstance(s, dict) and s.get("steps")
+    ]
+    lrs = [f for f in (lr_flag(n) for n in planned or ("rft", "grpo")) if run.cfg(f) is not None]
     now = ", ".join(f"--{f} {run.cfg(f)}" for f in lrs)
     fix = (
         f"the learning rates ({now}) may suit another model: try ten times higher, or train longer "

@@ -37,10 +37,12 @@ def schema_text() -> str:
 
 
 def system_prompt() -> str:
+    from ark_trainer.stages.registry import AUTO, STRATEGIES
+
     return (
         "You turn a request for training an OpenClaw agent into the settings of `ark-trainer-inner train`. "
         "Answer with ONE JSON object and nothing else. Its keys must be from this list; leave out keys the "
-        "request does not imply (their defaults apply). strategy is one of RFT+GRPO, GRPO, auto.\n"
+        f"request does not imply (their defaults apply). strategy is one of {', '.join([*STRATEGIES, AUTO])}.\n"
         + schema_text()
     )
 

@@ -34,6 +34,11 @@ STRATEGIES = [
         "RFT+GRPO",
     ),
     (
+        r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*dpo"
+        r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])dpo(?![a-z_])",
+        "RFT+DPO",
+    ),
+    (
         r"(?:only|just)\s+(?:use\s+|do\s+)?(?:a\s+)?grpo|grpo[\s_-]*only"
         r"|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
         "GRPO",
@@ -46,11 +51,16 @@ STRATEGIES = [
         r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)",
         "auto",
     ),
+    (r"(?<![a-z_])dpo(?![a-z_])|直接偏好优化", "DPO"),
+    (r"(?<![a-z_])kto(?![a-z_])", "KTO"),
+    (r"(?<![a-z_])rloo(?![a-z_])", "RLOO"),
     (r"(?<![a-z_])grpo(?![a-z_])", "GRPO"),
 ]
 NO_RFT = r"(?:不要|不用|不做|无需|不需要|跳过|no|without|skip(?:ping)?)\s*(?:the\s+)?rft(?![a-z_])"
 RFT = r"(?<![a-z_])rft(?![a-z_])"  # RFT named alone still means the two-step RFT+GRPO
-UNSUPPORTED = r"(?<![a-z])(dpo|ppo)(?![a-z])"
+UNSUPPORTED = (
+    r"(?<![a-z])(ppo)(?![a-z])"  # TRL no longer ships PPO (config.normalize_strategy refuses it too)
+)
 
 TASKS = [  # (pattern, task label used for the default task name)
     (r"客服\s*质检|质检|quality[\s-]*inspection|\bqc\b", "客服质检"),
@@ -184,7 +194,8 @@ def _strategy(t: _Text, out: Parsed) -> None:
             out.assumptions.append("fast iteration: Only GRPO (one step, no RFT)")
         if strategy == "auto":
             out.assumptions.append(
-                "auto: the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
+                "auto: DPO for data of preference pairs only, KTO for thumbs-up/down labels only; otherwise "
+                "the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
                 "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
             )
         for more in STRATEGIES:  # a second mention of the same strategy is not ignored
@@ -194,10 +205,12 @@ def _strategy(t: _Text, out: Parsed) -> None:
         names = " and ".join(unsupported)
         if "strategy" not in out.flags:
             raise UserError(
-                f"request: {names} not supported yet (the reference tool lists DPO and PPO as future work); "
-                "ask for RFT+GRPO, Only GRPO or auto"
+                f"request: {names}: TRL, the training library, no longer ships PPO; ask for GRPO or RLOO, its "
+                "critic-free successors here (or RFT+GRPO, DPO, KTO, auto)"
             )
-        out.assumptions.append(f"{names} not supported yet; ignored, training with {out.flags['strategy']}")
+        out.assumptions.append(
+            f"{names} not available (TRL no longer ships it); training with {out.flags['strategy']}"
+        )
     if "strategy" not in out.flags:
         out.flags["strategy"] = "RFT+GRPO"
         out.assumptions.append(

@@ -29,7 +29,7 @@ SYNONYMS = [
     (r"lear?n\w{0,5}[\s_-]*rate|learning[\s_-]*rate", "learning rate"),
     (r"batch[\s_-]*size|batchsize", "batch size"),
     (r"(?<![a-z])bs(?=\s*[:=])", "batch size"),
-    (r"strat\w{2,6}(?=\s*[:=]?\s*(?:auto|rft|grpo))", "strategy"),
+    (r"strat\w{2,6}(?=\s*[:=]?\s*(?:auto|rft|grpo|dpo|kto|rloo))", "strategy"),
 ]
 
 CURRENT_AGENT = (

@@ -17,7 +17,7 @@
 - ``deploy_kill_after:patched`` — ``deploy`` SIGKILLs itself right after that point (``backup``,
   ``server_started``, ``smoke``, ``patched``, ``recorded``; see :mod:`ark_trainer.openclaw.deploy`)
 
-``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (``rft`` or ``grpo``). Nothing here runs unless
+``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (its name: ``rft``, ``grpo``, ``dpo``, ...). Nothing here runs unless
 the variable is set; ``--auto_resume`` clears it for the restarted runs so a fault fires once.
 """
 

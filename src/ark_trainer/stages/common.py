@@ -154,6 +154,12 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
     }
 
 
+def no_checkpointing(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with gradient checkpointing off unless ``--gradient_checkpointing`` turned it on: TRL's
+    DPO, KTO and RLOO configs default it to on, which costs a second forward pass the flag did not ask for."""
+    return {"gradient_checkpointing": False, **kwargs}
+
+
 def stage_callbacks(monitor, log_dir: Path, stage: str, report_to: str = "tensorboard") -> list:
     """Trainer callbacks of a stage: progress/metrics to the monitor, TensorBoard events to ``--log_dir``."""
     from ark_trainer.runtime.distributed import ranks

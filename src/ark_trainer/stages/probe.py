@@ -1,4 +1,13 @@
-"""``--strategy auto``: probe the base model, then choose RFT+GRPO or Only GRPO.
+"""``--strategy auto``: look at the data, probe the base model, then choose a strategy.
+
+The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``stages/registry.py``):
+
+1. **Only preference pairs → DPO.** Every training row has ``chosen`` and ``rejected`` and none has a
+   ``reference`` or a task ``label`` the graders could check: the data says which answer is better, not
+   what is right, so DPO learns from the pairs as given.
+2. **Only thumbs-up/down labels → KTO.** Every row has ``label: true/false`` and an answer, and none has a
+   ``reference``: unpaired good/bad feedback, the shape KTO is made for.
+3. Otherwise the probe's numbers decide between RFT+GRPO and Only GRPO, as below.
 
 The probe samples ``--auto_probe_samples`` answers (one GRPO group) for each of ``--auto_probe_prompts``
 training prompts with the base model, at the GRPO sampling temperature, and scores them with the run's
@@ -37,6 +46,20 @@ class ProbeResult:
     reward_mean: float
     min_pass_rate: float
     max_zero_std: float
+    data: str = "prompts"  # the training data's shape (data_shape): prompts, pairs or labels
+
+
+def data_shape(rows: list[dict]) -> str:
+    """``pairs`` (only preference pairs), ``labels`` (only thumbs-up/down answers) or ``prompts``."""
+    from ark_trainer.stages.preference import has_pair, labelled_answers, thumbs
+
+    if not rows or any(r.get("reference") is not None for r in rows):
+        return "prompts"
+    if all(has_pair(r) for r in rows) and all(r.get("label") is None or thumbs(r) is not None for r in rows):
+        return "pairs"
+    if all(thumbs(r) is not None and labelled_answers(r) for r in rows):
+        return "labels"
+    return "prompts"
 
 
 def probe_prompts(rows: list[dict], n: int, seed: int) -> list[dict]:
@@ -89,6 +112,16 @@ def decide(result: ProbeResult) -> tuple[str, str]:
         f"{result.samples_per_prompt} samples (reward ≥ {result.pass_threshold}), "
         f"{zero} of groups with zero reward variance"
     )
+    if result.data == "pairs":
+        return AUTO_CHOICES["pairs"], (
+            "auto: every training row is a preference pair (chosen/rejected) with no reference or task label "
+            f"to check answers against, so DPO learns from the pairs as given ({numbers})"
+        )
+    if result.data == "labels":
+        return AUTO_CHOICES["labels"], (
+            "auto: every training row is an answer with a thumbs-up/down label (label true/false) and no "
+            f"reference, so KTO learns from the good and bad answers as given ({numbers})"
+        )
     if result.pass_rate < result.min_pass_rate:
         return AUTO_CHOICES["weak"], (
             f"auto: {numbers}; the pass rate is below --auto_min_pass_rate {min_pass}, so RFT "
@@ -136,7 +169,9 @@ def run_probe(
         }
         for row, texts, group in zip(sample, answers, scores, strict=True)
     ]
-    return summarize([[s["total"] for s in group] for group in scores], cfg), scored
+    result = summarize([[s["total"] for s in group] for group in scores], cfg)
+    result.data = data_shape(rows)
+    return result, scored
 
 
 def probe_record(result: ProbeResult) -> dict:

@@ -50,11 +50,42 @@ STRATEGIES: dict[str, Strategy] = {
         "are already good)",
         ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
     ),
+    "DPO": Strategy(
+        ("dpo",),
+        "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
+        "sampled answer); no reward in the training loop, cheap and stable",
+        ("only dpo", "dpo only"),
+    ),
+    "RFT+DPO": Strategy(
+        ("rft", "dpo"),
+        "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
+        "RFT model",
+        ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
+    ),
+    "KTO": Strategy(
+        ("kto",),
+        "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
+        "a reward threshold)",
+        ("only kto", "kto only"),
+    ),
+    "RLOO": Strategy(
+        ("rloo",),
+        "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
+        ("only rloo", "rloo only"),
+    ),
 }
 AUTO = "auto"  # not a strategy: the plan picks one after probing the base model (stages/probe.py)
-AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO"}  # what auto picks for a weak / a strong base model
+# what auto picks (stages/probe.py: decide): a weak / a strong base model, data holding only preference
+# pairs, data holding only thumbs-up/down labelled answers
+AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO", "pairs": "DPO", "labels": "KTO"}
 DEFAULT_STRATEGY = "RFT+GRPO"  # also what a pending auto plan shows until the probe decides
-BUILTIN = ("ark_trainer.stages.rft", "ark_trainer.stages.grpo")  # modules that register the stages above
+BUILTIN = (  # modules that register the stages above
+    "ark_trainer.stages.rft",
+    "ark_trainer.stages.grpo",
+    "ark_trainer.stages.dpo",
+    "ark_trainer.stages.kto",
+    "ark_trainer.stages.rloo",
+)
 
 
 @dataclass(frozen=True)

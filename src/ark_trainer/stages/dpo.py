@@ -1,0 +1,93 @@
+"""DPO (direct preference optimization) with TRL's DPOTrainer, on preference pairs.
+
+``--strategy DPO`` trains the base model, ``--strategy RFT+DPO`` the RFT model, on pairs from
+``stages/preference.py``: the data's own ``chosen``/``rejected``, or the starting model's best and worst
+sampled answers by the run's reward (ties and pairs below ``--dpo_min_margin`` dropped and counted). The
+reward is used only to build the pairs; training itself needs no reward calls. Knobs: ``--dpo_beta``,
+``--dpo_loss_type`` (TRL's ``loss_type``), ``--dpo_learning_rate``; steps: what ``--max_train_steps`` leaves.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ark_trainer.config import dpo_losses
+from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.resume import run_trainer
+from ark_trainer.scale import peft_config
+from ark_trainer.stages.common import (
+    load_tokenizer,
+    no_checkpointing,
+    save_final,
+    stage_callbacks,
+    trainer_kwargs,
+)
+from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
+
+
+def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:
+    """Run TRL's DPOTrainer for ``plan.steps`` on ``rows``; returns the saved model folder."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    cfg = ctx.cfg
+    tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
+    args = DPOConfig(
+        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
+        beta=cfg.dpo_beta,
+        loss_type=dpo_losses(cfg.dpo_loss_type),
+    )
+    with ctx.monitor.stage("dpo", total=plan.steps):
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: DPOTrainer(
+                model=model_in,
+                args=args,
+                train_dataset=Dataset.from_list(rows),
+                processing_class=tok,
+                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "dpo", cfg.report_to),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            ctx.monitor,
+            "dpo",
+            ctx.out / "dpo",
+        )
+        check_replicas(trainer, "dpo")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+    return final_dir
+
+
+@register_stage
+class DPOStage:
+    """Pairs (the data's or sampled) → TRL's DPOTrainer, from the previous stage's model or the base model."""
+
+    name, label = "dpo", "DPO"
+    steps_flag, lr_flag = None, "dpo_learning_rate"  # always the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("dpo_loss.png", "loss", "DPO loss"),
+        Plot("dpo_margin.png", "rewards/margins", "DPO reward margin (chosen − rejected)"),
+        Plot("dpo_accuracy.png", "rewards/accuracies", "DPO pairs ranked right by the policy"),
+    )
+    headline_metric = "preference_alignment"
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        data = earlier(ctx, "dpo_pairs") or dpo_pairs(ctx, model_in)
+        gc.collect()
+        if not data.rows:
+            ctx.monitor.warn(
+                "DPO found no preference pair (every prompt's answers tied or differed by less than "
+                f"--dpo_min_margin {ctx.cfg.dpo_min_margin}); DPO training skipped. Lower --dpo_min_margin, "
+                "raise --rft_num_samples or --rft_temperature, or give chosen/rejected answers in the data"
+            )
+            return model_in
+        return str(train_dpo(ctx, plan, model_in, data.rows, final_dir))
+
+    def report_blocks(self, run) -> list:
+        """The report's "DPO pairs" section: where the pairs came from and what was dropped."""
+        return stats_blocks(run, "dpo_pairs", "DPO pairs")

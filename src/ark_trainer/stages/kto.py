@@ -1,0 +1,90 @@
+"""KTO (Kahneman-Tversky optimization) with TRL's KTOTrainer, on unpaired good and bad answers.
+
+The shape thumbs-up/down feedback from an agent's users has: rows with an answer and ``label: true/false``
+(``chosen``/``rejected`` count as one good and one bad answer). Data without them gets the starting model's
+sampled answers, desirable at or above ``--kto_threshold`` (default ``--pass_threshold``), undesirable
+below (``stages/preference.py``). Knobs: ``--kto_beta``, ``--kto_loss_type``, ``--kto_learning_rate``.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.resume import run_trainer
+from ark_trainer.scale import peft_config
+from ark_trainer.stages.common import (
+    load_tokenizer,
+    no_checkpointing,
+    save_final,
+    stage_callbacks,
+    trainer_kwargs,
+)
+from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
+
+
+def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:
+    """Run TRL's KTOTrainer for ``plan.steps`` on ``rows``; returns the saved model folder."""
+    from datasets import Dataset
+    from trl import KTOConfig, KTOTrainer
+
+    cfg = ctx.cfg
+    tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
+    args = KTOConfig(
+        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
+        beta=cfg.kto_beta,
+        loss_type=cfg.kto_loss_type,
+    )
+    with ctx.monitor.stage("kto", total=plan.steps):
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: KTOTrainer(
+                model=model_in,
+                args=args,
+                train_dataset=Dataset.from_list(rows),
+                processing_class=tok,
+                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "kto", cfg.report_to),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            ctx.monitor,
+            "kto",
+            ctx.out / "kto",
+        )
+        check_replicas(trainer, "kto")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+    return final_dir
+
+
+@register_stage
+class KTOStage:
+    """Good/bad answers (thumbs labels or reward-split samples) → TRL's KTOTrainer."""
+
+    name, label = "kto", "KTO"
+    steps_flag, lr_flag = None, "kto_learning_rate"  # always the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("kto_loss.png", "loss", "KTO loss"),
+        Plot("kto_margin.png", "rewards/margins", "KTO reward margin (desirable − undesirable)"),
+    )
+    headline_metric = "preference_alignment"
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        data = earlier(ctx, "kto_examples") or kto_examples(ctx, model_in)
+        gc.collect()
+        good = data.stats.get("n_desirable", 0)
+        if not good or good == len(data.rows):
+            ctx.monitor.warn(
+                f"KTO needs desirable and undesirable answers; it has {good} of {len(data.rows)} desirable, so "
+                "KTO training is skipped. Give rows with label true and false, or move --kto_threshold"
+            )
+            return model_in
+        return str(train_kto(ctx, plan, model_in, data.rows, final_dir))
+
+    def report_blocks(self, run) -> list:
+        """The report's "KTO examples" section: where they came from, how many good and bad."""
+        return stats_blocks(run, "kto_examples", "KTO examples")

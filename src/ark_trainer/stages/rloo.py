@@ -1,0 +1,106 @@
+"""RLOO (REINFORCE leave-one-out) with TRL's RLOOTrainer: the critic-free alternative to GRPO.
+
+Same rewards as GRPO (the run's composite reward, each grader logged as ``rewards/<name>/mean``) and the
+same sampling flags (``--num_generations``, ``--temperature``, ``--max_completion_length``, ``--beta`` as
+the KL coefficient, ``--rollout_steps`` and vLLM); each answer's baseline is the mean reward of the other
+answers to its prompt. Its own flag: ``--rloo_learning_rate``. PPO, which needs a learned critic, is not
+offered: TRL no longer ships it, and RLOO/GRPO are its critic-free successors.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.resume import run_trainer
+from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.stages.common import (
+    is_conversational,
+    load_tokenizer,
+    no_checkpointing,
+    save_final,
+    stage_callbacks,
+    trainer_kwargs,
+)
+from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
+
+
+def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> Path:
+    """Run TRL's RLOOTrainer for ``plan.steps`` with the run's composite reward; returns the model folder."""
+    from datasets import Dataset
+    from trl import RLOOConfig, RLOOTrainer
+
+    cfg = ctx.cfg
+    tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
+    funcs, weights = ctx.reward.trl_reward_funcs()
+    args = RLOOConfig(
+        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        reward_weights=weights,
+        **vllm_grpo_kwargs(cfg),
+        **rollout_kwargs(cfg, ctx.rt.device),
+    )
+    dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
+    with ctx.monitor.stage("rloo", total=plan.steps):
+        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
+            lambda: RLOOTrainer(
+                model=model_in,
+                reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
+                args=args,
+                train_dataset=dataset,
+                processing_class=tok,
+                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "rloo", cfg.report_to),
+                peft_config=peft_config(cfg),
+            ),
+            cfg,
+            ctx.monitor,
+            "rloo",
+            ctx.out / "rloo",
+        )
+        check_replicas(trainer, "rloo")
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+    return final_dir
+
+
+@register_stage
+class RLOOStage:
+    """RLOO with TRL's RLOOTrainer on the GRPO rewards, from the previous stage's model or the base model."""
+
+    name, label = "rloo", "RLOO"
+    steps_flag, lr_flag = None, "rloo_learning_rate"  # always the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("rloo_reward.png", "reward", "RLOO reward (± reward_std)", "reward_std"),
+        Plot("rloo_loss.png", "loss", "RLOO loss"),
+    )
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        model = train_rloo(ctx, plan, model_in, final_dir)
+        gc.collect()
+        return str(model)
+
+    def report_blocks(self, run) -> list:
+        """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
+        from ark_trainer.render import Heading, Table
+        from ark_trainer.report import mean, num, short
+
+        logs = run.metrics(self.name)
+        if not logs:
+            return []
+        rows = []
+        for name in HEALTH_FIELDS:
+            series = [log[name] for log in logs if num(log.get(name)) is not None]
+            if series:
+                rows.append([name, short(series[-1]), short(mean(series))])
+        return [Heading("Training health (RLOO)"), Table(["metric", "last", "mean"], rows)]
+
+
+HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length")

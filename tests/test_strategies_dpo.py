@@ -1,0 +1,152 @@
+"""--strategy DPO and RFT+DPO: pairs from the data or sampled (ties and small margins dropped and counted),
+real TRL DPOTrainer runs on a tiny model, the report's "DPO pairs" section, and flags refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.cli import main
+from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
+from ark_trainer.stages.preference import pairs_from_scores
+from conftest import tiny_qc_assets
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict[str, Path]:
+    return tiny_qc_assets(tmp_path_factory.mktemp("dpo_assets"))
+
+
+def flags(a: dict, out: Path, strategy: str, data: Path | None = None, steps: int = 4) -> list[str]:
+    return [
+        "train", "--strategy", strategy, "--model_path", str(a["model"]), "--data_path", str(data or a["train"]),
+        "--eval_dataset", str(a["eval"]), "--output_dir", str(out), "--max_train_steps", str(steps),
+        "--rft_steps", "2", "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "3",
+        "--max_completion_length", "6", "--rft_min_reward", "0", "--rft_learning_rate", "1e-2",
+        "--dpo_learning_rate", "1e-2", "--dpo_min_margin", "0.01", "--logging_steps", "1", "--save_steps", "2",
+        "--device", "cpu", "--seed", "7",
+    ]  # fmt: skip
+
+
+def weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def changed(before: Path, after: Path) -> bool:
+    import torch
+
+    a, b = weights(before), weights(after)
+    return any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def event(out: Path, name: str) -> dict:
+    return [e for e in read_jsonl(out / "events.jsonl") if e["event"] == name][-1]
+
+
+def _scores(*totals):
+    return [{"total": t, "scores": {}} for t in totals]
+
+
+def test_sampled_pairs_drop_and_count_ties_and_small_margins():
+    rows = [{"prompt": p} for p in ("a", "b", "c", "d")]
+    answers = [[("x", "sample"), ("y", "sample")] for _ in rows] + []
+    answers[3] = [("z", "sample")]
+    scores = [_scores(0.9, 0.1), _scores(0.5, 0.5), _scores(0.55, 0.5), _scores(None)]
+    pairs, stats = pairs_from_scores(rows, answers, scores, min_margin=0.1)
+    assert pairs == [{"prompt": "a", "chosen": "x", "rejected": "y"}]
+    assert (stats["n_pairs"], stats["n_ties"], stats["n_below_margin"], stats["n_unscored"]) == (1, 1, 1, 1)
+    assert stats["mean_margin"] == pytest.approx(0.8)
+    pairs, stats = pairs_from_scores(rows, answers, scores, min_margin=0.0)  # a margin of 0 keeps 0.05
+    assert [p["prompt"] for p in pairs] == ["a", "c"] and stats["n_ties"] == 1
+
+
+def test_dpo_builds_pairs_from_samples_and_trains(assets, tmp_path):
+    out = tmp_path / "run"
+    assert main([*flags(assets, out, "DPO"), "--dpo_loss_type", "sigmoid,sft"]) == 0  # TRL adds the two up
+    plan = read_json(out / "plan.json")
+    assert (
+        plan["strategy"] == "DPO"
+        and [s["name"] for s in plan["stages"]] == ["dpo"]
+        and plan["dpo_steps"] == 4
+    )
+    stats = event(out, "dpo_pairs")
+    assert stats["source"] == "sampled" and stats["n_prompts"] == 10 and stats["n_pairs"] > 0
+    assert stats["n_pairs"] + stats["n_ties"] + stats["n_below_margin"] + stats["n_unscored"] == 10
+    pairs = read_jsonl(out / "data" / "dpo_pairs.jsonl")
+    assert len(pairs) == stats["n_pairs"] and all(p["chosen"] != p["rejected"] for p in pairs)
+    state = read_json(out / "dpo" / "checkpoint-4" / "trainer_state.json")
+    assert state["global_step"] == 4 and any("rewards/margins" in h for h in state["log_history"])
+    assert changed(assets["model"], out / "model")
+    assert read_json(out / "eval" / "dpo.json")["preference_alignment"] is not None
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## DPO pairs" in md and "| n_ties |" in md and "Preference alignment, DPO vs base" in md
+    assert "RFT data selection" not in md and "GRPO steps" not in md  # only the plan's stages
+    assert (out / "plots" / "dpo_loss.png").is_file()
+
+
+def test_dpo_uses_the_data_own_pairs(assets, tmp_path):
+    rows = [  # the QC label is for the reward of the evaluation (pairs alone give the QC graders nothing)
+        {
+            "question": f"顾客：包裹{i}丢了。",
+            "label": "无",
+            "chosen": "结论：合规",
+            "rejected": "好的好的好的",
+        }
+        for i in range(8)
+    ]
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, rows)
+    out = tmp_path / "run"
+    assert main(flags(assets, out, "DPO", data=data, steps=2)) == 0
+    stats = event(out, "dpo_pairs")
+    assert (stats["source"], stats["n_pairs"], stats["n_without_pair"]) == ("data", 8, 0)
+    assert not any(
+        e["event"] == "stage_start" and e["stage"] == "dpo_sampling" for e in read_jsonl(out / "events.jsonl")
+    )
+    pair = read_jsonl(out / "data" / "dpo_pairs.jsonl")[0]
+    assert "结论：合规" in str(pair["chosen"]) and "好的好的好的" in str(pair["rejected"])
+
+
+def test_rft_then_dpo_from_the_rft_model(assets, tmp_path):
+    out = tmp_path / "run"
+    assert main(flags(assets, out, "RFT+DPO", steps=4)) == 0
+    plan = read_json(out / "plan.json")
+    assert [(s["name"], s["steps"], s["last"]) for s in plan["stages"]] == [
+        ("rft", 2, False),
+        ("dpo", 2, True),
+    ]
+    starts = [e["stage"] for e in read_jsonl(out / "events.jsonl") if e["event"] == "stage_start"]
+    assert starts.index("rft") < starts.index("dpo_sampling") < starts.index("dpo")  # fresh pairs after RFT
+    assert (out / "rft" / "final" / "model.safetensors").is_file() and (out / "model").is_dir()
+    assert {"base", "rft", "dpo"} <= {p.stem for p in (out / "eval").glob("*.json")}
+    assert changed(out / "rft" / "final", out / "model")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--strategy", "PPO"],
+            "error: --strategy: 'PPO': TRL, the training library, no longer ships PPO; use GRPO or RLOO",
+        ),
+        (
+            ["--dpo_loss_type", "nope"],
+            "error: --dpo_loss_type: unknown loss 'nope'; use one of sigmoid, hinge",
+        ),
+        (["--dpo_beta", "0"], "error: --dpo_beta: must be > 0, got 0.0"),
+        (
+            ["--dpo_loss_type", "sigmoid,sftt"],
+            "error: --dpo_loss_type: unknown loss 'sftt'; use one of sigmoid",
+        ),
+        (["--dpo_loss_type", ","], "error: --dpo_loss_type: unknown loss ''; use one of sigmoid"),
+    ],
+)
+def test_bad_flags_are_refused_in_one_line(assets, tmp_path, capsys, extra, message):
+    out = tmp_path / "run"
+    assert main([*flags(assets, out, "DPO"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message), err
+    assert not out.exists()
