@@ -348,3 +348,20 @@ def test_parser_has_a_flag_for_every_field():
     options = {s for action in train_parser._actions for s in action.option_strings}
     for f in fields(TrainConfig):
         assert f"--{f.name}" in options
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [
+        (["--strategy", "DPO"], "--strategy: DPO does not train agent episodes"),
+        (["--strategy", "KTO"], "--strategy: KTO does not train agent episodes"),
+        (["--strategy", "RLOO"], "--strategy: RLOO does not train agent episodes"),
+        (["--dynamic_sampling_rounds", "2"], "--dynamic_sampling_rounds: not with agent episodes"),
+    ],
+)
+def test_agent_runs_refuse_what_does_not_play_episodes(flags, flag):
+    """A stage that trains on single answers would silently ignore --env: refused instead, in one line."""
+    with pytest.raises(UserError) as exc:
+        train("--env", "my_env.py:make_env", *flags)
+    assert flag in messages_of(exc)
+    assert train("--env", "my_env.py:make_env", "--strategy", "GRPO").env == "my_env.py:make_env"

@@ -375,11 +375,22 @@ def _choice_problems(cfg: TrainConfig) -> list[str]:
     return problems
 
 
+# The strategies whose stages play whole episodes when --env is set (stages/rft.py, stages/grpo.py).
+EPISODE_STRATEGIES = ("RFT+GRPO", "GRPO")
+
+
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
     if cfg.env and cfg.strategy == "auto":  # the probe samples single answers, not episodes
         problems.append("--strategy: auto does not probe agent episodes (--env) yet; choose RFT+GRPO or GRPO")
+    elif cfg.env and cfg.strategy not in EPISODE_STRATEGIES:  # the other stages train on single answers
+        problems.append(
+            f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose "
+            f"{' or '.join(EPISODE_STRATEGIES)}"
+        )
+    if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
+        problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
     if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
