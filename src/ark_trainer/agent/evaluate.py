@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ark_trainer.agent.episode import agent_metrics, view
-from ark_trainer.agent.rollout import run_episodes
+from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 
 AGENT_METRICS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls")
@@ -46,7 +46,7 @@ def evaluate_episodes(
             limits,
             temperature=0.0,
             max_new_tokens=max_new_tokens,
-            batch_size=generation_batch(str(model.device), 32),
+            batch_size=generation_batch(str(model.device), CPU_EPISODE_BATCH),
             seed=seed,
             on_batch=on_batch,
         )

@@ -20,6 +20,11 @@ from ark_trainer.agent.env import Limits, ToolEnv
 from ark_trainer.agent.toolcall import TOOL_CALL_RE, parse_tool_calls
 from ark_trainer.rewards.composite import reward_columns
 
+# Episodes per ``generate`` call on CPU. Each turn of an episode is short, so a small model's decoding is bound
+# by the per-step overhead, not by arithmetic: 256 sampled episodes of the agent demo's model took 64 s in
+# batches of 32 and 40 s in batches of 256 (2 busy cores). A GPU gets ``scale.generation_batch``'s larger size.
+CPU_EPISODE_BATCH = 128
+
 
 @dataclass
 class Episode:
