@@ -185,3 +185,32 @@ def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> No
 
     export_model(trainer, tokenizer, dest, adapter_only=adapter_only)
     log.info("saved model to %s", dest)
+
+
+def train_and_save(ctx, plan, name: str, trainer_cls, tok, final_dir: Path, **trainer_kw: Any) -> Path:
+    """What every TRL preference/RL stage does once its data and config are ready: a fresh
+    ``trainer_cls(**trainer_kw)`` per attempt under ``run_trainer`` (resume, crash-safe saves, guards,
+    rollbacks), the replica check, then the final model (or adapter) saved to ``final_dir``.
+
+    The stage module passes its own TRL trainer class: it stays the one place that names it."""
+    from ark_trainer.runtime.distributed import check_replicas
+    from ark_trainer.runtime.resume import run_trainer
+    from ark_trainer.scale import peft_config
+
+    cfg = ctx.cfg
+    with ctx.monitor.stage(name, total=plan.steps):
+        trainer = run_trainer(
+            lambda: trainer_cls(
+                processing_class=tok,
+                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to),
+                peft_config=peft_config(cfg),
+                **trainer_kw,
+            ),
+            cfg,
+            ctx.monitor,
+            name,
+            ctx.out / name,
+        )
+        check_replicas(trainer, name)
+        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+    return final_dir

@@ -14,14 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.config import dpo_losses
-from ark_trainer.runtime.distributed import check_replicas
-from ark_trainer.runtime.resume import run_trainer
-from ark_trainer.scale import peft_config
 from ark_trainer.stages.common import (
     load_tokenizer,
     no_checkpointing,
-    save_final,
-    stage_callbacks,
+    train_and_save,
     trainer_kwargs,
 )
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
@@ -43,24 +39,17 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         beta=cfg.dpo_beta,
         loss_type=dpo_losses(cfg.dpo_loss_type),
     )
-    with ctx.monitor.stage("dpo", total=plan.steps):
-        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: DPOTrainer(
-                model=model_in,
-                args=args,
-                train_dataset=Dataset.from_list(rows),
-                processing_class=tok,
-                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "dpo", cfg.report_to),
-                peft_config=peft_config(cfg),
-            ),
-            cfg,
-            ctx.monitor,
-            "dpo",
-            ctx.out / "dpo",
-        )
-        check_replicas(trainer, "dpo")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
-    return final_dir
+    return train_and_save(
+        ctx,
+        plan,
+        "dpo",
+        DPOTrainer,
+        tok,
+        final_dir,
+        model=model_in,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+    )
 
 
 @register_stage

@@ -12,14 +12,10 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.runtime.distributed import check_replicas
-from ark_trainer.runtime.resume import run_trainer
-from ark_trainer.scale import peft_config
 from ark_trainer.stages.common import (
     load_tokenizer,
     no_checkpointing,
-    save_final,
-    stage_callbacks,
+    train_and_save,
     trainer_kwargs,
 )
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
@@ -41,24 +37,17 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         beta=cfg.kto_beta,
         loss_type=cfg.kto_loss_type,
     )
-    with ctx.monitor.stage("kto", total=plan.steps):
-        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: KTOTrainer(
-                model=model_in,
-                args=args,
-                train_dataset=Dataset.from_list(rows),
-                processing_class=tok,
-                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "kto", cfg.report_to),
-                peft_config=peft_config(cfg),
-            ),
-            cfg,
-            ctx.monitor,
-            "kto",
-            ctx.out / "kto",
-        )
-        check_replicas(trainer, "kto")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
-    return final_dir
+    return train_and_save(
+        ctx,
+        plan,
+        "kto",
+        KTOTrainer,
+        tok,
+        final_dir,
+        model=model_in,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+    )
 
 
 @register_stage

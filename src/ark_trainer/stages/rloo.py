@@ -13,15 +13,12 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.runtime.distributed import check_replicas
-from ark_trainer.runtime.resume import run_trainer
-from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import (
     is_conversational,
     load_tokenizer,
     no_checkpointing,
-    save_final,
-    stage_callbacks,
+    train_and_save,
     trainer_kwargs,
 )
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
@@ -50,25 +47,18 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         **rollout_kwargs(cfg, ctx.rt.device),
     )
     dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
-    with ctx.monitor.stage("rloo", total=plan.steps):
-        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: RLOOTrainer(
-                model=model_in,
-                reward_funcs=funcs,  # type: ignore[arg-type]  # TRL types it as an invariant list of a union
-                args=args,
-                train_dataset=dataset,
-                processing_class=tok,
-                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, "rloo", cfg.report_to),
-                peft_config=peft_config(cfg),
-            ),
-            cfg,
-            ctx.monitor,
-            "rloo",
-            ctx.out / "rloo",
-        )
-        check_replicas(trainer, "rloo")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
-    return final_dir
+    return train_and_save(
+        ctx,
+        plan,
+        "rloo",
+        RLOOTrainer,
+        tok,
+        final_dir,
+        model=model_in,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+    )
 
 
 @register_stage
