@@ -322,3 +322,17 @@ def test_a_folder_that_is_not_a_run_is_refused_in_one_line(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+def test_agent_episodes_with_the_same_sign_off_but_other_tool_calls_are_not_the_same_answers():
+    """An agent's last text is often the same sign-off ("完成"); what it did is in its tool calls."""
+    from types import SimpleNamespace
+
+    def answers(order: str) -> dict:
+        call = {"name": "lookup_order", "arguments": {"order_id": order}}
+        return {"answers": [{"completion": "完成", "tool_calls": [call]} for _ in range(10)]}
+
+    run = SimpleNamespace(evals={"rft": answers("A1"), "grpo": answers("B2")}, cfg=lambda flag: 0.0005)
+    assert check_same_answers(run) == []  # type: ignore[arg-type]
+    run.evals["grpo"] = answers("A1")
+    assert "same greedy answer as rft on 100%" in check_same_answers(run)[0].evidence  # type: ignore[arg-type]

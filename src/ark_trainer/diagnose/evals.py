@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, thirds
@@ -147,13 +148,19 @@ def _one_grader_dominates(run: RunData) -> list[Finding]:
     return [Finding("reward_hacking", "warning", "grpo", evidence, fix)]
 
 
+def _answer_key(answer: dict) -> tuple:
+    """What a greedy answer is, for "same answer as before": its text and, in an agent episode, the tool
+    calls it made (an agent's last text is often the same short sign-off whatever it did)."""
+    return answer.get("completion"), json.dumps(answer.get("tool_calls"), sort_keys=True, ensure_ascii=False)
+
+
 def check_same_answers(run: RunData) -> list[Finding]:
     names = list(run.evals)
     if len(names) < 2:
         return []
     prev, cur = names[-2], names[-1]
-    a = [x.get("completion") for x in run.evals[prev].get("answers") or []]
-    b = [x.get("completion") for x in run.evals[cur].get("answers") or []]
+    a = [_answer_key(x) for x in run.evals[prev].get("answers") or []]
+    b = [_answer_key(x) for x in run.evals[cur].get("answers") or []]
     if not a or len(a) != len(b):
         return []
     same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
