@@ -35,6 +35,23 @@ def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
             raise UserError(f"--{name}: must be ≥ 1, got {value}")
 
 
+def _demo_inputs(out: Path, write_data, build_model, *, seed: int, overwrite: bool, sizes: dict) -> tuple:
+    """What both demos do before training: logging, their data written to ``OUT/data``, and their base model
+    built in ``OUT/base_model`` (kept when already there, unless ``overwrite``); returns (train, eval, base)."""
+    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.runtime.monitor import setup_logging
+
+    setup_logging(out / "logs")
+    train_path, eval_path = write_data(
+        out / "data", seed=seed, **{k: v for k, v in sizes.items() if v is not None}
+    )
+    log.info("demo data: %s, %s", train_path, eval_path)
+    base = out / "base_model"
+    if not (base / "config.json").is_file() or overwrite:
+        build_model(base, read_jsonl(train_path), eval_path)
+    return train_path, eval_path, base
+
+
 def run_demo(
     out: Path,
     *,
@@ -47,18 +64,17 @@ def run_demo(
     from ark_trainer.config import resolve_config
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.model import build_base_model
-    from ark_trainer.fileio import read_jsonl
     from ark_trainer.pipeline import run_train
-    from ark_trainer.runtime.monitor import setup_logging
 
     _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
-    setup_logging(out / "logs")
-    sizes = {k: v for k, v in (("n_train", n_train), ("n_eval", n_eval)) if v is not None}
-    train_path, eval_path = write_demo_data(out / "data", seed=seed, **sizes)
-    log.info("demo data: %s, %s", train_path, eval_path)
-    base = out / "base_model"
-    if not (base / "config.json").is_file() or overwrite:
-        build_base_model(base, read_jsonl(train_path), seed=seed)
+    train_path, eval_path, base = _demo_inputs(
+        out,
+        write_demo_data,
+        lambda base, train, _eval_path: build_base_model(base, train, seed=seed),
+        seed=seed,
+        overwrite=overwrite,
+        sizes={"n_train": n_train, "n_eval": n_eval},
+    )
     flags = {
         "config": str(demo_config_path()),
         "model_path": str(base),
@@ -120,17 +136,18 @@ def run_agent_demo(
     from ark_trainer.demo.agent_data import write_agent_data
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
-    from ark_trainer.runtime.monitor import setup_logging
 
     _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
-    setup_logging(out / "logs")
-    sizes = {k: v for k, v in (("n_train", n_train), ("n_eval", n_eval)) if v is not None}
-    train_path, eval_path = write_agent_data(out / "data", seed=seed, **sizes)
-    log.info("agent demo tasks: %s, %s", train_path, eval_path)
-    base = out / "base_model"
-    if not (base / "config.json").is_file() or overwrite:
-        held_out = read_jsonl(eval_path)
-        build_agent_model(base, read_jsonl(train_path), seed=seed, held_out=held_out, **(model_kwargs or {}))
+    train_path, eval_path, base = _demo_inputs(
+        out,
+        write_agent_data,
+        lambda base, train, eval_path: build_agent_model(
+            base, train, seed=seed, held_out=read_jsonl(eval_path), **(model_kwargs or {})
+        ),
+        seed=seed,
+        overwrite=overwrite,
+        sizes={"n_train": n_train, "n_eval": n_eval},
+    )
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
         flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
