@@ -5,10 +5,13 @@ shared by every strategy. The first available strategy (default RFT+GRPO with th
 run) sets the budget: its training wall time (every stage but the evaluations). Every other strategy gets a
 step count calibrated to that budget: a pilot run of ``--pilot_steps`` steps (no evaluation) measures its
 fixed cost (stages named ``*_sampling``: sampling answers before training) and its seconds per training step;
-the real run gets ``(budget - fixed) / seconds_per_step`` steps (at least the pilot's). Strategies with an RFT
+the real run gets ``(budget - fixed) / seconds_per_step`` steps (at least the pilot's). The pilot runs once per
+strategy, on the first seed, and its per-step and fixed costs serve every seed (they depend on the model's size
+and the preset, not on the seed; ``--pilot_every_seed`` reruns it). Strategies with an RFT
 stage give it 3/8 of the steps, as ``ark-trainer demo --max_train_steps`` does. TRL and transformers have no
 wall-time cap on training, hence the calibration; on a shared machine per-step times are noisy, so the
-wall times in the table are what each run really took, next to the budget.
+wall times in the table are what each run really took, next to the budget. The results files are rewritten
+after each seed, so a stopped run keeps the seeds it finished.
 
 Names ``--strategies`` gives that this install's strategy table does not know are reported as "not
 available" (no run), so the script works before and after a strategy lands.
@@ -50,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pilot_steps", type=int, default=40, help="steps of each calibration run")
     parser.add_argument("--budget_s", type=float, default=None,
                         help="fixed training budget in seconds (default: the first strategy's, per seed)")  # fmt: skip
+    parser.add_argument("--pilot_every_seed", action="store_true",
+                        help="calibrate on every seed (default: once per strategy, on the first seed)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="work folder (default: a temp folder)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="folder for strategies.md/.json")
     parser.add_argument("--render", action="store_true", help="only rebuild the .md from the saved .json")
@@ -103,17 +108,27 @@ def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: 
     return Path(run_train(resolve_config(flags)))
 
 
-def calibrated_steps(common: dict, work: Path, strategy: str, budget: float, pilot: int) -> dict:
-    """Steps that fill ``budget`` seconds, from a pilot run of ``pilot`` steps."""
-    run = _train(common, work / f"pilot_{strategy}", strategy, pilot, evaluate=False)
+def pilot(common: dict, work: Path, strategy: str, steps: int) -> dict:
+    """A pilot run of ``steps`` steps without evaluation: its wall time, fixed cost and seconds per step."""
+    run = _train(common, work / f"pilot_{strategy}", strategy, steps, evaluate=False)
     total, fixed = train_seconds(run)
-    per_step = max(total - fixed, 1e-6) / pilot
-    steps = max(pilot, round((budget - fixed) / per_step))
-    return {"steps": steps, "pilot_seconds": round(total, 1), "fixed_seconds": round(fixed, 1),
-            "seconds_per_step": round(per_step, 4)}  # fmt: skip
+    return {"pilot_steps": steps, "pilot_seconds": round(total, 1), "fixed_seconds": round(fixed, 1),
+            "seconds_per_step": round(max(total - fixed, 1e-6) / steps, 4)}  # fmt: skip
 
 
-def run_seed(seed: int, work: Path, strategies: dict[str, str | None], args: argparse.Namespace) -> dict:
+def calibrated_steps(calib: dict, budget: float) -> int:
+    """Steps that fill ``budget`` seconds at a pilot's fixed cost and seconds per step (at least the pilot's)."""
+    return max(calib["pilot_steps"], round((budget - calib["fixed_seconds"]) / calib["seconds_per_step"]))
+
+
+def run_seed(
+    seed: int,
+    work: Path,
+    strategies: dict[str, str | None],
+    args: argparse.Namespace,
+    pilots: dict[str, dict],
+) -> dict:
+    """One seed's runs; ``pilots`` (strategy → calibration) is filled on first use and reused after."""
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.model import build_base_model
     from ark_trainer.demo.run import demo_config_path
@@ -129,8 +144,10 @@ def run_seed(seed: int, work: Path, strategies: dict[str, str | None], args: arg
             continue
         calib, steps = {}, None  # the first available strategy is the reference: the demo preset's steps
         if budget is not None:
-            calib = calibrated_steps(common, work, name, budget, args.pilot_steps)
-            steps = calib["steps"]
+            if name not in pilots or args.pilot_every_seed:
+                pilots[name] = {**pilot(common, work, name, args.pilot_steps), "pilot_seed": seed}
+            calib = dict(pilots[name])
+            steps = calib["steps"] = calibrated_steps(calib, budget)
         started = time.time()
         run = _train(common, work / name.replace("+", "_"), name, steps)
         seconds, fixed = train_seconds(run)
@@ -187,11 +204,16 @@ def render(data: dict) -> list[str]:
             calib = "reference (sets the budget)"
             if "pilot_seconds" in r:
                 calib = f"{r['pilot_seconds']} / {r['seconds_per_step']} / {r['fixed_seconds']}"
+                if r.get("pilot_seed", s["seed"]) != s["seed"]:
+                    calib += f" (seed {r['pilot_seed']}'s pilot)"
             lines.append(
                 f"| {s['seed']} | {s['budget_seconds']} | {name} | {_pct(m.get('task_accuracy'))} | "
                 f"{_pct(m.get('preference_alignment'))} | {_pct(m.get('compliance_rate'))} | "
                 f"{r['train_seconds']} | {calib} |"
             )
+    unfinished = [x for x in data.get("seeds_asked", []) if x not in {s["seed"] for s in seeds}]
+    if unfinished:
+        lines += ["", f"Seeds asked for but not (yet) finished: {', '.join(map(str, unfinished))}."]
     if missing:
         lines += ["", f"Not available in this install (not in the strategy table): {', '.join(missing)}."]
     if data.get("note"):
@@ -227,11 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: not available (the strategy table of this install does not know it); skipped")
     work = args.out or Path(tempfile.mkdtemp(prefix="strategies_"))
     started = time.time()
-    seeds = [run_seed(seed, work / f"seed{seed}", found, args) for seed in args.seeds]
+    seeds: list[dict] = []
+    pilots: dict[str, dict] = {}
     rule = f"a fixed {args.budget_s} s of training per run" if args.budget_s else BUDGET_RULE
-    data = {"strategies": list(found), "not_available": missing, "n_eval": args.n_eval, "budget_rule": rule,
-            "seeds": seeds, "seconds": round(time.time() - started, 1)}  # fmt: skip
-    write_results(NAME, render(data), data, quick=False, out_dir=results)
+    for seed in args.seeds:  # the results are rewritten after each seed: a stopped run keeps what it finished
+        seeds.append(run_seed(seed, work / f"seed{seed}", found, args, pilots))
+        data = {"strategies": list(found), "not_available": missing, "n_eval": args.n_eval, "budget_rule": rule,
+                "seeds": seeds, "seeds_asked": args.seeds, "seconds": round(time.time() - started, 1)}  # fmt: skip
+        write_results(NAME, render(data), data, quick=False, out_dir=results)
     return 0
 
 

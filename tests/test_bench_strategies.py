@@ -83,3 +83,15 @@ def test_render_rebuilds_the_page_from_the_saved_json(bench, tmp_path):
     page = (tmp_path / "strategies.md").read_text(encoding="utf-8")
     assert page.startswith("# Training strategies") and "Machine: CPU, 2 cores" in page
     assert "Command: `python bench/strategies.py`" in page and "not available in this install" in page
+
+
+def test_one_pilot_calibrates_every_seed_and_unfinished_seeds_are_named(bench):
+    calib = {"pilot_steps": 40, "pilot_seconds": 30.0, "fixed_seconds": 10.0, "seconds_per_step": 0.5}
+    assert bench.calibrated_steps(calib, budget=210.0) == 400  # (210 - 10) / 0.5
+    assert bench.calibrated_steps(calib, budget=20.0) == 40  # never fewer than the pilot's steps
+    data = _data()
+    data["seeds"][1]["runs"]["GRPO"]["pilot_seed"] = 0
+    data["seeds_asked"] = [0, 1, 2]
+    text = "\n".join(bench.render(data))
+    assert "| 1 | 100.0 | GRPO | 50.0 | 60.0 | — | 100.0 | 9.0 / 0.2 / 0.0 (seed 0's pilot) |" in text
+    assert "Seeds asked for but not (yet) finished: 2." in text

@@ -246,3 +246,40 @@ def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, m
     assert main(["deploy", str(tmp_path)]) == 0
     assert main(["deploy", str(tmp_path), "--record", str(tmp_path / "turns.jsonl")]) == 0
     assert calls == [None, str(tmp_path / "turns.jsonl")]
+
+
+def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tmp_path, monkeypatch):
+    """--min_new_turns 30 not reached: no round until --every seconds have passed since the last one, and
+    never without a scored turn; without --every, only the turn count starts one."""
+    (tmp_path / "loop").mkdir()
+    (tmp_path / "loop" / "heldout.jsonl").write_text('{"question": "q", "reference": "a"}\n')
+    started: list[int] = []
+
+    def loop_with(every: float, scored: int) -> Loop:
+        loop = _crashed_loop(tmp_path, None)  # type: ignore[arg-type]
+        loop.s = LoopSettings(min_new_turns=30, every=every)
+        monkeypatch.setattr(loop, "_new_rows", lambda: ([{"reward": 1.0}] * scored, scored))
+        monkeypatch.setattr(loop, "_start_round", lambda rows, total: started.append(len(rows)))
+        return loop
+
+    clock = [1000.0]
+    monkeypatch.setattr("ark_trainer.loop.supervisor.time.time", lambda: clock[0])
+    loop = loop_with(every=60, scored=3)
+    loop.last_round_at = 1000.0
+    clock[0] = 1059.0
+    loop.tick()
+    assert started == []  # 59 s: not yet
+    clock[0] = 1060.0
+    loop.tick()
+    assert started == [3]  # due by the schedule with 3 turns
+    loop = loop_with(every=60, scored=0)
+    loop.last_round_at, clock[0] = 0.0, 5000.0
+    loop.tick()
+    assert started == [3]  # scheduled, but nothing new to train on
+    loop = loop_with(every=0, scored=29)
+    loop.last_round_at, clock[0] = 0.0, 9e9
+    loop.tick()
+    assert started == [3]  # no schedule: 29 < 30 turns
+    loop = loop_with(every=0, scored=30)
+    loop.tick()
+    assert started == [3, 30]
