@@ -119,6 +119,19 @@ def test_defaults_when_only_required_flags():
     assert steps(cfg)[0] == cfg.max_train_steps // 3
 
 
+def test_lora_makes_the_learning_rates_not_set_ten_times_their_defaults(tmp_path):
+    full = train()
+    lora = train("--lora_r", "8", "--grpo_learning_rate", "3e-6")
+    assert lora.rft_learning_rate == pytest.approx(10 * full.rft_learning_rate)
+    assert lora.dpo_learning_rate == pytest.approx(10 * full.dpo_learning_rate)
+    assert lora.grpo_learning_rate == 3e-6  # given: kept as given
+    (tmp_path / "c.yaml").write_text("rft_learning_rate: 1.0e-5\nlora_r: 4\n")
+    from_file = train("--config", str(tmp_path / "c.yaml"))
+    assert from_file.rft_learning_rate == 1e-5  # set in --config: kept
+    assert from_file.kto_learning_rate == pytest.approx(10 * full.kto_learning_rate)
+    assert train("--lora_r", "0").rft_learning_rate == full.rft_learning_rate
+
+
 # --- strategy ---
 
 

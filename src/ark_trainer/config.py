@@ -187,7 +187,9 @@ class TrainConfig:
         "CPU), fp16, bf16, bf16_weights (pure bf16 weights: less memory, less stable) or no",
     )
     gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass (less memory)")
-    lora_r: int = _opt(0, "LoRA rank; 0 trains all weights")
+    lora_r: int = _opt(
+        0, "LoRA rank; 0 trains all weights. With LoRA, each learning rate you do not set is 10× its default"
+    )
     lora_alpha: int | None = _opt(None, "LoRA alpha (default: 2 × --lora_r)")
     lora_dropout: float = _opt(0.05, "LoRA dropout")
     lora_target_modules: str = _opt("all-linear", "LoRA target modules: all-linear or a comma list")
@@ -311,6 +313,7 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     values["config"] = flags.get("config")
     if values.get("resume") and not flags.get("config"):
         values = {**_previous_run(values.get("output_dir")), **values}
+    values.update(lora_learning_rates(values))
     cfg = TrainConfig(**values)
     try:
         validate(cfg)
@@ -319,6 +322,26 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     if bad:
         raise UserError(*bad)
     return cfg
+
+
+LEARNING_RATES = (
+    "rft_learning_rate", "grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"
+)  # fmt: skip
+LORA_LR_SCALE = 10
+
+
+def lora_learning_rates(values: dict[str, Any]) -> dict[str, float]:
+    """With LoRA (``lora_r`` > 0), the learning rates neither a flag nor ``--config`` set: 10× their defaults.
+
+    Full fine-tuning defaults barely move a LoRA adapter; LoRA's best learning rate is about 10× full
+    fine-tuning's (Thinking Machines, "LoRA Without Regret", 2025), and ms-swift defaults to 1e-4 with LoRA
+    against 1e-5 without. The values land in ``run.yaml`` like any other.
+    """
+    lora_r = values.get("lora_r")
+    if not isinstance(lora_r, int) or isinstance(lora_r, bool) or lora_r <= 0:
+        return {}
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    return {name: defaults[name] * LORA_LR_SCALE for name in LEARNING_RATES if name not in values}
 
 
 def _previous_run(output_dir: str | None) -> dict[str, Any]:
