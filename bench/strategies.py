@@ -6,12 +6,14 @@ run) sets the budget: its training wall time (every stage but the evaluations). 
 step count calibrated to that budget: a pilot run of ``--pilot_steps`` steps (no evaluation) measures its
 fixed cost (stages named ``*_sampling``: sampling answers before training) and its seconds per training step;
 the real run gets ``(budget - fixed) / seconds_per_step`` steps (at least the pilot's). The pilot runs once per
-strategy, on the first seed, and its per-step and fixed costs serve every seed (they depend on the model's size
-and the preset, not on the seed; ``--pilot_every_seed`` reruns it). Strategies with an RFT
+strategy, on the first seed (``--pilot_every_seed``: on each); after it, each full run's own fixed cost and
+seconds per step calibrate the next seed's (a short pilot underestimates GRPO with dynamic sampling, whose
+late steps refill more groups). A run whose training time misses the budget by more than 15% is set aside
+(``NAME.off_budget``) and rerun once at the rate it measured. Strategies with an RFT
 stage give it 3/8 of the steps, as ``ark-trainer demo --max_train_steps`` does. TRL and transformers have no
 wall-time cap on training, hence the calibration; on a shared machine per-step times are noisy, so the
 wall times in the table are what each run really took, next to the budget. The results files are rewritten
-after each seed, so a stopped run keeps the seeds it finished.
+after each seed; rerunning with the same ``--out`` reuses every run (and pilot) that finished.
 
 Names ``--strategies`` gives that this install's strategy table does not know are reported as "not
 available" (no run), so the script works before and after a strategy lands.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import RESULTS, machine_line, write_results  # noqa: E402  (bench/ is not a package)
 
+OFF_BUDGET = 0.15  # a run whose training time is further than this from the budget is rerun once
 DEFAULT_STRATEGIES = ("RFT+GRPO", "GRPO", "RFT+DPO", "DPO", "KTO", "RLOO")
 METRICS = ("task_accuracy", "preference_alignment", "compliance_rate")
 NAME = "strategies"
@@ -101,11 +105,22 @@ def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: 
     from ark_trainer.pipeline import run_train
     from ark_trainer.stages.registry import STRATEGIES
 
+    if _finished(out):  # a rerun of the bench with the same --out keeps the runs it finished
+        return out
+    if out.exists():
+        shutil.rmtree(out)
     flags = {**common, "output_dir": str(out), "strategy": strategy, "eval_auto": evaluate}
     if steps is not None:
         flags["max_train_steps"] = steps
         flags["rft_steps"] = max(steps * 3 // 8, 1) if "rft" in STRATEGIES[strategy].stages else 0
     return Path(run_train(resolve_config(flags)))
+
+
+def _finished(run: Path) -> bool:
+    path = run / "events.jsonl"
+    return path.is_file() and any(
+        e["event"] == "run_end" and e.get("status") == "finished" for e in events(run)
+    )
 
 
 def pilot(common: dict, work: Path, strategy: str, steps: int) -> dict:
@@ -121,6 +136,12 @@ def calibrated_steps(calib: dict, budget: float) -> int:
     return max(calib["pilot_steps"], round((budget - calib["fixed_seconds"]) / calib["seconds_per_step"]))
 
 
+def measured_rate(calib: dict, seconds: float, fixed: float, steps: int, source: str) -> dict:
+    """``calib`` with the fixed cost and seconds per step a full run of ``steps`` steps measured."""
+    return {**calib, "fixed_seconds": round(fixed, 1), "rate_from": source,
+            "seconds_per_step": round(max(seconds - fixed, 1e-6) / steps, 4)}  # fmt: skip
+
+
 def run_seed(
     seed: int,
     work: Path,
@@ -128,14 +149,16 @@ def run_seed(
     args: argparse.Namespace,
     pilots: dict[str, dict],
 ) -> dict:
-    """One seed's runs; ``pilots`` (strategy → calibration) is filled on first use and reused after."""
+    """One seed's runs; ``pilots`` (strategy → calibration) is filled on first use and refined by each run."""
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.model import build_base_model
     from ark_trainer.demo.run import demo_config_path
     from ark_trainer.fileio import read_jsonl
 
     train, eval_ = write_demo_data(work / "data", seed=seed, n_eval=args.n_eval)
-    base = build_base_model(work / "base_model", read_jsonl(train), seed=seed, progress=False)
+    base = work / "base_model"
+    if not (base / "config.json").is_file():
+        base = build_base_model(base, read_jsonl(train), seed=seed, progress=False)
     common = {"config": str(demo_config_path()), "model_path": str(base), "data_path": str(train),
               "eval_dataset": str(eval_), "seed": seed}  # fmt: skip
     budget, rows = args.budget_s, {}
@@ -149,13 +172,31 @@ def run_seed(
             calib = dict(pilots[name])
             steps = calib["steps"] = calibrated_steps(calib, budget)
         started = time.time()
-        run = _train(common, work / name.replace("+", "_"), name, steps)
+        folder = work / name.replace("+", "_")
+        run = _train(common, folder, name, steps)
         seconds, fixed = train_seconds(run)
         if budget is None:
             budget = seconds
+        elif steps is not None:
+            pilots[name] = measured_rate(pilots[name], seconds, fixed, steps, f"seed {seed}'s run")
+            if (
+                abs(seconds - budget) > OFF_BUDGET * budget
+            ):  # the pilot's rate was off: rerun once at this one
+                calib = {
+                    **pilots[name],
+                    "off_budget_run": {"steps": steps, "train_seconds": round(seconds, 1)},
+                }
+                steps = calib["steps"] = calibrated_steps(calib, budget)
+                aside = folder.with_name(f"{folder.name}.off_budget")
+                shutil.rmtree(aside, ignore_errors=True)
+                folder.rename(aside)
+                started = time.time()
+                run = _train(common, folder, name, steps)
+                seconds, fixed = train_seconds(run)
+                pilots[name] = measured_rate(pilots[name], seconds, fixed, steps, f"seed {seed}'s run")
         plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
-        rows[asked] = {"strategy": name, "metrics": final_eval(run, name), "train_seconds": round(seconds, 1),
-                       "wall_seconds": round(time.time() - started, 1), "steps": plan.get("stages"), **calib}  # fmt: skip
+        rows[asked] = {**calib, "strategy": name, "metrics": final_eval(run, name), "train_seconds": round(seconds, 1),
+                       "wall_seconds": round(time.time() - started, 1), "steps": plan.get("stages")}  # fmt: skip
     return {"seed": seed, "budget_seconds": round(budget or 0.0, 1), "runs": rows}
 
 
@@ -204,8 +245,13 @@ def render(data: dict) -> list[str]:
             calib = "reference (sets the budget)"
             if "pilot_seconds" in r:
                 calib = f"{r['pilot_seconds']} / {r['seconds_per_step']} / {r['fixed_seconds']}"
-                if r.get("pilot_seed", s["seed"]) != s["seed"]:
+                if r.get("rate_from"):
+                    calib += f" (rate from {r['rate_from']})"
+                elif r.get("pilot_seed", s["seed"]) != s["seed"]:
                     calib += f" (seed {r['pilot_seed']}'s pilot)"
+                if r.get("off_budget_run"):
+                    off = r["off_budget_run"]
+                    calib += f"; rerun: {off['steps']} steps first took {off['train_seconds']} s"
             lines.append(
                 f"| {s['seed']} | {s['budget_seconds']} | {name} | {_pct(m.get('task_accuracy'))} | "
                 f"{_pct(m.get('preference_alignment'))} | {_pct(m.get('compliance_rate'))} | "

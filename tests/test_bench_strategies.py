@@ -95,3 +95,47 @@ def test_one_pilot_calibrates_every_seed_and_unfinished_seeds_are_named(bench):
     text = "\n".join(bench.render(data))
     assert "| 1 | 100.0 | GRPO | 50.0 | 60.0 | — | 100.0 | 9.0 / 0.2 / 0.0 (seed 0's pilot) |" in text
     assert "Seeds asked for but not (yet) finished: 2." in text
+
+
+def test_a_run_off_its_budget_is_rerun_at_its_measured_rate_and_finished_runs_are_reused(
+    bench, tmp_path, monkeypatch
+):
+    """GRPO's pilot says 0.2 s a step, its long run takes 0.3: 500 steps miss the 100 s budget by 50%,
+    so the run is set aside and rerun at 333 steps; the next seed starts from 0.3 s a step."""
+    trained: list[tuple[str, int | None]] = []
+
+    def fake_train(common, out, strategy, steps, evaluate=True):
+        if bench._finished(out):
+            return out
+        trained.append((strategy, steps))
+        stage = "grpo"
+        seconds = 100.0 if steps is None else steps * (0.2 if steps <= 40 else 0.3)
+        out.mkdir(parents=True)
+        lines = [{"event": "stage_end", "stage": stage, "seconds": seconds},
+                 {"event": "run_end", "status": "finished"}]  # fmt: skip
+        (out / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+        (out / "plan.json").write_text(json.dumps({"stages": [{"name": stage, "steps": steps or 450}]}))
+        (out / "eval").mkdir()
+        (out / "eval" / "grpo.json").write_text(json.dumps({"task_accuracy": 0.5, "n": 300}))
+        return out
+
+    monkeypatch.setattr(bench, "_train", fake_train)
+    monkeypatch.setattr("ark_trainer.demo.data.write_demo_data", lambda folder, seed, n_eval: (folder, folder))
+    args = bench.parse_args(["--strategies", "RFT+GRPO", "GRPO"])
+    pilots: dict = {}
+    for seed in (0, 1):
+        (tmp_path / f"s{seed}" / "base_model").mkdir(parents=True)
+        (tmp_path / f"s{seed}" / "base_model" / "config.json").write_text("{}")
+    found = bench.canonical(args.strategies)
+    seed0 = bench.run_seed(0, tmp_path / "s0", found, args, pilots)
+    assert trained == [("RFT+GRPO", None), ("GRPO", 40), ("GRPO", 500), ("GRPO", 333)]
+    row = seed0["runs"]["GRPO"]
+    assert row["train_seconds"] == pytest.approx(99.9) and row["off_budget_run"]["steps"] == 500
+    assert (tmp_path / "s0" / "GRPO.off_budget").is_dir()
+    trained.clear()
+    bench.run_seed(1, tmp_path / "s1", found, args, pilots)
+    assert trained == [("RFT+GRPO", None), ("GRPO", 333)]  # no pilot, no rerun: the measured rate fits
+    trained.clear()
+    again = bench.run_seed(0, tmp_path / "s0", found, args, pilots)  # the same --out: nothing is retrained
+    assert trained == [] and again["runs"]["GRPO"]["train_seconds"] == pytest.approx(99.9)
+    assert "rerun: 500 steps first took 150.0 s" in "\n".join(bench.render({**_data(), "seeds": [seed0]}))
