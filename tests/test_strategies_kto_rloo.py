@@ -48,6 +48,14 @@ def test_thumbs_labels_are_booleans_and_text_labels_keep_their_qc_meaning():
     assert labelled_answers({"label": "辱骂", "candidates": ["a"]}) == []  # a QC label is no thumbs label
 
 
+def test_kto_class_weights_follow_trls_guide():
+    from ark_trainer.stages.kto import class_weights
+
+    assert class_weights(2818, 4670) == (round(4670 / 2818, 4), 1.0)  # the demo: mostly bad answers
+    assert class_weights(100, 100) == class_weights(120, 100) == (1.0, 1.0)  # already within [1, 4/3]
+    assert class_weights(400, 100) == (1.0, 3.0)  # mostly good: 400 / (3 × 100) = 4/3
+
+
 def test_kto_on_thumbs_up_and_down_rows(assets, tmp_path):
     rows = [
         {
@@ -83,6 +91,10 @@ def test_kto_splits_sampled_answers_by_the_threshold(assets, tmp_path):
     assert stats["n_desirable"] > 0 and stats["n_undesirable"] > 0
     examples = read_jsonl(out / "data" / "kto_examples.jsonl")
     assert len(examples) == stats["n_desirable"] + stats["n_undesirable"]
+    weights = event(out, "kto_weights")
+    good, bad = stats["n_desirable"], stats["n_undesirable"]
+    ratio = weights["desirable_weight"] * good / (weights["undesirable_weight"] * bad)
+    assert 1 - 1e-3 <= ratio <= 4 / 3 + 1e-3, (weights, good, bad)
     steps = [e["step"] for e in read_jsonl(out / "events.jsonl") if e["event"] == "metrics" and "loss" in e]
     assert steps == [1, 2, 3]
     assert changed(assets["model"], out / "model")

@@ -4,6 +4,11 @@ The shape thumbs-up/down feedback from an agent's users has: rows with an answer
 (``chosen``/``rejected`` count as one good and one bad answer). Data without them gets the starting model's
 sampled answers, desirable at or above ``--kto_threshold`` (default ``--pass_threshold``), undesirable
 below (``stages/preference.py``). Knobs: ``--kto_beta``, ``--kto_loss_type``, ``--kto_learning_rate``.
+
+The two classes are weighted as TRL's KTO guide asks (``desirable_weight × n_desirable`` over
+``undesirable_weight × n_undesirable`` between 1 and 4/3): a model that mostly fails gives mostly bad
+answers (2818 good against 4670 bad on the demo), and unweighted KTO then pushes every answer's likelihood
+down until its sigmoid saturates and the answers are noise (measured: task accuracy 0% after 439 steps).
 """
 
 from __future__ import annotations
@@ -25,6 +30,16 @@ if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
 
 
+def class_weights(n_desirable: int, n_undesirable: int) -> tuple[float, float]:
+    """(desirable_weight, undesirable_weight) that bring TRL's weighted class ratio into [1, 4/3]."""
+    ratio = n_desirable / max(n_undesirable, 1)
+    if ratio < 1:
+        return round(1 / ratio, 4), 1.0
+    if ratio > 4 / 3:
+        return 1.0, round(ratio * 3 / 4, 4)
+    return 1.0, 1.0
+
+
 def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:
     """Run TRL's KTOTrainer for ``plan.steps`` on ``rows``; returns the saved model folder."""
     from datasets import Dataset
@@ -32,10 +47,15 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
 
     cfg = ctx.cfg
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
+    good = sum(1 for r in rows if r["label"])
+    desirable_weight, undesirable_weight = class_weights(good, len(rows) - good)
+    ctx.monitor.event("kto_weights", desirable_weight=desirable_weight, undesirable_weight=undesirable_weight)
     args = KTOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
         beta=cfg.kto_beta,
         loss_type=cfg.kto_loss_type,
+        desirable_weight=desirable_weight,
+        undesirable_weight=undesirable_weight,
     )
     return train_and_save(
         ctx,
