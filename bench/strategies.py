@@ -272,8 +272,10 @@ def _pct(x: float | None) -> str:
 
 
 BUDGET_RULE = (
-    "the first strategy's training wall time on each seed (the demo preset); each other strategy's steps "
-    "calibrated to it by a pilot run (see the script's docstring)."
+    "the first strategy's training wall time on each seed (the demo preset, evaluations excluded). Each other "
+    "strategy's steps fill it at a measured cost per step: a 40-step pilot on the first seed, then the "
+    "previous seed's full run; a run that missed the budget by more than 15% was rerun once at the rate it "
+    "measured (the calibration column says which)."
 )
 
 
