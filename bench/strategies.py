@@ -136,6 +136,12 @@ def calibrated_steps(calib: dict, budget: float) -> int:
     return max(calib["pilot_steps"], round((budget - calib["fixed_seconds"]) / calib["seconds_per_step"]))
 
 
+def run_steps(run: Path) -> int:
+    """A run's training steps, all stages together (``--max_train_steps`` as the bench passed it)."""
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    return sum(stage["steps"] for stage in plan["stages"])
+
+
 def measured_rate(calib: dict, seconds: float, fixed: float, steps: int, source: str) -> dict:
     """``calib`` with the fixed cost and seconds per step a full run of ``steps`` steps measured."""
     return {**calib, "fixed_seconds": round(fixed, 1), "rate_from": source,
@@ -178,6 +184,7 @@ def run_seed(
         if budget is None:
             budget = seconds
         elif steps is not None:
+            steps = run_steps(run)  # a reused run's own steps, not what this calibration would give
             pilots[name] = measured_rate(pilots[name], seconds, fixed, steps, f"seed {seed}'s run")
             if (
                 abs(seconds - budget) > OFF_BUDGET * budget

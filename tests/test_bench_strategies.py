@@ -136,6 +136,8 @@ def test_a_run_off_its_budget_is_rerun_at_its_measured_rate_and_finished_runs_ar
     bench.run_seed(1, tmp_path / "s1", found, args, pilots)
     assert trained == [("RFT+GRPO", None), ("GRPO", 333)]  # no pilot, no rerun: the measured rate fits
     trained.clear()
-    again = bench.run_seed(0, tmp_path / "s0", found, args, pilots)  # the same --out: nothing is retrained
+    fresh: dict = {}  # a restarted bench with the same --out: nothing is retrained
+    again = bench.run_seed(0, tmp_path / "s0", found, args, fresh)
     assert trained == [] and again["runs"]["GRPO"]["train_seconds"] == pytest.approx(99.9)
+    assert fresh["GRPO"]["seconds_per_step"] == pytest.approx(0.3)  # the reused run's own 333 steps
     assert "rerun: 500 steps first took 150.0 s" in "\n".join(bench.render({**_data(), "seeds": [seed0]}))
