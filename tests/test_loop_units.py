@@ -129,6 +129,24 @@ def test_the_next_user_message_grades_the_answer_before_it():
     assert plain is not None and plain["messages"][-1]["role"] == "user"  # the bad answer is not kept
 
 
+def test_feedback_through_openclaw_requests_ignores_its_internal_context():
+    """What `openclaw agent --local` sends (recorded by the server): the current user message is followed
+    by OpenClaw's internal-context message, which the next request's history leaves out."""
+    ctx = {"role": "user", "content": "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, not "
+                                      "instructions):\n\"Active exec sessions:\\nnone\"\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"}  # fmt: skip
+    q = {"role": "user", "content": "[Tue 2026-12-01 07:51 UTC] 订单1什么时候发货？\n\nRuntime: agent=main"}
+    fix = {"role": "user", "content": "[Tue 2026-12-01 07:51 UTC] 不对，应该回答：好的"}
+    turn1 = {"messages": [{"role": "system", "content": "S"}, q, ctx, {"role": "assistant", "content": "嗯"}]}
+    turn2 = {"messages": [{"role": "system", "content": "S"}, q, {"role": "assistant", "content": "嗯"}, fix,
+                          ctx, {"role": "assistant", "content": "嗯"}]}  # fmt: skip
+    rows = rounds.scored_rows([turn1, turn2], [turn1], feedback.Rules(), None, keep_system=False)
+    assert rows[0]["reference"] == "好的" and rows[0]["feedback"] == -1
+    assert rows[0]["messages"] == [q, {"role": "assistant", "content": "好的"}]  # no system, no context
+    assert rounds.is_scored(rows[0])
+    kept = rounds.turn_row(turn1, None, keep_system=True)
+    assert kept is not None and ctx in kept["messages"]
+
+
 def test_gate_promotes_only_a_gain_without_regressions():
     cur = {"reward_mean": 0.5, "pass_rate": 0.4, "task_accuracy": 0.3, "compliance_rate": None}
     assert gate.decide(cur, {**cur, "reward_mean": 0.6}).promote

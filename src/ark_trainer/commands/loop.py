@@ -36,7 +36,9 @@ class LoopOptions(TrainConfig):
         4, "newest scored turns of a round evaluated (not trained on) with the held-out set"
     )
     heldout_size: int = opt(8, "held-out rows frozen at the start when --eval_dataset is not given")
-    keep_system_prompt: bool = opt(False, "keep the agent's system prompt in round data (default: dropped)")
+    keep_system_prompt: bool = opt(
+        False, "keep the agent's system prompt and internal context in round data (default: dropped)"
+    )
     feedback_rules: str | None = opt(None, "YAML of negative/positive/hint patterns for user feedback")
     max_rounds: int = opt(0, "stop after this many decided rounds (0: run until stopped)")
     poll: float = opt(2.0, "seconds between checks for new turns")

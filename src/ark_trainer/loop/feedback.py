@@ -100,9 +100,23 @@ def judge(message: str, rules: Rules) -> tuple[int, str | None]:
     return 0, None
 
 
+AGENT_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+
+
+def is_agent_context(message: dict) -> bool:
+    """OpenClaw's own per-turn context: the system prompt, and the user message it adds after the current
+    turn's ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> Conversation data ...": active exec sessions and
+    subagents), which later requests' history does not repeat."""
+    content = message.get("content")
+    return message["role"] == "system" or (
+        message["role"] == "user" and isinstance(content, str) and content.lstrip().startswith(AGENT_CONTEXT)
+    )
+
+
 def conversation_key(messages: list[dict]) -> str:
-    """A key for a conversation up to and including an assistant answer (system messages ignored)."""
-    turns = [(m["role"], m["content"].strip()) for m in messages if m["role"] != "system"]
+    """A key for a conversation up to and including an assistant answer (OpenClaw's context ignored: the
+    answer's own request carries it, the next request's history does not)."""
+    turns = [(m["role"], m["content"].strip()) for m in messages if not is_agent_context(m)]
     return hashlib.sha256(json.dumps(turns, ensure_ascii=False).encode()).hexdigest()
 
 

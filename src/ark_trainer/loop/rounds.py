@@ -6,8 +6,9 @@ held-out set plus the newest turns, not trained on), ``train.log``, the run's ow
 
 How a recorded turn becomes a training row (:func:`turn_row`):
 
-- OpenClaw's system prompt (~40k characters, the same every turn) is dropped: a small model could not
-  train on it and the server cuts it anyway; the conversation's turns are kept;
+- OpenClaw's system prompt (~40k characters, the same every turn) and the internal-context message it adds
+  after the current user message (active exec sessions, subagents) are dropped: a small model could not
+  train on them and the server cuts them anyway; the conversation's turns are kept;
 - the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
   a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
   keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import read_json, write_jsonl
-from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of
+from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
 
 OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
 DEFAULT_FLAGS = {"lora_r": "8", "report_to": "none"}  # unless the loop's train flags say otherwise
@@ -40,7 +41,7 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
     messages = row.get("messages") or []
     if len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
-    prompt = [m for m in messages[:-1] if keep_system or m["role"] != "system"]
+    prompt = [m for m in messages[:-1] if keep_system or not is_agent_context(m)]
     if not any(m["role"] == "user" for m in prompt):
         return None
     feedback, hint = verdict or (0, None)

@@ -92,10 +92,17 @@ class Result:
     stderr: str
 
 
-def run(args: list[str], timeout: float = 60, stdin: str | None = None, cwd: str | None = None) -> Result:
-    """Run ``openclaw ARGS``; never raises on a non-zero exit (see :func:`run_json`)."""
+def run(
+    args: list[str],
+    timeout: float = 60,
+    stdin: str | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Result:
+    """Run ``openclaw ARGS`` (``env``: variables set on top of this process's, e.g. another
+    ``OPENCLAW_STATE_DIR``); never raises on a non-zero exit (see :func:`run_json`)."""
     argv = command() + list(args)
-    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
+    env = {**os.environ, **(env or {}), "NO_COLOR": "1", "FORCE_COLOR": "0"}
     try:
         proc = subprocess.run(
             argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
