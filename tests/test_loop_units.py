@@ -10,6 +10,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.deploy.record import Recorder, build_row, read_turns, reply_of
+from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds
 from ark_trainer.loop.state import fresh_state, load_state, save_state
@@ -301,3 +302,28 @@ def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tm
     loop = loop_with(every=0, scored=30)
     loop.tick()
     assert started == [3, 30]
+
+
+def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tmp_path):
+    """A live conversation soon outgrows a small model's window; ``train`` would refuse the round's rows
+    (exit 2, the round lost), so the loop fits them as the server fits a request: the newest turn kept."""
+    from ark_trainer.data.length import check_prompt_lengths
+    from conftest import save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "m", texts=["订单什么时候发货？不对，应该回答：好的"])
+    history = []
+    for i in range(30):
+        history += [{"role": "user", "content": f"订单{i}什么时候发货？" * 3},
+                    {"role": "assistant", "content": "嗯" * 20}]  # fmt: skip
+    last = {"role": "user", "content": "不对，应该回答：好的"}
+    row = {"messages": [*history, last, {"role": "assistant", "content": "好的"}], "reference": "好的"}
+    short = {"messages": [last, {"role": "assistant", "content": "好的"}], "reference": "好的"}
+    rows, fitted = rounds.fit_rows([row, short], model, reply_tokens=16)
+    assert fitted == 1 and rows[1] == short
+    assert rows[0]["messages"][-2:] == [last, {"role": "assistant", "content": "好的"}]
+    assert 0 < len(rows[0]["messages"]) < len(row["messages"])
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    check_prompt_lengths(str(model), 16, [(tmp_path / "data.jsonl", load_jsonl(tmp_path / "data.jsonl"))])
+    write_jsonl(tmp_path / "raw.jsonl", [row])
+    with pytest.raises(UserError):  # unfitted, train refuses it
+        check_prompt_lengths(str(model), 16, [(tmp_path / "raw.jsonl", load_jsonl(tmp_path / "raw.jsonl"))])

@@ -86,6 +86,35 @@ def is_scored(row: dict) -> bool:
     return row.get("live_reward") is not None or bool(row.get("feedback"))
 
 
+def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dict], int]:
+    """``rows`` with each prompt fitted into ``model``'s window minus ``reply_tokens`` the way the server fits
+    a request (:mod:`ark_trainer.deploy.fit`: the current turn first, then older turns while they fit), and
+    how many were fitted. A live conversation outgrows a small window within a few turns; ``train`` refuses
+    such rows (it never cuts a user's data), and the served model only ever saw the fitted prompt anyway."""
+    from ark_trainer.data.length import model_positions
+    from ark_trainer.deploy.fit import PromptFitter
+    from ark_trainer.stages.common import load_tokenizer, render_prompt
+
+    tok = load_tokenizer(str(model), False)
+    positions, _ = model_positions(model, tok)
+    if positions is None or positions <= reply_tokens or not rows:
+        return rows, 0
+    fitter = PromptFitter(
+        lambda messages, tools=None: render_prompt(tok, messages),
+        lambda text: tok(text, add_special_tokens=False)["input_ids"],
+        positions - reply_tokens,
+        log=lambda _: None,
+    )
+    out, fitted = [], 0
+    for row in rows:
+        messages = row["messages"]
+        answer = messages[-1:] if messages[-1]["role"] == "assistant" else []
+        prompt, _ = fitter(messages[: len(messages) - len(answer)], None)
+        fitted += fitter.last is not None
+        out.append({**row, "messages": prompt + answer})
+    return out, fitted
+
+
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_jsonl(folder / "data.jsonl", train_rows)

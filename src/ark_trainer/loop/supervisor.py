@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
@@ -182,13 +183,19 @@ class Loop:
         folder = self.dir / "rounds" / str(n)
         if folder.exists():  # an earlier attempt that died half-way: kept aside, started again
             folder.rename(folder.with_name(f"{n}.interrupted-{int(time.time())}"))
+        model = model_of(self.dir, self.state, self.state["serving"])
+        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
+        scored, fitted = rounds.fit_rows(scored, model, reply)
+        if fitted:
+            self.log(
+                f"loop: {fitted} of {len(scored)} turns fitted into the model's window (as the server fits them)"
+            )
         k = min(self.s.eval_newest, max(0, len(scored) - 1))
         train_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
         heldout = load_jsonl(self.dir / "heldout.jsonl", "heldout")
         eval_text = (self.dir / "heldout.jsonl").read_text(encoding="utf-8")
         rounds.write_round(folder, train_rows, [])
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
-        model = model_of(self.dir, self.state, self.state["serving"])
         argv = rounds.train_argv(folder, model, self.flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started_at": now(), "turns_to": total,
