@@ -1,29 +1,32 @@
 """The live loop end to end with the real OpenClaw CLI: serve, record, feedback, a round promoted, a round
 refused, rollback.
 
-A tiny random model is served by ``ark-trainer loop`` (a subprocess, as a user runs it). A scripted user
-talks to it: real ``openclaw agent --local`` turns through OpenClaw's config (provider ``ark``), plus
-turns sent straight to the loop's server in OpenClaw's request shape (the same server, route and
-recording; far cheaper than an agent turn on 2 CPU cores). Every user message after the first corrects
-the answer before it with a hint ("不对，应该回答：好的，已为您处理。"), so round 1 learns the hinted answer,
-which is the held-out set's reference: round 1 is promoted and the next agent turn is answered by it.
-Then the user's hints teach a wrong answer: round 2 is worse on the held-out set and is refused, round 1
-keeps serving. ``loop --rollback 0`` serves the starting model again.
+A tiny random model is served by ``ark-trainer loop`` (a subprocess, as a user runs it). Scripted users
+talk to it through ``openclaw agent --local`` (OpenClaw's config, provider ``ark``), two sessions at a
+time: each session asks a question, then corrects every answer with a hint ("不对，应该回答：好的。"), so
+round 1 learns the hinted answer, which is the held-out set's reference: round 1 is promoted and the next
+agent turn is answered by it. Then the users' hints teach a wrong answer: round 2 is worse on the held-out
+set and is refused, round 1 keeps serving. ``loop --rollback 0`` serves the starting model again. 33 agent
+turns in all. The second test (a supervisor killed mid-round) sends its turns straight to the loop's
+server in OpenClaw's request shape (same route and recording; far cheaper than an agent turn, ~10 s of
+CPU each here).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from ark_trainer.fileio import read_json, write_jsonl
+from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from conftest import run_cli, save_tiny_qwen
 
 GOOD = "好的"
@@ -31,9 +34,11 @@ BAD = "错错"
 QUESTIONS = [f"订单{i}什么时候发货？" for i in range(40)]
 
 
-def _start_loop(tmp_path: Path, model: Path, heldout: Path, *extra: str) -> subprocess.Popen:
+def _start_loop(tmp_path: Path, model: Path, heldout: Path | None, *extra: str) -> subprocess.Popen:
+    """The loop as a user starts it; without ``heldout`` it freezes its first scored turns as held-out."""
+    held = ["--eval_dataset", str(heldout)] if heldout else []
     argv = [sys.executable, "-m", "ark_trainer", "loop", "--output_dir", str(tmp_path / "loop"),
-            "--model_path", str(model), "--eval_dataset", str(heldout), "--min_new_turns", "8",
+            "--model_path", str(model), *held, "--min_new_turns", "8",
             "--eval_newest", "2", "--poll", "0.5", "--max_rounds", "2",
             "--strategy", "RFT+GRPO", "--max_train_steps", "42", "--rft_steps", "40", "--batch_size", "4",
             "--num_generations", "2", "--rft_num_samples", "2", "--max_completion_length", "16", "--lora_r", "0",
@@ -87,11 +92,41 @@ def _conversation(record: dict, hint: str, turns: int, start: int) -> None:
     _chat(record, messages)  # carries the feedback on the last answer
 
 
-def _agent(openclaw, session: str, message: str) -> dict:
-    return openclaw.run_json(
+def _agent(openclaw, session: str, message: str, state_dir: Path | None = None) -> dict:
+    env = {"OPENCLAW_STATE_DIR": str(state_dir)} if state_dir else None
+    out = openclaw.run_json(
         ["agent", "--local", "--json", "--timeout", "200", "--session-id", session, "--message", message],
         timeout=260,
+        env=env,
     )
+    assert out["meta"]["executionTrace"]["winnerProvider"] == "ark", out["meta"]
+    return out
+
+
+def _second_openclaw(tmp_path: Path) -> Path:
+    """A second OpenClaw state folder with the loop's config: two users' agents on the same model server
+    (one OpenClaw state serves one ``agent --local`` at a time: "failed to acquire gateway state
+    ownership")."""
+    state = tmp_path / "openclaw-2"
+    state.mkdir(exist_ok=True)
+    shutil.copyfile(Path(os.environ["OPENCLAW_STATE_DIR"]) / "openclaw.json", state / "openclaw.json")
+    return state
+
+
+def _agent_users(openclaw, tmp_path: Path, sessions: dict[str, str], hint: str, turns: int) -> int:
+    """Scripted users through ``openclaw agent --local``, two at a time (each with its own OpenClaw
+    state): in each session a question, then ``turns - 1`` corrections with ``hint``; the turns sent."""
+    states = [None, _second_openclaw(tmp_path)]
+    items = list(sessions.items())
+
+    def user(k: int) -> int:  # the sessions of one OpenClaw state, one after the other
+        for session, question in items[k::2]:
+            for i in range(turns):
+                _agent(openclaw, session, question if i == 0 else f"不对，应该回答：{hint}", states[k])
+        return turns * len(items[k::2])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return sum(pool.map(user, range(2)))
 
 
 @pytest.mark.slow
@@ -104,20 +139,17 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
         num_attention_heads=4,
         num_key_value_heads=2,
     )
-    heldout = tmp_path / "heldout.jsonl"
-    write_jsonl(heldout, [{"question": q, "reference": GOOD} for q in QUESTIONS[30:34]])
     loop = tmp_path / "loop"
-    proc = _start_loop(tmp_path, model, heldout)
+    # The held-out set is the first 4 scored agent turns, frozen before round 1: questions in OpenClaw's
+    # own shape (date, runtime line, conversation so far), like the turns the rounds train on.
+    proc = _start_loop(tmp_path, model, None, "--heldout_size", "4", "--min_new_turns", "6")
     log = tmp_path / "loop.log"
     try:
         record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
         server_log = Path(record["log"])
-        # 1. real agent turns through OpenClaw, then the scripted corrections
-        first = _agent(openclaw, "loop-1", QUESTIONS[0])
-        assert first["meta"]["executionTrace"]["winnerProvider"] == "ark"
-        _agent(openclaw, "loop-1", f"不对，应该回答：{GOOD}")
-        for c in range(3):
-            _conversation(record, GOOD, 3, start=1 + c * 3)
+        # 1. scripted users talk to the agent; their hints teach the held-out answer
+        sent = _agent_users(openclaw, tmp_path, {f"good-{i}": QUESTIONS[i] for i in range(6)}, GOOD, turns=3)
+        assert len(read_jsonl(loop / "heldout.jsonl")) == 4
         state = _wait(lambda: (s := read_json(loop / "state.json"))["history"] and s, 900, "round 1", log)
         decision = read_json(loop / "rounds" / "1" / "decision.json")
         assert decision["promoted"], decision
@@ -127,8 +159,8 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
         assert "[ark serve] serving round-1 (reloaded)" in server_log.read_text()
         # 2. the next agent turn is answered by round 1
         n_before = server_log.read_text().count("answered by round-1")
-        after = _agent(openclaw, "loop-2", QUESTIONS[20])
-        assert after["meta"]["executionTrace"]["winnerProvider"] == "ark"
+        _agent(openclaw, "after-1", QUESTIONS[20])
+        sent += 1
         assert server_log.read_text().count("answered by round-1") == n_before + 1
         status = run_cli("status", str(loop), cwd=tmp_path)
         assert (
@@ -137,9 +169,10 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
             and "round 1: promoted" in status.stdout
         )
         # 3. a round taught the wrong answer is refused; round 1 keeps serving
-        record = _deployment(loop)
-        for c in range(3):
-            _conversation(record, BAD, 3, start=10 + c * 3)
+        sent += _agent_users(
+            openclaw, tmp_path, {f"bad-{i}": QUESTIONS[10 + i] for i in range(4)}, BAD, turns=3
+        )
+        assert sent >= 30
         state = _wait(
             lambda: len((s := read_json(loop / "state.json"))["history"]) == 2 and s, 900, "round 2", log
         )

@@ -96,6 +96,8 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
     from ark_trainer.stages.common import load_tokenizer, render_prompt
 
     tok = load_tokenizer(str(model), False)
+    # measuring long prompts is the point: silence transformers' "longer than the maximum" warning
+    getattr(tok, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = True
     positions, _ = model_positions(model, tok)
     if positions is None or positions <= reply_tokens or not rows:
         return rows, 0

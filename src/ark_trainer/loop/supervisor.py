@@ -166,7 +166,7 @@ class Loop:
         scored, total = self._new_rows()
         if not (self.dir / "heldout.jsonl").is_file():
             if len(scored) >= self.s.heldout_size:
-                write_jsonl(self.dir / "heldout.jsonl", scored[: self.s.heldout_size])
+                write_jsonl(self.dir / "heldout.jsonl", self._fit(scored[: self.s.heldout_size]))
                 self.state["turns_used"] = total
                 self.save()
                 self._build_reward()
@@ -176,6 +176,17 @@ class Loop:
         if due or scheduled:
             self._start_round(scored, total)
 
+    def _fit(self, rows: list[dict]) -> list[dict]:
+        """Turns fitted into the served model's window, as the server fits requests (:func:`rounds.fit_rows`)."""
+        model = model_of(self.dir, self.state, self.state["serving"])
+        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
+        rows, fitted = rounds.fit_rows(rows, model, reply)
+        if fitted:
+            self.log(
+                f"loop: {fitted} of {len(rows)} turns fitted into the model's window (as the server fits them)"
+            )
+        return rows
+
     def _start_round(self, scored: list[dict], total: int) -> None:
         from ark_trainer.data.loader import load_jsonl
 
@@ -184,12 +195,7 @@ class Loop:
         if folder.exists():  # an earlier attempt that died half-way: kept aside, started again
             folder.rename(folder.with_name(f"{n}.interrupted-{int(time.time())}"))
         model = model_of(self.dir, self.state, self.state["serving"])
-        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
-        scored, fitted = rounds.fit_rows(scored, model, reply)
-        if fitted:
-            self.log(
-                f"loop: {fitted} of {len(scored)} turns fitted into the model's window (as the server fits them)"
-            )
+        scored = self._fit(scored)
         k = min(self.s.eval_newest, max(0, len(scored) - 1))
         train_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
         heldout = load_jsonl(self.dir / "heldout.jsonl", "heldout")
