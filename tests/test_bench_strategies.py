@@ -120,7 +120,9 @@ def test_a_run_off_its_budget_is_rerun_at_its_measured_rate_and_finished_runs_ar
         return out
 
     monkeypatch.setattr(bench, "_train", fake_train)
-    monkeypatch.setattr("ark_trainer.demo.data.write_demo_data", lambda folder, seed, n_eval: (folder, folder))
+    monkeypatch.setattr(
+        "ark_trainer.demo.data.write_demo_data", lambda folder, seed, n_eval: (folder, folder)
+    )
     args = bench.parse_args(["--strategies", "RFT+GRPO", "GRPO"])
     pilots: dict = {}
     for seed in (0, 1):
