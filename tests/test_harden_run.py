@@ -66,10 +66,22 @@ def train_flags(a: dict, out: Path, steps: int = 4, **extra) -> list[str]:
     return [x for k, v in flags.items() for x in (f"--{k}", str(v))]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A suite started in the background (``cmd &`` in a script, nohup) inherits SIGINT ignored, and so
+    would the run; the test is about a user's Ctrl-C, so the run gets SIGINT's default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child(args: list[str], fault: str = "", stage: str = "", **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.update(ARK_FAULT=fault, ARK_FAULT_STAGE=stage, OMP_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "ark_trainer", *args], env=env, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ark_trainer", *args],
+        env=env,
+        text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+        **kw,
+    )
 
 
 def tree(folder: Path) -> dict[str, int]:
