@@ -340,8 +340,7 @@ def lora_learning_rates(values: dict[str, Any]) -> dict[str, float]:
     lora_r = values.get("lora_r")
     if not isinstance(lora_r, int) or isinstance(lora_r, bool) or lora_r <= 0:
         return {}
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    return {name: float(defaults[name]) * LORA_LR_SCALE for name in LEARNING_RATES if name not in values}  # type: ignore[arg-type]
+    return {name: getattr(TrainConfig, name) * LORA_LR_SCALE for name in LEARNING_RATES if name not in values}
 
 
 def _previous_run(output_dir: str | None) -> dict[str, Any]:

@@ -166,7 +166,8 @@ class Loop:
         scored, total = self._new_rows()
         if not (self.dir / "heldout.jsonl").is_file():
             if len(scored) >= self.s.heldout_size:
-                write_jsonl(self.dir / "heldout.jsonl", self._fit(scored[: self.s.heldout_size]))
+                serving = model_of(self.dir, self.state, self.state["serving"])
+                write_jsonl(self.dir / "heldout.jsonl", self._fit(scored[: self.s.heldout_size], serving))
                 self.state["turns_used"] = total
                 self.save()
                 self._build_reward()
@@ -176,9 +177,8 @@ class Loop:
         if due or scheduled:
             self._start_round(scored, total)
 
-    def _fit(self, rows: list[dict]) -> list[dict]:
-        """Turns fitted into the served model's window, as the server fits requests (:func:`rounds.fit_rows`)."""
-        model = model_of(self.dir, self.state, self.state["serving"])
+    def _fit(self, rows: list[dict], model: Path) -> list[dict]:
+        """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
         reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
@@ -195,7 +195,7 @@ class Loop:
         if folder.exists():  # an earlier attempt that died half-way: kept aside, started again
             folder.rename(folder.with_name(f"{n}.interrupted-{int(time.time())}"))
         model = model_of(self.dir, self.state, self.state["serving"])
-        scored = self._fit(scored)
+        scored = self._fit(scored, model)
         k = min(self.s.eval_newest, max(0, len(scored) - 1))
         train_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
         heldout = load_jsonl(self.dir / "heldout.jsonl", "heldout")
