@@ -41,9 +41,10 @@ def group_stats(verdicts: list[list[float]], totals: list[list[float]], greedy: 
 
 def measure(model_path: str, rows: list[dict], n: int, temperature: float, max_new: int, seed: int) -> dict:
     from ark_trainer.generation import generate
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.models.loading import load_policy
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.scoring import score_completions
-    from ark_trainer.stages.common import Runtime, load_policy
 
     rt = Runtime("cpu", False, False, [])
     reward = build_reward({}, rows, "cpu", guarded=False)

@@ -31,7 +31,7 @@ def count_tokens(tok, samples: list[list[str]]) -> int:
 def naive(model, tok, prompts: list, n: int, max_new_tokens: int) -> list[list[str]]:
     import torch
 
-    from ark_trainer.stages.common import render_prompt
+    from ark_trainer.models.prompts import render_prompt
 
     out = []
     for p in prompts:
@@ -73,7 +73,7 @@ def main() -> int:
 
     from ark_trainer.fileio import read_jsonl
     from ark_trainer.generation import GEN_SEQUENCES, generate
-    from ark_trainer.stages.common import load_tokenizer
+    from ark_trainer.models.loading import load_tokenizer
 
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
     runs = []

@@ -80,8 +80,8 @@ def tool_model(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_greedy_eval_runs_the_tools_and_scores_the_episodes(tool_model, tmp_path):
     from ark_trainer.evaluate import evaluate_model
+    from ark_trainer.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.stages.common import Runtime
 
     rows = [{"prompt": prompt(20 + i, o), "order_id": o} for i, o in enumerate(IDS)]
     spec = tmp_path / "graders.yaml"

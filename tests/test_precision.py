@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from ark_trainer.config import TrainConfig, validate
-from ark_trainer.stages.common import resolve_runtime, trainer_kwargs
+from ark_trainer.models.device import resolve_runtime
+from ark_trainer.stages.common import trainer_kwargs
 from test_resume import assets, flags  # noqa: F401 - the module fixture is reused
 
 

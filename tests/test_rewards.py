@@ -600,7 +600,7 @@ def test_reward_model_scores_in_unit_interval(tmp_path, num_labels):
 
 
 def test_check_model_dir_refuses_pickle_only(tmp_path):
-    from ark_trainer.rewards.reward_model import check_model_dir
+    from ark_trainer.models.loading import check_model_dir
 
     folder = tmp_path / "rm"
     folder.mkdir()
@@ -613,7 +613,7 @@ def test_check_model_dir_refuses_pickle_only(tmp_path):
 
 
 def test_check_model_dir_missing_and_no_config(tmp_path):
-    from ark_trainer.rewards.reward_model import check_model_dir
+    from ark_trainer.models.loading import check_model_dir
 
     with pytest.raises(UserError, match="no such folder"):
         check_model_dir(str(tmp_path / "nope"), "--rm_model_path")

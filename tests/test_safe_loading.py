@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from ark_trainer.config import resolve_config
+from ark_trainer.models.device import resolve_runtime
+from ark_trainer.models.loading import model_init_kwargs
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.runtime.resume import MARKER, Progress, latest_complete
-from ark_trainer.stages.common import model_init_kwargs, resolve_runtime
 
 
 def _cfg(tmp_path, **extra):

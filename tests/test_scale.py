@@ -177,7 +177,7 @@ def test_rft_sampling_is_one_generate_call_per_batch_and_keeps_prompt_order(tmp_
     from transformers import AutoModelForCausalLM
 
     from ark_trainer.generation import generate
-    from ark_trainer.stages.common import load_tokenizer
+    from ark_trainer.models.loading import load_tokenizer
 
     path = save_tiny_qwen(tmp_path / "m")
     model, tok = AutoModelForCausalLM.from_pretrained(str(path)).eval(), load_tokenizer(path)
@@ -254,8 +254,8 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
 def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_asked():
     import torch
 
+    from ark_trainer.models.device import Runtime
     from ark_trainer.scale import trainer_model_kwargs
-    from ark_trainer.stages.common import Runtime
 
     class C:
         load_in_4bit = False

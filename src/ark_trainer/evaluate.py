@@ -19,10 +19,11 @@ from typing import Any
 
 from ark_trainer.fileio import write_json
 from ark_trainer.generation import generate
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.loading import load_policy
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.rewards.registry import get_reward
 from ark_trainer.scoring import score_completions
-from ark_trainer.stages.common import Runtime, load_policy
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")
 COMPLIANCE_GRADER = "qc_compliance"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ark_trainer.stages.common import render_prompt
+from ark_trainer.models.prompts import render_prompt
 
 GEN_SEQUENCES = 128  # sequences per generate call while sampling (prompts × samples)
 
@@ -85,7 +85,7 @@ def sample_prompts(
 
     Returns (samples per prompt, tokenizer); the model is freed before returning.
     """
-    from ark_trainer.stages.common import load_policy, load_tokenizer
+    from ark_trainer.models.loading import load_policy, load_tokenizer
 
     if cfg.use_vllm:
         from ark_trainer.vllm_rollouts import vllm_sample

@@ -76,7 +76,7 @@ def collect(checks: list[Callable[[], Any]]) -> tuple[list[Any], list[str]]:
 
 
 def model_checks(model_path: str | None, trust_remote_code: bool) -> list[Callable[[], Any]]:
-    from ark_trainer.stages.common import check_policy_dir
+    from ark_trainer.models.loading import check_policy_dir
 
     if not model_path:
         return []

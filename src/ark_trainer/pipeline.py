@@ -21,12 +21,12 @@ from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
+from ark_trainer.models.device import Runtime
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
-from ark_trainer.stages.common import Runtime
 from ark_trainer.stages.registry import StageContext, get_stage
 
 log = logging.getLogger("ark_trainer")
@@ -53,10 +53,10 @@ class Prepared:
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
     from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.models.device import resolve_runtime
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
     from ark_trainer.runtime.runlock import check_free
-    from ark_trainer.stages.common import resolve_runtime
 
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path

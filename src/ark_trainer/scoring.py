@@ -28,13 +28,14 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import sample_prompts
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
 from ark_trainer.rewards.graders import failures
 from ark_trainer.rewards.registry import SCORE_LIMIT
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.runtime.guards import Skips, unguarded
 from ark_trainer.runtime.monitor import Monitor
-from ark_trainer.stages.common import Runtime, is_conversational, model_prompt
 
 log = logging.getLogger("ark_trainer")
 

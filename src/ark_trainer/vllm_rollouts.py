@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 
-from ark_trainer.stages.common import render_prompt
+from ark_trainer.models.prompts import render_prompt
 
 
 def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> list[list[str]]:

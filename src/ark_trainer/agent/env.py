@@ -353,7 +353,7 @@ def env_for(cfg: Any) -> tuple[type[ToolEnv], Limits] | None:
 
 def check_agent(cfg: Any) -> None:
     """``train --env``: the environment loads and the model's chat template can show tools (before any write)."""
-    from ark_trainer.stages.common import load_tokenizer
+    from ark_trainer.models.loading import load_tokenizer
 
     load_env(cfg.env)
     try:

@@ -30,8 +30,8 @@ SELECTED = "rft_selected.jsonl"
 
 def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
     """Sample, score and select episodes; returns the selected ``{messages, tools}`` (also written)."""
+    from ark_trainer.models.loading import load_policy
     from ark_trainer.scale import generation_batch
-    from ark_trainer.stages.common import load_policy
 
     cfg, rows = ctx.cfg, ctx.train
     env_cls, limits = env

@@ -93,7 +93,8 @@ def _device(want: str) -> str:
 
 def _generate(args: ScoreOptions, rows: list[dict], device: str) -> list[list[str]]:
     from ark_trainer.generation import generate
-    from ark_trainer.stages.common import Runtime, check_policy_dir, load_policy
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.models.loading import check_policy_dir, load_policy
 
     assert args.model_path is not None  # only called with --model_path
     check_policy_dir(args.model_path)

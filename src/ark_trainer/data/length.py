@@ -43,7 +43,7 @@ def check_prompt_lengths(
     trust_remote_code=False,
 ) -> None:
     """Raise :class:`UserError` listing every prompt of ``sources`` (path, rows) that overflows the window."""
-    from ark_trainer.stages.common import load_tokenizer
+    from ark_trainer.models.loading import load_tokenizer
 
     try:
         tok = load_tokenizer(model_path, trust_remote_code)
@@ -75,7 +75,7 @@ def check_prompt_lengths(
 
 def prompt_token_counts(tokenizer, rows: list[dict], window: int) -> list[tuple[int, bool]]:
     """(tokens, exact) per row; a count is a lower bound (exact False) once it is past ``window``."""
-    from ark_trainer.stages.common import render_prompt
+    from ark_trainer.models.prompts import render_prompt
 
     # Counting a long prompt is the point here, not a mistake: silence transformers' "longer than" warning.
     getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = (

@@ -93,7 +93,8 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
     such rows (it never cuts a user's data), and the served model only ever saw the fitted prompt anyway."""
     from ark_trainer.data.length import model_positions
     from ark_trainer.deploy.fit import PromptFitter
-    from ark_trainer.stages.common import load_tokenizer, render_prompt
+    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.models.prompts import render_prompt
 
     tok = load_tokenizer(str(model), False)
     # measuring long prompts is the point: silence transformers' "longer than the maximum" warning

@@ -12,24 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.models.loading import check_model_dir
 from ark_trainer.rewards.registry import completion_text
-
-
-def check_model_dir(path: str, flag: str) -> Path:
-    """A local HF checkpoint with safetensors weights, or a one-line UserError saying what is wrong."""
-    p = Path(path)
-    if not p.is_dir():
-        raise UserError(
-            f"{flag}: no such folder {path!r}; give a local Hugging Face checkpoint (no hub downloads)"
-        )
-    if not (p / "config.json").is_file():
-        raise UserError(f"{flag}: {path!r} has no config.json; it is not a Hugging Face model folder")
-    if not any(p.glob("*.safetensors")):
-        raise UserError(
-            f"{flag}: {path!r} has no .safetensors weights (pickle .bin files are refused); "
-            "convert with model.save_pretrained(dir, safe_serialization=True)"
-        )
-    return p
 
 
 def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:

@@ -181,7 +181,7 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
 
 def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
-    from ark_trainer.stages.common import check_policy_dir, load_tokenizer
+    from ark_trainer.models.loading import check_policy_dir, load_tokenizer
 
     args.check()
     check_policy_dir(args.model_path)

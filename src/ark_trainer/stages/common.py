@@ -1,128 +1,18 @@
-"""What the training stages share: device choice, model loading, prompt rendering, trainer settings.
-
-Device policy (documented in docs/getting-started.md): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
-without a GPU is not an error; the run falls back to CPU in fp32 and says so in one warning line, so the
-reference templates run as written on any machine.
+"""What the training stages share: trainer settings, callbacks, the final save, and the one helper every
+stage trains through. Model loading, device and prompts live below, in ``ark_trainer.models``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.config import TrainConfig
-from ark_trainer.errors import UserError
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.loading import model_init_kwargs
 
 log = logging.getLogger("ark_trainer")
-
-
-@dataclass
-class Runtime:
-    """Where and how the run computes."""
-
-    device: str  # "cpu" or "cuda:N"
-    fp16: bool
-    bf16: bool
-    warnings: list[str]
-    trust_remote_code: bool = False  # --trust_remote_code: off unless the user turns it on
-    bf16_weights: bool = False  # --mixed_precision bf16_weights: train in bf16 weights, no fp32 master copy
-
-    @property
-    def precision(self) -> str:
-        """e.g. ``bf16 autocast, fp32 weights`` (see ``scale.precision_name``)."""
-        from ark_trainer.scale import precision_name
-
-        return precision_name(self.fp16, self.bf16, self.bf16_weights)
-
-    @property
-    def use_cpu(self) -> bool:
-        return self.device == "cpu"
-
-    @property
-    def dtype(self):
-        import torch
-
-        return torch.float16 if self.fp16 else torch.bfloat16 if self.bf16 else torch.float32
-
-
-def resolve_runtime(cfg: TrainConfig) -> Runtime:
-    from ark_trainer.runtime.system import resolve_device
-
-    warnings: list[str] = []
-    device = resolve_device(cfg.device, fallback=warnings.append)
-    fp16, bf16 = cfg.fp16, cfg.bf16
-    if device == "cpu" and (fp16 or bf16):
-        flag = "--fp16" if fp16 else "--bf16"
-        warnings.append(f"{flag} True: half precision needs a GPU; training in fp32 on CPU instead")
-        fp16 = bf16 = False
-    if cfg.trust_remote_code:
-        warnings.append("--trust_remote_code True: the model folder's own Python code will run")
-    from ark_trainer.scale import auto_precision, check_hardware  # issue 7: precision, QLoRA, vLLM
-
-    check_hardware(cfg, device)
-    fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)
-    return Runtime(
-        device=device,
-        fp16=fp16,
-        bf16=bf16,
-        warnings=warnings,
-        trust_remote_code=cfg.trust_remote_code,
-        bf16_weights=bf16 and cfg.mixed_precision == "bf16_weights",
-    )
-
-
-def model_init_kwargs(rt: Runtime) -> dict[str, Any]:
-    """How every causal LM is loaded: safetensors only, no remote code unless --trust_remote_code."""
-    return {"dtype": rt.dtype, "use_safetensors": True, "trust_remote_code": rt.trust_remote_code}
-
-
-def check_policy_dir(path: str, flag: str = "--model_path") -> Path:
-    from ark_trainer.rewards.reward_model import check_model_dir
-
-    p = check_model_dir(path, flag)
-    if not any((p / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        raise UserError(f"{flag}: {path!r} has no tokenizer files; save the tokenizer next to the model")
-    return p
-
-
-def load_tokenizer(path: str | Path, trust_remote_code: bool = False):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
-
-
-def load_policy(path: str | Path, rt: Runtime):
-    """(model, tokenizer) for generation, in eval mode on the run's device."""
-    from transformers import AutoModelForCausalLM
-
-    tok = load_tokenizer(path, rt.trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt))
-    model = model.to(rt.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides the bound self
-    model.eval()
-    return model, tok
-
-
-def is_conversational(tokenizer) -> bool:
-    return bool(getattr(tokenizer, "chat_template", None))
-
-
-def model_prompt(messages: list[dict[str, str]], conversational: bool) -> Any:
-    """The prompt as TRL should see it: the chat list, or plain text for a model without a chat template."""
-    if conversational:
-        return messages
-    return "\n".join(m["content"] for m in messages) + "\n"
-
-
-def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
-    """The exact text the model is conditioned on (chat template with the generation prompt)."""
-    if is_conversational(tokenizer):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return model_prompt(messages, False)
 
 
 def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:

@@ -14,12 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.config import dpo_losses
-from ark_trainer.stages.common import (
-    load_tokenizer,
-    no_checkpointing,
-    train_and_save,
-    trainer_kwargs,
-)
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 

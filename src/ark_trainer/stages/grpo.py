@@ -13,20 +13,15 @@ from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.rewards.composite import CompositeReward, reward_columns
 from ark_trainer.runtime.distributed import check_replicas
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import (
-    Runtime,
-    is_conversational,
-    load_tokenizer,
-    model_prompt,
-    save_final,
-    stage_callbacks,
-    trainer_kwargs,
-)
+from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 

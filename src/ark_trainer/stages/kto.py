@@ -17,12 +17,8 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.stages.common import (
-    load_tokenizer,
-    no_checkpointing,
-    train_and_save,
-    trainer_kwargs,
-)
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import ANSWER_COLUMNS, sample_and_score
-from ark_trainer.stages.common import is_conversational, load_tokenizer, model_prompt
 from ark_trainer.stages.registry import StageContext
 
 log = logging.getLogger("ark_trainer")

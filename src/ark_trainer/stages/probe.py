@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.generation import GEN_SEQUENCES, generate
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.scoring import score_completions
-from ark_trainer.stages.common import Runtime, load_policy
 from ark_trainer.stages.registry import AUTO_CHOICES
 
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ark_trainer.config import TrainConfig
+    from ark_trainer.models.device import Runtime
     from ark_trainer.plan import PlanStage
     from ark_trainer.rewards.composite import CompositeReward
     from ark_trainer.runtime.monitor import Monitor
     from ark_trainer.runtime.resume import Progress
-    from ark_trainer.stages.common import Runtime
 
 
 @dataclass(frozen=True)

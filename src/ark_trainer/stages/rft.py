@@ -12,19 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.config import TrainConfig
+from ark_trainer.models.device import Runtime
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.models.prompts import is_conversational
 from ark_trainer.runtime.distributed import check_replicas
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config
 from ark_trainer.scoring import reselect, sample_and_select
-from ark_trainer.stages.common import (
-    Runtime,
-    is_conversational,
-    load_tokenizer,
-    save_final,
-    stage_callbacks,
-    trainer_kwargs,
-)
+from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:

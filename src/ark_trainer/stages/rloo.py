@@ -13,14 +13,10 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.models.prompts import is_conversational
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import (
-    is_conversational,
-    load_tokenizer,
-    no_checkpointing,
-    train_and_save,
-    trainer_kwargs,
-)
+from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 

@@ -1,0 +1,69 @@
+"""Where and how a run computes: the device and the precision, resolved once from the config.
+
+Device policy (documented in docs/getting-started.md): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
+without a GPU is not an error; the run falls back to CPU in fp32 and says so in one warning line, so the
+reference templates run as written on any machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ark_trainer.config import TrainConfig
+
+
+@dataclass
+class Runtime:
+    """Where and how the run computes."""
+
+    device: str  # "cpu" or "cuda:N"
+    fp16: bool
+    bf16: bool
+    warnings: list[str]
+    trust_remote_code: bool = False  # --trust_remote_code: off unless the user turns it on
+    bf16_weights: bool = False  # --mixed_precision bf16_weights: train in bf16 weights, no fp32 master copy
+
+    @property
+    def precision(self) -> str:
+        """e.g. ``bf16 autocast, fp32 weights`` (see ``scale.precision_name``)."""
+        from ark_trainer.scale import precision_name
+
+        return precision_name(self.fp16, self.bf16, self.bf16_weights)
+
+    @property
+    def use_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    @property
+    def dtype(self):
+        import torch
+
+        return torch.float16 if self.fp16 else torch.bfloat16 if self.bf16 else torch.float32
+
+
+def resolve_runtime(cfg: TrainConfig) -> Runtime:
+    from ark_trainer.runtime.system import resolve_device
+
+    warnings: list[str] = []
+    device = resolve_device(cfg.device, fallback=warnings.append)
+    fp16, bf16 = cfg.fp16, cfg.bf16
+    if device == "cpu" and (fp16 or bf16):
+        flag = "--fp16" if fp16 else "--bf16"
+        warnings.append(f"{flag} True: half precision needs a GPU; training in fp32 on CPU instead")
+        fp16 = bf16 = False
+    if cfg.trust_remote_code:
+        warnings.append("--trust_remote_code True: the model folder's own Python code will run")
+    from ark_trainer.scale import auto_precision, check_hardware  # issue 7: precision, QLoRA, vLLM
+
+    check_hardware(cfg, device)
+    fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)
+    return Runtime(
+        device=device,
+        fp16=fp16,
+        bf16=bf16,
+        warnings=warnings,
+        trust_remote_code=cfg.trust_remote_code,
+        bf16_weights=bf16 and cfg.mixed_precision == "bf16_weights",
+    )
