@@ -65,6 +65,12 @@ class DemoOptions:
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
+    tools: str = opt(
+        "python",
+        "--task agent: the backend's tools as Python methods (python) or from the demo's MCP server over "
+        "stdio (mcp) (default: python)",
+        choices=("python", "mcp"),
+    )
 
 
 @dataclass
@@ -136,6 +142,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_agent_demo, run_demo
 
+    if args.tools != "python" and args.task != "agent":
+        raise UserError("--tools: only with --task agent (the QC demo has no tools)")
+    kwargs = {"tools": args.tools} if args.task == "agent" else {}
     demo = run_agent_demo if args.task == "agent" else run_demo
     out = demo(
         Path(args.output_dir),
@@ -144,6 +153,7 @@ def _cmd_demo(args: DemoOptions) -> int:
         n_eval=args.n_eval,
         max_train_steps=args.max_train_steps,
         overwrite=args.overwrite_output_dir,
+        **kwargs,
     )
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0

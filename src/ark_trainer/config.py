@@ -168,8 +168,10 @@ class TrainConfig:
         0.5, "--strategy auto: RFT+GRPO when at least this share of probe groups has zero reward variance"
     )
     # --- agents: tool-using episodes (docs/agents.md) ---
-    env: str | None = _opt(
-        None, "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward)"
+    env: str | dict | None = _opt(
+        None,
+        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward); MCP "
+        "servers: mcp:servers.json, or openclaw (the agent's own mcp.servers); docs/agents.md",
     )
     max_turns: int = _opt(4, "--env: assistant turns per episode (the last turn's tool calls are not run)")
     tool_timeout: float = _opt(5.0, "--env: seconds a tool call may take; then the model reads an error")
@@ -234,6 +236,11 @@ def optional_fields() -> set[str]:
 def coerce(name: str, value: Any, where: str) -> Any:
     """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
     kind = field_types()[name]
+    if name == "env" and isinstance(value, dict):  # MCP servers given in the YAML: env: {mcp_servers: ...}
+        from ark_trainer.agent.mcp_config import servers_from_source
+
+        servers_from_source(value, where)  # the shape, checked before anything starts
+        return value
     if value is None or (
         isinstance(value, str) and value.strip().lower() in ("none", "null") and kind is not str
     ):
