@@ -20,6 +20,7 @@ from typing import Any
 
 from ark_trainer.data.files import check_data_file, read_data_bytes
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import jsonl_byte_lines
 
 PROMPT_KEYS = ("prompt", "question", "messages")
 ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -56,7 +57,7 @@ def json_objects(path: Path, problems: _Problems, flag: str = "--data_path"):
     Decoded line by line so that every non-UTF-8 line is reported with its number, with the others;
     a UTF-8 byte-order mark (Windows editors write one) is dropped rather than refused.
     """
-    for lineno, raw_line in enumerate(read_data_bytes(path, flag).splitlines(), start=1):
+    for lineno, raw_line in enumerate(jsonl_byte_lines(read_data_bytes(path, flag)), start=1):
         try:
             line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:

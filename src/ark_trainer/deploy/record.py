@@ -31,6 +31,7 @@ from typing import Any
 
 from ark_trainer.agent.toolcall import format_tool_calls
 from ark_trainer.data.scrub import Scrubber
+from ark_trainer.fileio import json_line
 
 ROUTE = ("POST", "/v1/chat/completions")
 SMOKE_HEADER = b"x-ark-smoke"
@@ -75,7 +76,7 @@ def reply_of(body: bytes, stream: bool) -> tuple[str, list[dict]]:
         return message_text(message.get("content")), found
     text: list[str] = []
     calls: dict[int, dict] = {}
-    for line in body.decode("utf-8", "replace").splitlines():
+    for line in _sse_lines(body.decode("utf-8", "replace")):
         line = line.strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue
@@ -92,6 +93,12 @@ def reply_of(body: bytes, stream: bool) -> tuple[str, list[dict]]:
                 slot["name"] += fn.get("name") or ""
                 slot["arguments"] += fn.get("arguments") or ""
     return "".join(text), list(calls.values())
+
+
+def _sse_lines(text: str) -> list[str]:
+    """Server-sent event lines: ended by CRLF, LF or CR (the SSE spec), not by the other characters
+    ``str.splitlines`` breaks at, which a JSON ``data:`` payload may hold raw (U+2028, NEL, ...)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id: int) -> dict | None:
@@ -163,7 +170,7 @@ class Recorder:
             row = build_row(request, reply, calls, self.tag, self.count)
             if row is None:
                 return
-            line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+            line = json_line(row).encode("utf-8")
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line)
@@ -178,9 +185,9 @@ def read_turns(path: str | Path, start: int = 0) -> list[dict]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)[start:]:
-        if not line.endswith("\n"):
-            break
+    # "\n" only (see ark_trainer.fileio); the piece after the last "\n" is a write in flight, or empty
+    *lines, _torn = path.read_bytes().decode("utf-8", "replace").split("\n")
+    for line in lines[start:]:
         try:
             rows.append(json.loads(line))
         except ValueError:
