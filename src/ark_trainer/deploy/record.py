@@ -31,6 +31,7 @@ from typing import Any
 
 from ark_trainer.agent.toolcall import format_tool_calls
 from ark_trainer.data.scrub import Scrubber
+from ark_trainer.data.text import is_blank, replace_lone_surrogates
 from ark_trainer.fileio import json_line
 
 ROUTE = ("POST", "/v1/chat/completions")
@@ -106,7 +107,7 @@ def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id
     scrubber = Scrubber()
     history = [m for m in (_message(x) for x in request.get("messages") or [] if isinstance(x, dict)) if m]
     answer = "\n".join(t for t in (reply, format_tool_calls(calls) if calls else "") if t)
-    if not answer.strip() or not any(m["role"] == "user" for m in history):
+    if is_blank(answer) or not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
         return None
     row = {
         "messages": history + [{"role": "assistant", "content": answer}],
@@ -118,7 +119,7 @@ def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id
         "tool_calls": calls,
         "source": "ark-serve",
     }
-    return scrubber.value(row)
+    return scrubber.value(replace_lone_surrogates(row))  # one bad character must not lose the turn
 
 
 def _smoke(scope) -> bool:
