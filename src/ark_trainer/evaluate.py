@@ -37,7 +37,7 @@ def _share(values: list[float | None], target: float = 1.0) -> float | None:
     return round(sum(v >= target - 1e-9 for v in applicable) / len(applicable), 4)
 
 
-def _metric_scores(
+def metric_scores(
     reward: CompositeReward, rows: list[dict], answers: list, envs: list | None = None
 ) -> dict[str, list]:
     """Per-answer scores of the composite plus the accuracy and compliance verifiers."""
@@ -134,7 +134,7 @@ def evaluate_model(
         )
     ]
     del model
-    table = _metric_scores(reward, rows, answers)
+    table = metric_scores(reward, rows, answers)
     totals = table[TOTAL]
     metrics = compute_metrics(table, base_totals if base_totals is not None else totals, pass_threshold)
     examples = [

@@ -32,7 +32,7 @@ def evaluate_episodes(
     on_batch=None,
 ) -> dict[str, Any]:
     """The metrics, agent metrics, examples and per-task answers of greedy episodes on ``rows``."""
-    from ark_trainer.evaluate import N_EXAMPLES, _metric_scores, compute_metrics
+    from ark_trainer.evaluate import N_EXAMPLES, compute_metrics, metric_scores
     from ark_trainer.scale import generation_batch
 
     env_cls, limits = env
@@ -52,7 +52,7 @@ def evaluate_episodes(
         )
     ]
     completions = [ep.completion for ep in episodes]
-    table = _metric_scores(reward, rows, completions, [ep.env for ep in episodes])
+    table = metric_scores(reward, rows, completions, [ep.env for ep in episodes])
     totals = table[TOTAL]
     metrics = compute_metrics(table, base_totals if base_totals is not None else totals, pass_threshold)
     records = [ep.record() for ep in episodes]
