@@ -6,7 +6,8 @@
 - a note when ``pass_rate`` and ``task_accuracy`` coincide (they measure different things: the composite
   reward reaching ``--pass_threshold``, and the verdict being exactly right), so nobody reads it as a bug;
 - the final model's best answers next to its worst ones (successes and failures), from ``eval/<final>.json``
-  and the held-out prompts in ``data/eval.jsonl``;
+  and the held-out prompts in ``data/eval.jsonl``; an agent episode's answer is what it did: each tool call
+  with its arguments and result, the final text and the outcome;
 - the page's language (``<html lang>``) from the task: Chinese when the task or its prompts are.
 
 Used by :mod:`ark_trainer.report`; reads only what the run folder holds.
@@ -23,8 +24,8 @@ from typing import Any
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.render import Block, Heading, Image, Para, Table
 
-RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEADLINE = ("reward_mean", *RATES)
+RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment", "task_success")
+HEADLINE = ("reward_mean", *RATES)  # a metric no model measured (null everywhere) is left out
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -163,15 +164,20 @@ def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) 
     for good, bad in zip(best, worst, strict=True):
         cells = []
         for i in (good, bad):
-            cells += [
-                f"{answers[i]['reward']:.3f}",
-                _clip(prompts[i]),
-                _clip(answers[i].get("completion", "")),
-            ]
+            cells += [f"{answers[i]['reward']:.3f}", _clip(prompts[i]), _clip(_answer_text(answers[i]))]
         rows.append(cells)
     header = ["reward", "prompt (success)", "answer", "reward", "prompt (failure)", "answer"]
     intro = f"The final model ({name}): its {k} best-scored held-out answers next to its {k} worst."
     return [Para(intro), Table(header, rows)]
+
+
+def _answer_text(answer: dict[str, Any]) -> str:
+    """An answer cell: the text, or for an agent episode what it did (calls, results, answer, outcome)."""
+    if isinstance(answer.get("tool_calls"), list):
+        from ark_trainer.agent.report import trace
+
+        return trace(answer)
+    return str(answer.get("completion", ""))
 
 
 def page_lang(task_name: Any, run_dir: Path) -> str:

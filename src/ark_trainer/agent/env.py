@@ -70,6 +70,9 @@ class EnvSpec:
     own_timeouts: bool = False  # the tools apply --tool_timeout themselves (MCP calls: agent/mcp_env.py)
 
 
+_MCP_SPECS: dict[str, EnvSpec] = {}
+
+
 def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
     """Import ``module:factory`` or ``file.py:factory``, make one environment and check its tools.
 
@@ -81,8 +84,11 @@ def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
     if is_mcp_source(source):
         from ark_trainer.agent.mcp_env import mcp_env_spec
 
-        label = source if isinstance(source, str) else "mcp_servers"
-        return mcp_env_spec(servers_from_source(source, flag), label, flag)
+        key = json.dumps(source, sort_keys=True)
+        if key not in _MCP_SPECS:  # listed once per process: each stage reuses the tools (and the servers)
+            label = source if isinstance(source, str) else "mcp_servers"
+            _MCP_SPECS[key] = mcp_env_spec(servers_from_source(source, flag), label, flag)
+        return _MCP_SPECS[key]
     assert isinstance(source, str)
     factory = _import_factory(source, flag)
     try:

@@ -58,7 +58,7 @@ class _Connection:
         )
         try:
             async with (
-                stdio_client(params, errlog=self.stderr) as (read, write),  # type: ignore[arg-type]
+                stdio_client(params, errlog=self.stderr) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()

@@ -218,8 +218,10 @@ def _python_type(prop: dict) -> Any:
             (o.get("type") for o in prop["anyOf"] if isinstance(o, dict) and o.get("type") != "null"), None
         )
     if kind == "array":
-        items = prop.get("items") if isinstance(prop.get("items"), dict) else {}
-        return list[_python_type(items)] if items.get("type") in JSON_TYPES else list
+        items = prop.get("items")
+        if isinstance(items, dict) and items.get("type") in JSON_TYPES:
+            return list[_python_type(items)]  # type: ignore[misc]
+        return list
     return JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
 
 
