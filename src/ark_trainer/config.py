@@ -174,7 +174,7 @@ class TrainConfig:
     max_turns: int = _opt(4, "--env: assistant turns per episode (the last turn's tool calls are not run)")
     tool_timeout: float = _opt(5.0, "--env: seconds a tool call may take; then the model reads an error")
     max_tool_output: int = _opt(500, "--env: characters of a tool's result the model reads (longer: cut)")
-    # --- scale and speed (issue 7): processes, low memory, vLLM; logic in launch.py / scale.py ---
+    # --- scale and speed: processes, low memory, vLLM; logic in launch.py / scale.py ---
     num_processes: int = _opt(1, "training processes on this machine (>1 relaunches through accelerate)")
     launcher: str = _opt("auto", "auto (accelerate when --num_processes > 1) or accelerate (always)")
     accelerate_config: str | None = _opt(
@@ -345,7 +345,9 @@ def lora_learning_rates(values: dict[str, Any]) -> dict[str, float]:
 
 def _previous_run(output_dir: str | None) -> dict[str, Any]:
     """``--resume`` needs no other flag: the run's own ``run.yaml`` gives the rest."""
-    path = Path(output_dir or "") / "run.yaml"
+    from ark_trainer.runfolder import RunFolder
+
+    path = RunFolder(output_dir or "").config_path
     return load_yaml_config(str(path)) if output_dir and path.is_file() else {}
 
 
@@ -362,7 +364,7 @@ def validate(cfg: TrainConfig) -> None:
         problems += _cross_problems(cfg)
     if cfg.fp16 and cfg.bf16:
         problems.append("--fp16/--bf16: choose one")
-    from ark_trainer.scale import validate_scale  # issue 7: scale and speed flags
+    from ark_trainer.scale import validate_scale  # the scale and speed flags
     from ark_trainer.trackers import report_to_problems
 
     flagged = {p.split(":", 1)[0] for p in out_of_range}

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
 from ark_trainer.render import Block, Heading, Image, Para, Table
 
-RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEADLINE = ("reward_mean", *RATES)
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -79,7 +78,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
 
 
 def coincide_note(evals: dict[str, dict[str, Any]]) -> str:
-    pairs = [(_num(e.get("pass_rate")), _num(e.get("task_accuracy"))) for e in evals.values()]
+    pairs = [(_num(e.get(PASS_RATE)), _num(e.get(TASK_ACCURACY))) for e in evals.values()]
     if not pairs or any(p is None or a is None or abs(p - a) > 1e-9 for p, a in pairs):
         return ""
     meaning = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ark_trainer.stages.registry import AUTO, DEFAULT_STRATEGY, STRATEGIES, get_stage, stage_names_in_order
+from ark_trainer.stages.registry import AUTO, DEFAULT_STRATEGY, STRATEGIES, get_stage
 
 LEAD_SHARE = 3  # a stage before the last one defaults to 1/LEAD_SHARE of --max_train_steps (at least 1)
 PENDING = "auto: pending; the base model is probed at the start of the run"
@@ -54,9 +54,8 @@ class Plan:
         return next((s.steps for s in self.stages if s.name == name), 0)
 
     def to_json(self) -> dict[str, Any]:
-        """``plan.json``: strategy, requested, reason, ``<stage>_steps`` for every stage, task_name, stages."""
+        """``plan.json``'s plan: strategy, requested, reason, task_name, stages (and the probe under auto)."""
         out: dict[str, Any] = {"strategy": self.strategy, "requested": self.requested, "reason": self.reason}
-        out.update({f"{name}_steps": self.steps(name) for name in stage_names_in_order()})
         out["task_name"] = self.task_name
         out["stages"] = [asdict(s) for s in self.stages]
         if self.probe is not None:
@@ -65,19 +64,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], cfg: Any) -> Plan:
-        """The plan saved in ``plan.json`` (one written before ``stages`` existed is rebuilt from its steps)."""
-        strategy = str(data.get("strategy") or cfg.strategy)
-        if data.get("stages"):
-            stages = tuple(PlanStage(**s) for s in data["stages"])
-        else:
-            names = STRATEGIES[strategy if strategy in STRATEGIES else DEFAULT_STRATEGY].stages
-            stages = _mark_last([PlanStage(n, int(data.get(f"{n}_steps") or 0), _lr(cfg, n)) for n in names])
+        """The plan saved in ``plan.json`` (``RunFolder.saved_plan`` checked that it has its stages)."""
         return cls(
-            strategy,
+            str(data.get("strategy") or cfg.strategy),
             str(data.get("requested") or cfg.strategy),
             str(data.get("reason") or ""),
             str(data.get("task_name") or cfg.task_name),
-            stages,
+            tuple(PlanStage(**s) for s in data["stages"]),
             data.get("probe"),
         )
 

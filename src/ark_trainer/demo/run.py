@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
 
@@ -26,7 +27,7 @@ def demo_config_path() -> Path:
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    if (out / "run.yaml").exists() and not overwrite:
+    if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )

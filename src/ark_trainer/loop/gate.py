@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TRACKED = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "heldout_reward_mean")
+from ark_trainer.metrics import COMPLIANCE_RATE, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+
+# preference_alignment is left out: it compares with the base model, not with the model being served
+TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, "heldout_reward_mean")
 
 
 @dataclass
