@@ -1,4 +1,4 @@
-"""The valid range of every numeric ``train`` flag, checked in one pass (issue 19).
+"""The valid range of every numeric ``train`` flag, checked in one pass.
 
 A number that is not finite (``nan``, ``inf``, ``1e999``) is refused when the flag is read
 (:func:`ark_trainer.config.coerce`); here each value is checked against its range and every problem is
