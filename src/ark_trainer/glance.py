@@ -23,6 +23,7 @@ from typing import Any
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
 from ark_trainer.render import Block, Heading, Image, Para, Table
+from ark_trainer.runfolder import RunFolder
 
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
@@ -59,7 +60,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
         return []
     final = list(evals)[-1]
     blocks: list[Block] = [Heading("At a glance")]
-    chart = headline_chart(evals, labels, Path(run_dir) / "plots")
+    chart = headline_chart(evals, labels, RunFolder(run_dir).plot_dir)
     if chart:
         blocks.append(chart)
     rows = []
@@ -123,7 +124,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = (run_dir / "data" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = (RunFolder(run_dir).data_dir / "eval.jsonl").read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     prompts = []

@@ -47,7 +47,7 @@ def with_heldout(metrics: dict, n_heldout: int) -> dict:
 
 
 def decide(
-    current: dict, candidate: dict, main: str = "reward_mean", max_regression: float = 0.02,
+    current: dict, candidate: dict, main: str = REWARD_MEAN, max_regression: float = 0.02,
     min_improvement: float = 0.0,
 ) -> Decision:  # fmt: skip
     """Promote ``candidate`` over ``current`` (metric dicts as ``eval/*.json`` hold them), or say why not."""

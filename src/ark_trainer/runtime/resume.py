@@ -336,11 +336,6 @@ def check_resume(cfg, out: Path) -> None:
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
     changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
-    if changed and cfg.strategy == "auto":  # run.yaml of an older version held the probe's choice
-        from ark_trainer.stages.registry import stages
-
-        chosen = {"strategy", *(s.steps_flag for s in stages().values() if s.steps_flag)}
-        changed = [k for k in changed if k not in chosen]
     if not cfg.resume and (changed or not Progress(out).anything_done()):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
