@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
 from ark_trainer.render import Block, Heading, Image, Para, Table
 from ark_trainer.runfolder import RunFolder
@@ -124,7 +124,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = (RunFolder(run_dir).data_dir / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = jsonl_file_lines(RunFolder(run_dir).data_dir / "eval.jsonl", "replace")
     except OSError:
         return []
     prompts = []

@@ -273,6 +273,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         else:
             current = stage.run(ctx, planned, current, final_dir)
             gc.collect()
+        _record_prompt_shape(p, Path(current))
         p.last_model = (planned.name, current)
         evaluator.run(planned.name, current)
 
@@ -295,6 +296,17 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
     log.info("%s", reason)
     gc.collect()
+
+
+def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
+    """The prompt shape the model learnt, in its folder: the server shows it the same in OpenClaw
+    (``deploy/policy.py``)."""
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.deploy.policy import shape_of_rows, write_shape
+    from ark_trainer.runtime.distributed import ranks
+
+    if ranks().is_main and model_dir.is_dir():
+        write_shape(model_dir, shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None))
 
 
 class _Evaluator:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_json, write_json
+from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, write_json
 
 RUN_CONFIG = "run.yaml"
 PLAN = "plan.json"
@@ -105,7 +105,7 @@ class RunFolder:
 
     def n_event_lines(self) -> int:
         try:
-            return len(self.events_path.read_text(encoding="utf-8", errors="replace").splitlines())
+            return len(jsonl_file_lines(self.events_path, "replace"))
         except OSError:
             return 0
 
@@ -171,7 +171,7 @@ def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:
 def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
     """The events of ``events.jsonl`` from line ``since_line`` on; torn or foreign lines are skipped."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[since_line:]
+        lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
     except OSError:
         return []
     events, bad = [], 0
@@ -219,7 +219,7 @@ class EventLog:
             except OSError:
                 return list(self.events)
             end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
                 try:
                     event = json.loads(line)
                 except ValueError:

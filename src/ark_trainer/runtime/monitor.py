@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import atomic_write_text
+from ark_trainer.fileio import atomic_write_text, json_line
 from ark_trainer.runfolder import RunFolder, run_end_status
 from ark_trainer.runtime.system import pid_alive
 
@@ -124,7 +124,7 @@ class Monitor:
         record = {"ts": round(time.time(), 3), "time": _now_iso(), "event": name, **fields}
         try:
             with self._lock, self.events_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                fh.write(json_line(record, default=str))
         except OSError as exc:  # a full disk must not hide the error that is being reported
             log.error("could not write %s event to %s: %s", name, self.events_path, exc)
 
