@@ -9,10 +9,19 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from ark_trainer.runfolder import EVENTS, HEARTBEAT, PLAN, PLAN_SCHEMA, RUN_CONFIG, RunFolder, run_end_status
+from ark_trainer.runfolder import (
+    DIAGNOSIS,
+    EVENTS,
+    HEARTBEAT,
+    PLAN,
+    PLAN_SCHEMA,
+    RUN_CONFIG,
+    RunFolder,
+    run_end_status,
+)
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
-NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS}
+NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS, DIAGNOSIS}
 # files of the same name that belong to something else than a run folder
 FOREIGN = {"data/collect.py": "an OpenClaw trajectory bundle's own events.jsonl"}
 

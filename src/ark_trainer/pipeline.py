@@ -25,7 +25,7 @@ from ark_trainer.models.device import Runtime
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.runfolder import RunFolder
+from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
 from ark_trainer.stages.registry import StageContext, get_stage
@@ -151,7 +151,7 @@ def write_run_files(p: Prepared) -> None:
         if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
             write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])
     write_json(
-        data_dir / "stats.json",
+        data_dir / DATA_STATS,
         {
             "train": describe(p.train),
             "eval": describe(p.eval) if p.eval else None,

@@ -10,6 +10,7 @@
     <stage>/        a stage's checkpoints (checkpoint-N/) and, when it is not the last, its final/ model
     model/          the final model
     eval/           <model>.json: the metrics of the base model and of each stage's model
+    diagnosis.json  the findings of the end-of-run diagnosis
     logs/           train.log and TensorBoard events, unless --log_dir names another folder
     report.md  report.html  plots/*.png
 
@@ -36,6 +37,7 @@ HEARTBEAT = "heartbeat.json"
 EVENTS = "events.jsonl"
 EVAL_DIR, DATA_DIR, MODEL_DIR, LOG_DIR, PLOT_DIR = "eval", "data", "model", "logs", "plots"
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
+DIAGNOSIS, DATA_STATS = "diagnosis.json", "stats.json"  # the latter in data/
 MARKERS = (RUN_CONFIG, EVENTS, HEARTBEAT)  # a folder holding one of them is a run folder
 PLAN_SCHEMA = 1  # plan.json's version: raise it when its keys change meaning
 
@@ -118,7 +120,7 @@ class RunFolder:
         return {name: data for name, data in found.items() if data}
 
     def data_stats(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.data_dir / "stats.json", problems)
+        return read_mapping(self.data_dir / DATA_STATS, problems)
 
     def heartbeat(self) -> dict[str, Any] | None:
         """The last heartbeat, ``None`` when there is none; a broken one raises ValueError."""
