@@ -86,6 +86,7 @@ def train_and_save(ctx, plan, name: str, trainer_cls, tok, final_dir: Path, **tr
     from ark_trainer.runtime.distributed import check_replicas
     from ark_trainer.runtime.resume import run_trainer
     from ark_trainer.scale import peft_config
+    from ark_trainer.stages.registry import get_stage
 
     cfg = ctx.cfg
     with ctx.monitor.stage(name, total=plan.steps):
@@ -98,7 +99,7 @@ def train_and_save(ctx, plan, name: str, trainer_cls, tok, final_dir: Path, **tr
             ),
             cfg,
             ctx.monitor,
-            name,
+            get_stage(name),  # the runtime is told the stage's label and flags
             ctx.out / name,
         )
         check_replicas(trainer, name)

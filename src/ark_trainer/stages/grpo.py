@@ -23,7 +23,7 @@ from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext, get_stage, register_stage
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -85,7 +85,7 @@ def train_grpo(
             ),
             cfg,
             monitor,
-            "grpo",
+            get_stage("grpo"),  # the runtime is told the stage's label and flags
             out_dir,
         )
         check_replicas(trainer, "grpo")

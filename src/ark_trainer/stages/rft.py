@@ -21,7 +21,7 @@ from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config
 from ark_trainer.scoring import reselect, sample_and_select
 from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext, get_stage, register_stage
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -71,7 +71,7 @@ def train_rft(
             ),
             cfg,
             monitor,
-            "rft",
+            get_stage("rft"),  # the runtime is told the stage's label and flags
             out_dir,
         )
         check_replicas(trainer, "rft")
