@@ -105,7 +105,7 @@ def test_every_numeric_flag_refuses_non_finite_values(assets, tmp_path, capsys, 
 
 def _outside(name: str) -> list[str]:
     """Values just outside the flag's range, below and above."""
-    from ark_trainer.ranges import range_of
+    from ark_trainer.config import range_of
 
     rng, kind = range_of(name), field_types()[name]
     values = []

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer import strategies
 from ark_trainer.cli import main
 from ark_trainer.config import TrainConfig, normalize_strategy, validate
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.plan import Plan, PlanStage, ProbeChoice, resolve_plan
 from ark_trainer.stages import registry
-from ark_trainer.stages.registry import Plot, StageContext, Strategy, add_strategy, register_stage
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.strategies import Strategy, add_strategy
 from conftest import save_tiny_qwen
 
 
@@ -116,7 +118,7 @@ def copy_strategy():
     CopyStage.calls.clear()
     yield
     registry._STAGES.pop("copy")
-    registry.STRATEGIES.pop("COPY")
+    strategies.STRATEGIES.pop("COPY")
 
 
 def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -28,7 +28,7 @@ from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
-from ark_trainer.stages.registry import StageContext, get_stage
+from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
 
 log = logging.getLogger("ark_trainer")
 
@@ -62,7 +62,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path
     out = Path(cfg.output_dir)
-    data_path = cfg.data_path  # a local: mypy does not narrow cfg.data_path inside the lambda below
+    data_path, model_path = cfg.data_path, cfg.model_path  # locals: mypy narrows these, in lambdas too
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
@@ -72,10 +72,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
     checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
+    resume = [cfg.resume]  # the last entry is the decision: check_resume's when it answers
     if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-        checks.append(lambda: check_resume(cfg, out))
+        checks.append(lambda: resume.append(check_resume(cfg, out, list(stages().values()))))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
-    checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
+    # a poisoned checkpoint is refused now, before anything is written
+    checks.append(lambda: check_checkpoints(out, stage_names_in_order()) if resume[-1] else None)
     checks += model_checks(cfg.model_path, cfg.trust_remote_code)
     if cfg.env:  # an agent run: the environment loads, the chat template shows tools
         from ark_trainer.agent.env import check_agent
@@ -84,11 +86,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
+    if resume[-1] != cfg.resume:
+        cfg = replace(cfg, resume=resume[-1])  # the config is frozen: this run's is a new one
     rt, rows, eval_rows = results[: len(loads)]
-    sources = [(Path(cfg.data_path), rows)]
+    sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     if cfg.eval_dataset:

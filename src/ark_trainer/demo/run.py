@@ -13,13 +13,16 @@ settings in ``presets/demo_agent.yaml``.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.plan import share_of
 from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
+QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
 
 
 def demo_config_path() -> Path:
@@ -86,7 +89,7 @@ def run_demo(
         "overwrite_output_dir": overwrite,
     }
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, QC_RFT_SHARE))
     return run_train(resolve_config(flags))
 
 
@@ -151,5 +154,5 @@ def run_agent_demo(
     )
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)

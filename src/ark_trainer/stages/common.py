@@ -103,6 +103,7 @@ def train_and_save(
     from ark_trainer.runtime.distributed import check_replicas
     from ark_trainer.runtime.resume import run_trainer
     from ark_trainer.scale import peft_config
+    from ark_trainer.stages.registry import get_stage
 
     cfg = ctx.cfg
 
@@ -116,7 +117,7 @@ def train_and_save(
         return wrap(trainer) if wrap else trainer
 
     with ctx.monitor.stage(name, total=plan.steps):
-        trainer = run_trainer(make_trainer, cfg, ctx.monitor, name, ctx.out / name)
+        trainer = run_trainer(make_trainer, cfg, ctx.monitor, get_stage(name), ctx.out / name)
         check_replicas(trainer, name)
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
     return trainer
