@@ -52,7 +52,7 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.inputs import check_log_dir, check_output_dir, collect, model_checks
     from ark_trainer.models.device import resolve_runtime
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
@@ -70,9 +70,11 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lambda: load_jsonl(data_path, "--data_path"),
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
-    checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
-    if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-        checks.append(lambda: check_resume(cfg, out))
+    checks = []
+    if parent:  # a folder of other files: refused; one holding a run: refused, or continued (--resume)
+        checks.append(lambda: (check_output_dir(cfg.output_dir), check_resume(cfg, out)))
+    if cfg.log_dir:
+        checks.append(lambda: check_log_dir(cfg.log_dir))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
     checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
     checks += model_checks(cfg.model_path, cfg.trust_remote_code)
@@ -136,6 +138,9 @@ def plan_json(p: Prepared) -> dict:
 
 
 def write_run_files(p: Prepared) -> None:
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(p.out)  # marked ours before its first file: a later run may continue or replace it
     data_dir = p.out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
