@@ -124,7 +124,9 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(folder)  # the round's train run continues in a folder of ours
     write_jsonl(folder / "data.jsonl", train_rows)
     write_jsonl(folder / "eval.jsonl", eval_rows)
 

@@ -68,7 +68,10 @@ class Loop:
             if not model:
                 raise UserError("loop: --model_path is required to start a loop (a local Hugging Face model)")
             self._check_model(Path(model))
-            self.dir.mkdir(parents=True, exist_ok=True)
+            from ark_trainer.folders import check_folder, claim_folder
+
+            check_folder(self.dir, "--output_dir", "loop")  # never a folder of the user's other files
+            claim_folder(self.dir, "loop")
             state = fresh_state(model, {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags})
             self._freeze_heldout()
         else:
