@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
+from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
 from ark_trainer.runtime.system import pid_alive
 
@@ -58,6 +60,7 @@ class Loop:
         self.reward: Any = None
         self.state: dict[str, Any] = {}
         self.last_round_at = time.time()
+        self.dropped: Counter[str] = Counter()  # corrections the safety filter refused, in the newest turns
 
     # --- start / resume ---
     def start(self) -> None:
@@ -160,8 +163,9 @@ class Loop:
 
         all_rows = read_turns(self.dir / serving.TURNS)
         used = self.state["turns_used"]
+        self.dropped = Counter()
         rows = rounds.scored_rows(
-            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt
+            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt, self.dropped
         )
         return [r for r in rows if rounds.is_scored(r)], len(all_rows)
 
@@ -208,12 +212,17 @@ class Loop:
         argv = rounds.train_argv(folder, model, self.flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started_at": now(), "turns_to": total,
-                                    "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k})  # fmt: skip
+                                    "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
+                                    "corrections_dropped": dict(self.dropped)})  # fmt: skip
         self.state["next_round"] = n + 1
         self.state["events"].append({"at": now(), "event": "round_started", "round": n})
         self.save()
         self.last_round_at = time.time()
         self.log(f"loop: round {n} training on {len(train_rows)} turns (pid {pid}, nice +{rounds.NICE})")
+        if self.dropped:
+            self.log(
+                f"loop: round {n}: corrections dropped by the safety filter: {reason_counts(self.dropped)}"
+            )
 
     def _check_round(self) -> None:
         training = self.state["training"]
@@ -247,6 +256,7 @@ class Loop:
         main = decision.candidate.get(self.s.main_metric)
         self.state["history"].append({"round": n, "promoted": decision.promote, "reasons": decision.reasons,
                                       "main": main, "current_main": decision.current.get(self.s.main_metric),
+                                      "corrections_dropped": self.state["training"].get("corrections_dropped", {}),
                                       "decided_at": now()})  # fmt: skip
         self.state["turns_used"] = self.state["training"]["turns_to"]
         self.state["training"] = None
