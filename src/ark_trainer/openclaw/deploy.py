@@ -37,6 +37,7 @@ from typing import Any
 
 from ark_trainer.deploy.process import (
     HOST,
+    check_port,
     check_serving_packages,
     find_servers,
     get_json,
@@ -161,6 +162,8 @@ def deploy(
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = max(16, min(512, window // 4))
+    if port:
+        check_port(port)
     port = port or free_port(HOST)
     key = secrets.token_urlsafe(32)
     key_file = out / "deploy" / "api_key"
@@ -228,6 +231,7 @@ def swap(out: Path, tag: str = "", log=print) -> dict:
         how = "hot-swapped"
     else:
         _stop(record)
+        check_port(record["port"])
         server = start_server(
             Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
             Path(record["api_key_file"]), args,
