@@ -194,3 +194,75 @@ def read_turns(path: str | Path, start: int = 0) -> list[dict]:
         except ValueError:
             rows.append({"_torn": True})  # counted, so line numbers stay aligned
     return rows
+
+
+def usage_of(body: bytes, stream: bool) -> dict:
+    """The ``usage`` and last ``finish_reason`` of a chat completion response (SSE chunks when ``stream``)."""
+    if not stream:
+        try:
+            data = json.loads(body)
+            return {
+                **(data.get("usage") or {}),
+                "finish_reason": (data.get("choices") or [{}])[0].get("finish_reason"),
+            }
+        except (ValueError, AttributeError, IndexError):
+            return {}
+    found: dict = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        try:
+            chunk = json.loads(line[5:])
+        except ValueError:
+            continue
+        found.update(chunk.get("usage") or {})
+        for choice in chunk.get("choices") or []:
+            found["finish_reason"] = choice.get("finish_reason") or found.get("finish_reason")
+    return found
+
+
+class BudgetLog:
+    """ASGI middleware: one log line per chat completion, what the client asked and what it got.
+
+    ``[ark serve] turn: asked max_completion_tokens=512; prompt 211 tokens, reply 9 tokens (stop)``: the
+    client's budget next to the answer's length, so a client that budgets 1 token (a provider entry whose
+    window is smaller than the client's own prompt) shows at once.
+    """
+
+    def __init__(self, app, log=print) -> None:
+        self.app, self.log = app, log
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or (scope.get("method"), scope.get("path")) != ROUTE:
+            return await self.app(scope, receive, send)
+        request: list[bytes] = []
+        response: list[bytes] = []
+
+        async def recv():
+            message = await receive()
+            if message.get("type") == "http.request":
+                request.append(message.get("body", b""))
+            return message
+
+        async def snd(message):
+            if message["type"] == "http.response.body":
+                response.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    self._say(b"".join(request), b"".join(response))
+            await send(message)
+
+        await self.app(scope, recv, snd)
+
+    def _say(self, request_body: bytes, response_body: bytes) -> None:
+        try:
+            body = json.loads(request_body or b"{}")
+        except ValueError:
+            return
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        usage = usage_of(response_body, bool(body.get("stream")))
+        self.log(
+            f"[ark serve] turn: asked max_completion_tokens={asked}; prompt {usage.get('prompt_tokens')} tokens, "
+            f"reply {usage.get('completion_tokens')} tokens ({usage.get('finish_reason')})",
+            flush=True,
+        )

@@ -44,8 +44,8 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines
+from ark_trainer.rewards.contract import RewardUnavailable
 from ark_trainer.rewards.graders import Template, contexts
-from ark_trainer.rewards.registry import RewardUnavailable
 
 log = logging.getLogger("ark_trainer")
 
