@@ -233,3 +233,68 @@ def test_only_one_side_claims_a_request(tmp_path):
     write_json(folder / ROLLBACK_REQUEST, {"round": 2, "asked_at": "t"})
     assert supervisor.claim_rollback_request(folder) == 2
     assert supervisor.claim_rollback_request(folder) is None
+
+
+@pytest.mark.slow
+def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, monkeypatch):
+    """Real models, real evaluations, the real gate: the loop serves an untrained demo model (random
+    weights, the demo's tokenizer); the round's candidate is the demo model after its warm-up (an
+    already-better model). Both are evaluated, as the round's ``train`` evaluates them, on the frozen QC
+    held-out set plus the newest turns, with the reward a round builds from its turns (the reference preset:
+    it grades no QC row, so reward_mean is missing for both). The default gate promotes on task_accuracy."""
+    import shutil
+
+    import torch
+
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.evaluate import evaluate_model
+    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.models.device import resolve_runtime
+    from ark_trainer.rewards.builder import build_reward
+
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)  # the deploy is tested elsewhere
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train, held = write_demo_data(tmp_path / "data", n_train=48, n_eval=12, seed=3)
+        small = {"hidden_size": 32, "num_layers": 2, "n_warmup_rows": 320, "vocab_size": 1000,
+                 "warmup_batch_size": 16, "progress": False, "seed": 3}  # fmt: skip
+        untrained = build_base_model(tmp_path / "untrained", read_jsonl(train), warmup_steps=0, **small)
+        better = build_base_model(tmp_path / "better", read_jsonl(train), warmup_steps=100, **small)
+
+        loop = Loop(tmp_path / "loop", LoopSettings(eval_newest=2), {"model_path": str(untrained),
+                    "eval_dataset": str(held)}, log=lambda *a, **k: None)  # fmt: skip
+        loop.start()
+        assert loop.main_metric == "task_accuracy"
+
+        # round 1 as _start_round leaves it: the newest turns (corrected with the gold answer) after the
+        # frozen held-out rows in eval.jsonl; what train then writes: plan, model, both evaluations
+        folder = tmp_path / "loop" / "rounds" / "1"
+        turns = [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": "结论：合规"}],
+                  "reference": "结论：合规", "feedback": -1} for r in read_jsonl(train)[:2]]  # fmt: skip
+        write_jsonl(folder / "data.jsonl", turns)
+        write_jsonl(folder / "eval.jsonl", read_jsonl(held) + turns)
+        rows = load_jsonl(folder / "eval.jsonl")
+        reward = build_reward({}, load_jsonl(folder / "data.jsonl"), "cpu")  # what the round's train builds
+        rt = resolve_runtime(TrainConfig(data_path=str(train), device="cpu"))
+        kw = {"max_new_tokens": 48, "pass_threshold": 0.8}
+        base = evaluate_model(untrained, "base", rows, reward, rt, folder / "eval" / "base.json", **kw)
+        cand = evaluate_model(better, "rft", rows, reward, rt, folder / "eval" / "rft.json", **kw)
+    finally:
+        torch.set_num_threads(threads)
+    shutil.copytree(better, folder / "model")
+    write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 4}]})
+    assert cand["task_accuracy"] > base["task_accuracy"], (base["task_accuracy"], cand["task_accuracy"])
+
+    loop.state["training"] = {"round": 1, "pid": 2**22 + 13, "started_at": "t", "turns_to": 2,
+                              "n_eval": len(rows), "n_newest": 2}  # fmt: skip
+    loop._check_round()
+    decision = read_json(folder / "decision.json")
+    assert decision["promoted"], decision
+    assert decision["reasons"][0].startswith("task_accuracy: ")
+    assert load_state(tmp_path / "loop")["serving"] == 1
+    # the old default could never pass here: reward_mean is missing from both evaluations
+    assert not gate.decide(gate.with_heldout(base, 12), gate.with_heldout(cand, 12), "reward_mean").promote
