@@ -241,7 +241,8 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     weights, the demo's tokenizer); the round's candidate is the demo model after its warm-up (an
     already-better model). Both are evaluated, as the round's ``train`` evaluates them, on the frozen QC
     held-out set plus the newest turns, with the reward a round builds from its turns (the reference preset:
-    it grades no QC row, so reward_mean is missing for both). The default gate promotes on task_accuracy."""
+    it grades no QC row, so reward_mean measures only the newest turns). The default gate promotes on
+    task_accuracy, which the labelled held-out rows measure."""
     import shutil
 
     import torch
@@ -296,5 +297,6 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     assert decision["promoted"], decision
     assert decision["reasons"][0].startswith("task_accuracy: ")
     assert load_state(tmp_path / "loop")["serving"] == 1
-    # the old default could never pass here: reward_mean is missing from both evaluations
-    assert not gate.decide(gate.with_heldout(base, 12), gate.with_heldout(cand, 12), "reward_mean").promote
+    # the round's reward grades none of the held-out QC rows: reward_mean sees only the 2 newest turns
+    assert gate.with_heldout(base, 12)["heldout_reward_mean"] is None
+    assert gate.with_heldout(cand, 12)["heldout_reward_mean"] is None

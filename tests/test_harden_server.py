@@ -185,3 +185,18 @@ def test_the_real_server_answers_400_not_500(openclaw, tmp_path):
     finally:
         stop_server(record["pid"])
     assert main(["deploy", "--rollback"]) == 0
+
+
+def test_a_loop_on_a_taken_port_names_it_and_writes_nothing(tmp_path):
+    from conftest import run_cli, save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "model")
+    sock, port = _held_port()
+    try:
+        result = run_cli("loop", "--output_dir", str(tmp_path / "loop"), "--model_path", str(model),
+                         "--port", str(port), cwd=tmp_path)  # fmt: skip
+    finally:
+        sock.close()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"port {port}" in result.stderr and "already in use" in result.stderr
+    assert not (tmp_path / "loop").exists()

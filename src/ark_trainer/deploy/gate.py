@@ -30,7 +30,8 @@ ROUTES = {CHAT, ("GET", "/v1/models"), ("GET", "/health")}
 
 async def _read_body(receive):
     """The whole request body, and a ``receive`` that hands it to the app again (then waits as before)."""
-    chunks, more = [], True
+    chunks: list[bytes] = []
+    more = True
     while more:
         message = await receive()
         if message["type"] != "http.request":  # the client went away: let the app see it

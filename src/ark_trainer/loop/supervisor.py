@@ -71,6 +71,10 @@ class Loop:
             if not model:
                 raise UserError("loop: --model_path is required to start a loop (a local Hugging Face model)")
             self._check_model(Path(model))
+            if self.s.port:  # before the folder exists: a taken port is one line, nothing written
+                from ark_trainer.deploy.process import check_port
+
+                check_port(self.s.port)
             created = not self.dir.exists()
             self.dir.mkdir(parents=True, exist_ok=True)
             state = fresh_state(model, {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags})
