@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -22,6 +22,7 @@ from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
 from ark_trainer.models.device import Runtime
+from ark_trainer.models.source import ResolvedModel
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
@@ -46,14 +47,24 @@ class Prepared:
     plan: Plan  # resolved once (plan.py); under --strategy auto replaced once, by the probe's choice
     plan_extra: dict  # what plan.json holds besides the plan: the rewards, this attempt's precision
     rt: Runtime
+    model: (
+        ResolvedModel  # the base model as an HF folder (a GGUF or Ollama model converted into OUT/base_model)
+    )
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
+
+    @property
+    def model_path(self) -> str:
+        """The base model's HF folder: what every stage loads (``cfg.model_path`` is what the user gave)."""
+        return str(self.model.path)
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
+    from ark_trainer.agent.env import check_agent
     from ark_trainer.inputs import check_output_dir, collect, model_checks
     from ark_trainer.models.device import resolve_runtime
+    from ark_trainer.models.source import convert, model_kind
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
     from ark_trainer.runtime.runlock import check_free
@@ -75,19 +86,27 @@ def prepare(cfg: TrainConfig) -> Prepared:
         checks.append(lambda: check_resume(cfg, out))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
     checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
-    checks += model_checks(cfg.model_path, cfg.trust_remote_code)
-    if cfg.env:  # an agent run: the environment loads, the chat template shows tools
-        from ark_trainer.agent.env import check_agent
-
-        checks.append(lambda: check_agent(cfg))
+    loads += model_checks(cfg.model_path, cfg.trust_remote_code)[
+        :1
+    ]  # the model named: checked, not converted
+    checks += model_checks(cfg.model_path, cfg.trust_remote_code)[1:]
+    given_hf = model_kind(cfg.model_path) == "hf"
+    if cfg.env and given_hf:  # an agent run: the environment loads, the chat template shows tools
+        checks.append(lambda: check_agent(cfg))  # (a GGUF's tokenizer: checked once converted, below)
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
-    rt, rows, eval_rows = results[: len(loads)]
+    rt, rows, eval_rows, model = results[: len(loads)]
+    if (
+        not given_hf
+    ):  # every input is good: convert the GGUF once into the run folder (reused when it holds it)
+        model = convert(model, out / "base_model")  # under accelerate the parent converted: children reuse it
+        if cfg.env:
+            check_agent(replace(cfg, model_path=str(model.path)))
     sources = [(Path(cfg.data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(str(model.path), cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     if cfg.eval_dataset:
@@ -110,9 +129,10 @@ def prepare(cfg: TrainConfig) -> Prepared:
         plan = Plan.from_json(saved, cfg)
         extra = {k: v for k, v in saved.items() if k not in plan.to_json()}
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
+    extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     done = Progress(out) if cfg.resume else None
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, done)
+    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, model, done)
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
@@ -257,10 +277,10 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if p.plan.pending:
         _choose_strategy(p, monitor)
     evaluator = _Evaluator(p, rt, monitor)
-    p.last_model = ("base", str(cfg.model_path))
-    evaluator.run("base", cfg.model_path)
+    p.last_model = ("base", p.model_path)
+    evaluator.run("base", p.model_path)
     ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done)
-    current = str(cfg.model_path)
+    current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
         final_dir = p.out / "model" if planned.last else p.out / planned.name / "final"
@@ -281,7 +301,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     cfg = p.cfg
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
-        result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
+        result, scored = run_probe(cfg, p.rt, p.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed
     p.plan = resolve_plan(cfg, ProbeChoice(strategy, reason, probe_record(result)))
     from ark_trainer.runtime.distributed import ranks
