@@ -67,7 +67,9 @@ class TrainConfig:
         "(docs/getting-started.md, 'Strategies')",
     )
     task_name: str = _opt("ark_training", "name of the run, shown in the report and logs")
-    model_path: str | None = _opt(None, "local Hugging Face checkpoint of the base model (required)")
+    model_path: str | None = _opt(
+        None, "the base model: a local Hugging Face folder, a .gguf file or ollama:NAME[:TAG] (required)"
+    )
     data_path: str | None = _opt(None, "training data, JSONL (required)")
     output_dir: str | None = _opt(None, "run directory: checkpoints, final model, eval, report (required)")
     openclaw_env: bool = _opt(False, "link with the local OpenClaw install (check it; deploy when present)")

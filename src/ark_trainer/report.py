@@ -24,6 +24,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
+from ark_trainer.report_model import base_model_line, serve_blocks
 from ark_trainer.stages.registry import Plot
 
 
@@ -80,7 +81,11 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
 
     glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
-    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"))]
+    blocks = [
+        Heading(title, 1),
+        *top,
+        *_body(run, _make_plots(run, run_dir / "plots"), serve_blocks(run_dir)),
+    ]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     lang = page_lang(run.config.get("task_name"), run_dir)
@@ -205,7 +210,7 @@ def _strategy_name(run: Run) -> str:
     return str(run.plan.get("strategy") or run.config.get("strategy") or "unknown strategy")
 
 
-def _body(run: Run, plots: list[Image]) -> list[Block]:
+def _body(run: Run, plots: list[Image], serve: list[Block]) -> list[Block]:
     return [
         *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
@@ -220,6 +225,7 @@ def _body(run: Run, plots: list[Image]) -> list[Block]:
         *_examples(run),
         *episode_blocks(run, _final_model(run)),  # --env runs: episodes before / after
         *_warnings(run),
+        *serve,  # Ollama / llama.cpp: the exported GGUF, or how to write it
         Heading("Resolved config"),
         Code(run.config_text.rstrip("\n"), summary="run.yaml"),
     ]
@@ -235,6 +241,8 @@ def _strategy(run: Run) -> list[Block]:
         " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in planned(run)[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
+    if line := base_model_line(plan):
+        items.insert(0, line)
     rewards = plan.get("rewards") or {}
     if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):
         graders = ", ".join(f"{n} (weight {short(w)})" for n, w in rewards["graders"].items())

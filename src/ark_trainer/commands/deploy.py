@@ -2,7 +2,10 @@
 
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
 config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`, the
-OpenClaw deploy target (:mod:`ark_trainer.deploy.targets`).
+OpenClaw deploy target (:mod:`ark_trainer.deploy.targets`). ``OUT`` may also be a ``.gguf`` file or
+``ollama:NAME[:TAG]``: it is converted once (``models/source.py``) into a serving folder of the per-user
+cache, which is deployed like a run's. For Ollama or llama.cpp themselves, ``ark-trainer export`` writes
+the GGUF file and Modelfile.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from ark_trainer.errors import UserError
 
 @dataclass
 class DeployOptions:
-    out: str | None = opt(None, "a run's --output_dir (holds model/)", positional=True, nargs="?")
+    out: str | None = opt(
+        None,
+        "a run's --output_dir (holds model/), a .gguf file or ollama:NAME[:TAG]",
+        positional=True,
+        nargs="?",
+    )
     agent: str | None = opt(None, "OpenClaw agent id (default: every agent, agents.defaults)")
     port: int | None = opt(None, "server port on 127.0.0.1 (default: a free one)")
     status: bool = opt(False, "show the deployment (latest, or OUT's)", switch=True, exclusive="action")
@@ -40,6 +48,9 @@ def register(sub) -> None:
         DeployOptions,
         _cmd_deploy,
         help="serve OUT/model and make it the OpenClaw agent's model (with rollback)",
+        description="Serve OUT/model on 127.0.0.1 and make it the OpenClaw agent's model (with rollback). "
+        "To serve it with Ollama or llama.cpp instead, write a GGUF first: `ark-trainer export OUT --format "
+        "gguf`, then `ollama create NAME -f OUT/export/Modelfile` or `llama-server -m OUT/export/model-f16.gguf`.",
     )
 
 
@@ -63,5 +74,21 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
-    deploy.deploy(Path(args.out), agent=args.agent, port=args.port, record_to=args.record)
+    deploy.deploy(serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record)
     return 0
+
+
+def serving_folder(spec: str) -> Path:
+    """A run folder, as given; a GGUF or Ollama model: a folder of the per-user cache holding it as model/."""
+    import re
+
+    from ark_trainer.models.source import cache_dir, check_model, convert, model_kind
+
+    if model_kind(spec) == "hf":
+        return Path(spec)
+    source = check_model(spec, flag="deploy")
+    assert source.sha256 is not None  # set for every GGUF and Ollama model
+    slug = re.sub(r"[^a-z0-9]+", "-", (source.name or "model").lower()).strip("-")[:40] or "model"
+    folder = cache_dir().parent / "serve" / f"{slug}-{source.sha256[:8]}"
+    convert(source, folder / "model")
+    return folder

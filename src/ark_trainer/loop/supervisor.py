@@ -26,6 +26,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
+from ark_trainer.models.source import check_model, convert
 from ark_trainer.runtime.system import pid_alive
 
 ROLLBACK_REQUEST = "rollback.json"
@@ -65,10 +66,17 @@ class Loop:
         if state is None:
             model = self.flags.get("model_path")
             if not model:
-                raise UserError("loop: --model_path is required to start a loop (a local Hugging Face model)")
-            self._check_model(Path(model))
+                raise UserError(
+                    "loop: --model_path is required to start a loop (a Hugging Face folder, a .gguf file or "
+                    "ollama:NAME)"
+                )
+            source = check_model(str(model), flag="--model_path")  # checked before the loop folder exists
             self.dir.mkdir(parents=True, exist_ok=True)
-            state = fresh_state(model, {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags})
+            base = convert(source, self.dir / "base_model")  # a GGUF / Ollama model: converted once, here
+            state = fresh_state(
+                str(base.path), {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags}
+            )
+            state["base_model"] = base.to_json()
             self._freeze_heldout()
         else:
             self.log(f"loop: resuming {self.dir} (serving round {state['serving']})")
@@ -84,10 +92,6 @@ class Loop:
         self._build_reward()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
         serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
-
-    def _check_model(self, model: Path) -> None:
-        if not (model / "config.json").is_file() or not list(model.glob("*.safetensors")):
-            raise UserError(f"--model_path: {model} holds no model (config.json + *.safetensors)")
 
     def _freeze_heldout(self) -> None:
         """``LOOP/heldout.jsonl``, fixed for the loop's life: --eval_dataset, else the first --heldout_size
