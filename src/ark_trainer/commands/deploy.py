@@ -1,4 +1,4 @@
-"""``ark-trainer deploy OUT [--agent ID] [--port P]`` and ``deploy [OUT] --status | --stop | --rollback``.
+"""``ark-trainer deploy OUT|MODEL [--agent ID] [--port P] [--prompt_shape S]`` and ``deploy [OUT] --status | --stop | --rollback``.
 
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
 config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`, the
@@ -21,7 +21,7 @@ from ark_trainer.errors import UserError
 class DeployOptions:
     out: str | None = opt(
         None,
-        "a run's --output_dir (holds model/), a .gguf file or ollama:NAME[:TAG]",
+        "a run's --output_dir (holds model/), a model folder to serve as it is, a .gguf file or ollama:NAME[:TAG]",
         positional=True,
         nargs="?",
     )
@@ -35,6 +35,15 @@ class DeployOptions:
     force: bool = opt(False, "with --rollback: restore even if the config changed since", switch=True)
     record: str | None = opt(
         None, "append every exchange the server answers, scrubbed, to this JSONL (default: off)"
+    )
+    prompt_shape: str = opt(
+        "auto",
+        "what the model is shown of OpenClaw's turns: auto (the shape it was trained on, "
+        "model/ark_prompt_shape.json), bare, tools, openclaw-turns, openclaw",
+        choices=("auto", "bare", "tools", "openclaw-turns", "openclaw"),
+    )
+    system_chars: int = opt(
+        0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)"
     )
     target: str = opt(
         "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"
@@ -74,21 +83,18 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
-    deploy.deploy(serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record)
+    deploy.deploy(
+        serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record,
+        prompt_shape=args.prompt_shape, system_chars=args.system_chars,
+    )  # fmt: skip
     return 0
 
 
 def serving_folder(spec: str) -> Path:
-    """A run folder, as given; a GGUF or Ollama model: a folder of the per-user cache holding it as model/."""
-    import re
-
-    from ark_trainer.models.source import cache_dir, check_model, convert, model_kind
+    """A run or model folder, as given; a GGUF or Ollama model: converted once into the per-user cache
+    (``models/source.py``), whose folder is then served as a model folder."""
+    from ark_trainer.models.source import model_kind, resolve_model
 
     if model_kind(spec) == "hf":
         return Path(spec)
-    source = check_model(spec, flag="deploy")
-    assert source.sha256 is not None  # set for every GGUF and Ollama model
-    slug = re.sub(r"[^a-z0-9]+", "-", (source.name or "model").lower()).strip("-")[:40] or "model"
-    folder = cache_dir().parent / "serve" / f"{slug}-{source.sha256[:8]}"
-    convert(source, folder / "model")
-    return folder
+    return resolve_model(spec, flag="deploy").path

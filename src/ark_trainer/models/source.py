@@ -18,7 +18,7 @@ Interface (everything that takes ``--model_path`` goes through it)::
 - A GGUF (a path ending ``.gguf``, or any file that starts with the GGUF magic) or an Ollama model
   (``models/ollama.py``) is checked first, cheaply (``models/gguf.py: inspect_gguf``: header, metadata,
   tensor table), then converted once into ``convert_dir``: the run's ``OUT/base_model/``, or without one a
-  per-user cache (``~/.cache/ark-trainer/models/<sha256[:16]>``). A folder whose ``ark_source.json`` holds
+  per-user cache (``~/.cache/ark-trainer/models/<name>-<sha256[:12]>``). A folder whose ``ark_source.json`` holds
   the same checksum is reused as it is.
 - Every problem is a one-line :class:`~ark_trainer.errors.UserError` (exit 2) raised by
   :func:`check_model`, before anything is written.
@@ -27,6 +27,7 @@ Interface (everything that takes ``--model_path`` goes through it)::
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -107,8 +108,9 @@ def check_model(spec: str, *, flag: str = "--model_path") -> ResolvedModel:
     else:
         info = inspect_gguf(Path(spec).expanduser(), flag)
         sha = file_sha256(info.path)
+    slug = re.sub(r"[^a-z0-9]+", "-", str(name or info.name or "model").lower()).strip("-")[:40] or "model"
     return ResolvedModel(
-        path=cache_dir() / sha[:16],
+        path=cache_dir() / f"{slug}-{sha[:12]}",
         kind=kind,
         source=spec,
         file=info.path.resolve(),
