@@ -348,3 +348,17 @@ def test_export_refuses_an_architecture_it_cannot_write(tmp_path, capsys):
     (folder / "config.json").write_text(json.dumps({**cfg, "model_type": "gemma"}))
     assert main(["export", str(folder)]) == 2
     assert "cannot be exported to GGUF (supported: llama, qwen2)" in capsys.readouterr().err
+
+
+def test_modelfile_keeps_an_ollama_template_and_leaves_other_jinja_to_ollama(tmp_path):
+    from ark_trainer.models.gguf_export import ExportedGguf, modelfile
+
+    def made(template: str | None) -> ExportedGguf:
+        return ExportedGguf(tmp_path / "m.gguf", "llama", "f16", 1, 1, None, "</s>", template)
+
+    own = modelfile("m.gguf", made("{{ bos }}"), ollama_template="{{ .Prompt }}")
+    assert 'TEMPLATE """{{ .Prompt }}"""' in own and 'PARAMETER stop "</s>"' in own
+    chatml = modelfile("m.gguf", made("{{ '<|im_start|>system\nBe brief.<|im_end|>\n' }}<|im_start|>"))
+    assert 'SYSTEM """Be brief."""' in chatml and 'PARAMETER stop "<|im_start|>"' in chatml
+    other = modelfile("m.gguf", made("[INST] {{ messages[0]['content'] }} [/INST]"))
+    assert "TEMPLATE" not in other.replace("# no TEMPLATE", "") and "tokenizer.chat_template" in other

@@ -212,6 +212,7 @@ def _tokenizer(model_dir: Path, vocab_size: int, pre: str | None) -> dict[str, A
         "eos_token": tok.eos_token,
         "pad": tok.pad_token_id,
         "chat_template": tok.chat_template if isinstance(tok.chat_template, str) else None,
+        "add_bos": bool(tok.bos_token_id is not None and tok("a").input_ids[:1] == [tok.bos_token_id]),
         "pre": pre or infer_pre_tokenizer(data.get("pre_tokenizer")),
     }
 
@@ -230,7 +231,7 @@ def _write_tokenizer(writer, tok: dict[str, Any]) -> None:
     ):
         if tok[key] is not None:
             add(int(tok[key]))
-    writer.add_add_bos_token(False)  # the chat template writes what it needs (ChatML writes no BOS)
+    writer.add_add_bos_token(tok["add_bos"])  # as the HF tokenizer does (ChatML models add none)
     if tok["chat_template"]:
         writer.add_chat_template(tok["chat_template"])
 
@@ -267,7 +268,7 @@ def modelfile(gguf_name: str, exported: ExportedGguf, ollama_template: str | Non
         lines.append(f'TEMPLATE """{ollama_template}"""')
     elif "<|im_start|>" in jinja:
         lines.append(f'TEMPLATE """{CHATML_GO_TEMPLATE}"""')
-        default_system = re.search(r"<\|im_start\|>system\\n([^<'\"]+)<\|im_end\|>", jinja)
+        default_system = re.search(r"<\|im_start\|>system(?:\\n|\n)([^<'\"]+)<\|im_end\|>", jinja)
         if default_system:
             lines.append(f'SYSTEM """{default_system.group(1)}"""')
         stops += ["<|im_start|>", "<|im_end|>"]
