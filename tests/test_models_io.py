@@ -362,3 +362,21 @@ def test_modelfile_keeps_an_ollama_template_and_leaves_other_jinja_to_ollama(tmp
     assert 'SYSTEM """Be brief."""' in chatml and 'PARAMETER stop "<|im_start|>"' in chatml
     other = modelfile("m.gguf", made("[INST] {{ messages[0]['content'] }} [/INST]"))
     assert "TEMPLATE" not in other.replace("# no TEMPLATE", "") and "tokenizer.chat_template" in other
+
+
+@pytest.mark.slow  # trains a reward model (about 20 s here)
+def test_rm_train_and_deploy_take_a_gguf(files, tmp_path, capsys):
+    from ark_trainer.cli import main
+    from ark_trainer.commands.deploy import serving_folder
+
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": f"问题{i}", "chosen": "结论：违规 类型：辱骂", "rejected": "hello"} for i in range(8)]
+    pairs.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    gguf = str(files["qwen2"][1])
+    argv = ["rm", "train", "--data_path", str(pairs), "--model_path", gguf, "--output_dir", str(tmp_path / "rm")]
+    assert main([*argv, "--max_steps", "1", "--batch_size", "4"]) == 0
+    metrics = json.loads((tmp_path / "rm" / "rm_metrics.json").read_text())
+    assert metrics["base_model"]["kind"] == "gguf" and metrics["args"]["model_path"] == gguf
+    folder = serving_folder(gguf)  # deploy: the same conversion, from the per-user cache
+    assert Path(metrics["base_model"]["path"]) == folder and (folder / "config.json").is_file()
+    assert folder.parent == Path(os.environ["HOME"]) / ".cache" / "ark-trainer" / "models"

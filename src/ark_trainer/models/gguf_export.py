@@ -188,9 +188,11 @@ def _tokenizer(model_dir: Path, vocab_size: int, pre: str | None) -> dict[str, A
         raise UserError(f"{model_dir}: no tokenizer.json; only fast byte-level BPE tokenizers export to GGUF")
     data = json.loads(path.read_text(encoding="utf-8"))
     model = data.get("model") or {}
-    if model.get("type") != "BPE":
+    byte_level = '"ByteLevel"' in json.dumps([data.get("pre_tokenizer"), data.get("decoder")])
+    if model.get("type") != "BPE" or not byte_level:
         raise UserError(
-            f"{model_dir}: tokenizer type {model.get('type')!r} is not byte-level BPE; cannot export"
+            f"{model_dir}: the tokenizer is not byte-level BPE (model {model.get('type')!r}, e.g. sentencepiece); "
+            "only byte-level BPE tokenizers (Qwen2, Llama 3, SmolLM) are exported to GGUF"
         )
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     vocab = tok.get_vocab()

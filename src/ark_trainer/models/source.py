@@ -88,6 +88,11 @@ def check_model(spec: str, *, flag: str = "--model_path") -> ResolvedModel:
     if kind == "hf":
         from ark_trainer.models.loading import check_policy_dir
 
+        if not Path(spec).exists():
+            raise UserError(
+                f"{flag}: no such folder {spec!r}; give a local Hugging Face checkpoint, a .gguf file or "
+                "ollama:NAME[:TAG] (no hub downloads)"
+            )
         if Path(spec).is_file():
             raise UserError(
                 f"{flag}: {spec!r} is a file but not a GGUF model; give a Hugging Face folder, a .gguf file "
