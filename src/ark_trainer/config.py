@@ -106,7 +106,11 @@ class TrainConfig:
     rollout_steps: int | None = _opt(
         None, "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)"
     )
-    max_completion_length: int = _opt(64, "max new tokens per completion (sampling, GRPO and eval)")
+    max_completion_length: int | None = _opt(
+        None,
+        "max new tokens per completion (sampling, GRPO and eval); default: from the data's answers in this "
+        "model's tokenizer (95th percentile plus a margin), 64 for a toy model (docs/real-models.md)",
+    )
     temperature: float = _opt(1.0, "GRPO sampling temperature")
     beta: float = _opt(0.04, "GRPO and RLOO KL coefficient (0 disables the reference model)")
     loss_type: str = _opt("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...")
@@ -187,8 +191,10 @@ class TrainConfig:
         "CPU), fp16, bf16, bf16_weights (pure bf16 weights: less memory, less stable) or no",
     )
     gradient_checkpointing: bool = _opt(False, "recompute activations in the backward pass (less memory)")
-    lora_r: int = _opt(
-        0, "LoRA rank; 0 trains all weights. With LoRA, each learning rate you do not set is 10× its default"
+    lora_r: int | None = _opt(
+        None,
+        "LoRA rank; 0 trains all weights; default: 0, or 16 when full fine-tuning would not fit the device's "
+        "memory (docs/real-models.md). With LoRA, each learning rate you do not set is 10× its default",
     )
     lora_alpha: int | None = _opt(None, "LoRA alpha (default: 2 × --lora_r)")
     lora_dropout: float = _opt(0.05, "LoRA dropout")

@@ -48,6 +48,7 @@ class Prepared:
     rt: Runtime
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
+    warnings: tuple[str, ...] = ()  # shown once the run has started (e.g. a toy preset on a real model)
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -84,6 +85,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if problems:
         raise UserError(*problems)
     rt, rows, eval_rows = results[: len(loads)]
+    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt)
     sources = [(Path(cfg.data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
@@ -104,7 +106,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
+    plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
     if cfg.resume and (out / "plan.json").is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = read_json(out / "plan.json")
         plan = Plan.from_json(saved, cfg)
@@ -112,7 +114,38 @@ def prepare(cfg: TrainConfig) -> Prepared:
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
     log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
     done = Progress(out) if cfg.resume else None
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, done)
+    return Prepared(
+        cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, done, warnings=tuple(warnings)
+    )
+
+
+def with_auto_defaults(
+    cfg: TrainConfig, rows: list[dict], rt: Runtime
+) -> tuple[TrainConfig, dict, list[str]]:
+    """The config with the automatic flags it left unset filled in (``auto_defaults.py``), a new object;
+    plus ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml``
+    holds the values chosen the first time, so nothing is chosen again."""
+    import dataclasses
+
+    from ark_trainer.auto_defaults import AutoDefault, describe, model_facts, resolve_auto_defaults
+    from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
+    from ark_trainer.models.loading import load_tokenizer
+
+    assert cfg.model_path
+    tok = load_tokenizer(cfg.model_path, rt.trust_remote_code)
+    chosen, warnings = resolve_auto_defaults(cfg, tok, rows, rt.device)
+    if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
+        for name in LEARNING_RATES:
+            default = getattr(TrainConfig, name)
+            if getattr(cfg, name) == default:  # left at its default (a flag or YAML key set to it counts too)
+                chosen[name] = AutoDefault(
+                    default * LORA_LR_SCALE,
+                    f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
+                )
+    for name, value in chosen.items():
+        log.info("auto default: --%s %s", name, value.reason)
+    resolved = dataclasses.replace(cfg, **{name: value.value for name, value in chosen.items()})
+    return resolved, describe(chosen, model_facts(cfg.model_path).why), warnings
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
@@ -240,7 +273,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     """Evaluate the base model, then run and evaluate each stage of the plan (resume skips finished ones)."""
     cfg, rt = p.cfg, p.rt
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
-    for message in rt.warnings:
+    for message in (*rt.warnings, *p.warnings):
         monitor.warn(message)
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
@@ -281,7 +314,9 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     cfg = p.cfg
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
-        result, scored = run_probe(cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress)
+        result, scored = run_probe(
+            cfg, p.rt, cfg.model_path, p.train, p.reward, on_batch=monitor.progress, on_tick=monitor.tick
+        )
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed
     p.plan = resolve_plan(cfg, ProbeChoice(strategy, reason, probe_record(result)))
     from ark_trainer.runtime.distributed import ranks
@@ -334,6 +369,7 @@ class _Evaluator:
                 base_totals=self.base_totals,
                 seed=cfg.seed,
                 on_batch=self.monitor.progress,
+                on_tick=self.monitor.tick,
                 env=env_for(cfg),
             )
         if self.base_totals is None:

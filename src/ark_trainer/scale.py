@@ -52,9 +52,9 @@ def validate_scale(cfg) -> list[str]:
             f"--mixed_precision: unknown value {cfg.mixed_precision!r}; use {', '.join(PRECISIONS)}"
         )
     problems += lora_problems(cfg)
-    if cfg.load_in_4bit and cfg.lora_r == 0:
+    if cfg.load_in_4bit and not cfg.lora_r:
         problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")
-    if cfg.save_adapter_only and cfg.lora_r == 0:
+    if cfg.save_adapter_only and not cfg.lora_r:
         problems.append("--save_adapter_only: there is no adapter without LoRA; pass --lora_r (e.g. 16)")
     if cfg.vllm_mode not in VLLM_MODES:
         problems.append(f"--vllm_mode: unknown mode {cfg.vllm_mode!r}; use colocate or server")
@@ -66,7 +66,7 @@ def validate_scale(cfg) -> list[str]:
 def lora_problems(cfg) -> list[str]:
     """What is wrong with ``--lora_r/--lora_alpha/--lora_dropout`` (``train`` and ``rm train`` share them)."""
     problems = []
-    if cfg.lora_r < 0:
+    if cfg.lora_r is not None and cfg.lora_r < 0:
         problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
     if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
         problems.append("--lora_alpha: must be > 0")
@@ -131,7 +131,7 @@ def precision_name(fp16: bool, bf16: bool, bf16_weights: bool) -> str:
 
 def peft_config(cfg, task_type: str = "CAUSAL_LM"):
     """peft ``LoraConfig`` for ``--lora_r`` > 0, else None (``SEQ_CLS``: the score head trains in full)."""
-    if cfg.lora_r <= 0:
+    if not cfg.lora_r or cfg.lora_r <= 0:
         return None
     from peft import LoraConfig
 

@@ -334,7 +334,13 @@ def check_resume(cfg, out: Path) -> None:
         return
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
-    changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
+    from ark_trainer.auto_defaults import AUTO_FLAGS
+
+    changed = sorted(
+        k
+        for k, v in before.items()
+        if k not in MAY_CHANGE and now.get(k) != v and not (k in AUTO_FLAGS and now.get(k) is None)
+    )  # an automatic flag left unset again: run.yaml holds what was chosen for it the first time
     if changed and cfg.strategy == "auto":  # run.yaml of an older version held the probe's choice
         from ark_trainer.stages.registry import stages
 

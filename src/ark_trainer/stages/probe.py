@@ -140,7 +140,13 @@ def decide(result: ProbeResult) -> tuple[str, str]:
 
 
 def run_probe(
-    cfg: TrainConfig, rt: Runtime, model_path: str, rows: list[dict], reward: CompositeReward, on_batch=None
+    cfg: TrainConfig,
+    rt: Runtime,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    on_batch=None,
+    on_tick=None,
 ) -> tuple[ProbeResult, list[dict]]:
     """Sample and score the base model's answers on a sample of training prompts.
 
@@ -159,6 +165,7 @@ def run_probe(
             seed=cfg.seed,
             on_batch=on_batch,
             desc="probing base model",
+            on_tick=on_tick,
         )
     finally:
         del model

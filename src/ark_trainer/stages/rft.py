@@ -1,8 +1,9 @@
 """RFT (reward fine-tuning): supervised fine-tune on the reward-selected answers.
 
 The answers are sampled, scored and selected by :func:`ark_trainer.scoring.sample_and_select` (best at or
-above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``);
-this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
+above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``),
+from only as many prompts as ``--rft_steps`` will train on (``scoring.rft_budget``, sampled in rounds with
+a margin for prompts whose answers score below the threshold), not the whole file; this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
-from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.runtime.distributed import check_replicas, ranks
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.runtime.resume import run_trainer
 from ark_trainer.scale import peft_config
-from ark_trainer.scoring import reselect, sample_and_select
+from ark_trainer.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -98,8 +99,12 @@ class RFTStage:
             sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
             log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
         else:
+            cfg = ctx.cfg
+            needed = rft_budget(
+                plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
+            )
             sel = sample_and_select(
-                ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data"
+                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data", needed
             )
         gc.collect()
         if not sel.sft_rows:
