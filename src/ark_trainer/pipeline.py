@@ -303,6 +303,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         else:
             current = stage.run(ctx, planned, current, final_dir)
             gc.collect()
+        _record_prompt_shape(p, Path(current))
         p.last_model = (planned.name, current)
         evaluator.run(planned.name, current)
 
@@ -329,6 +330,17 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     gc.collect()
 
 
+def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
+    """The prompt shape the model learnt, in its folder: the server shows it the same in OpenClaw
+    (``deploy/policy.py``)."""
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.deploy.policy import shape_of_rows, write_shape
+    from ark_trainer.runtime.distributed import ranks
+
+    if ranks().is_main and model_dir.is_dir():
+        write_shape(model_dir, shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None))
+
+
 class _Evaluator:
     """Evaluates each model of the run on the same prompts; remembers the base answers' rewards."""
 
@@ -347,8 +359,8 @@ class _Evaluator:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
         from ark_trainer.agent.env import env_for
-        from ark_trainer.agent.evaluate import AGENT_METRICS
         from ark_trainer.evaluate import evaluate_model
+        from ark_trainer.metrics import AGENT_METRICS, HEADLINE
 
         cfg = self.p.cfg
         if self.p.done and (done := self.p.done.eval_result(name)) is not None:
@@ -374,14 +386,7 @@ class _Evaluator:
             )
         if self.base_totals is None:
             self.base_totals = [a["reward"] for a in result["answers"]]
-        keys: tuple[str, ...] = (
-            "reward_mean",
-            "pass_rate",
-            "task_accuracy",
-            "compliance_rate",
-            "preference_alignment",
-        )
-        keys += tuple(k for k in AGENT_METRICS if k in result)
+        keys = HEADLINE + tuple(k for k in AGENT_METRICS if k in result)
         self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
         log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
         gc.collect()

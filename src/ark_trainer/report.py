@@ -21,7 +21,7 @@ from typing import Any
 
 from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
 from ark_trainer.stages.registry import Plot
@@ -80,7 +80,10 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
 
     glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
-    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"))]
+    from ark_trainer.openclaw.parity import parity_blocks
+
+    parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
+    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, run_dir / "plots"), parity)]
     md_path, html_path = run_dir / "report.md", run_dir / "report.html"
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     lang = page_lang(run.config.get("task_name"), run_dir)
@@ -122,7 +125,7 @@ def _read_events(path: Path, problems: list[str]) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     events, bad = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in jsonl_file_lines(path, "replace"):
         if not line.strip():
             continue
         try:
@@ -205,12 +208,13 @@ def _strategy_name(run: Run) -> str:
     return str(run.plan.get("strategy") or run.config.get("strategy") or "unknown strategy")
 
 
-def _body(run: Run, plots: list[Image]) -> list[Block]:
+def _body(run: Run, plots: list[Image], parity: list[Block]) -> list[Block]:
     return [
         *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
         *_data(run),
         *_results(run),
+        *parity,
         *_stage_sections(run),
         *_stage_times(run),
         *bad_step_blocks(run.events),

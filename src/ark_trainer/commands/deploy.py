@@ -1,4 +1,4 @@
-"""``ark-trainer deploy OUT [--agent ID] [--port P]`` and ``deploy [OUT] --status | --stop | --rollback``.
+"""``ark-trainer deploy OUT|MODEL [--agent ID] [--port P] [--prompt_shape S]`` and ``deploy [OUT] --status | --stop | --rollback``.
 
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
 config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`, the
@@ -16,7 +16,12 @@ from ark_trainer.errors import UserError
 
 @dataclass
 class DeployOptions:
-    out: str | None = opt(None, "a run's --output_dir (holds model/)", positional=True, nargs="?")
+    out: str | None = opt(
+        None,
+        "a run's --output_dir (holds model/), or a model folder to serve as it is",
+        positional=True,
+        nargs="?",
+    )
     agent: str | None = opt(None, "OpenClaw agent id (default: every agent, agents.defaults)")
     port: int | None = opt(None, "server port on 127.0.0.1 (default: a free one)")
     status: bool = opt(False, "show the deployment (latest, or OUT's)", switch=True, exclusive="action")
@@ -27,6 +32,15 @@ class DeployOptions:
     force: bool = opt(False, "with --rollback: restore even if the config changed since", switch=True)
     record: str | None = opt(
         None, "append every exchange the server answers, scrubbed, to this JSONL (default: off)"
+    )
+    prompt_shape: str = opt(
+        "auto",
+        "what the model is shown of OpenClaw's turns: auto (the shape it was trained on, "
+        "model/ark_prompt_shape.json), bare, tools, openclaw-turns, openclaw",
+        choices=("auto", "bare", "tools", "openclaw-turns", "openclaw"),
+    )
+    system_chars: int = opt(
+        0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)"
     )
     target: str = opt(
         "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"
@@ -63,5 +77,8 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
-    deploy.deploy(Path(args.out), agent=args.agent, port=args.port, record_to=args.record)
+    deploy.deploy(
+        Path(args.out), agent=args.agent, port=args.port, record_to=args.record,
+        prompt_shape=args.prompt_shape, system_chars=args.system_chars,
+    )  # fmt: skip
     return 0

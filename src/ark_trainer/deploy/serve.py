@@ -56,8 +56,13 @@ def _fitter(processor, render, budget: int):
     )
 
 
-def _fitting_handler(base, window: int, reply_tokens: int):
-    """A subclass of transformers' ChatCompletionHandler that keeps prompts inside ``window``."""
+def _fitting_handler(base, window: int, reply_tokens: int, shape_of=None, system_chars: int = 0):
+    """A subclass of transformers' ChatCompletionHandler that applies the serving policy
+    (:mod:`ark_trainer.deploy.policy`; ``shape_of()`` reads the model folder's shape, again after a
+    reload) and keeps prompts inside ``window``."""
+    from ark_trainer.deploy.policy import PromptShape, apply_policy
+
+    shape_of = shape_of or (lambda: PromptShape("openclaw", None, "as sent"))
 
     from ark_trainer.deploy.toolcalls import ToolCallResponses, use_own_parser
 
@@ -71,9 +76,14 @@ def _fitting_handler(base, window: int, reply_tokens: int):
             if not getattr(processor, "_ark_fitted", False):
                 original = processor.apply_chat_template
                 fitter = _fitter(processor, original, window - reply_tokens)
+                shape = shape_of()
+                print(
+                    f"[ark serve] prompt shape {shape.shape} ({shape.source}); docs/openclaw.md", flush=True
+                )
 
                 def fitted(conversation, *args, **kwargs):
-                    conversation, kwargs["tools"] = fitter(conversation, kwargs.get("tools"))
+                    conversation, tools = apply_policy(conversation, kwargs.get("tools"), shape, system_chars)
+                    conversation, kwargs["tools"] = fitter(conversation, tools)
                     encoded = original(conversation, *args, **kwargs)
                     if fitter.last is not None:  # fitted: the client sized its reply for the whole prompt
                         self._cut = (fitter.last.total, fitter.last.budget)
@@ -103,6 +113,8 @@ def _fitting_handler(base, window: int, reply_tokens: int):
 
         def _build_generation_config(self, body, model_generation_config, use_cb=False):
             config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+            if body.get("temperature") is None and body.get("top_p") is None:
+                config.do_sample = False  # greedy, as the model was evaluated, unless the client asks
             room = max(1, window - self._prompt_len)
             if self._cut is not None:
                 config.max_new_tokens = min(reply_tokens, room)
@@ -124,7 +136,9 @@ def _recording(app, args):
 
         app = recorder = Recorder(app, args.record, args.tag)
     hotswap.install(recorder)
-    return app
+    from ark_trainer.deploy.record import BudgetLog
+
+    return BudgetLog(app)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -135,6 +149,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, required=True, help="the model's context in tokens")
     parser.add_argument("--reply_tokens", type=int, required=True, help="tokens kept free for the reply")
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--prompt_shape",
+        default="auto",
+        help="serving policy: auto (the model's own), bare, tools, openclaw-turns, openclaw",
+    )
+    parser.add_argument(
+        "--system_chars", type=int, default=0, help="of OpenClaw's system prompt, shown to a bare model"
+    )
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
     parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
     parser.add_argument(
@@ -157,8 +179,13 @@ def main(argv: list[str] | None = None) -> None:
     track_model_managers()
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
+    from ark_trainer.deploy.policy import shape_for
+
+    def shape_of():
+        return shape_for(Path(args.name), args.window, args.prompt_shape)
+
     chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in
-        chat_completion.ChatCompletionHandler, args.window, args.reply_tokens
+        chat_completion.ChatCompletionHandler, args.window, args.reply_tokens, shape_of, args.system_chars
     )
     build_server = serving_server.build_server
     serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI

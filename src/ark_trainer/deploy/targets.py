@@ -31,10 +31,14 @@ class DeployTarget(Protocol):
         log: Any = print,
         record_to: str | Path | None = None,
         tag: str = "",
+        prompt_shape: str = "auto",
+        system_chars: int = 0,
     ) -> dict:
-        """Serve ``OUT/model`` and point the client at it; returns the deployment record.
+        """Serve ``OUT/model`` (or a model folder given as ``out``) and point the client at it; returns
+        the deployment record.
 
-        ``record_to``: a JSONL the server appends each exchange to, scrubbed (``deploy/record.py``)."""
+        ``record_to``: a JSONL the server appends each exchange to, scrubbed (``deploy/record.py``);
+        ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``)."""
         ...
 
     def status(self, out: str | None) -> dict:

@@ -25,6 +25,7 @@ itself is managed by :mod:`ark_trainer.deploy.process`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -100,15 +101,72 @@ def _check_model_dir(model_dir: Path) -> None:
         )
 
 
+def serving_knobs(shape: str | None) -> tuple[dict, dict]:
+    """OpenClaw's own settings for a model that learnt ``shape``: ``(model entry fields, agent fields)``.
+
+    A model trained on bare task prompts gets no workspace bootstrap files (``contextInjection: "never"``)
+    and no tool schemas (``compat.supportsTools: false``); one trained with tools keeps the tools; a
+    model trained on OpenClaw turns without the system prompt gets no bootstrap files; one trained on
+    whole OpenClaw turns, OpenClaw's defaults.
+    """
+    model: dict[str, Any] = {"compat": {"supportsTools": False}} if shape == "bare" else {}
+    agent: dict[str, Any] = (
+        {"contextInjection": "never"} if shape in ("bare", "tools", "openclaw-turns") else {}
+    )
+    return model, agent
+
+
+def knobs_said(patch: dict) -> list[str]:
+    """The OpenClaw settings of ``patch`` beyond the provider and the model ref, as ``key=value``."""
+    said = []
+    for model in patch["models"]["providers"][PROVIDER]["models"]:
+        said += (
+            [f"models.providers.{PROVIDER}.models[].contextTokens={model['contextTokens']}"]
+            if "contextTokens" in model
+            else []
+        )
+        said += (
+            [f"models.providers.{PROVIDER}.models[].compat.supportsTools=false"]
+            if model.get("compat")
+            else []
+        )
+    for scope, fields in patch["agents"].items():
+        entries = fields.items() if scope == "entries" else [(None, fields)]
+        for agent_id, agent in entries:
+            where = f"agents.entries.{agent_id}" if agent_id else f"agents.{scope}"
+            said += [f"{where}.{k}={json.dumps(v)}" for k, v in agent.items() if k != "model"]
+    return said
+
+
 def provider_patch(
-    name: str, port: int, window: int, reply_tokens: int, agent: str | None, api_key: str
+    name: str,
+    port: int,
+    window: int,
+    reply_tokens: int,
+    agent: str | None,
+    api_key: str,
+    shape: str | None = None,
 ) -> dict:
+    """The config patch: provider ``ark`` with the model, the agent's primary model, the shape's knobs.
+
+    ``contextWindow`` is the model's window (OpenClaw's minimum of 4000 for a smaller one); below
+    :data:`~ark_trainer.deploy.policy.OPENCLAW_PROMPT_WINDOW` tokens the entry also says
+    ``contextTokens`` 32768, what the server accepts: it fits any prompt into the window (serving policy,
+    then prompt fitting) and replies with up to ``maxTokens``. OpenClaw then budgets ``maxTokens`` for
+    its own prompt instead of one token (docs/openclaw.md, "The output budget").
+    """
+    from ark_trainer.deploy.policy import OPENCLAW_PROMPT_WINDOW
+
+    model_knobs, agent_knobs = serving_knobs(shape)
     model = {
         "id": name,
         "name": f"{name} (ark-trainer)",
         "contextWindow": max(window, OPENCLAW_MIN_CONTEXT),
         "maxTokens": reply_tokens,
+        **model_knobs,
     }
+    if window < OPENCLAW_PROMPT_WINDOW:
+        model["contextTokens"] = OPENCLAW_PROMPT_WINDOW
     provider = {
         "baseUrl": f"http://{HOST}:{port}/v1",
         "apiKey": api_key,
@@ -117,9 +175,9 @@ def provider_patch(
     }
     ref = f"{PROVIDER}/{name}"
     agents: dict[str, Any] = (
-        {"entries": {agent: {"model": {"primary": ref}}}}
+        {"entries": {agent: {"model": {"primary": ref}, **agent_knobs}}}
         if agent
-        else {"defaults": {"model": {"primary": ref}}}
+        else {"defaults": {"model": {"primary": ref}, **agent_knobs}}
     )
     return {"models": {"providers": {PROVIDER: provider}}, "agents": agents}
 
@@ -144,6 +202,27 @@ def _check_request(out: Path, agent: str | None) -> None:
             )
 
 
+def deploy_folder(spec: str | Path) -> Path:
+    """The folder to deploy from: a run's ``--output_dir`` as it is; a model given directly (a model
+    folder) gets a deploy folder of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with
+    ``model`` linking to it (the model's own folder is never written to)."""
+    path = Path(spec).expanduser()
+    if (path / "model").exists() or not (path / "config.json").is_file():
+        return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
+    model_dir = path.resolve()
+    out = cli.state_dir() / "ark-trainer" / "models" / served_name(model_dir).removeprefix("ark-")
+    link = out / "model"
+    if link.is_symlink() and Path(os.readlink(link)) == model_dir:
+        return out
+    if link.is_symlink() and any(Path(r["out"]) == out and _alive(r) for r in _load_registry()):
+        raise UserError(f"deploy: {out} serves another model now; `ark-trainer deploy --rollback` first")
+    out.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(model_dir)
+    return out
+
+
 def deploy(
     out: Path,
     agent: str | None = None,
@@ -151,23 +230,33 @@ def deploy(
     log=print,
     record_to: str | Path | None = None,
     tag: str = "",
+    prompt_shape: str = "auto",
+    system_chars: int = 0,
 ) -> dict:
     """Serve, smoke-test, patch, record; a crash at any point leaves a record ``--rollback`` undoes.
 
+    ``out``: a run folder (serves ``OUT/model``) or a model folder (:func:`deploy_folder`).
     ``record_to``: the server appends every exchange, scrubbed, to that JSONL (:mod:`ark_trainer.deploy.record`);
-    ``tag`` names what serves (a loop's round) in the server's log and in each recorded row.
+    ``tag`` names what serves (a loop's round) in the server's log and in each recorded row;
+    ``prompt_shape`` (``auto``: the model's own) chooses the serving policy (:mod:`ark_trainer.deploy.policy`)
+    and OpenClaw's knobs that go with it; ``system_chars``: how much of OpenClaw's system prompt a model
+    trained on bare prompts is shown.
     """
-    out = Path(out).resolve()
+    from ark_trainer.deploy.policy import shape_for
+
+    out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = max(16, min(512, window // 4))
+    shape = shape_for(out / "model", window, prompt_shape)
     port = port or free_port(HOST)
     key = secrets.token_urlsafe(32)
     key_file = out / "deploy" / "api_key"
     atomic_write_text(key_file, key + "\n", mode=0o600)
     record = _intent(out, name, port, window, reply_tokens, agent, key_file)
     recorded = str(Path(record_to).resolve()) if record_to else None
-    _update(record, record_to=recorded, serve_args=_serve_args(recorded, tag))
+    policy = {"prompt_shape": prompt_shape, "system_chars": system_chars, "shape": shape.shape}
+    _update(record, record_to=recorded, **policy, serve_args=_serve_args(recorded, tag, policy))
     faults.deploy_point("backup")
     log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
     server = None
@@ -187,20 +276,41 @@ def deploy(
         write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
         raise
     faults.deploy_point("recorded")
-    if window < OPENCLAW_MIN_CONTEXT:
-        log(
-            f"deploy: note: the model has {window} positions but OpenClaw needs >= {OPENCLAW_MIN_CONTEXT}; "
-            f"registered {OPENCLAW_MIN_CONTEXT}, and the server fits each prompt into {window - reply_tokens} "
-            f"tokens (the current turn first, then tools, the system prompt's head and older turns: "
-            f"docs/openclaw.md) and replies with up to {reply_tokens}"
-        )
+    _say_policy(record, shape, log)
     log(f"deploy: OpenClaw config {record['config_path']} now uses {PROVIDER}/{name} for {record['agent']}")
     log("deploy: undo with `ark-trainer deploy --rollback`")
     return record
 
 
-def _serve_args(record_to: str | None, tag: str) -> list[str]:
+def _say_policy(record: dict, shape, log) -> None:
+    """What the model is shown of OpenClaw's turns, and what was set in OpenClaw for it."""
+    window, reply_tokens = record["window"], record["reply_tokens"]
+    shown = {
+        "bare": "the user's messages and the conversation's turns (no tools, no OpenClaw notes"
+        + (
+            f", OpenClaw's system prompt cut to {record['system_chars']} chars"
+            if record["system_chars"]
+            else ", none of OpenClaw's system prompt"
+        )
+        + ")",
+        "tools": "the user's messages, the conversation's turns and the tool schemas (no OpenClaw system prompt)",
+        "openclaw-turns": "the conversation's turns as OpenClaw wraps them (no system prompt, no tools)",
+        "openclaw": "OpenClaw's whole request",
+    }[shape.shape]
+    log(f"deploy: prompt shape {shape.shape} ({shape.source}): the model is shown {shown}; docs/openclaw.md")
+    knobs = knobs_said(_patch_of(record, "KEY"))
+    log(f"deploy: OpenClaw settings written: {', '.join(knobs) or 'none beyond the provider and the model'}")
+    log(
+        f"deploy: OpenClaw budgets up to {reply_tokens} reply tokens (maxTokens); the server fits each prompt "
+        f"into {window - reply_tokens} of the model's {window} tokens and replies with up to {reply_tokens}"
+    )
+
+
+def _serve_args(record_to: str | None, tag: str, policy: dict | None = None) -> list[str]:
     args = ["--record", record_to] if record_to else []
+    policy = policy or {}
+    args += ["--prompt_shape", policy.get("prompt_shape") or "auto"]
+    args += ["--system_chars", str(policy.get("system_chars") or 0)]
     return args + (["--tag", tag] if tag else [])
 
 
@@ -221,7 +331,7 @@ def swap(out: Path, tag: str = "", log=print) -> dict:
         raise UserError(f"loop: {out} has no complete deployment to swap; deploy it first")
     key = read_key(record["api_key_file"]) or ""
     atomic_write_text(Path(record["serve_dir"]) / TAG_FILE, tag + "\n")
-    args = _serve_args(record.get("record_to"), tag)
+    args = _serve_args(record.get("record_to"), tag, record)
     pid = record.get("pid")
     if pid and pid_alive(pid) and is_our_server(pid):
         os.kill(pid, signal.SIGHUP)
@@ -298,10 +408,7 @@ def _patch(record: dict, key: str, smoke: dict) -> None:
     """Patch the config (validated), then mark the record deployed; restore the saved bytes on failure."""
     config = Path(record["config_path"])
     before = Path(record["config_backup"]).read_bytes() if record["config_existed"] else None
-    patch = provider_patch(
-        record["name"], record["port"], record["window"], record["reply_tokens"],
-        None if record["agent"] == "defaults" else record["agent"], key,
-    )  # fmt: skip
+    patch = _patch_of(record, key)
     patch_file = Path(record["out"]) / "deploy" / "patch.json5"
     write_json(patch_file, patch, mode=0o600)  # it holds the key
     try:
@@ -319,6 +426,13 @@ def _patch(record: dict, key: str, smoke: dict) -> None:
         config_sha256_after=_sha(config),
         deployed_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+
+
+def _patch_of(record: dict, key: str) -> dict:
+    return provider_patch(
+        record["name"], record["port"], record["window"], record["reply_tokens"],
+        None if record["agent"] == "defaults" else record["agent"], key, record.get("shape"),
+    )  # fmt: skip
 
 
 def _sha(config: Path) -> str | None:

@@ -1,0 +1,306 @@
+"""Parity: a run's held-out set asked through the model server in the request shape OpenClaw sends.
+
+    ark-trainer eval OUT --through openclaw [--stage grpo] [--limit 100]
+
+The run's bare evaluation (``OUT/eval/<stage>.json``) asks the model each held-out prompt alone. In
+OpenClaw the same model gets OpenClaw's request: a ~40k-character system prompt, 12 tool schemas, the
+message wrapped as ``[date] message`` with a runtime note, an internal-context note after it. This
+evaluation sends each held-out prompt to the served model in that request (recorded from a real
+``openclaw agent --local`` turn, :mod:`ark_trainer.openclaw.shape`), streamed as OpenClaw streams it,
+with the ``max_completion_tokens`` OpenClaw asks for under the provider entry deploy writes; the server
+applies its serving policy (:mod:`ark_trainer.deploy.policy`) exactly as for a real turn. The answers are
+scored by the run's own reward and metrics (:mod:`ark_trainer.evaluate`), written to
+``OUT/eval/<stage>-openclaw.json`` with the same metric names, next to the bare metrics on the same
+prompts and the gap.
+
+The server is the run's live deployment when it serves that model, else one started for the evaluation
+(as deploy starts it, same policy) and stopped afterwards. OpenClaw's config is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_text, read_json, write_json
+
+METRICS = ("task_accuracy", "pass_rate", "reward_mean", "compliance_rate", "preference_alignment")
+
+
+def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
+    """``(stage, model folder)``: the named stage's model, by default the run's final one."""
+    plan = read_json(out / "plan.json") if (out / "plan.json").is_file() else {}
+    stages = [s["name"] for s in plan.get("stages") or [] if s.get("steps", 0) > 0]
+    final = stages[-1] if stages else None
+    stage = stage or final
+    if stage is None:
+        raise UserError(f"eval: {out} holds no trained stage (plan.json); give --stage")
+    if stage == "base":
+        config = _run_config(out)
+        return stage, Path(str(config["model_path"]))
+    folder = out / "model" if stage == final else out / stage / "final"
+    if not (folder / "config.json").is_file():
+        raise UserError(
+            f"--stage: {stage}: no model at {folder}; the stages of this run: base, {', '.join(stages)}"
+        )
+    return stage, folder
+
+
+def _run_config(out: Path) -> dict:
+    from ark_trainer.config import load_yaml_config
+
+    if not (out / "run.yaml").is_file():
+        raise UserError(f"eval: {out} is not a run folder (no run.yaml); give a train run's --output_dir")
+    return load_yaml_config(str(out / "run.yaml"))
+
+
+def eval_rows(out: Path, config: dict) -> list[dict]:
+    from ark_trainer.data.loader import load_jsonl, resolve_eval_path
+
+    path = out / "data" / "eval.jsonl"
+    if not path.is_file() and config.get("eval_dataset"):
+        path = resolve_eval_path(str(config["eval_dataset"]))
+    if not path.is_file():
+        raise UserError(f"eval: {out} has no held-out set ({path})")
+    return load_jsonl(path, "--eval_dataset")
+
+
+def openclaw_messages(shape: dict, prompt: list[dict], model: str) -> dict:
+    """The request OpenClaw sends for this held-out prompt: its last user message as the message, the
+    earlier turns (not the row's own system prompt, which OpenClaw would not carry) before it."""
+    from ark_trainer.openclaw.shape import turn_request
+
+    users = [i for i, m in enumerate(prompt) if m["role"] == "user"]
+    last = users[-1]
+    body = turn_request(shape, prompt[last]["content"], model)
+    history = [m for m in prompt[:last] if m["role"] in ("user", "assistant")]
+    messages = body["messages"]
+    at = 1 if messages and messages[0].get("role") == "system" else 0
+    body["messages"] = messages[:at] + history + messages[at:]
+    return body
+
+
+def ask(base_url: str, key: str, body: dict, timeout: float = 600) -> str:
+    """The streamed answer's text, tool calls as their ``<tool_call>`` text (what the model wrote)."""
+    from ark_trainer.agent.toolcall import format_tool_calls
+    from ark_trainer.deploy.record import reply_of
+
+    req = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}", "X-Ark-Smoke": "1"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        text, calls = reply_of(resp.read(), True)
+    return "\n".join(t for t in (text, format_tool_calls(calls) if calls else "") if t)
+
+
+class _Server:
+    """The run's live deployment of ``model_dir``, or a server started like deploy's for this evaluation."""
+
+    def __init__(self, out: Path, stage: str, model_dir: Path, log) -> None:
+        self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
+        self.pid: int | None = None
+
+    def __enter__(self) -> tuple[str, str, str, int]:
+        """``(base_url, key, model id, reply tokens)``."""
+        from ark_trainer.deploy.process import HOST, read_key
+
+        live = self._live()
+        if live is not None:
+            self.log(f"eval: through the live deployment on port {live['port']}")
+            key = read_key(live["api_key_file"]) or ""
+            return f"http://{HOST}:{live['port']}/v1", key, live["name"], live["reply_tokens"]
+        return self._start()
+
+    def _live(self) -> dict | None:
+        from ark_trainer.openclaw.deploy import status
+
+        if self.model_dir.resolve() != (self.out / "model").resolve():
+            return None
+        try:
+            if status(str(self.out)).get("server") != "healthy":
+                return None
+        except UserError:
+            return None
+        return read_json(self.out / "deploy" / "deploy.json")
+
+    def _start(self) -> tuple[str, str, str, int]:
+        from ark_trainer.deploy.process import HOST, start_server, wait_healthy
+        from ark_trainer.openclaw.deploy import model_window, served_name
+        from ark_trainer.runtime.system import free_port
+
+        folder = self.out / "eval" / "openclaw-serve" / self.stage
+        link = folder / "model"
+        folder.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(self.model_dir.resolve())
+        window = model_window(self.model_dir)
+        reply_tokens = max(16, min(512, window // 4))  # as deploy registers maxTokens
+        key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
+        key_file = folder / "deploy" / "api_key"
+        atomic_write_text(key_file, key + "\n", mode=0o600)
+        server = start_server(folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", "auto"])
+        self.pid = server["pid"]
+        self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
+        wait_healthy(server, key)
+        return f"http://{HOST}:{port}/v1", key, name, reply_tokens
+
+    def __exit__(self, *exc) -> None:
+        from ark_trainer.deploy.process import stop_server
+
+        if self.pid is not None:
+            stop_server(self.pid)
+
+
+def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, base_totals) -> dict | None:
+    """The bare evaluation's metrics on the same prompts, re-scored from its stored answers."""
+    from ark_trainer.evaluate import compute_metrics, metric_scores
+
+    path = out / "eval" / f"{stage}.json"
+    if not path.is_file():
+        return None
+    answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
+    if len(answers) != len(rows):
+        return None
+    table = metric_scores(reward, rows, answers)
+    return compute_metrics(table, base_totals or table["total"], pass_threshold)
+
+
+def _base_totals(out: Path, rows, reward) -> list | None:
+    from ark_trainer.evaluate import metric_scores
+
+    path = out / "eval" / "base.json"
+    if not path.is_file():
+        return None
+    answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
+    return metric_scores(reward, rows, answers)["total"] if len(answers) == len(rows) else None
+
+
+def evaluate_through_openclaw(
+    out: Path, stage: str | None = None, limit: int | None = None, log=print
+) -> dict:
+    """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
+    result (``OUT/eval/<stage>-openclaw.json``)."""
+    from ark_trainer.deploy.policy import shape_for
+    from ark_trainer.evaluate import compute_metrics, metric_scores
+    from ark_trainer.openclaw.deploy import model_window
+    from ark_trainer.openclaw.shape import load_shape
+    from ark_trainer.rewards.builder import build_reward
+
+    out = Path(out).resolve()
+    config = _run_config(out)
+    if config.get("env"):
+        raise UserError(
+            "eval --through openclaw: an agent run (--env) is evaluated by episodes; not supported yet"
+        )
+    stage, model_dir = stage_model(out, stage)
+    rows = eval_rows(out, config)[: limit or None]
+    shape = load_shape()
+    reward = build_reward(config, rows, "cpu")
+    pass_threshold = float(config.get("pass_threshold", 0.5) or 0.5)
+    policy = shape_for(model_dir, model_window(model_dir))
+    answers = []
+    with _Server(out, stage, model_dir, log) as (base_url, key, name, reply_tokens):
+        for i, row in enumerate(rows):
+            body = openclaw_messages(shape, row["prompt"], name)
+            body["max_completion_tokens"] = reply_tokens  # what OpenClaw asks under deploy's entry
+            answers.append(ask(base_url, key, body))
+            if (i + 1) % 25 == 0 or i + 1 == len(rows):
+                log(f"eval {stage} through openclaw: {i + 1}/{len(rows)}")
+    table = metric_scores(reward, rows, answers)
+    base_totals = _base_totals(out, rows, reward)
+    metrics = compute_metrics(table, base_totals or table["total"], pass_threshold)
+    bare = _bare_metrics(out, stage, rows, reward, pass_threshold, base_totals)
+    result: dict[str, Any] = {
+        "name": f"{stage}-openclaw",
+        "model": str(model_dir),
+        "through": "openclaw",
+        "request_shape": {k: shape.get(k) for k in ("openclaw", "recorded_at", "how")},
+        "prompt_shape": policy.to_json(),
+        **metrics,
+        "bare": {k: bare.get(k) for k in ("n", *METRICS)} if bare else None,
+        "gap": gap(metrics, bare) if bare else None,
+        "examples": [
+            {"prompt": r["prompt"][-1]["content"], "completion": a, "reward": t}
+            for r, a, t in list(zip(rows, answers, table["total"], strict=True))[:5]
+        ],  # fmt: skip
+        "answers": [{"completion": a, "reward": t} for a, t in zip(answers, table["total"], strict=True)],
+    }
+    write_json(out / "eval" / f"{stage}-openclaw.json", result)
+    for line in table_lines(result):
+        log(line)
+    return result
+
+
+def gap(through: dict, bare: dict) -> dict:
+    """Through OpenClaw minus bare, per metric (points of a rate as fractions; None where either is)."""
+    return {
+        k: round(through[k] - bare[k], 4)
+        if isinstance(through.get(k), float | int) and isinstance(bare.get(k), float | int)
+        else None
+        for k in METRICS
+    }
+
+
+def table_lines(result: dict) -> list[str]:
+    """The side-by-side table as text lines (the report renders the same rows)."""
+    bare = result.get("bare") or {}
+    lines = [f"{'metric':22} {'bare':>9} {'openclaw':>9} {'gap':>8}   (n={result['n']}, {result['name']})"]
+    for k in METRICS:
+        b, o, g = bare.get(k), result.get(k), (result.get("gap") or {}).get(k)
+        lines.append(f"{k:22} {_fmt(k, b):>9} {_fmt(k, o):>9} {_fmt(k, g, sign=True):>8}")
+    return lines
+
+
+def _fmt(metric: str, value, sign: bool = False) -> str:
+    if not isinstance(value, float | int):
+        return "-"
+    if metric == "reward_mean":
+        return f"{value:+.3f}" if sign else f"{value:.3f}"
+    return f"{100 * value:+.1f}" if sign else f"{100 * value:.1f}%"
+
+
+def parity_files(out: Path) -> list[dict]:
+    """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table)."""
+    return [read_json(p) for p in sorted((Path(out) / "eval").glob("*-openclaw.json"))]
+
+
+def parity_blocks(out: Path) -> list:
+    """The report's "Through OpenClaw" section: per evaluated stage, bare vs through OpenClaw and the gap."""
+    from ark_trainer.render import Heading, Para, Table
+
+    results = parity_files(out)
+    if not results:
+        return []
+    blocks: list = [Heading("Through OpenClaw (serving parity)")]
+    for result in results:
+        bare = result.get("bare") or {}
+        rows = [
+            [
+                k,
+                _fmt(k, bare.get(k)),
+                _fmt(k, result.get(k)),
+                _fmt(k, (result.get("gap") or {}).get(k), sign=True),
+            ]
+            for k in METRICS
+        ]
+        shape = result.get("request_shape") or {}
+        policy = result.get("prompt_shape") or {}
+        blocks += [
+            Table(
+                [f"{result['name']} (n={result.get('n')})", "bare", "through OpenClaw", "gap (points)"], rows
+            ),
+            Para(
+                f"The held-out prompts sent to the served model as {shape.get('openclaw', 'OpenClaw')} sends a "
+                f"turn (request recorded {shape.get('recorded_at', '?')}); served in prompt shape "
+                f"{policy.get('shape', '?')} ({policy.get('source', '')}). `ark-trainer eval OUT --through openclaw` "
+                "redoes it; docs/openclaw.md, 'Serving parity'."
+            ),
+        ]
+    return blocks
