@@ -46,6 +46,12 @@ TOY_PRESETS = ("demo.yaml", "demo_agent.yaml")
 AUTO_FLAGS = ("max_completion_length", "lora_r")
 
 
+def new_tokens(cfg) -> int:
+    """``--max_completion_length`` as resolved (``pipeline.with_auto_defaults``); the fixed default where
+    nothing resolved it (a config built without the pipeline)."""
+    return int(cfg.max_completion_length or LENGTH_FALLBACK)
+
+
 @dataclass(frozen=True)
 class AutoDefault:
     value: Any

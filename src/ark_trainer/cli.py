@@ -65,6 +65,12 @@ class DemoOptions:
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
+    base_model: str | None = opt(
+        None,
+        "--task qc on a real model instead of the toy: a Hugging Face folder (or a .gguf file, ollama:NAME "
+        "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
+        "dialogues); see docs/real-models.md",
+    )
 
 
 @dataclass
@@ -136,6 +142,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_agent_demo, run_demo
 
+    if args.base_model is not None and args.task != "qc":
+        raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
+    real = {"base_model": args.base_model} if args.base_model is not None else {}
     demo = run_agent_demo if args.task == "agent" else run_demo
     out = demo(
         Path(args.output_dir),
@@ -144,6 +153,7 @@ def _cmd_demo(args: DemoOptions) -> int:
         n_eval=args.n_eval,
         max_train_steps=args.max_train_steps,
         overwrite=args.overwrite_output_dir,
+        **real,
     )
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0

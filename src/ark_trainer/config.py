@@ -97,7 +97,9 @@ class TrainConfig:
     bf16: bool = _opt(False, "bfloat16 mixed precision (GPU only)")
     seed: int = _opt(42, "random seed")
     rft_learning_rate: float = _opt(2e-5, "RFT (supervised) learning rate")
-    rft_num_samples: int = _opt(4, "completions sampled from the model per training prompt for RFT")
+    rft_num_samples: int = _opt(
+        4, "completions sampled from the model per training prompt for RFT (0: only the data's own answers)"
+    )
     rft_temperature: float = _opt(1.0, "sampling temperature for RFT candidates")
     rft_min_reward: float = _opt(
         0.5, "a prompt's best completion is kept for RFT only at or above this reward"
@@ -417,6 +419,8 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
             f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose "
             f"{' or '.join(EPISODE_STRATEGIES)}"
         )
+    if cfg.env and cfg.rft_num_samples == 0:  # an episode is only ever the model's own
+        problems.append("--rft_num_samples: agent episodes (--env) are sampled from the model; use 1 or more")
     if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:

@@ -6,10 +6,11 @@ answers come back in the callers' order), and the KV cache is on; nothing is gen
 ``bench/rft_sampling.py`` measures this against a per-prompt, per-sample loop.
 
 A batch is sized by tokens, not only by sequences: its sequences × (longest prompt + ``max_new_tokens``)
-stay within a token budget (:func:`token_budget`: ``GEN_TOKENS_CPU`` on CPU, ``GEN_TOKENS_GPU`` on a GPU,
-and never more than the KV cache that fits in ``KV_CACHE_SHARE`` of the device's memory), so a real
-model's long prompts neither run out of memory nor crawl through one huge batch, while short prompts still
-share a batch. Progress moves with every decoding step (``on_tick``: the console bar's
+stay within a token budget (:func:`token_budget`: ``GEN_TOKENS_GPU`` on a GPU; on CPU ``GEN_TOKENS_CPU``
+and no more than ``CPU_TOKEN_PARAMS`` ÷ the model's parameters, so one call's prefill takes seconds, not
+minutes: about 4,400 tokens for SmolLM2-135M, 16 of its QC prompts; and never more than the KV cache that
+fits in ``KV_CACHE_SHARE`` of the device's memory), so a real model's long prompts neither run out of
+memory nor crawl through one huge batch, while a toy model's short prompts still share a big one. Progress moves with every decoding step (``on_tick``: the console bar's
 "batch b/B, token t/T" and the heartbeat's ``detail``), not only at the end of each batch.
 """
 
@@ -17,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.prompts import render_prompt
 
 GEN_SEQUENCES = 128  # sequences per generate call while sampling (prompts × samples)
 GEN_TOKENS_CPU = 16_384  # tokens (prompt + completion) per generate call on CPU
+CPU_TOKEN_PARAMS = 6e11  # ... and at most this ÷ parameters (compute per call: ~10 s of prefill on 2 cores)
 GEN_TOKENS_GPU = 262_144  # ... on a GPU (decoding there is launch-bound: bigger batches pay)
 KV_CACHE_SHARE = 0.25  # share of the device's memory one batch's KV cache may take
 CPU_KV_BYTES = 2 * 1024**3  # the "device memory" on CPU for that bound (2 GiB: a 0.25 share is 512 MiB)
@@ -50,6 +53,9 @@ def token_budget(model) -> int:
     device = getattr(model, "device", torch.device("cpu"))
     on_gpu = getattr(device, "type", "cpu") == "cuda"
     budget = GEN_TOKENS_GPU if on_gpu else GEN_TOKENS_CPU
+    if not on_gpu:
+        params = sum(p.numel() for p in model.parameters())
+        budget = min(budget, int(CPU_TOKEN_PARAMS // max(params, 1)))
     per_token = kv_bytes_per_token(model)
     if per_token:
         memory = torch.cuda.mem_get_info(device)[0] if on_gpu else CPU_KV_BYTES
@@ -168,14 +174,15 @@ class Sampler:
     """RFT candidates: ``--rft_num_samples`` per prompt, from vLLM (``--use_vllm``) or transformers.
 
     The model is loaded once and serves every call (RFT samples in rounds, ``scoring.sample_and_select``);
-    :meth:`close` frees it.
+    :meth:`close` frees it. ``--rft_num_samples 0`` samples nothing (the data's own answers are scored alone)
+    and loads only the tokenizer.
     """
 
     def __init__(self, cfg, rt, model_path: str) -> None:
         from ark_trainer.models.loading import load_policy, load_tokenizer
 
         self.cfg, self.model_path, self.model = cfg, model_path, None
-        if cfg.use_vllm:
+        if cfg.use_vllm or cfg.rft_num_samples == 0:
             self.tok = load_tokenizer(model_path)
         else:
             self.model, self.tok = load_policy(model_path, rt)
@@ -184,6 +191,10 @@ class Sampler:
         self, prompts: list, seed: int, on_batch=None, desc: str = "RFT sampling", on_tick=None
     ) -> list[list[str]]:
         cfg = self.cfg
+        if cfg.rft_num_samples == 0:
+            if on_batch:
+                on_batch(len(prompts))
+            return [[] for _ in prompts]
         if cfg.use_vllm:
             from ark_trainer.vllm_rollouts import vllm_sample
 
@@ -194,7 +205,7 @@ class Sampler:
             prompts,
             num_samples=cfg.rft_num_samples,
             temperature=cfg.rft_temperature,
-            max_new_tokens=cfg.max_completion_length,
+            max_new_tokens=new_tokens(cfg),
             batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
             seed=seed,
             on_batch=on_batch,

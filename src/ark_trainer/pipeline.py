@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
@@ -86,10 +87,11 @@ def prepare(cfg: TrainConfig) -> Prepared:
         raise UserError(*problems)
     rt, rows, eval_rows = results[: len(loads)]
     cfg, auto, warnings = with_auto_defaults(cfg, rows, rt)
+    assert cfg.data_path and cfg.model_path  # as above: the resolved config keeps them
     sources = [(Path(cfg.data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(cfg.model_path, new_tokens(cfg), sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     if cfg.eval_dataset:
@@ -376,7 +378,7 @@ class _Evaluator:
                 self.p.reward,
                 self.rt,
                 self.p.out / "eval" / f"{name}.json",
-                max_new_tokens=cfg.max_completion_length,
+                max_new_tokens=new_tokens(cfg),
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,
                 seed=cfg.seed,

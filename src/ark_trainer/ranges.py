@@ -67,7 +67,7 @@ RANGES: dict[str, Range] = {
     "warmup_ratio": SHARE,
     "save_steps": ZERO_OK,
     "seed": Range(0, 2**32 - 1),  # numpy's seed range
-    "rft_num_samples": COUNT,
+    "rft_num_samples": ZERO_OK,  # 0: only the data's own answers (candidates, chosen, rejected)
     "rft_temperature": POSITIVE,
     "rft_min_reward": ANY,
     "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),

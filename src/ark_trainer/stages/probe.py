@@ -28,6 +28,7 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
 from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.models.device import Runtime
@@ -160,7 +161,7 @@ def run_probe(
             [row["prompt"] for row in sample],
             num_samples=cfg.auto_probe_samples,
             temperature=cfg.temperature,
-            max_new_tokens=cfg.max_completion_length,
+            max_new_tokens=new_tokens(cfg),
             batch_size=max(1, GEN_SEQUENCES // cfg.auto_probe_samples),
             seed=cfg.seed,
             on_batch=on_batch,
