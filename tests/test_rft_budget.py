@@ -98,3 +98,26 @@ def test_rft_samples_more_in_rounds_when_too_few_pass(tmp_path, qc_file):
     assert sel.stats["n_selected"] == 0 and sel.stats["rounds"] == MAX_ROUNDS
     assert len(scored) == sel.stats["n_prompts"] == sampled < 800
     del expected
+
+
+def test_generation_ticks_within_a_batch(tmp_path):
+    """Progress moves with the decoding steps of a batch, not only when the batch ends."""
+    from ark_trainer.generation import generate
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.models.loading import load_policy
+    from ark_trainer.runtime.monitor import Monitor
+    from conftest import save_tiny_qwen
+
+    model, tok = load_policy(str(save_tiny_qwen(tmp_path / "m")), Runtime("cpu", False, False, []))
+    ticks: list[str] = []
+    done: list[int] = []
+    prompts = [[{"role": "user", "content": f"你好 {i}"}] for i in range(3)]
+    generate(model, tok, prompts, max_new_tokens=3, batch_size=2, on_batch=done.append, on_tick=ticks.append)
+    assert done == [2, 3] and ticks and ticks[0].startswith("batch 1/2, token 1/3")
+    monitor = Monitor(tmp_path, heartbeat=False)
+    monitor.tick("batch 1/2, token 1/3")
+    monitor.write_heartbeat()
+    assert json.loads((tmp_path / "heartbeat.json").read_text())["detail"] == "batch 1/2, token 1/3"
+    monitor.progress(2)
+    monitor.write_heartbeat()
+    assert "detail" not in json.loads((tmp_path / "heartbeat.json").read_text())

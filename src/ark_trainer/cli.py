@@ -186,8 +186,9 @@ def _cmd_status(args: RunDirOptions) -> int:
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
     unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
+    detail = f" ({beat['detail']})" if beat.get("detail") else ""  # inside a generation batch
     print(
-        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{eta_text}, pid {beat.get('pid')}, "
+        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{detail}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
     )
     if state == "stalled":
