@@ -1,8 +1,8 @@
 """LoRA against full fine-tuning on CPU: seconds per SFT step and peak memory, on a real checkpoint.
 
-Measures what ``--lora_r auto`` (``ark_trainer/auto_defaults.py``) decides from: a few TRL ``SFTTrainer``
+Measures what the automatic ``--lora_r`` (``ark_trainer/auto_defaults.py``) is weighed against: a few TRL ``SFTTrainer``
 steps on the QC demo's gold answers, full fine-tuning and then LoRA (rank 16, all linear layers), each in a
-fresh process (peak RSS is per process), plus the token lengths of the answers in this tokenizer.
+fresh process (peak RSS is per process), gradient checkpointing off as ``train`` runs them, plus the token lengths of the answers in this tokenizer.
 
     python bench/lora_cpu.py --model_path /work/models/smollm2-hf [--steps 4] [--batch_size 8]
 """
@@ -55,7 +55,7 @@ def one(model_path: str, lora_r: int, steps: int, batch: int) -> dict:
         args = SFTConfig(
             output_dir=out, max_steps=steps, per_device_train_batch_size=batch, learning_rate=1e-5,
             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-            completion_only_loss=True, max_length=None,
+            completion_only_loss=True, max_length=None, gradient_checkpointing=False,
         )  # fmt: skip
         peft = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear") if lora_r else None
         trainer = SFTTrainer(
