@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ark_trainer.commands.args import add_command, add_dataclass_args, opt
-from ark_trainer.config import TRAIN_GROUPS, TrainConfig
+from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 
 PROG = (
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
     # given_only: only the flags given reach the config, which merges --config YAML and checks them all
-    add_dataclass_args(train, TrainConfig, groups=TRAIN_GROUPS, given_only=True, show_defaults=True)
+    add_dataclass_args(train, TrainConfig, given_only=True, show_defaults=True)  # grouped by field metadata
     train.set_defaults(func=_cmd_train)
     add_command(
         sub,
@@ -144,17 +144,17 @@ def _cmd_demo(args: DemoOptions) -> int:
 
     if args.base_model is not None and args.task != "qc":
         raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
-    real = {"base_model": args.base_model} if args.base_model is not None else {}
-    demo = run_agent_demo if args.task == "agent" else run_demo
-    out = demo(
-        Path(args.output_dir),
-        seed=args.seed,
-        n_train=args.n_train,
-        n_eval=args.n_eval,
-        max_train_steps=args.max_train_steps,
-        overwrite=args.overwrite_output_dir,
-        **real,
-    )
+    out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
+    n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
+    if args.task == "agent":
+        out = run_agent_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps
+        )
+    else:
+        out = run_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            base_model=args.base_model,
+        )  # fmt: skip
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
@@ -204,9 +204,9 @@ def _cmd_status(args: RunDirOptions) -> int:
 def training_stages() -> set[str]:
     """Stages whose heartbeat counts optimizer steps (every stage of the strategy table, and ``rm train``);
     the others (eval_*, probe, *_sampling) count prompts."""
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.strategies import strategy_table
 
-    return {"rm", *(name for strategy in STRATEGIES.values() for name in strategy.stages)}
+    return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ RFT+GRPO with evaluation and report into ``OUT`` using the settings in ``presets
 
 ``--base_model PATH`` runs the same data, graders, evaluation and report on a real model instead of the
 toy (a Hugging Face folder, or what ``--model_path`` accepts: a ``.gguf`` file, ``ollama:NAME``), with the
-settings of ``presets/demo_real.yaml`` (tuned on SmolLM2-135M-Instruct on 2 CPU cores) and, for what that
+settings of ``presets/demo_real.yaml`` (tuned for SmolLM2-135M-Instruct on 2 CPU cores) and, for what that
 file leaves unset, the defaults chosen from the model (``auto_defaults.py``: completion length from the
 answers' token lengths, LoRA only where full fine-tuning does not fit). The held-out set is
 ``REAL_N_EVAL`` dialogues and the training set ``REAL_N_TRAIN`` unless ``--n_eval``/``--n_train`` say
@@ -21,14 +21,17 @@ settings in ``presets/demo_agent.yaml``.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.plan import share_of
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
-
-
+QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
+REAL_RFT_SHARE = Fraction(80, 84)  # ... on a real model: presets/demo_real.yaml's rft_steps / max_train_steps
 REAL_N_EVAL = 100  # held-out dialogues of the demo on a real model (each costs a greedy answer per model)
 REAL_N_TRAIN = 2400  # training dialogues: ~30% of them carry a candidate that is right (~760 RFT targets)
 
@@ -38,16 +41,6 @@ def demo_config_path(real: bool = False) -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / name))
 
 
-def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    if (out / "run.yaml").exists() and not overwrite:
-        raise UserError(
-            f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
-        )
-    for name, value in sizes.items():
-        if value is not None and value < 1:
-            raise UserError(f"--{name}: must be ≥ 1, got {value}")
-
-
 def _check_base_model(spec: str) -> None:
     """``--base_model``: a folder or file that exists, or ``ollama:NAME`` (``train`` checks the rest)."""
     if not spec.startswith("ollama:") and not Path(spec).exists():
@@ -55,6 +48,16 @@ def _check_base_model(spec: str) -> None:
             f"--base_model: {spec!r} does not exist; give a Hugging Face model folder, a .gguf file or "
             "ollama:NAME"
         )
+
+
+def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
+    if RunFolder(out).config_path.exists() and not overwrite:
+        raise UserError(
+            f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
+        )
+    for name, value in sizes.items():
+        if value is not None and value < 1:
+            raise UserError(f"--{name}: must be ≥ 1, got {value}")
 
 
 def _demo_inputs(
@@ -93,6 +96,7 @@ def run_demo(
     from ark_trainer.pipeline import run_train
 
     _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    real = base_model is not None
     if base_model is not None:
         _check_base_model(base_model)
         n_eval = REAL_N_EVAL if n_eval is None else n_eval
@@ -100,16 +104,14 @@ def run_demo(
     train_path, eval_path, base = _demo_inputs(
         out,
         write_demo_data,
-        (lambda *_: None)
-        if base_model is not None
-        else lambda base, train, _eval_path: build_base_model(base, train, seed=seed),
+        lambda base, train, _eval_path: build_base_model(base, train, seed=seed),
         seed=seed,
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
-        build=base_model is None,
+        build=not real,
     )
     flags = {
-        "config": str(demo_config_path(real=base_model is not None)),
+        "config": str(demo_config_path(real)),
         "model_path": base_model if base_model is not None else str(base),
         "data_path": str(train_path),
         "eval_dataset": str(eval_path),
@@ -118,19 +120,9 @@ def run_demo(
         "overwrite_output_dir": overwrite,
     }
     if max_train_steps is not None:
-        rft_steps = (
-            _rft_share(flags["config"], max_train_steps) if base_model else max(max_train_steps * 3 // 8, 1)
-        )
-        flags.update(max_train_steps=max_train_steps, rft_steps=rft_steps)
+        share = REAL_RFT_SHARE if real else QC_RFT_SHARE
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, share))
     return run_train(resolve_config(flags))
-
-
-def _rft_share(preset: str, max_train_steps: int) -> int:
-    """``--rft_steps`` for a ``--max_train_steps`` override: the preset's share of RFT steps (at least 1)."""
-    from ark_trainer.config import load_yaml_config
-
-    values = load_yaml_config(preset)
-    return max(max_train_steps * int(values["rft_steps"]) // int(values["max_train_steps"]), 1)
 
 
 AGENT_ENV = "ark_trainer.demo.agent_env:make_env"
@@ -194,5 +186,5 @@ def run_agent_demo(
     )
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)
