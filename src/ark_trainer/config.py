@@ -322,9 +322,10 @@ class TrainConfig:
     )
 
     # --- agent ---
-    env: str | None = flag(
+    env: str | dict | None = flag(
         None,
-        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward)",
+        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward); MCP "
+        "servers: mcp:servers.json, or openclaw (the agent's own mcp.servers); docs/agents.md",
         group="agent",
     )
     max_turns: int = flag(
@@ -537,6 +538,11 @@ def optional_fields() -> set[str]:
 def coerce(name: str, value: Any, where: str) -> Any:
     """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
     kind = field_types()[name]
+    if name == "env" and isinstance(value, dict):  # MCP servers given in the YAML: env: {mcp_servers: ...}
+        from ark_trainer.agent.mcp_config import servers_from_source
+
+        servers_from_source(value, where)  # the shape, checked before anything starts
+        return value
     if value is None or (
         isinstance(value, str) and value.strip().lower() in ("none", "null") and kind is not str
     ):

@@ -134,17 +134,34 @@ AGENT_ENV = "ark_trainer.demo.agent_env:make_env"
 AGENT_MAX_TURNS = 4
 
 
+def agent_mcp_env() -> dict:
+    """``env:`` of the agent demo over MCP: its backend as a stdio MCP server (``demo/agent_mcp_server.py``)."""
+    import sys
+
+    import ark_trainer
+
+    package_root = str(Path(ark_trainer.__file__).resolve().parent.parent)  # the server imports this copy
+    command = {"command": sys.executable, "args": ["-m", "ark_trainer.demo.agent_mcp_server"]}
+    return {"mcp_servers": {"shop": {**command, "env": {"PYTHONPATH": package_root}}}}
+
+
 def agent_config_path() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / "demo_agent.yaml"))
 
 
 def agent_train_flags(
-    out: Path, base: Path, train_path: Path, eval_path: Path, seed: int, overwrite: bool
+    out: Path,
+    base: Path,
+    train_path: Path,
+    eval_path: Path,
+    seed: int,
+    overwrite: bool,
+    tools: str = "python",
 ) -> dict:
     """The ``train`` flags of the agent demo: its preset, its environment, its data and base model."""
     return {
         "config": str(agent_config_path()),
-        "env": AGENT_ENV,
+        "env": agent_mcp_env() if tools == "mcp" else AGENT_ENV,
         "max_turns": AGENT_MAX_TURNS,
         "model_path": str(base),
         "data_path": str(train_path),
@@ -172,8 +189,9 @@ def run_agent_demo(
     max_train_steps: int | None = None,
     overwrite: bool = False,
     model_kwargs: dict | None = None,
+    tools: str = "python",
 ) -> Path:
-    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment."""
+    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp)."""
     from ark_trainer.demo.agent_data import write_agent_data
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
@@ -189,7 +207,7 @@ def run_agent_demo(
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
     )
-    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
+    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite, tools)
     if max_train_steps is not None:
         flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)
