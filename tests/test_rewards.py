@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards import registry
+from ark_trainer.rewards import contract, registry
 from ark_trainer.rewards.composite import (
     Component,
     CompositeReward,
@@ -44,8 +44,8 @@ GOOD_REPLY = "非常抱歉给您带来不便，我们会尽快为您处理。"
 def scratch_registry(monkeypatch):
     """Registrations made in a test vanish after it."""
     registry._load_builtins()
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
-    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    monkeypatch.setattr(contract, "REWARDS", dict(contract.REWARDS))
+    monkeypatch.setattr(contract, "FACTORIES", dict(contract.FACTORIES))
 
 
 def one(fn, completion, **columns):

@@ -1,9 +1,17 @@
-"""Small file helpers: atomic writes (temp file in the same folder, fsync, rename) and JSON(L)."""
+"""Small file helpers: atomic writes (temp file in the same folder, fsync, rename) and JSON(L).
+
+JSON Lines are split at ``"\n"`` only (:func:`jsonl_lines`). ``str.splitlines`` also breaks at U+2028,
+U+2029, U+0085, ``\r``, ``\v``, ``\f`` and ``\x1c``-``\x1e``; the first three are legal raw inside a JSON
+string, so one such character in a recorded turn cut the line in two and hid every line after it.
+Writers (:func:`json_line`) escape those three, and lone surrogates (which UTF-8 cannot encode), so a
+reader with any line splitter sees one record per line.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,12 +51,46 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+# Characters json.dumps(ensure_ascii=False) leaves raw that some line splitters break at (U+2028, U+2029,
+# NEL), and lone surrogates, which cannot be encoded as UTF-8: written as \uXXXX escapes instead.
+_UNSAFE_IN_LINE = re.compile("[\u2028\u2029\x85\ud800-\udfff]")
+
+
+def json_line(value: Any, **dumps_kwargs: Any) -> str:
+    """``value`` as one JSON Lines record (ending in ``"\n"``) that every line splitter reads as one line."""
+    text = json.dumps(value, ensure_ascii=False, **dumps_kwargs)
+    return _UNSAFE_IN_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text: split at ``"\n"`` only, a ``"\r"`` before it dropped (CRLF files);
+    a last line without ``"\n"`` is included."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def jsonl_file_lines(path: str | Path, errors: str = "strict") -> list[str]:
+    """:func:`jsonl_lines` of a file, decoded from bytes (``read_text`` would turn a lone ``"\r"`` into a
+    line break: universal newlines)."""
+    return jsonl_lines(Path(path).read_bytes().decode("utf-8", errors))
+
+
+def jsonl_byte_lines(data: bytes) -> list[bytes]:
+    """:func:`jsonl_lines` for bytes (``bytes.splitlines`` also breaks at a lone ``"\r"``)."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
 def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_text(path, "".join(json_line(r) for r in rows))
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = jsonl_file_lines(path)
     return [json.loads(line) for line in lines if line.strip()]
 
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.render import Block, Heading, Image, Para, Table
 
 RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
@@ -124,7 +124,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = (run_dir / "data" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = jsonl_file_lines(run_dir / "data" / "eval.jsonl", "replace")
     except OSError:
         return []
     prompts = []

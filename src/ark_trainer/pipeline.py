@@ -340,8 +340,8 @@ class _Evaluator:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
         from ark_trainer.agent.env import env_for
-        from ark_trainer.agent.evaluate import AGENT_METRICS
         from ark_trainer.evaluate import evaluate_model
+        from ark_trainer.metrics import AGENT_METRICS, HEADLINE
 
         cfg = self.p.cfg
         if self.p.done and (done := self.p.done.eval_result(name)) is not None:
@@ -366,14 +366,7 @@ class _Evaluator:
             )
         if self.base_totals is None:
             self.base_totals = [a["reward"] for a in result["answers"]]
-        keys: tuple[str, ...] = (
-            "reward_mean",
-            "pass_rate",
-            "task_accuracy",
-            "compliance_rate",
-            "preference_alignment",
-        )
-        keys += tuple(k for k in AGENT_METRICS if k in result)
+        keys = HEADLINE + tuple(k for k in AGENT_METRICS if k in result)
         self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
         log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
         gc.collect()

@@ -21,7 +21,7 @@ from typing import Any
 
 from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
 from ark_trainer.stages.registry import Plot
@@ -125,7 +125,7 @@ def _read_events(path: Path, problems: list[str]) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     events, bad = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in jsonl_file_lines(path, "replace"):
         if not line.strip():
             continue
         try:

@@ -28,11 +28,13 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import sample_prompts
+from ark_trainer.metrics import VERIFIERS
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.prompts import is_conversational, model_prompt
-from ark_trainer.rewards.composite import TOTAL, CompositeReward, reward_columns
+from ark_trainer.rewards.composite import TOTAL, Component, CompositeReward, reward_columns
+from ark_trainer.rewards.contract import SCORE_LIMIT
 from ark_trainer.rewards.graders import failures
-from ark_trainer.rewards.registry import SCORE_LIMIT
+from ark_trainer.rewards.registry import get_reward
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.runtime.guards import Skips, unguarded
 from ark_trainer.runtime.monitor import Monitor
@@ -82,6 +84,23 @@ def score_completions(
                 i += 1
             out.append(per_row)
     return out
+
+
+def metric_scores(
+    reward: CompositeReward, rows: list[dict], answers: list, envs: list | None = None
+) -> dict[str, list]:
+    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics)."""
+    scored = score_completions(reward, rows, [[a] for a in answers], [[e] for e in envs] if envs else None)
+    table: dict[str, list] = {TOTAL: [s[0]["total"] for s in scored]}
+    for name in reward.names:
+        table[name] = [s[0]["scores"][name] for s in scored]
+    extra = [n for n in VERIFIERS if n not in table]
+    if extra:
+        verifiers = CompositeReward([Component(n, get_reward(n), 1.0) for n in extra])
+        more = score_completions(verifiers, rows, [[a] for a in answers])
+        for name in extra:
+            table[name] = [s[0]["scores"][name] for s in more]
+    return table
 
 
 @dataclass

@@ -13,9 +13,10 @@ from typing import Any
 
 from ark_trainer.agent.episode import agent_metrics, view
 from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
+from ark_trainer.metrics import N_EXAMPLES, compute_metrics
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
+from ark_trainer.scoring import metric_scores
 
-AGENT_METRICS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls")
 N_EPISODES = 3  # episodes kept in full for the report (all of them keep their summary)
 
 
@@ -32,7 +33,6 @@ def evaluate_episodes(
     on_batch=None,
 ) -> dict[str, Any]:
     """The metrics, agent metrics, examples and per-task answers of greedy episodes on ``rows``."""
-    from ark_trainer.evaluate import N_EXAMPLES, compute_metrics, metric_scores
     from ark_trainer.scale import generation_batch
 
     env_cls, limits = env

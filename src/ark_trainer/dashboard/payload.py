@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.fileio import jsonl_lines
+
 RUN_MARKERS = ("events.jsonl", "heartbeat.json", "run.yaml")
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
 SKIP_DIRS = {"checkpoint", "model", "logs", "data", "eval", "plots", "base_model"}  # and each stage's folder
@@ -91,7 +93,7 @@ class EventLog:
             except OSError:
                 return list(self.events)
             end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
                 try:
                     event = json.loads(line)
                 except ValueError:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text
+from ark_trainer.fileio import atomic_write_text, json_line, jsonl_byte_lines
 from ark_trainer.openclaw import cli
 
 
@@ -102,7 +102,7 @@ def read_jsonl_objects(path: Path) -> tuple[list[dict], int]:
     that line is skipped and counted, not a crash, and the rest of the session is kept.
     """
     objects, bad = [], 0
-    for raw in path.read_bytes().splitlines():
+    for raw in jsonl_byte_lines(path.read_bytes()):
         if not raw.strip():
             continue
         try:
@@ -292,7 +292,7 @@ def write_rows(rows: list[dict], out: Path) -> None:
     """Write the JSONL only if ``train``'s own validation accepts it (checked on a temp copy first)."""
     from ark_trainer.data.loader import load_jsonl
 
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    text = "".join(json_line(r) for r in rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".check.jsonl", dir=out.parent)
     os.close(fd)

@@ -84,7 +84,7 @@ def prompt_token_counts(tokenizer, rows: list[dict], window: int) -> list[tuple[
     counts: list[tuple[int, bool]] = []
     for row in rows:
         text = render_prompt(tokenizer, row["prompt"])
-        if len(text) <= window and len(text.encode("utf-8")) <= window:  # chars first: no 10 MB encode
+        if len(text) <= window and len(text.encode("utf-8", "surrogatepass")) <= window:  # chars first
             counts.append((0, True))  # fewer bytes than the window: fits whatever the tokenizer does
             continue
         counts.append(_count(tokenizer, text, window))

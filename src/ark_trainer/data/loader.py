@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.data.files import check_data_file, read_data_bytes
+from ark_trainer.data.text import first_lone_surrogate, is_blank
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import jsonl_byte_lines
 
 PROMPT_KEYS = ("prompt", "question", "messages")
 ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -32,6 +34,7 @@ RESERVED = {
     "log_extra",
     "log_metric",
 }
+_BLANK = " (only whitespace or invisible characters); write the text or drop the row"
 _JSON_TYPES = {str: "string", int: "number", float: "number", bool: "boolean", list: "list", dict: "object"}
 MAX_DEPTH = 64  # lists/objects inside one row; real rows need a handful, Python's own limit is ~1000
 # Known scalar columns and the JSON types they may hold (null is always allowed).
@@ -56,7 +59,7 @@ def json_objects(path: Path, problems: _Problems, flag: str = "--data_path"):
     Decoded line by line so that every non-UTF-8 line is reported with its number, with the others;
     a UTF-8 byte-order mark (Windows editors write one) is dropped rather than refused.
     """
-    for lineno, raw_line in enumerate(read_data_bytes(path, flag).splitlines(), start=1):
+    for lineno, raw_line in enumerate(jsonl_byte_lines(read_data_bytes(path, flag)), start=1):
         try:
             line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:
@@ -92,6 +95,11 @@ def _parse_line(line: str, lineno: int, problems: _Problems) -> dict | None:
         return None
     if _depth(raw) > MAX_DEPTH:
         problems.add(lineno, "json", f"nested too deeply (over {MAX_DEPTH} levels); flatten the row")
+        return None
+    bad = first_lone_surrogate(raw)
+    if bad is not None:
+        problems.add(lineno, bad[0] or "json", f"holds a lone surrogate ({bad[1]}), which is not a character "
+                     "(UTF-8 cannot encode it); remove it or write the full surrogate pair")  # fmt: skip
         return None
     return raw
 
@@ -158,6 +166,8 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
     prompt = _prompt_messages(raw[key], key, line, problems)
     if prompt and key == "messages" and prompt[-1]["role"] == "assistant":
         candidates.append(prompt.pop()["content"])
+        if is_blank(candidates[-1]):
+            problems.add(line, f"messages[{len(prompt)}].content", f"empty answer{_BLANK}")
         if not prompt:
             problems.add(line, "messages", "holds only an assistant turn; add the user turn before it")
     if "completion" in raw:  # TRL's prompt-completion shape: the completion is one more candidate
@@ -194,8 +204,8 @@ def _check_scalar(name: str, value: Any, line: int, problems: _Problems) -> None
 
 def _prompt_messages(value: Any, key: str, line: int, problems: _Problems) -> list[dict[str, str]]:
     if isinstance(value, str) and key != "messages":
-        if not value.strip():
-            problems.add(line, key, "empty text")
+        if is_blank(value):
+            problems.add(line, key, f"empty text{_BLANK}")
         return [{"role": "user", "content": value}]
     if key == "question":
         problems.add(line, key, f"expected text, got {_kind(value)}")
@@ -227,6 +237,8 @@ def _message(msg: Any, where: str, line: int, problems: _Problems) -> dict[str, 
     if not isinstance(content, str):
         problems.add(line, f"{where}.content", f"expected text, got {_kind(content)}")
         return None
+    if ok and role == "user" and is_blank(content):
+        problems.add(line, f"{where}.content", f"empty user turn{_BLANK}")
     return {"role": role, "content": content} if ok else None
 
 
@@ -238,8 +250,8 @@ def _string_list(value: Any, name: str, line: int, problems: _Problems) -> list[
     for i, item in enumerate(value):
         if not isinstance(item, str):
             problems.add(line, f"{name}[{i}]", f"expected text, got {_kind(item)}")
-        elif not item.strip():
-            problems.add(line, f"{name}[{i}]", "expected non-empty text")
+        elif is_blank(item):
+            problems.add(line, f"{name}[{i}]", f"expected non-empty text{_BLANK}")
         else:
             out.append(item)
     return out
@@ -252,8 +264,8 @@ def _answer_text(value: Any, name: str, line: int, problems: _Problems) -> str |
         if any(p is None for p in parts):
             return None
         value = "".join(p["content"] for p in parts if p)
-    if not isinstance(value, str) or not value.strip():
-        got = "" if isinstance(value, str | list) else f", got {_kind(value)}"
+    if not isinstance(value, str) or is_blank(value):
+        got = _BLANK if isinstance(value, str | list) else f", got {_kind(value)}"
         problems.add(line, name, f"expected non-empty text{got}")
         return None
     return value

@@ -23,7 +23,6 @@ Run it::
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -32,6 +31,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.fileio import json_line
 from ark_trainer.rewards.qc import CLEAN, VIOLATION_TYPES, format_answer
 
 INSTRUCTION = "请质检以下客服对话，给出结论、类型和建议回复。"
@@ -363,7 +363,7 @@ def gold_answer(row: dict) -> str:
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(json_line(row))
 
 
 def write_demo_data(

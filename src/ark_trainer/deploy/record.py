@@ -31,6 +31,8 @@ from typing import Any
 
 from ark_trainer.agent.toolcall import format_tool_calls
 from ark_trainer.data.scrub import Scrubber
+from ark_trainer.data.text import is_blank, replace_lone_surrogates
+from ark_trainer.fileio import json_line
 
 ROUTE = ("POST", "/v1/chat/completions")
 SMOKE_HEADER = b"x-ark-smoke"
@@ -75,7 +77,7 @@ def reply_of(body: bytes, stream: bool) -> tuple[str, list[dict]]:
         return message_text(message.get("content")), found
     text: list[str] = []
     calls: dict[int, dict] = {}
-    for line in body.decode("utf-8", "replace").splitlines():
+    for line in _sse_lines(body.decode("utf-8", "replace")):
         line = line.strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue
@@ -94,12 +96,18 @@ def reply_of(body: bytes, stream: bool) -> tuple[str, list[dict]]:
     return "".join(text), list(calls.values())
 
 
+def _sse_lines(text: str) -> list[str]:
+    """Server-sent event lines: ended by CRLF, LF or CR (the SSE spec), not by the other characters
+    ``str.splitlines`` breaks at, which a JSON ``data:`` payload may hold raw (U+2028, NEL, ...)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id: int) -> dict | None:
     """The scrubbed training row of one exchange, or ``None`` when it holds no user turn or no reply."""
     scrubber = Scrubber()
     history = [m for m in (_message(x) for x in request.get("messages") or [] if isinstance(x, dict)) if m]
     answer = "\n".join(t for t in (reply, format_tool_calls(calls) if calls else "") if t)
-    if not answer.strip() or not any(m["role"] == "user" for m in history):
+    if is_blank(answer) or not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
         return None
     row = {
         "messages": history + [{"role": "assistant", "content": answer}],
@@ -111,7 +119,7 @@ def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id
         "tool_calls": calls,
         "source": "ark-serve",
     }
-    return scrubber.value(row)
+    return scrubber.value(replace_lone_surrogates(row))  # one bad character must not lose the turn
 
 
 def _smoke(scope) -> bool:
@@ -163,7 +171,7 @@ class Recorder:
             row = build_row(request, reply, calls, self.tag, self.count)
             if row is None:
                 return
-            line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+            line = json_line(row).encode("utf-8")
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line)
@@ -178,9 +186,9 @@ def read_turns(path: str | Path, start: int = 0) -> list[dict]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)[start:]:
-        if not line.endswith("\n"):
-            break
+    # "\n" only (see ark_trainer.fileio); the piece after the last "\n" is a write in flight, or empty
+    *lines, _torn = path.read_bytes().decode("utf-8", "replace").split("\n")
+    for line in lines[start:]:
         try:
             rows.append(json.loads(line))
         except ValueError:

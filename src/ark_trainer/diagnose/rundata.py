@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.fileio import jsonl_file_lines
+
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
 
 
@@ -115,7 +117,7 @@ def _mapping(path: Path) -> dict[str, Any]:
 
 def _events(path: Path) -> list[dict[str, Any]]:
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = jsonl_file_lines(path, "replace")
     except OSError:
         return []
     events = []

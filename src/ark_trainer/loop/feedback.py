@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ark_trainer.data.text import is_blank
 from ark_trainer.errors import UserError
 
 NEGATIVE = [
@@ -91,7 +92,7 @@ def judge(message: str, rules: Rules) -> tuple[int, str | None]:
     head = message.strip()[:200]
     for pattern in rules.hint:
         match = pattern.search(head)
-        if match and match.group(1).strip():
+        if match and not is_blank(match.group(1)):
             return -1, match.group(1).strip()
     if any(p.match(head) or p.search(head[:12]) for p in rules.negative):
         return -1, None

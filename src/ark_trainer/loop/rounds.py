@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.data.text import is_blank
 from ark_trainer.fileio import read_json, write_jsonl
 from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
 
@@ -42,6 +43,9 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
     if len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
     prompt = [m for m in messages[:-1] if keep_system or not is_agent_context(m)]
+    if prompt and prompt[-1]["role"] == "user" and is_blank(prompt[-1]["content"]):
+        return None  # the message answered was empty (or invisible): nothing to learn from
+    prompt = [m for m in prompt if m["role"] != "user" or not is_blank(m["content"])]  # train refuses them
     if not any(m["role"] == "user" for m in prompt):
         return None
     feedback, hint = verdict or (0, None)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_json, write_json, write_jsonl
+from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
 from ark_trainer.runtime.system import pid_alive
@@ -100,9 +100,12 @@ class Loop:
             load_jsonl(path, "--eval_dataset")  # refused here, one line per problem, before anything runs
             shutil.copyfile(path, self.dir / "heldout.jsonl")
         elif self.flags.get("data_path"):
-            lines = Path(self.flags["data_path"]).read_text(encoding="utf-8").splitlines(keepends=True)
+            lines = jsonl_file_lines(self.flags["data_path"])
             load_jsonl(self.flags["data_path"], "--data_path")
-            (self.dir / "heldout.jsonl").write_text("".join(lines[: self.s.heldout_size]), encoding="utf-8")
+            (self.dir / "heldout.jsonl").write_text(
+                "".join(line + "\n" for line in [x for x in lines if x.strip()][: self.s.heldout_size]),
+                encoding="utf-8",
+            )
 
     def _build_reward(self) -> None:
         from ark_trainer.data.loader import load_jsonl
@@ -285,9 +288,7 @@ class Loop:
 
 
 def _lines(rows: list[dict]) -> list[str]:
-    import json
-
-    return [json.dumps(r, ensure_ascii=False) + "\n" for r in rows]
+    return [json_line(r) for r in rows]
 
 
 def servable_rounds(folder: Path, state: dict) -> list[int]:

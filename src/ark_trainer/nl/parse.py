@@ -13,11 +13,10 @@ minus filler words, is reported as ignored, so a user sees what was not understo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.nl.paths import take_paths
+from ark_trainer.nl.request import Parsed, RequestText
 from ark_trainer.nl.vocab import named_agent, normalize
 from ark_trainer.nl.weights import format_weights
 
@@ -89,40 +88,6 @@ FILLER = (
 )
 
 
-@dataclass
-class Parsed:
-    """What the request said (flags), what was assumed, and what was not understood."""
-
-    flags: dict[str, Any] = field(default_factory=dict)
-    assumptions: list[str] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)
-    objectives: list[str] = field(default_factory=list)
-    agent: str | None = None  # "current" or an agent id: the request names an OpenClaw agent
-
-
-class _Text:
-    """The request with consumed spans blanked out, so no two rules read the same words."""
-
-    def __init__(self, text: str) -> None:
-        self.original = text
-        self.rest = text
-
-    def find(self, pattern: str) -> re.Match | None:
-        return re.search(pattern, self.rest, flags=re.IGNORECASE)
-
-    def finditer(self, pattern: str) -> list[re.Match]:
-        return list(re.finditer(pattern, self.rest, flags=re.IGNORECASE))
-
-    def take(self, pattern: str) -> re.Match | None:
-        m = self.find(pattern)
-        if m:
-            self.consume(m)
-        return m
-
-    def consume(self, m: re.Match) -> None:
-        self.rest = self.rest[: m.start()] + " " * (m.end() - m.start()) + self.rest[m.end() :]
-
-
 CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 CN_UNITS = {"十": 10, "百": 100, "千": 1000}
 
@@ -154,7 +119,7 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
     """Parse ``text``; ``known_rewards`` (the run's reward names, when known) steers objective mapping."""
     if not text or not text.strip():
         raise UserError('request: empty; say what to train, e.g. "RFT+GRPO on my QC data, 1000 steps"')
-    t, out = _Text(text), Parsed()
+    t, out = RequestText(text), Parsed()
     take_paths(t, out)
     t.rest = normalize(t.rest)
     out.agent = named_agent(text)
@@ -171,7 +136,7 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
 # --- strategy ----------------------------------------------------------------------------------------------
 
 
-def _pick_strategy(t: _Text, no_rft: bool) -> tuple[str | None, re.Match | None]:
+def _pick_strategy(t: RequestText, no_rft: bool) -> tuple[str | None, re.Match | None]:
     """The first strategy pattern that matches; RFT named alone (not "不要RFT") means RFT+GRPO."""
     for pattern, strategy in STRATEGIES[:-1]:
         m = t.take(pattern)
@@ -183,7 +148,7 @@ def _pick_strategy(t: _Text, no_rft: bool) -> tuple[str | None, re.Match | None]
     return ("GRPO", m) if m else (None, None)
 
 
-def _strategy(t: _Text, out: Parsed) -> None:
+def _strategy(t: RequestText, out: Parsed) -> None:
     unsupported = sorted({m.group(1).upper() for m in t.finditer(UNSUPPORTED)})
     for u in t.finditer(UNSUPPORTED):
         t.consume(u)
@@ -311,7 +276,7 @@ INT_FLAGS = {
 }
 
 
-def _numbers(t: _Text, out: Parsed) -> None:
+def _numbers(t: RequestText, out: Parsed) -> None:
     for flag, patterns in NUMBER_RULES:
         for pattern in patterns:
             m = t.find(pattern)
@@ -343,7 +308,7 @@ def batch_for_memory(gb: float) -> tuple[int, str]:
     return 32, f"{gb:g} GB: above the reference's 32 GB row (16–32); batch_size 32"
 
 
-def _gpu_memory(t: _Text, out: Parsed) -> None:
+def _gpu_memory(t: RequestText, out: Parsed) -> None:
     m = re.search(GPU_MEMORY.replace(r"\b", r"(?![a-z])"), t.rest, flags=re.IGNORECASE)
     if not m:
         return
@@ -382,7 +347,7 @@ SWITCHES = [  # (pattern, flag, value)
 ]
 
 
-def _switches(t: _Text, out: Parsed) -> None:
+def _switches(t: RequestText, out: Parsed) -> None:
     for pattern, flag, value in SWITCHES:
         m = t.take(pattern)
         if m and flag not in out.flags:
@@ -397,7 +362,7 @@ def _switches(t: _Text, out: Parsed) -> None:
 OBJECTIVE_WEIGHT = rf"\s*(?:权重|weight(?:ed)?|[:：=]|x|×)\s*{NUM}"
 
 
-def _objectives(t: _Text, out: Parsed, known: list[str] | None) -> None:
+def _objectives(t: RequestText, out: Parsed, known: list[str] | None) -> None:
     weights: dict[str, float] = {}
     for objective, (pattern, graders) in OBJECTIVES.items():
         m = t.find(f"(?:{pattern})(?:{OBJECTIVE_WEIGHT})?")
@@ -430,7 +395,7 @@ TASK_NAME = (
 )
 
 
-def _task(t: _Text, out: Parsed) -> None:
+def _task(t: RequestText, out: Parsed) -> None:
     m = t.take(TASK_NAME)
     task = None
     for pattern, label in TASKS:

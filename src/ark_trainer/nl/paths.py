@@ -11,10 +11,8 @@ keyword wins, so "reward model ./rm" is not the policy model.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ark_trainer.nl.parse import Parsed, _Text
+from ark_trainer.nl.request import Parsed, RequestText
 
 # a path: quoted (any characters), or ASCII with a slash, or a *.json(l) file name
 PATH = (
@@ -48,7 +46,7 @@ TRAIN_VERB = (
 )
 
 
-def take_paths(t: _Text, out: Parsed) -> None:
+def take_paths(t: RequestText, out: Parsed) -> None:
     """Set the path flags the request names and blank them (and their keywords) out of ``t``."""
     for m in t.finditer(PATH):
         path = (m.group(1) or m.group(2)).rstrip(".,;，。；")

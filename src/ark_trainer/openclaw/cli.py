@@ -121,10 +121,11 @@ def parse_json(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         pass
-    for i, line in enumerate(text.splitlines()):
+    lines = text.split("\n")  # not splitlines: U+2028 and the like may sit raw inside a JSON string
+    for i, line in enumerate(lines):
         if line.startswith(("{", "[")):
             try:
-                return json.loads("\n".join(text.splitlines()[i:]))
+                return json.loads("\n".join(lines[i:]))
             except json.JSONDecodeError:
                 continue
     raise ValueError("no JSON in the output")

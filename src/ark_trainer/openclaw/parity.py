@@ -160,7 +160,8 @@ class _Server:
 
 def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, base_totals) -> dict | None:
     """The bare evaluation's metrics on the same prompts, re-scored from its stored answers."""
-    from ark_trainer.evaluate import compute_metrics, metric_scores
+    from ark_trainer.metrics import compute_metrics
+    from ark_trainer.scoring import metric_scores
 
     path = out / "eval" / f"{stage}.json"
     if not path.is_file():
@@ -173,7 +174,7 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
 
 
 def _base_totals(out: Path, rows, reward) -> list | None:
-    from ark_trainer.evaluate import metric_scores
+    from ark_trainer.scoring import metric_scores
 
     path = out / "eval" / "base.json"
     if not path.is_file():
@@ -188,10 +189,11 @@ def evaluate_through_openclaw(
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
     result (``OUT/eval/<stage>-openclaw.json``)."""
     from ark_trainer.deploy.policy import shape_for
-    from ark_trainer.evaluate import compute_metrics, metric_scores
+    from ark_trainer.metrics import compute_metrics
     from ark_trainer.openclaw.deploy import model_window
     from ark_trainer.openclaw.shape import load_shape
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.scoring import metric_scores
 
     out = Path(out).resolve()
     config = _run_config(out)

@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import SCORE_LIMIT, RewardFn, as_score
+from ark_trainer.rewards.contract import SCORE_LIMIT, TOTAL, RewardFn, as_score
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
-TOTAL = "total"
 NON_COLUMNS = ("prompt", "candidates", "chosen", "rejected", "_line")  # a row's fields that are no column
 log = logging.getLogger("ark_trainer")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ark_trainer.rewards.contract import completion_text, register_reward, register_reward_factory
 from ark_trainer.rewards.qc import normalize_label
-from ark_trainer.rewards.registry import completion_text, register_reward, register_reward_factory
 
 
 def _norm(text: str) -> str:

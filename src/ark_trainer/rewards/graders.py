@@ -29,7 +29,7 @@ from typing import Any
 import regex
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.registry import SCORE_LIMIT, as_score, completion_text, prompt_text
+from ark_trainer.rewards.contract import SCORE_LIMIT, as_score, completion_text, prompt_text
 from ark_trainer.rewards.similarity import METRICS
 
 # Keyword arguments TRL adds to a reward call that are not data columns.

@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import json_line, jsonl_file_lines
+from ark_trainer.rewards.contract import RewardUnavailable
 from ark_trainer.rewards.graders import Template, contexts
-from ark_trainer.rewards.registry import RewardUnavailable
 
 log = logging.getLogger("ark_trainer")
 
@@ -96,7 +97,7 @@ class _Cache:
     def __init__(self, path: Path | None) -> None:
         self.path, self.data, self.lock = path, {}, threading.Lock()
         if path is not None and path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in jsonl_file_lines(path):
                 try:
                     entry = json.loads(line)
                     self.data[entry["key"]] = entry["reply"]
@@ -112,7 +113,7 @@ class _Cache:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"key": key, "reply": reply}, ensure_ascii=False) + "\n")
+                    fh.write(json_line({"key": key, "reply": reply}))
 
 
 class LLMJudge:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ark_trainer.rewards.registry import completion_text, register_reward
+from ark_trainer.rewards.contract import completion_text, register_reward
 
 CLEAN = "无"
 VIOLATION_TYPES: tuple[str, ...] = ("辱骂", "泄露隐私", "违规承诺", "未致歉", "推诿", CLEAN)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.models.loading import check_model_dir
-from ark_trainer.rewards.registry import completion_text
+from ark_trainer.rewards.contract import completion_text
 
 
 def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:

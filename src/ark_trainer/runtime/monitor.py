@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import atomic_write_text, read_json
+from ark_trainer.fileio import atomic_write_text, json_line, jsonl_file_lines, read_json
 from ark_trainer.runtime.system import pid_alive
 
 log = logging.getLogger("ark_trainer")
@@ -122,7 +122,7 @@ class Monitor:
         record = {"ts": round(time.time(), 3), "time": _now_iso(), "event": name, **fields}
         try:
             with self._lock, self.events_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                fh.write(json_line(record, default=str))
         except OSError as exc:  # a full disk must not hide the error that is being reported
             log.error("could not write %s event to %s: %s", name, self.events_path, exc)
 
@@ -317,7 +317,7 @@ def _last_run_end(out_dir: Path) -> str | None:
     """The status of the last ``run_end`` event in ``OUT/events.jsonl`` after the last ``run_start``."""
     path = out_dir / "events.jsonl"
     status = None
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+    for line in jsonl_file_lines(path) if path.is_file() else []:
         try:
             event = json.loads(line)
         except ValueError:

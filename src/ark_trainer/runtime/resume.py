@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_json, read_jsonl, write_json
+from ark_trainer.fileio import jsonl_file_lines, read_json, read_jsonl, write_json
 from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
@@ -361,7 +361,7 @@ class Progress:
         try:
             self.events = read_jsonl(path) if path.is_file() else []
         except ValueError:  # a kill mid-line leaves a torn last line; the complete ones still count
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = jsonl_file_lines(path)
             self.events = [e for e in map(_loads, lines) if e]
 
     def stage_ok(self, stage: str) -> bool:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import jsonl_file_lines
 from ark_trainer.runtime.monitor import Monitor
 
 log = logging.getLogger("ark_trainer")
@@ -49,7 +50,7 @@ def last_error(out: Path, since: int) -> dict | None:
     path = out / "events.jsonl"
     if not path.is_file():
         return None
-    lines = path.read_text(encoding="utf-8").splitlines()[since:]
+    lines = jsonl_file_lines(path)[since:]
     try:
         events = read_jsonl_lines(lines)
     except ValueError:
@@ -71,7 +72,7 @@ def read_jsonl_lines(lines: list[str]) -> list[dict]:
 
 
 def _n_lines(path: Path) -> int:
-    return len(path.read_text(encoding="utf-8").splitlines()) if path.is_file() else 0
+    return len(jsonl_file_lines(path)) if path.is_file() else 0
 
 
 def supervise(cfg) -> Path:

@@ -1,0 +1,77 @@
+"""The metrics of a run: their names, in one place, and how they are computed from per-answer scores.
+
+Every model a run trains is evaluated on the held-out set (``evaluate.py``; an agent run's episodes in
+``agent/evaluate.py``) and its metrics written to ``OUT/eval/<model>.json``. The report, the diagnosis,
+the dashboard, ``status``'s glance and the live loop's gate read them by the names below.
+
+- ``reward_mean``: mean composite reward.
+- ``pass_rate``: share of answers whose composite reward reaches ``--pass_threshold``.
+- ``task_accuracy``: share of labelled prompts answered exactly right (QC: verdict and violation type;
+  free-text tasks: equal to ``reference``); ``null`` without labels.
+- ``compliance_rate``: share of answers whose suggested reply keeps all five compliance rules.
+- ``preference_alignment``: share of prompts where the composite reward prefers this model's answer to the
+  base model's (a tie counts one half, so the base model scores 50% against itself).
+- an agent run's episodes (``agent/episode.py: agent_metrics``): ``task_success`` (share of tasks whose
+  environment reward is 1), ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``.
+"""
+
+from __future__ import annotations
+
+from ark_trainer.rewards.contract import TOTAL
+
+REWARD_MEAN = "reward_mean"
+PASS_RATE = "pass_rate"
+TASK_ACCURACY = "task_accuracy"
+COMPLIANCE_RATE = "compliance_rate"
+PREFERENCE_ALIGNMENT = "preference_alignment"
+TASK_SUCCESS = "task_success"
+
+RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # shares in [0, 1]
+HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
+AGENT_METRICS = (TASK_SUCCESS, "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs only
+PERCENTS = (*RATES, TASK_SUCCESS, "tool_call_validity")  # shown as percentages
+
+ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
+COMPLIANCE_GRADER = "qc_compliance"
+VERIFIERS = (*ACCURACY_GRADERS, COMPLIANCE_GRADER)  # scored on every eval, in the reward or not
+N_EXAMPLES = 5  # answers kept in full in an eval file for the report
+
+
+def share(values: list[float | None], target: float = 1.0) -> float | None:
+    """The share of applicable values that reach ``target``; ``None`` when none applies."""
+    applicable = [v for v in values if v is not None]
+    if not applicable:
+        return None
+    return round(sum(v >= target - 1e-9 for v in applicable) / len(applicable), 4)
+
+
+def preference(mine: list[float | None], base: list[float | None]) -> float | None:
+    """How often ``mine`` beats ``base`` answer by answer (a tie counts one half)."""
+    pairs = [(m, b) for m, b in zip(mine, base, strict=True) if m is not None and b is not None]
+    if not pairs:
+        return None
+    wins = sum(1.0 if m > b + 1e-9 else 0.5 if abs(m - b) <= 1e-9 else 0.0 for m, b in pairs)
+    return round(wins / len(pairs), 4)
+
+
+def compute_metrics(table: dict[str, list], base_totals: list[float | None], pass_threshold: float) -> dict:
+    """The metrics of one model from its per-answer scores (``scoring.metric_scores``)."""
+    totals = table[TOTAL]
+    applicable = [t for t in totals if t is not None]
+    accuracy = next((share(table[n]) for n in ACCURACY_GRADERS if share(table[n]) is not None), None)
+    components = {}
+    for name, values in table.items():
+        vals = [v for v in values if v is not None]
+        if name != TOTAL and vals:
+            components[name] = round(sum(vals) / len(vals), 4)
+    return {
+        "n": len(totals),
+        REWARD_MEAN: round(sum(applicable) / len(applicable), 4) if applicable else None,
+        PASS_RATE: round(sum(t >= pass_threshold for t in applicable) / len(applicable), 4)
+        if applicable
+        else None,
+        TASK_ACCURACY: accuracy,
+        COMPLIANCE_RATE: share(table[COMPLIANCE_GRADER]),
+        PREFERENCE_ALIGNMENT: preference(totals, base_totals),
+        "components": components,
+    }
