@@ -105,3 +105,33 @@ def test_a_trained_qc_model_gives_the_right_verdict_through_the_agent(openclaw, 
         assert asked == record["reply_tokens"] == 128 and 1 < answered <= asked
     finally:
         assert main(["deploy", "--rollback"]) == 0
+    _parity_of_the_same_model(out, pick)
+
+
+def _parity_of_the_same_model(out: Path, rows: list[dict]) -> None:
+    """Its held-out set, evaluated bare (``evaluate_model``, as train does) and through the server in
+    OpenClaw's recorded request (``ark-trainer eval OUT --through openclaw``): the same metrics, no gap."""
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.evaluate import evaluate_model
+    from ark_trainer.fileio import write_json, write_jsonl
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.rewards.builder import build_reward
+
+    write_jsonl(out / "data" / "eval.jsonl", [{"question": r["question"], "label": r["label"]} for r in rows])
+    (out / "run.yaml").write_text(f"model_path: {out / 'model'}\ndata_path: {out / 'data' / 'eval.jsonl'}\n")
+    write_json(
+        out / "plan.json", {"stages": [{"name": "grpo", "steps": 1, "learning_rate": 1e-5, "last": True}]}
+    )
+    held_out = load_jsonl(out / "data" / "eval.jsonl")
+    reward = build_reward({}, held_out, "cpu")
+    bare = evaluate_model(
+        out / "model", "grpo", held_out, reward, Runtime("cpu", False, False, []), out / "eval" / "grpo.json",
+        max_new_tokens=128, pass_threshold=0.5,
+    )  # fmt: skip
+    assert main(["eval", str(out), "--through", "openclaw"]) == 0
+    through = read_json(out / "eval" / "grpo-openclaw.json")
+    assert set(bare) - {"examples", "answers", "name", "model"} <= set(through)  # the same metric names
+    assert through["n"] == 2 and through["request_shape"]["openclaw"].startswith("OpenClaw")
+    assert through["task_accuracy"] == through["bare"]["task_accuracy"] == bare["task_accuracy"] == 1.0
+    assert through["gap"]["task_accuracy"] == 0 and through["prompt_shape"]["shape"] == "bare"
+    assert [a["completion"] for a in through["answers"]] == [a["completion"] for a in bare["answers"]]
