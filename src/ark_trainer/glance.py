@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
+from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
 from ark_trainer.render import Block, Heading, Image, Para, Table
+from ark_trainer.runfolder import RunFolder
 
-RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEADLINE = ("reward_mean", *RATES)
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -60,7 +60,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
         return []
     final = list(evals)[-1]
     blocks: list[Block] = [Heading("At a glance")]
-    chart = headline_chart(evals, labels, Path(run_dir) / "plots")
+    chart = headline_chart(evals, labels, RunFolder(run_dir).plot_dir)
     if chart:
         blocks.append(chart)
     rows = []
@@ -79,7 +79,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
 
 
 def coincide_note(evals: dict[str, dict[str, Any]]) -> str:
-    pairs = [(_num(e.get("pass_rate")), _num(e.get("task_accuracy"))) for e in evals.values()]
+    pairs = [(_num(e.get(PASS_RATE)), _num(e.get(TASK_ACCURACY))) for e in evals.values()]
     if not pairs or any(p is None or a is None or abs(p - a) > 1e-9 for p, a in pairs):
         return ""
     meaning = (
@@ -124,19 +124,34 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = jsonl_file_lines(run_dir / "data" / "eval.jsonl", "replace")
+        lines = jsonl_file_lines(RunFolder(run_dir).data_dir / "eval.jsonl", "replace")
     except OSError:
         return []
     prompts = []
     for line in lines:
+        if not line.strip():
+            continue  # the loader skips blank lines too, so answers stay aligned
         try:
-            prompt = json.loads(line).get("prompt", "")
+            prompts.append(prompt_text(json.loads(line)))
         except (ValueError, AttributeError):
             return []
-        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
-            prompt = prompt[-1].get("content", "")
-        prompts.append(str(prompt))
     return prompts
+
+
+def prompt_text(row: dict) -> str:
+    """The text a held-out row asks, in any shape the loader reads: ``prompt`` (text or chat), ``question``
+    (the QC demo's), or ``messages`` (its last user turn; a trailing assistant turn is the answer)."""
+    for key in ("prompt", "question", "messages"):
+        if key in row:
+            value = row[key]
+            break
+    else:
+        return ""
+    if isinstance(value, list):
+        turns = [m for m in value if isinstance(m, dict)]
+        users = [m for m in turns if m.get("role") == "user"]
+        value = (users or turns or [{}])[-1].get("content", "")
+    return str(value)
 
 
 def _clip(text: Any) -> str:
@@ -147,6 +162,8 @@ def _clip(text: Any) -> str:
 def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) -> list[Block]:
     """The final model's best and worst held-out answers, side by side."""
     answers, prompts = data.get("answers") or [], _prompts(run_dir)
+    if len(prompts) > len(answers):  # --max_eval_samples kept the first rows of the user's own file
+        prompts = prompts[: len(answers)]
     if len(answers) != len(prompts) or len(answers) < 2:
         return []
     scored = sorted(
