@@ -127,7 +127,9 @@ class TrainConfig:
 
     # --- model ---
     model_path: str | None = flag(
-        None, "local Hugging Face checkpoint of the base model (required)", group="model"
+        None,
+        "the base model: a local Hugging Face folder, a .gguf file or ollama:NAME[:TAG] (required)",
+        group="model",
     )
     device: str = flag(
         "auto", "auto, cpu, cuda or cuda:N; with no GPU, a cuda request falls back to CPU", group="model"
