@@ -204,22 +204,15 @@ def _check_request(out: Path, agent: str | None) -> None:
 
 
 def deploy_folder(spec: str | Path) -> Path:
-    """The folder to deploy from: a run's ``--output_dir`` as it is; a model given directly (a model
-    folder, a ``.gguf`` file or ``ollama:NAME``, converted once by :func:`ark_trainer.models.source.resolve_model`
-    into its per-user cache) gets a deploy folder of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/``
-    with ``model`` linking to it (the model's own folder is never written to)."""
-    from ark_trainer.models.source import model_kind, resolve_model
-
-    text = str(spec)
-    path = Path(text).expanduser()
-    if model_kind(text) == "hf":
-        if (path / "model").exists() or not (path / "config.json").is_file():
-            return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
-        model_dir, label = path.resolve(), path.resolve().name
-    else:
-        resolved = resolve_model(text, flag="deploy")
-        model_dir, label = resolved.path.resolve(), text.removeprefix("ollama:") if text.startswith("ollama:") else path.stem
-    out = cli.state_dir() / "ark-trainer" / "models" / served_name(Path(label)).removeprefix("ark-")
+    """The folder to deploy from: a run's ``--output_dir`` as it is; a model folder given directly (a
+    ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``) gets a deploy folder
+    of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (the model's
+    own folder is never written to)."""
+    path = Path(spec).expanduser()
+    if (path / "model").exists() or not (path / "config.json").is_file():
+        return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
+    model_dir = path.resolve()
+    out = cli.state_dir() / "ark-trainer" / "models" / served_name(model_dir).removeprefix("ark-")
     link = out / "model"
     if link.is_symlink() and Path(os.readlink(link)) == model_dir:
         return out
