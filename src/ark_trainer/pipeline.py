@@ -330,8 +330,24 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
         from ark_trainer.deploy.targets import get_target  # not when no better than base
 
-        get_target("openclaw").deploy_after_train(p.out, log.info, log.warning)
+        if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
+            _parity_after_deploy(p)
     return p.out
+
+
+def _parity_after_deploy(p: Prepared) -> None:
+    """The held-out set asked through the deployment in OpenClaw's request shape; the report gets the
+    table (``openclaw/parity.py``). A failure is a warning: the run and the deploy stand."""
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.openclaw.parity import evaluate_through_openclaw
+
+    if not (p.cfg.eval_auto and p.eval) or env_for(p.cfg) is not None:
+        return
+    try:
+        evaluate_through_openclaw(p.out, log=log.info)
+        _build_report(p.out)
+    except (UserError, OSError) as exc:
+        log.warning("openclaw: the parity evaluation failed (the deployment stands): %s", exc)
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
