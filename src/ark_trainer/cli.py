@@ -71,6 +71,12 @@ class DemoOptions:
         "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
         "dialogues); see docs/real-models.md",
     )
+    tools: str = opt(
+        "python",
+        "--task agent: the backend's tools as Python methods (python) or from the demo's MCP server over "
+        "stdio (mcp) (default: python)",
+        choices=("python", "mcp"),
+    )
 
 
 @dataclass
@@ -144,12 +150,15 @@ def _cmd_demo(args: DemoOptions) -> int:
 
     if args.base_model is not None and args.task != "qc":
         raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
+    if args.tools != "python" and args.task != "agent":
+        raise UserError("--tools: only with --task agent (the QC demo has no tools)")
     out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
     n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
     if args.task == "agent":
         out = run_agent_demo(
-            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps
-        )
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            tools=args.tools,
+        )  # fmt: skip
     else:
         out = run_demo(
             out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,

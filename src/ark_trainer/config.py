@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import yaml_error
 from ark_trainer.ranges import (
     ANY,
     BIG,
@@ -128,7 +127,9 @@ class TrainConfig:
 
     # --- model ---
     model_path: str | None = flag(
-        None, "local Hugging Face checkpoint of the base model (required)", group="model"
+        None,
+        "the base model: a local Hugging Face folder, a .gguf file or ollama:NAME[:TAG] (required)",
+        group="model",
     )
     device: str = flag(
         "auto", "auto, cpu, cuda or cuda:N; with no GPU, a cuda request falls back to CPU", group="model"
@@ -321,9 +322,10 @@ class TrainConfig:
     )
 
     # --- agent ---
-    env: str | None = flag(
+    env: str | dict | None = flag(
         None,
-        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward)",
+        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward); MCP "
+        "servers: mcp:servers.json, or openclaw (the agent's own mcp.servers); docs/agents.md",
         group="agent",
     )
     max_turns: int = flag(
@@ -536,6 +538,11 @@ def optional_fields() -> set[str]:
 def coerce(name: str, value: Any, where: str) -> Any:
     """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
     kind = field_types()[name]
+    if name == "env" and isinstance(value, dict):  # MCP servers given in the YAML: env: {mcp_servers: ...}
+        from ark_trainer.agent.mcp_config import servers_from_source
+
+        servers_from_source(value, where)  # the shape, checked before anything starts
+        return value
     if value is None or (
         isinstance(value, str) and value.strip().lower() in ("none", "null") and kind is not str
     ):
@@ -575,10 +582,9 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"--config: no such file {path!r}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(yaml_error(path, exc)) from None
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    data = read_yaml_file(p) or {}  # size, depth and alias expansion bounded
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}

@@ -95,17 +95,25 @@ def score_completions(
 
 
 def metric_scores(
-    reward: CompositeReward, rows: list[dict], answers: list, envs: list | None = None
+    reward: CompositeReward,
+    rows: list[dict],
+    answers: list,
+    envs: list | None = None,
+    verifiers: bool = True,
 ) -> dict[str, list]:
-    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics)."""
+    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics).
+
+    ``verifiers=False`` (agent episodes): only the run's own graders; the QC verifiers would grade an
+    agent's sign-off as if it were a QC verdict.
+    """
     scored = score_completions(reward, rows, [[a] for a in answers], [[e] for e in envs] if envs else None)
     table: dict[str, list] = {TOTAL: [s[0]["total"] for s in scored]}
     for name in reward.names:
         table[name] = [s[0]["scores"][name] for s in scored]
-    extra = [n for n in VERIFIERS if n not in table]
+    extra = [n for n in VERIFIERS if n not in table] if verifiers else []
     if extra:
-        verifiers = CompositeReward([Component(n, get_reward(n), 1.0) for n in extra])
-        more = score_completions(verifiers, rows, [[a] for a in answers])
+        checks = CompositeReward([Component(n, get_reward(n), 1.0) for n in extra])
+        more = score_completions(checks, rows, [[a] for a in answers])
         for name in extra:
             table[name] = [s[0]["scores"][name] for s in more]
     return table

@@ -51,6 +51,9 @@ def _check_base_model(spec: str) -> None:
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
+    from ark_trainer.folders import check_folder
+
+    check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
     if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
@@ -66,8 +69,10 @@ def _demo_inputs(
     """What both demos do before training: logging, their data written to ``OUT/data``, and their base model
     built in ``OUT/base_model`` (kept when already there, unless ``overwrite``); returns (train, eval, base)."""
     from ark_trainer.fileio import read_jsonl
+    from ark_trainer.folders import claim_folder
     from ark_trainer.runtime.monitor import setup_logging
 
+    claim_folder(out)  # the data and base model written next are a run's: train continues in this folder
     setup_logging(out / "logs")
     train_path, eval_path = write_data(
         out / "data", seed=seed, **{k: v for k, v in sizes.items() if v is not None}
@@ -129,17 +134,34 @@ AGENT_ENV = "ark_trainer.demo.agent_env:make_env"
 AGENT_MAX_TURNS = 4
 
 
+def agent_mcp_env() -> dict:
+    """``env:`` of the agent demo over MCP: its backend as a stdio MCP server (``demo/agent_mcp_server.py``)."""
+    import sys
+
+    import ark_trainer
+
+    package_root = str(Path(ark_trainer.__file__).resolve().parent.parent)  # the server imports this copy
+    command = {"command": sys.executable, "args": ["-m", "ark_trainer.demo.agent_mcp_server"]}
+    return {"mcp_servers": {"shop": {**command, "env": {"PYTHONPATH": package_root}}}}
+
+
 def agent_config_path() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / "demo_agent.yaml"))
 
 
 def agent_train_flags(
-    out: Path, base: Path, train_path: Path, eval_path: Path, seed: int, overwrite: bool
+    out: Path,
+    base: Path,
+    train_path: Path,
+    eval_path: Path,
+    seed: int,
+    overwrite: bool,
+    tools: str = "python",
 ) -> dict:
     """The ``train`` flags of the agent demo: its preset, its environment, its data and base model."""
     return {
         "config": str(agent_config_path()),
-        "env": AGENT_ENV,
+        "env": agent_mcp_env() if tools == "mcp" else AGENT_ENV,
         "max_turns": AGENT_MAX_TURNS,
         "model_path": str(base),
         "data_path": str(train_path),
@@ -167,8 +189,9 @@ def run_agent_demo(
     max_train_steps: int | None = None,
     overwrite: bool = False,
     model_kwargs: dict | None = None,
+    tools: str = "python",
 ) -> Path:
-    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment."""
+    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp)."""
     from ark_trainer.demo.agent_data import write_agent_data
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
@@ -184,7 +207,7 @@ def run_agent_demo(
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
     )
-    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
+    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite, tools)
     if max_train_steps is not None:
         flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)
