@@ -1,4 +1,4 @@
-"""Issue 19 (run side): flags, inputs in one pass, the run lock, signals and status, resume, NL output folders.
+"""The run side under bad input: flags, inputs in one pass, the run lock, signals and status, resume, NL output folders.
 
 Refusals are checked through the real ``train`` command (exit 2, one ``error:`` line per problem, no
 traceback, nothing written); the lock, signals and resume cases run real training processes on a tiny

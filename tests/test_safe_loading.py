@@ -102,6 +102,3 @@ def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
     assert resumes and (again.strategy, again.rft_steps) == ("auto", None)  # the config is not rewritten
     plan = Plan.from_json(json.loads((out / "plan.json").read_text()), again)  # what prepare() resumes with
     assert (plan.strategy, plan.pending, plan.steps("rft")) == ("GRPO", False, 0)
-    # a run.yaml of an older version held the probe's choice: still resumable with --strategy auto
-    atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path, strategy="GRPO", rft_steps="0")))
-    check_resume(_cfg(tmp_path, strategy="auto"), out, all_stages())

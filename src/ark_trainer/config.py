@@ -637,7 +637,9 @@ def lora_learning_rates(values: dict[str, Any]) -> dict[str, float]:
 
 def _previous_run(output_dir: str | None) -> dict[str, Any]:
     """``--resume`` needs no other flag: the run's own ``run.yaml`` gives the rest."""
-    path = Path(output_dir or "") / "run.yaml"
+    from ark_trainer.runfolder import RunFolder
+
+    path = RunFolder(output_dir or "").config_path
     return load_yaml_config(str(path)) if output_dir and path.is_file() else {}
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from ark_trainer.stages.registry import get_stage, stage_names_in_order, stages
+from ark_trainer.stages.registry import get_stage, stages
 from ark_trainer.strategies import AUTO, DEFAULT_STRATEGY, PlanStage, strategy_table
 
 LEAD_SHARE = Fraction(1, 3)  # a stage before the last one defaults to this share of --max_train_steps
@@ -46,9 +46,8 @@ class Plan:
         return next((s.steps for s in self.stages if s.name == name), 0)
 
     def to_json(self) -> dict[str, Any]:
-        """``plan.json``: strategy, requested, reason, ``<stage>_steps`` for every stage, task_name, stages."""
+        """``plan.json``'s plan: strategy, requested, reason, task_name, stages (and the probe under auto)."""
         out: dict[str, Any] = {"strategy": self.strategy, "requested": self.requested, "reason": self.reason}
-        out.update({f"{name}_steps": self.steps(name) for name in stage_names_in_order()})
         out["task_name"] = self.task_name
         out["stages"] = [asdict(s) for s in self.stages]
         if self.probe is not None:
@@ -57,20 +56,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], cfg: Any) -> Plan:
-        """The plan saved in ``plan.json`` (one written before ``stages`` existed is rebuilt from its steps)."""
-        strategy = str(data.get("strategy") or cfg.strategy)
-        if data.get("stages"):
-            stages = tuple(PlanStage(**s) for s in data["stages"])
-        else:
-            table = strategy_table()
-            names = table[strategy if strategy in table else DEFAULT_STRATEGY].stages
-            stages = _mark_last([PlanStage(n, int(data.get(f"{n}_steps") or 0), _lr(cfg, n)) for n in names])
+        """The plan saved in ``plan.json`` (``RunFolder.saved_plan`` checked that it has its stages)."""
         return cls(
-            strategy,
+            str(data.get("strategy") or cfg.strategy),
             str(data.get("requested") or cfg.strategy),
             str(data.get("reason") or ""),
             str(data.get("task_name") or cfg.task_name),
-            stages,
+            tuple(PlanStage(**s) for s in data["stages"]),
             data.get("probe"),
         )
 

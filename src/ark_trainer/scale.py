@@ -14,7 +14,7 @@ Everything here maps our flags onto the engines' own options (peft ``LoraConfig`
   CUDA GPU, and is refused in one line otherwise.
 - vLLM: ``--use_vllm True`` needs the ``vllm`` package and a CUDA GPU; refused in one line otherwise.
 - Generation on a GPU (no-op on CPU and under vLLM): one transformers ``generate`` call is launch-bound on
-  a GPU (869 completion tokens/s at 16 sequences vs 1,941 at 128 on an H200, issue 13), so GRPO generates
+  a GPU (869 completion tokens/s at 16 sequences vs 1,941 at 128 on an H200, measured in November 2026), so GRPO generates
   the rollouts of up to ``MAX_ROLLOUT_ROUNDS`` optimizer steps at once (TRL's ``steps_per_generation``;
   the later steps learn from slightly older rollouts, which TRL's importance-sampling ratio corrects),
   and evaluation decodes ``GPU_GENERATION_SEQUENCES`` prompts per call. ``bench/gpu_generation.py``

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ark_trainer.errors import UserError
 from ark_trainer.plan import share_of
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
 QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
@@ -29,7 +30,7 @@ def demo_config_path() -> Path:
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    if (out / "run.yaml").exists() and not overwrite:
+    if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )

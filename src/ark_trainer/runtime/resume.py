@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines, read_json, read_jsonl, write_json
+from ark_trainer.fileio import read_json, write_json
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
@@ -342,7 +343,7 @@ def check_resume(cfg, out: Path, stages: Sequence[ResumableStage]) -> bool:
     """
     from ark_trainer.config import load_yaml_config
 
-    run_yaml = out / "run.yaml"
+    run_yaml = RunFolder(out).config_path
     if not run_yaml.is_file():
         if cfg.resume:
             raise UserError(f"--resume: {out} holds no run (run.yaml) to resume; drop --resume to start one")
@@ -352,9 +353,6 @@ def check_resume(cfg, out: Path, stages: Sequence[ResumableStage]) -> bool:
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
     changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
-    if changed and cfg.strategy == "auto":  # run.yaml of an older version held the probe's choice
-        chosen = {"strategy", *(s.steps_flag for s in stages if s.steps_flag)}
-        changed = [k for k in changed if k not in chosen]
     if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
@@ -371,13 +369,9 @@ class Progress:
     """What an earlier attempt of this run finished, read from ``OUT/events.jsonl`` and the files."""
 
     def __init__(self, out: Path) -> None:
-        self.out = Path(out)
-        path = self.out / "events.jsonl"
-        try:
-            self.events = read_jsonl(path) if path.is_file() else []
-        except ValueError:  # a kill mid-line leaves a torn last line; the complete ones still count
-            lines = jsonl_file_lines(path)
-            self.events = [e for e in map(_loads, lines) if e]
+        self.folder = RunFolder(out)
+        self.out = self.folder.out
+        self.events = self.folder.events()  # a kill mid-line leaves a torn last line; the complete ones count
 
     def stage_ok(self, stage: str) -> bool:
         return any(
@@ -395,17 +389,7 @@ class Progress:
         return any(e.get("event") == "stage_end" and e.get("status") == "ok" for e in self.events)
 
     def eval_result(self, name: str) -> dict | None:
-        path = self.out / "eval" / f"{name}.json"
-        return read_json(path) if self.stage_ok(f"eval_{name}") and path.is_file() else None
+        return (self.folder.eval(name) or None) if self.stage_ok(f"eval_{name}") else None
 
     def model_done(self, stage: str, folder: Path) -> bool:
         return self.stage_ok(stage) and (folder / "model.safetensors").is_file()
-
-
-def _loads(line: str) -> dict | None:
-    import json
-
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
