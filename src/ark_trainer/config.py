@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import yaml_error
 from ark_trainer.ranges import (
     ANY,
     BIG,
@@ -567,10 +566,9 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"--config: no such file {path!r}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(yaml_error(path, exc)) from None
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    data = read_yaml_file(p) or {}  # size, depth and alias expansion bounded
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}

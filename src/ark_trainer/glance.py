@@ -129,14 +129,29 @@ def _prompts(run_dir: Path) -> list[str]:
         return []
     prompts = []
     for line in lines:
+        if not line.strip():
+            continue  # the loader skips blank lines too, so answers stay aligned
         try:
-            prompt = json.loads(line).get("prompt", "")
+            prompts.append(prompt_text(json.loads(line)))
         except (ValueError, AttributeError):
             return []
-        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
-            prompt = prompt[-1].get("content", "")
-        prompts.append(str(prompt))
     return prompts
+
+
+def prompt_text(row: dict) -> str:
+    """The text a held-out row asks, in any shape the loader reads: ``prompt`` (text or chat), ``question``
+    (the QC demo's), or ``messages`` (its last user turn; a trailing assistant turn is the answer)."""
+    for key in ("prompt", "question", "messages"):
+        if key in row:
+            value = row[key]
+            break
+    else:
+        return ""
+    if isinstance(value, list):
+        turns = [m for m in value if isinstance(m, dict)]
+        users = [m for m in turns if m.get("role") == "user"]
+        value = (users or turns or [{}])[-1].get("content", "")
+    return str(value)
 
 
 def _clip(text: Any) -> str:
@@ -147,6 +162,8 @@ def _clip(text: Any) -> str:
 def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) -> list[Block]:
     """The final model's best and worst held-out answers, side by side."""
     answers, prompts = data.get("answers") or [], _prompts(run_dir)
+    if len(prompts) > len(answers):  # --max_eval_samples kept the first rows of the user's own file
+        prompts = prompts[: len(answers)]
     if len(answers) != len(prompts) or len(answers) < 2:
         return []
     scored = sorted(

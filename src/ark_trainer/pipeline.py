@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
@@ -53,7 +54,7 @@ class Prepared:
 
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
-    from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.inputs import check_log_dir, check_output_dir, collect, model_checks
     from ark_trainer.models.device import resolve_runtime
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
@@ -71,10 +72,17 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lambda: load_jsonl(data_path, "--data_path"),
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
-    checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
+    checks: list[Callable[[], object]] = []
     resume = [cfg.resume]  # the last entry is the decision: check_resume's when it answers
-    if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-        checks.append(lambda: resume.append(check_resume(cfg, out, list(stages().values()))))
+
+    def check_folder() -> None:  # a folder of other files: refused; one holding a run: refused, or continued
+        check_output_dir(str(cfg.output_dir))
+        resume.append(check_resume(cfg, out, list(stages().values())))
+
+    if parent:
+        checks.append(check_folder)
+    if cfg.log_dir:
+        checks.append(lambda: check_log_dir(cfg.log_dir))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
     # a poisoned checkpoint is refused now, before anything is written
     checks.append(lambda: check_checkpoints(out, stage_names_in_order()) if resume[-1] else None)
@@ -142,6 +150,9 @@ def plan_json(p: Prepared) -> dict:
 
 
 def write_run_files(p: Prepared) -> None:
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(p.out)  # marked ours before its first file: a later run may continue or replace it
     folder = RunFolder(p.out)
     data_dir = folder.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)

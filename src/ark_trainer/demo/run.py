@@ -30,6 +30,9 @@ def demo_config_path() -> Path:
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
+    from ark_trainer.folders import check_folder
+
+    check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
     if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
@@ -43,8 +46,10 @@ def _demo_inputs(out: Path, write_data, build_model, *, seed: int, overwrite: bo
     """What both demos do before training: logging, their data written to ``OUT/data``, and their base model
     built in ``OUT/base_model`` (kept when already there, unless ``overwrite``); returns (train, eval, base)."""
     from ark_trainer.fileio import read_jsonl
+    from ark_trainer.folders import claim_folder
     from ark_trainer.runtime.monitor import setup_logging
 
+    claim_folder(out)  # the data and base model written next are a run's: train continues in this folder
     setup_logging(out / "logs")
     train_path, eval_path = write_data(
         out / "data", seed=seed, **{k: v for k, v in sizes.items() if v is not None}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +61,24 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
 
 
 def scored_rows(
-    all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool
-) -> list[dict]:
-    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback."""
+    all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool,
+    dropped: Counter | None = None,
+) -> list[dict]:  # fmt: skip
+    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback;
+    ``dropped`` counts, by reason, the new turns whose correction the safety filter refused."""
     from ark_trainer.data.loader import load_jsonl
     from ark_trainer.scoring import score_completions
 
-    verdicts = feedback_of([r for r in all_rows if "messages" in r], rules)
+    refused: dict[str, str] = {}
+    verdicts = feedback_of([r for r in all_rows if "messages" in r], rules, refused)
     rows = []
     for raw in new_rows:
         if "messages" not in raw:
             continue
-        row = turn_row(raw, verdicts.get(conversation_key(raw["messages"])), keep_system)
+        key = conversation_key(raw["messages"])
+        if dropped is not None and key in refused:
+            dropped[refused[key]] += 1
+        row = turn_row(raw, verdicts.get(key), keep_system)
         if row is not None:
             rows.append(row)
     if not rows or reward is None:
@@ -124,7 +131,9 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(folder)  # the round's train run continues in a folder of ours
     write_jsonl(folder / "data.jsonl", train_rows)
     write_jsonl(folder / "eval.jsonl", eval_rows)
 

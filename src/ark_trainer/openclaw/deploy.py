@@ -38,6 +38,7 @@ from typing import Any
 
 from ark_trainer.deploy.process import (
     HOST,
+    check_port,
     check_serving_packages,
     find_servers,
     get_json,
@@ -249,6 +250,8 @@ def deploy(
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = max(16, min(512, window // 4))
     shape = shape_for(out / "model", window, prompt_shape)
+    if port:
+        check_port(port)
     port = port or free_port(HOST)
     key = secrets.token_urlsafe(32)
     key_file = out / "deploy" / "api_key"
@@ -338,6 +341,7 @@ def swap(out: Path, tag: str = "", log=print) -> dict:
         how = "hot-swapped"
     else:
         _stop(record)
+        check_port(record["port"])
         server = start_server(
             Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
             Path(record["api_key_file"]), args,
