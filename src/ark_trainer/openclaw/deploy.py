@@ -204,9 +204,10 @@ def _check_request(out: Path, agent: str | None) -> None:
 
 
 def deploy_folder(spec: str | Path) -> Path:
-    """The folder to deploy from: a run's ``--output_dir`` as it is; a model given directly (a model
-    folder) gets a deploy folder of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with
-    ``model`` linking to it (the model's own folder is never written to)."""
+    """The folder to deploy from: a run's ``--output_dir`` as it is; a model folder given directly (a
+    ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``) gets a deploy folder
+    of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (the model's
+    own folder is never written to)."""
     path = Path(spec).expanduser()
     if (path / "model").exists() or not (path / "config.json").is_file():
         return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
