@@ -32,7 +32,7 @@ BEFORE: dict[str, Range] = {
     "warmup_ratio": SHARE,
     "save_steps": ZERO_OK,
     "seed": Range(0, 2**32 - 1),  # numpy's seed range
-    "rft_num_samples": COUNT,
+    "rft_num_samples": ZERO_OK,  # since: 0 trains on the data's own answers only
     "rft_temperature": POSITIVE,
     "rft_min_reward": ANY,
     "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
