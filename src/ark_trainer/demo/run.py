@@ -13,12 +13,16 @@ settings in ``presets/demo_agent.yaml``.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.plan import share_of
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
+QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
 
 
 def demo_config_path() -> Path:
@@ -26,7 +30,10 @@ def demo_config_path() -> Path:
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    if (out / "run.yaml").exists() and not overwrite:
+    from ark_trainer.folders import check_folder
+
+    check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
+    if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )
@@ -39,8 +46,10 @@ def _demo_inputs(out: Path, write_data, build_model, *, seed: int, overwrite: bo
     """What both demos do before training: logging, their data written to ``OUT/data``, and their base model
     built in ``OUT/base_model`` (kept when already there, unless ``overwrite``); returns (train, eval, base)."""
     from ark_trainer.fileio import read_jsonl
+    from ark_trainer.folders import claim_folder
     from ark_trainer.runtime.monitor import setup_logging
 
+    claim_folder(out)  # the data and base model written next are a run's: train continues in this folder
     setup_logging(out / "logs")
     train_path, eval_path = write_data(
         out / "data", seed=seed, **{k: v for k, v in sizes.items() if v is not None}
@@ -85,7 +94,7 @@ def run_demo(
         "overwrite_output_dir": overwrite,
     }
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, QC_RFT_SHARE))
     return run_train(resolve_config(flags))
 
 
@@ -150,5 +159,5 @@ def run_agent_demo(
     )
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)

@@ -23,7 +23,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ark_trainer.data.text import is_blank
 from ark_trainer.errors import UserError
@@ -70,12 +69,12 @@ def load_rules(path: str | None) -> Rules:
     """The default rules, or those of a YAML file (``negative``, ``positive``, ``hint``: pattern lists)."""
     if not path:
         return Rules()
-    import yaml
+    from ark_trainer.yamlsafe import read_yaml_file
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"--feedback_rules: cannot read {path}: {exc}") from None
+        data = read_yaml_file(path) or {}
+    except UserError as exc:
+        raise UserError(f"--feedback_rules: {exc.messages[0]}") from None
     if not isinstance(data, dict) or set(data) - {"negative", "positive", "hint"}:
         raise UserError(
             f"--feedback_rules: {path}: expected a mapping with negative, positive and/or hint lists"

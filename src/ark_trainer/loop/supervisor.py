@@ -75,8 +75,11 @@ class Loop:
                 from ark_trainer.deploy.process import check_port
 
                 check_port(self.s.port)
+            from ark_trainer.folders import check_folder, claim_folder
+
+            check_folder(self.dir, "--output_dir", "loop")  # never a folder of the user's other files
             created = not self.dir.exists()
-            self.dir.mkdir(parents=True, exist_ok=True)
+            claim_folder(self.dir, "loop")
             state = fresh_state(model, {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags})
             self.state = state
             try:  # a refused held-out set or main metric leaves no loop folder behind

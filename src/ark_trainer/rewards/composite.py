@@ -68,9 +68,10 @@ def default_preset(rows: Sequence[dict]) -> str:
     return "qc"
 
 
-def load_spec(path: str | Path | None) -> list[GraderSpec]:
-    """Parse, validate and build the graders of a spec file (default: the QC preset)."""
-    return load_graders(path if path else preset_path("qc"))
+def load_spec(path: str | Path | None, run_code: bool = True) -> list[GraderSpec]:
+    """Parse, validate and build the graders of a spec file (default: the QC preset); ``run_code=False``
+    leaves user code (python graders, ``module:function`` rules) unimported (see ``spec.load_graders``)."""
+    return load_graders(path if path else preset_path("qc"), run_code=run_code)
 
 
 def _key(completion: Any) -> str:

@@ -226,6 +226,21 @@ class PythonGrader(PerSampleGrader):
         return float(value)
 
 
+class UnloadedCode:
+    """A code grader checked but not loaded (``plan`` runs no user code): it has a name, no scores."""
+
+    def __init__(self, name: str, where: str) -> None:
+        self.__name__, self.where = name, where
+
+    def applies(self, prompts: list, completions: list, **columns: Any) -> list[bool]:
+        return [True] * len(completions)  # unknown until it runs; doubt never refuses a plan
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        raise RuntimeError(
+            f"{self.where}: grader {self.__name__!r} was not loaded (a plan runs no user code)"
+        )
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"

@@ -167,9 +167,10 @@ def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: in
 
 
 def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
+    from ark_trainer.folders import check_folder
+
+    check_folder(args.output_dir, "--output_dir", "reward model")  # new, empty, or a reward model of ours
     out = Path(args.output_dir).resolve()
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--output_dir: {out} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
         raise UserError(
             f"--output_dir: {out} is not empty; pick a new folder or pass --overwrite_output_dir True"
@@ -181,6 +182,7 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
 
 def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
+    from ark_trainer.folders import claim_folder
     from ark_trainer.models.loading import check_policy_dir, load_tokenizer
 
     args.check()
@@ -214,6 +216,7 @@ def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
             "args": asdict(args),
         }
         write_json(staging / METRICS_FILE, metrics)
+        claim_folder(staging, "reward model")  # a later --overwrite_output_dir may replace it
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)

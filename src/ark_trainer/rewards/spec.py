@@ -58,7 +58,6 @@ import regex
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import yaml_error
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -77,6 +76,25 @@ class GraderKind:
 
 KINDS: dict[str, GraderKind] = {}
 KIND_MODULES = ("ark_trainer.rewards.episode",)  # more kinds, registered when imported (on first use)
+_plugins_loaded = False
+
+
+def grader_kinds() -> dict[str, GraderKind]:
+    """Every grader type by name: this module's, :data:`KIND_MODULES`', then installed plug-ins' (on first use)."""
+    global _plugins_loaded
+    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
+        importlib.import_module(module)
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from ark_trainer.plugins import call_hook
+
+        call_hook("register_grader_kinds", register_grader_kind)
+    return KINDS
+
+
+def register_grader_kind(name: str, fields: set[str] | tuple[str, ...], build: Callable) -> None:
+    """:func:`grader_kind` as a call, for plug-ins: ``register(name, keys, build)``; a taken name is refused."""
+    grader_kind(name, fields)(build)
 
 
 def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
@@ -133,8 +151,11 @@ class GraderSpec:
 class _Entry:
     """One grader mapping of the file, with helpers that record file:line problems."""
 
-    def __init__(self, data: dict, path: Path, problems: list[str], prefix: str = "") -> None:
+    def __init__(
+        self, data: dict, path: Path, problems: list[str], prefix: str = "", run_code: bool = True
+    ) -> None:
         self.data, self.path, self.problems, self.prefix = data, path, problems, prefix
+        self.run_code = run_code  # False: user code is checked for shape, never imported or run
 
     def where(self, key: str | None = None) -> str:
         line = self.data.get("__keylines__", {}).get(key, self.data.get("__line__", 1))
@@ -195,14 +216,20 @@ def _type_name(types) -> str:
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
-    except yaml.YAMLError as exc:
-        raise UserError(yaml_error(path, exc)) from None
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    return read_yaml_file(
+        path, _LineLoader
+    )  # size, depth and alias expansion bounded (an alias bomb in params)
 
 
-def load_graders(path: str | Path) -> list[GraderSpec]:
-    """Parse, validate and build every grader of a spec file; one UserError lists all problems."""
+def load_graders(path: str | Path, run_code: bool = True) -> list[GraderSpec]:
+    """Parse, validate and build every grader of a spec file; one UserError lists all problems.
+
+    ``run_code=False`` (what ``plan`` uses) checks python graders and ``module:function`` rules for shape
+    (and a ``source`` for syntax) without importing or running them: they become :class:`~ark_trainer.
+    rewards.graders.UnloadedCode`, which names the grader but cannot score.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"--reward_config: no such file {str(path)!r}")
@@ -225,7 +252,7 @@ def load_graders(path: str | Path) -> list[GraderSpec]:
         if not isinstance(raw, dict):
             problems.append(f"{path}:1: graders: each grader is a mapping with name and type, got {raw!r}")
             continue
-        entry = _Entry(raw, path, problems)
+        entry = _Entry(raw, path, problems, run_code=run_code)
         name = raw.get("name")
         if isinstance(name, str) and name in seen:
             problems.append(f"{entry.where('name')}: name: {name!r} is already used at {seen[name]}")
@@ -252,13 +279,12 @@ def _top_level(entry: _Entry) -> GraderSpec:
 
 
 def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Callable]:
-    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
-        importlib.import_module(module)
+    kinds = grader_kinds()
     kind = entry.get("type", str, "rule")
     kind = ALIASES.get(kind, kind)
-    if kind not in KINDS:
-        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(KINDS)}")
-    spec = KINDS[kind]
+    if kind not in kinds:
+        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(kinds)}")
+    spec = kinds[kind]
     allowed = spec.fields | allowed_extra | {"type", *_META}
     unknown = [k for k in entry.data if k not in allowed]
     for key in unknown:
@@ -290,6 +316,8 @@ def _rule(entry: _Entry, name: str) -> Callable:
 
     rule = entry.get("rule", str, name)
     params = entry.get("params", dict, {})
+    if ":" in rule and not entry.run_code:  # a module:function path: user code, not imported here
+        return g.UnloadedCode(name, entry.where("rule" if entry.has("rule") else "name"))
     try:
         key = "rule" if entry.has("rule") else "name"
         return get_reward(rule, params, f"{entry.where(key)}: {entry.prefix}{key}")
@@ -394,6 +422,8 @@ def _python(entry: _Entry, name: str) -> Callable:
         module_name, _, attr = target.partition(":")
         if not module_name or not attr:
             raise entry.fail("function", f"expected package.module:function, got {target!r}")
+        if not entry.run_code:
+            return g.UnloadedCode(name, entry.where("function"))
         try:
             fn = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
@@ -401,6 +431,12 @@ def _python(entry: _Entry, name: str) -> Callable:
         key = "function"
     else:
         namespace: dict[str, Any] = {}
+        if not entry.run_code:
+            try:  # compiling checks the syntax and runs nothing
+                compile(entry.get("source", str), f"<{name} source>", "exec")
+            except (SyntaxError, ValueError) as exc:
+                raise entry.fail("source", f"the code does not compile: {exc}") from None
+            return g.UnloadedCode(name, entry.where("source"))
         try:
             exec(compile(entry.get("source", str), f"<{name} source>", "exec"), namespace)  # noqa: S102
         except Exception as exc:  # noqa: BLE001 - any error in the user's code
@@ -435,7 +471,9 @@ def _multi(entry: _Entry, name: str) -> Callable:
             raise entry.fail(
                 "graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)"
             )
-        sub_entry = _Entry(sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.")
+        sub_entry = _Entry(
+            sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.", run_code=entry.run_code
+        )
         built[sub_name] = _build(sub_entry, f"{name}.{sub_name}", allowed_extra=set())[1]
     formula, weights = None, {n: 1.0 for n in built}
     if entry.has("calculate_output") and entry.has("weights"):
