@@ -118,6 +118,14 @@ def test_streamed_reply_with_a_line_breaker_is_recorded_whole(sep):
     chunks = [{"choices": [{"delta": {"content": part}}]} for part in ("一", f"二{sep}三", "四")]
     body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\n\n"
     assert reply_of(body.encode(), stream=True)[0] == f"一二{sep}三四"
+    from ark_trainer.deploy.record import usage_of
+
+    last = {
+        "choices": [{"delta": {"content": f"末{sep}"}, "finish_reason": "stop"}],
+        "usage": {"completion_tokens": 4},
+    }
+    body += f"data: {json.dumps(last, ensure_ascii=False)}\n\n"
+    assert usage_of(body.encode(), stream=True) == {"completion_tokens": 4, "finish_reason": "stop"}
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
