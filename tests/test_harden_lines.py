@@ -238,7 +238,7 @@ def test_openclaw_json_after_log_lines(sep):
 def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     """Raw inside a string it makes that record invalid JSON; line counts and later records stay right."""
     from ark_trainer.deploy.record import read_turns
-    from ark_trainer.runtime.supervisor import _n_lines
+    from ark_trainer.fileio import jsonl_file_lines
 
     good = [raw_line({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)]
     good[1] = '{"messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
@@ -246,4 +246,4 @@ def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     turns = read_turns(tmp_path / "turns.jsonl")
     assert len(turns) == 4 and turns[1] == {"_torn": True}
     assert turns[3]["messages"][0]["content"] == "q3"
-    assert _n_lines(tmp_path / "turns.jsonl") == 4
+    assert len(jsonl_file_lines(tmp_path / "turns.jsonl")) == 4
