@@ -24,6 +24,7 @@ from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
+from ark_trainer.report_model import base_model_line, serve_blocks
 from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder
 from ark_trainer.stages.registry import Plot
 
@@ -83,7 +84,11 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.openclaw.parity import parity_blocks
 
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
-    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, folder.plot_dir), parity)]
+    blocks = [
+        Heading(title, 1),
+        *top,
+        *_body(run, _make_plots(run, folder.plot_dir), parity, serve_blocks(run_dir)),
+    ]
     md_path, html_path = run_dir / REPORT_MD, run_dir / REPORT_HTML
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     lang = page_lang(run.config.get("task_name"), run_dir)
@@ -174,7 +179,7 @@ def _strategy_name(run: Run) -> str:
     return str(run.plan.get("strategy") or run.config.get("strategy") or "unknown strategy")
 
 
-def _body(run: Run, plots: list[Image], parity: list[Block]) -> list[Block]:
+def _body(run: Run, plots: list[Image], parity: list[Block], serve: list[Block]) -> list[Block]:
     return [
         *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
@@ -190,6 +195,7 @@ def _body(run: Run, plots: list[Image], parity: list[Block]) -> list[Block]:
         *_examples(run),
         *episode_blocks(run, _final_model(run)),  # --env runs: episodes before / after
         *_warnings(run),
+        *serve,  # Ollama / llama.cpp: the exported GGUF, or how to write it
         Heading("Resolved config"),
         Code(run.config_text.rstrip("\n"), summary=RUN_CONFIG),
     ]
@@ -206,6 +212,8 @@ def _strategy(run: Run) -> list[Block]:
         " / ".join(f"{label} steps: {steps.get(key, '—')}" for key, label in planned(run)[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
+    if line := base_model_line(plan):
+        items.insert(0, line)
     rewards = plan.get("rewards") or {}
     if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):
         graders = ", ".join(f"{n} (weight {short(w)})" for n, w in rewards["graders"].items())

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
+from ark_trainer.models.source import check_model, convert
 from ark_trainer.runtime.system import pid_alive
 
 ROLLBACK_REQUEST = "rollback.json"
@@ -69,8 +69,11 @@ class Loop:
         if state is None:
             model = self.flags.get("model_path")
             if not model:
-                raise UserError("loop: --model_path is required to start a loop (a local Hugging Face model)")
-            self._check_model(Path(model))
+                raise UserError(
+                    "loop: --model_path is required to start a loop (a Hugging Face folder, a .gguf file or "
+                    "ollama:NAME)"
+                )
+            source = check_model(str(model), flag="--model_path")  # checked before the loop folder exists
             if self.s.port:  # before the folder exists: a taken port is one line, nothing written
                 from ark_trainer.deploy.process import check_port
 
@@ -80,9 +83,13 @@ class Loop:
             check_folder(self.dir, "--output_dir", "loop")  # never a folder of the user's other files
             created = not self.dir.exists()
             claim_folder(self.dir, "loop")
-            state = fresh_state(model, {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags})
-            self.state = state
-            try:  # a refused held-out set or main metric leaves no loop folder behind
+            try:  # a refused model, held-out set or main metric leaves no loop folder behind
+                base = convert(source, self.dir / "base_model")  # a GGUF / Ollama model: converted once, here
+                state = fresh_state(
+                    str(base.path), {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags}
+                )
+                state["base_model"] = base.to_json()
+                self.state = state
                 self._freeze_heldout()
                 self._build_reward()
             except BaseException:
@@ -103,10 +110,6 @@ class Loop:
         self.save()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
         serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
-
-    def _check_model(self, model: Path) -> None:
-        if not (model / "config.json").is_file() or not list(model.glob("*.safetensors")):
-            raise UserError(f"--model_path: {model} holds no model (config.json + *.safetensors)")
 
     def _freeze_heldout(self) -> None:
         """``LOOP/heldout.jsonl``, fixed for the loop's life: --eval_dataset, else the first --heldout_size
@@ -229,7 +232,9 @@ class Loop:
 
     def _fit(self, rows: list[dict], model: Path) -> list[dict]:
         """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
-        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
+        from ark_trainer.auto_defaults import LENGTH_FALLBACK
+
+        reply = int(self.flags.get("max_completion_length") or LENGTH_FALLBACK)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
             self.log(
