@@ -35,13 +35,8 @@ from ark_trainer.metrics import COMPLIANCE_RATE, PASS_RATE, REWARD_MEAN, TASK_AC
 
 # preference_alignment is left out: it compares with the base model, not with the model being served
 TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, "heldout_reward_mean")
-<<<<<<< HEAD
-MAIN_METRICS = ("auto", "reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "heldout_reward_mean")
-_REWARD_METRICS = ("reward_mean", "pass_rate", "heldout_reward_mean")
-=======
 MAIN_METRICS = ("auto", *TRACKED)
 _REWARD_METRICS = (REWARD_MEAN, PASS_RATE, "heldout_reward_mean")
->>>>>>> main
 
 
 def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = None) -> dict[str, bool]:
