@@ -24,8 +24,8 @@ from ark_trainer.errors import UserError
 MARKER = ".ark-trainer.json"
 OWN_FILES = (MARKER, ".lock")  # the marker and the run lock (runtime/runlock.py) do not make a folder "used"
 # system trees: refused with everything under them (the temporary folders under /var excepted)
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin")
-SYSTEM_TREES += ("/sys", "/usr", "/var", "/run", "/snap")
+SYSTEM_TREES: tuple[str, ...] = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_TREES += ("/proc", "/sbin", "/sys", "/usr", "/var", "/run", "/snap")
 SYSTEM_ALLOWED = ("/var/tmp", "/var/folders", "/private/var/folders")  # macOS keeps temp folders there
 # top-level folders: refused themselves (a folder of its own under them is fine)
 TOP_FOLDERS = ("/", "/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/Users", "/Volumes")
@@ -33,6 +33,8 @@ SHOWN = 5  # entries named in a refusal
 
 
 def _legacy_run(folder: Path) -> bool:
+    if (folder / "base_model" / "ARK_DEMO_MODEL.md").is_file():  # an earlier demo stopped before its train
+        return True
     return (folder / "run.yaml").is_file() and any(
         (folder / n).is_file() for n in ("plan.json", "events.jsonl")
     )

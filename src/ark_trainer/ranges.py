@@ -56,22 +56,32 @@ NON_NEGATIVE = Range(0.0, None)
 ANY = Range()  # rewards and thresholds: any finite number (a reward may be negative)
 PORT = Range(1, 65535)
 DEFAULT = Range(0, None)
+# counts that multiply memory (answers per prompt, sequences per batch, tokens per answer): bounded well above
+# any real use and well below what a typo (1000000000) would try to allocate
+MAX_SAMPLES = 256  # answers per prompt (RFT, GRPO groups, the auto probe): sampled in one batch
+MAX_BATCH = 8192
+MAX_NEW_TOKENS = 131_072
+MAX_WEIGHT = 1e6  # a reward's weight: larger ones add up to inf, and inf / inf makes every total NaN
 
 RANGES: dict[str, Range] = {
     "max_train_steps": COUNT,
     "rft_steps": ZERO_OK,
     "grpo_learning_rate": Range(0.0, 1.0, lo_open=True),
     "rft_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "batch_size": COUNT,
+    "batch_size": Range(1, MAX_BATCH),
     "gradient_accumulation_steps": COUNT,
     "warmup_ratio": SHARE,
     "save_steps": ZERO_OK,
     "seed": Range(0, 2**32 - 1),  # numpy's seed range
-    "rft_num_samples": COUNT,
+    "rft_num_samples": Range(
+        1, MAX_SAMPLES, why=f"must be in [1, {MAX_SAMPLES}] (answers sampled per prompt at once)"
+    ),
     "rft_temperature": POSITIVE,
     "rft_min_reward": ANY,
-    "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
-    "max_completion_length": COUNT,
+    "num_generations": Range(
+        2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: GRPO needs at least 2 completions per prompt"
+    ),
+    "max_completion_length": Range(1, MAX_NEW_TOKENS),
     "temperature": POSITIVE,
     "beta": NON_NEGATIVE,
     "dynamic_sampling_rounds": Range(0, 64),  # extra generation batches per GRPO step
@@ -84,7 +94,7 @@ RANGES: dict[str, Range] = {
     "rloo_learning_rate": Range(0.0, 1.0, lo_open=True),
     "logging_steps": COUNT,
     "save_total_limit": ZERO_OK,
-    "rm_weight": NON_NEGATIVE,
+    "rm_weight": Range(0.0, MAX_WEIGHT),
     "pass_threshold": ANY,
     "eval_ratio": SHARE,
     "max_eval_samples": COUNT,
@@ -92,7 +102,7 @@ RANGES: dict[str, Range] = {
     "auto_resume": Range(0, 100),
     "max_bad_steps": Range(1, None),
     "max_rollbacks": Range(0, None),
-    "rollout_steps": Range(1, None),
+    "rollout_steps": Range(1, 64),  # optimizer steps' rollouts generated per call
     "stall_timeout": NON_NEGATIVE,
     "max_turns": Range(1, 64),
     "tool_timeout": POSITIVE,
@@ -100,17 +110,19 @@ RANGES: dict[str, Range] = {
     "reward_timeout": NON_NEGATIVE,
     "min_free_disk_gb": NON_NEGATIVE,
     "auto_probe_prompts": COUNT,
-    "auto_probe_samples": Range(2, BIG, why="a group needs at least 2 answers"),
+    "auto_probe_samples": Range(
+        2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: a group needs at least 2 answers"
+    ),
     "auto_min_pass_rate": PROB,
     "auto_max_zero_std": PROB,
-    "num_processes": COUNT,
+    "num_processes": Range(1, 1024),
     "main_process_port": PORT,
-    "lora_r": ZERO_OK,
+    "lora_r": Range(0, 4096),
     "lora_alpha": COUNT,
     "lora_dropout": SHARE,
     "vllm_server_port": PORT,
     "vllm_gpu_memory_utilization": Range(0.0, 1.0, lo_open=True),
-    "vllm_tensor_parallel_size": COUNT,
+    "vllm_tensor_parallel_size": Range(1, 64),
 }
 
 
