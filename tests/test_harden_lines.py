@@ -177,21 +177,20 @@ def run_events(out: Path, sep: str) -> list[dict]:
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_run_event_readers(tmp_path, sep):
-    from ark_trainer.dashboard.payload import EventLog
-    from ark_trainer.diagnose.rundata import _events
-    from ark_trainer.report import _read_events
-    from ark_trainer.runtime.monitor import _last_run_end
+    from ark_trainer.diagnose.rundata import load
+    from ark_trainer.runfolder import EventLog, RunFolder, read_events, run_end_status
     from ark_trainer.runtime.resume import Progress
-    from ark_trainer.runtime.supervisor import _n_lines, last_error
+    from ark_trainer.runtime.supervisor import last_error
 
     events = run_events(tmp_path, sep)
     path = tmp_path / "events.jsonl"
-    assert _last_run_end(tmp_path) == "failed"
-    assert _n_lines(path) == 4
+    assert run_end_status(RunFolder(tmp_path).events()) == "failed"
+    assert RunFolder(tmp_path).n_event_lines() == 4
     assert last_error(tmp_path, since=1)["message"] == f"boom{sep}bang"
     assert Progress(tmp_path).stage_ok("rft") and len(Progress(tmp_path).events) == 4
-    assert _read_events(path, []) == events
-    assert _events(path) == events
+    problems: list[str] = []
+    assert read_events(path, problems) == events and not problems
+    assert load(tmp_path).events == events
     assert EventLog(path).read() == events
 
 

@@ -1,7 +1,7 @@
 """Real OpenClaw CLI against a model served by ``ark-trainer deploy``: the question survives prompt fitting.
 
 OpenClaw 2026.9.6 sends a ~40k-character system prompt, then ``[date] question`` + runtime notes, then an
-internal-context note. Cut to its last tokens (the server before issue 16) that prompt keeps the notes,
+internal-context note. Cut to its last tokens (as the server once did) that prompt keeps the notes,
 and every question got the same answer. A tiny model (window 256) is trained here in a few seconds to
 answer two questions from prompts shaped like OpenClaw's (noise around the question, fitted by the
 server's own :class:`~ark_trainer.deploy.fit.PromptFitter`); asked through ``openclaw agent --local``,

@@ -99,7 +99,11 @@ def make_run(root: Path, zero_std: float = 0.2, finished: bool = True) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "run.yaml").write_text(CONFIG, encoding="utf-8")
     plan = {"strategy": "RFT+GRPO", "requested": "RFT+GRPO", "reason": "QC needs preference alignment"}
-    (root / "plan.json").write_text(json.dumps({**plan, "rft_steps": 10, "grpo_steps": 20}), encoding="utf-8")
+    stages = [
+        {"name": "rft", "steps": 10, "learning_rate": 1e-5, "last": False},
+        {"name": "grpo", "steps": 20, "learning_rate": 1e-6, "last": True},
+    ]
+    (root / "plan.json").write_text(json.dumps({**plan, "stages": stages}), encoding="utf-8")
     (root / "data").mkdir()
     split = {
         "n": 200,

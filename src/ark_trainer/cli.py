@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ark_trainer.commands.args import add_command, add_dataclass_args, opt
-from ark_trainer.config import TRAIN_GROUPS, TrainConfig
+from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 
 PROG = (
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
     # given_only: only the flags given reach the config, which merges --config YAML and checks them all
-    add_dataclass_args(train, TrainConfig, groups=TRAIN_GROUPS, given_only=True, show_defaults=True)
+    add_dataclass_args(train, TrainConfig, given_only=True, show_defaults=True)  # grouped by field metadata
     train.set_defaults(func=_cmd_train)
     add_command(
         sub,
@@ -193,9 +193,9 @@ def _cmd_status(args: RunDirOptions) -> int:
 def training_stages() -> set[str]:
     """Stages whose heartbeat counts optimizer steps (every stage of the strategy table, and ``rm train``);
     the others (eval_*, probe, *_sampling) count prompts."""
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.strategies import strategy_table
 
-    return {"rm", *(name for strategy in STRATEGIES.values() for name in strategy.stages)}
+    return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
+from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
 from ark_trainer.render import Block, Heading, Image, Para, Table
+from ark_trainer.runfolder import RunFolder
 
-RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEADLINE = ("reward_mean", *RATES)
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -60,7 +60,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
         return []
     final = list(evals)[-1]
     blocks: list[Block] = [Heading("At a glance")]
-    chart = headline_chart(evals, labels, Path(run_dir) / "plots")
+    chart = headline_chart(evals, labels, RunFolder(run_dir).plot_dir)
     if chart:
         blocks.append(chart)
     rows = []
@@ -79,7 +79,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
 
 
 def coincide_note(evals: dict[str, dict[str, Any]]) -> str:
-    pairs = [(_num(e.get("pass_rate")), _num(e.get("task_accuracy"))) for e in evals.values()]
+    pairs = [(_num(e.get(PASS_RATE)), _num(e.get(TASK_ACCURACY))) for e in evals.values()]
     if not pairs or any(p is None or a is None or abs(p - a) > 1e-9 for p, a in pairs):
         return ""
     meaning = (
@@ -124,7 +124,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = jsonl_file_lines(run_dir / "data" / "eval.jsonl", "replace")
+        lines = jsonl_file_lines(RunFolder(run_dir).data_dir / "eval.jsonl", "replace")
     except OSError:
         return []
     prompts = []

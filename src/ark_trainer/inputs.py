@@ -1,4 +1,4 @@
-"""Every input of a ``train`` run checked in one pass: output folder, model folder, data files (issue 19).
+"""Every input of a ``train`` run checked in one pass: output folder, model folder, data files.
 
 The docs promise every problem at once: a bad flag must not hide a missing model folder, nor a
 missing model folder a broken data file. :func:`gather` runs each check, collects every one-line

@@ -30,6 +30,7 @@ RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # sha
 HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
 AGENT_METRICS = (TASK_SUCCESS, "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs only
 PERCENTS = (*RATES, TASK_SUCCESS, "tool_call_validity")  # shown as percentages
+MAIN = (TASK_ACCURACY, PASS_RATE, REWARD_MEAN)  # the metric a run is judged by: the first both evals have
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
 COMPLIANCE_GRADER = "qc_compliance"

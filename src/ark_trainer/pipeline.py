@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -20,14 +21,15 @@ from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
+from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.models.device import Runtime
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
-from ark_trainer.stages.registry import StageContext, get_stage
+from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
 
 log = logging.getLogger("ark_trainer")
 
@@ -61,7 +63,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path
     out = Path(cfg.output_dir)
-    data_path = cfg.data_path  # a local: mypy does not narrow cfg.data_path inside the lambda below
+    data_path, model_path = cfg.data_path, cfg.model_path  # locals: mypy narrows these, in lambdas too
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
@@ -70,13 +72,20 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lambda: load_jsonl(data_path, "--data_path"),
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
-    checks = []
-    if parent:  # a folder of other files: refused; one holding a run: refused, or continued (--resume)
-        checks.append(lambda: (check_output_dir(cfg.output_dir), check_resume(cfg, out)))
+    checks: list[Callable[[], object]] = []
+    resume = [cfg.resume]  # the last entry is the decision: check_resume's when it answers
+
+    def check_folder() -> None:  # a folder of other files: refused; one holding a run: refused, or continued
+        check_output_dir(str(cfg.output_dir))
+        resume.append(check_resume(cfg, out, list(stages().values())))
+
+    if parent:
+        checks.append(check_folder)
     if cfg.log_dir:
         checks.append(lambda: check_log_dir(cfg.log_dir))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
-    checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
+    # a poisoned checkpoint is refused now, before anything is written
+    checks.append(lambda: check_checkpoints(out, stage_names_in_order()) if resume[-1] else None)
     checks += model_checks(cfg.model_path, cfg.trust_remote_code)
     if cfg.env:  # an agent run: the environment loads, the chat template shows tools
         from ark_trainer.agent.env import check_agent
@@ -85,11 +94,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
+    if resume[-1] != cfg.resume:
+        cfg = replace(cfg, resume=resume[-1])  # the config is frozen: this run's is a new one
     rt, rows, eval_rows = results[: len(loads)]
-    sources = [(Path(cfg.data_path), rows)]
+    sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(cfg.model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(model_path, cfg.max_completion_length, sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     if cfg.eval_dataset:
@@ -107,12 +118,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
     plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
-    if cfg.resume and (out / "plan.json").is_file():  # the first attempt's plan (and an auto probe's choice)
-        saved = read_json(out / "plan.json")
+    folder = RunFolder(out)
+    if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
+        saved = folder.saved_plan()
         plan = Plan.from_json(saved, cfg)
-        extra = {k: v for k, v in saved.items() if k not in plan.to_json()}
+        extra = {k: v for k, v in saved.items() if k not in (*plan.to_json(), "schema")}
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
-    log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
+    log_dir = folder.log_dir(cfg.log_dir)
     done = Progress(out) if cfg.resume else None
     return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, done)
 
@@ -133,7 +145,7 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
 
 
 def plan_json(p: Prepared) -> dict:
-    """``OUT/plan.json``: the plan (its keys as before, plus ``stages``), the rewards, the precision."""
+    """``OUT/plan.json``: the plan (strategy, requested, reason, task_name, stages), the rewards, the precision."""
     return {**p.plan.to_json(), **p.plan_extra}
 
 
@@ -141,10 +153,11 @@ def write_run_files(p: Prepared) -> None:
     from ark_trainer.folders import claim_folder
 
     claim_folder(p.out)  # marked ours before its first file: a later run may continue or replace it
-    data_dir = p.out / "data"
+    folder = RunFolder(p.out)
+    data_dir = folder.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
-    write_json(p.out / "plan.json", plan_json(p))
+    atomic_write_text(folder.config_path, to_yaml(p.cfg))
+    folder.write_plan(plan_json(p))
     assert p.cfg.data_path  # validate() refuses a config without it (config.REQUIRED)
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
@@ -153,7 +166,7 @@ def write_run_files(p: Prepared) -> None:
         if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
             write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])
     write_json(
-        data_dir / "stats.json",
+        data_dir / DATA_STATS,
         {
             "train": describe(p.train),
             "eval": describe(p.eval) if p.eval else None,
@@ -268,7 +281,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     current = str(cfg.model_path)
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
-        final_dir = p.out / "model" if planned.last else p.out / planned.name / "final"
+        final_dir = RunFolder(p.out).model_dir if planned.last else p.out / planned.name / "final"
         if p.done and p.done.model_done(planned.name, final_dir):
             log.info("resume: %s already done (%s)", stage.label, final_dir)
             current = str(final_dir)  # its evaluation may still be missing: run below
@@ -293,8 +306,8 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main:
-        write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
-        write_json(p.out / "plan.json", plan_json(p))
+        write_jsonl(RunFolder(p.out).data_dir / "probe_scored.jsonl", scored)
+        RunFolder(p.out).write_plan(plan_json(p))
     monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
     log.info("%s", reason)
     gc.collect()
@@ -345,7 +358,7 @@ class _Evaluator:
                 self.p.eval,
                 self.p.reward,
                 self.rt,
-                self.p.out / "eval" / f"{name}.json",
+                RunFolder(self.p.out).eval_path(name),
                 max_new_tokens=cfg.max_completion_length,
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,

@@ -68,7 +68,9 @@ def _cmd_eval(args: EvalOptions) -> int:
 
     out = Path(args.out)
     evaluate_through_openclaw(out, args.stage, args.limit)
-    if (out / "report.md").is_file():
+    from ark_trainer.runfolder import REPORT_MD
+
+    if (out / REPORT_MD).is_file():
         from ark_trainer.report import build_report
 
         md, _html = build_report(out)

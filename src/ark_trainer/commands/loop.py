@@ -21,7 +21,7 @@ from ark_trainer.errors import UserError
 LOOP_GROUP = "live loop"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopOptions(TrainConfig):
     """``train``'s flags (passed to every round) plus the loop's own."""
 

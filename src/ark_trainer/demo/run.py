@@ -13,12 +13,16 @@ settings in ``presets/demo_agent.yaml``.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.plan import share_of
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
+QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
 
 
 def demo_config_path() -> Path:
@@ -29,7 +33,7 @@ def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
     from ark_trainer.folders import check_folder
 
     check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
-    if (out / "run.yaml").exists() and not overwrite:
+    if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )
@@ -90,7 +94,7 @@ def run_demo(
         "overwrite_output_dir": overwrite,
     }
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, QC_RFT_SHARE))
     return run_train(resolve_config(flags))
 
 
@@ -155,5 +159,5 @@ def run_agent_demo(
     )
     flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)

@@ -1,7 +1,7 @@
 """Checks that compare the evaluations of a run: base → RFT → GRPO (``eval/<name>.json``).
 
 - ``no_improvement``: the final model is no better than the base on the run's main metric (the first of
-  :data:`MAIN_METRICS` both evaluations have). The pipeline does not deploy such a model unless
+  :data:`ark_trainer.metrics.MAIN` both evaluations have). The pipeline does not deploy such a model unless
   ``--deploy_if_not_better True``.
 - ``eval_regression``: a stage ends worse than the one before it on a headline metric.
 - ``reward_hacking``: the training reward rises while the held-out evaluation falls, or one grader rises
@@ -16,10 +16,8 @@ from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, thirds
 from ark_trainer.diagnose.rundata import RunData, num
+from ark_trainer.metrics import HEADLINE, MAIN, RATES
 
-MAIN_METRICS = ("task_accuracy", "pass_rate", "reward_mean")
-HEADLINE = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-RATES = HEADLINE[1:]
 MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
 SAME_ANSWERS = 0.95  # this share of identical greedy answers: the model did not change
@@ -38,7 +36,7 @@ def main_metric(evals: dict[str, dict[str, Any]]) -> tuple[str, str, str] | None
     if "base" not in evals or len(names) < 2:
         return None
     final = names[-1] if names[-1] != "base" else names[-2]
-    for metric in MAIN_METRICS:
+    for metric in MAIN:
         if num(evals["base"].get(metric)) is not None and num(evals[final].get(metric)) is not None:
             return metric, "base", final
     return None

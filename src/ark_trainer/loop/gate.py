@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TRACKED = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "heldout_reward_mean")
+from ark_trainer.metrics import COMPLIANCE_RATE, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+
+# preference_alignment is left out: it compares with the base model, not with the model being served
+TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, "heldout_reward_mean")
 
 
 @dataclass
@@ -44,7 +47,7 @@ def with_heldout(metrics: dict, n_heldout: int) -> dict:
 
 
 def decide(
-    current: dict, candidate: dict, main: str = "reward_mean", max_regression: float = 0.02,
+    current: dict, candidate: dict, main: str = REWARD_MEAN, max_regression: float = 0.02,
     min_improvement: float = 0.0,
 ) -> Decision:  # fmt: skip
     """Promote ``candidate`` over ``current`` (metric dicts as ``eval/*.json`` hold them), or say why not."""

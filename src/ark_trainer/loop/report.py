@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ark_trainer.fileio import atomic_write_text
+from ark_trainer.metrics import REWARD_MEAN
 
 
 def status_lines(loop: Path, state: dict) -> list[str]:
@@ -43,7 +44,7 @@ def status_lines(loop: Path, state: dict) -> list[str]:
 
 def write_report(loop: Path, state: dict) -> Path:
     loop = Path(loop)
-    main = state["settings"].get("main_metric", "reward_mean")
+    main = state["settings"].get("main_metric", REWARD_MEAN)
     rows = ["| round | served model | candidate | decision | reasons |", "|---|---|---|---|---|"]
     for h in state["history"]:
         rows.append(f"| {h['round']} | {_num(h.get('current_main'))} | {_num(h.get('main'))} | "

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.data.text import is_blank
-from ark_trainer.fileio import read_json, write_jsonl
+from ark_trainer.fileio import write_jsonl
 from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
+from ark_trainer.runfolder import RunFolder
 
 OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
 DEFAULT_FLAGS = {"lora_r": "8", "report_to": "none"}  # unless the loop's train flags say otherwise
@@ -170,19 +171,16 @@ def exit_code(pid: int) -> int | None:
 
 def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:
     """(served model's eval, candidate's eval, candidate's stage) from the round's ``train`` output."""
-    base = folder / "eval" / "base.json"
-    plan = folder / "plan.json"
-    stages = (
-        [s["name"] for s in read_json(plan).get("stages", []) if s.get("steps")] if plan.is_file() else []
-    )
-    for name in reversed(stages):
-        path = folder / "eval" / f"{name}.json"
-        if path.is_file():
-            return (read_json(base) if base.is_file() else None), read_json(path), name
-    return (read_json(base) if base.is_file() else None), None, None
+    run = RunFolder(folder)
+    base = run.eval("base") or None
+    for name in reversed([str(s.get("name")) for s in run.planned_stages() if s.get("steps")]):
+        candidate = run.eval(name)
+        if candidate:
+            return base, candidate, name
+    return base, None, None
 
 
 def complete_model(folder: Path) -> bool:
     """A full model was saved (config + weights), not a half-written folder."""
-    model = folder / "model"
+    model = RunFolder(folder).model_dir
     return (model / "config.json").is_file() and any(model.glob("*.safetensors"))

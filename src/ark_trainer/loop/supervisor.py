@@ -26,6 +26,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
+from ark_trainer.metrics import REWARD_MEAN
 from ark_trainer.runtime.system import pid_alive
 
 ROLLBACK_REQUEST = "rollback.json"
@@ -37,7 +38,7 @@ class LoopSettings:
     every: float = 0.0
     max_regression: float = 0.02
     min_improvement: float = 0.0
-    main_metric: str = "reward_mean"
+    main_metric: str = REWARD_MEAN
     eval_newest: int = 4
     heldout_size: int = 8
     keep_system_prompt: bool = False

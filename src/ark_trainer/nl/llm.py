@@ -60,13 +60,13 @@ def schema_text() -> str:
 
 
 def system_prompt() -> str:
-    from ark_trainer.stages.registry import AUTO, STRATEGIES
+    from ark_trainer.strategies import AUTO, strategy_table
 
     return (
         "You turn a request for training an OpenClaw agent into the settings of `ark-trainer-inner train`. "
         "Answer with ONE JSON object and nothing else. Its keys must be from this list; leave out keys the "
         "request does not imply (their defaults apply); a path only when the request names it. "
-        f"strategy is one of {', '.join([*STRATEGIES, AUTO])}.\n" + schema_text()
+        f"strategy is one of {', '.join([*strategy_table(), AUTO])}.\n" + schema_text()
     )
 
 

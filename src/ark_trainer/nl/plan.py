@@ -85,9 +85,11 @@ def _flag_value(value: Any) -> str:
 
 
 def train_command(cfg: TrainConfig) -> str:
-    """The equivalent ``ark-trainer-inner train ...`` line: required flags plus every non-default value."""
+    """The equivalent ``ark-trainer-inner train ...`` line: the flags the reference template starts with
+    (:data:`ALWAYS_SHOWN`, in its order), then every other non-default value in ``--help`` order."""
     parts = ["ark-trainer-inner", "train"]
-    for f in fields(TrainConfig):
+    first = {name: i for i, name in enumerate(ALWAYS_SHOWN)}
+    for f in sorted(fields(TrainConfig), key=lambda f: first.get(f.name, len(first))):
         if f.metadata.get("cli_only"):
             continue
         value = getattr(cfg, f.name)
@@ -227,10 +229,7 @@ def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
     (``plan.py``): the user sees 333 RFT steps rather than an empty default. A new config; ``cfg`` is kept."""
     import dataclasses
 
-    from ark_trainer.plan import resolve_plan
-    from ark_trainer.stages.registry import stages
+    from ark_trainer.plan import steps_flags
 
-    plan = resolve_plan(cfg)
-    values = {s.steps_flag: plan.steps(n) for n, s in stages().items() if s.steps_flag}
-    unset: dict[str, Any] = {k: v for k, v in values.items() if getattr(cfg, k) is None}  # field names
+    unset: dict[str, Any] = {k: v for k, v in steps_flags(cfg).items() if getattr(cfg, k) is None}
     return dataclasses.replace(cfg, **unset)

@@ -27,22 +27,23 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json
+from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT
+from ark_trainer.runfolder import PLAN, RUN_CONFIG, RunFolder
 
-METRICS = ("task_accuracy", "pass_rate", "reward_mean", "compliance_rate", "preference_alignment")
+METRICS = (*MAIN, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
 
 
 def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
     """``(stage, model folder)``: the named stage's model, by default the run's final one."""
-    plan = read_json(out / "plan.json") if (out / "plan.json").is_file() else {}
-    stages = [s["name"] for s in plan.get("stages") or [] if s.get("steps", 0) > 0]
+    stages = [s["name"] for s in RunFolder(out).planned_stages() if s.get("steps", 0) > 0]
     final = stages[-1] if stages else None
     stage = stage or final
     if stage is None:
-        raise UserError(f"eval: {out} holds no trained stage (plan.json); give --stage")
+        raise UserError(f"eval: {out} holds no trained stage ({PLAN}); give --stage")
     if stage == "base":
         config = _run_config(out)
         return stage, Path(str(config["model_path"]))
-    folder = out / "model" if stage == final else out / stage / "final"
+    folder = RunFolder(out).model_dir if stage == final else out / stage / "final"
     if not (folder / "config.json").is_file():
         raise UserError(
             f"--stage: {stage}: no model at {folder}; the stages of this run: base, {', '.join(stages)}"
@@ -53,9 +54,10 @@ def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
 def _run_config(out: Path) -> dict:
     from ark_trainer.config import load_yaml_config
 
-    if not (out / "run.yaml").is_file():
-        raise UserError(f"eval: {out} is not a run folder (no run.yaml); give a train run's --output_dir")
-    return load_yaml_config(str(out / "run.yaml"))
+    path = RunFolder(out).config_path
+    if not path.is_file():
+        raise UserError(f"eval: {out} is not a run folder (no {RUN_CONFIG}); give a train run's --output_dir")
+    return load_yaml_config(str(path))
 
 
 def eval_rows(out: Path, config: dict) -> list[dict]:
@@ -160,9 +162,10 @@ class _Server:
 
 def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, base_totals) -> dict | None:
     """The bare evaluation's metrics on the same prompts, re-scored from its stored answers."""
-    from ark_trainer.evaluate import compute_metrics, metric_scores
+    from ark_trainer.metrics import compute_metrics
+    from ark_trainer.scoring import metric_scores
 
-    path = out / "eval" / f"{stage}.json"
+    path = RunFolder(out).eval_path(stage)
     if not path.is_file():
         return None
     answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
@@ -173,9 +176,9 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
 
 
 def _base_totals(out: Path, rows, reward) -> list | None:
-    from ark_trainer.evaluate import metric_scores
+    from ark_trainer.scoring import metric_scores
 
-    path = out / "eval" / "base.json"
+    path = RunFolder(out).eval_path("base")
     if not path.is_file():
         return None
     answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
@@ -188,10 +191,11 @@ def evaluate_through_openclaw(
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
     result (``OUT/eval/<stage>-openclaw.json``)."""
     from ark_trainer.deploy.policy import shape_for
-    from ark_trainer.evaluate import compute_metrics, metric_scores
+    from ark_trainer.metrics import compute_metrics
     from ark_trainer.openclaw.deploy import model_window
     from ark_trainer.openclaw.shape import load_shape
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.scoring import metric_scores
 
     out = Path(out).resolve()
     config = _run_config(out)
@@ -232,7 +236,7 @@ def evaluate_through_openclaw(
         ],  # fmt: skip
         "answers": [{"completion": a, "reward": t} for a, t in zip(answers, table["total"], strict=True)],
     }
-    write_json(out / "eval" / f"{stage}-openclaw.json", result)
+    write_json(RunFolder(out).eval_path(f"{stage}-openclaw"), result)
     for line in table_lines(result):
         log(line)
     return result

@@ -77,6 +77,25 @@ class GraderKind:
 
 KINDS: dict[str, GraderKind] = {}
 KIND_MODULES = ("ark_trainer.rewards.episode",)  # more kinds, registered when imported (on first use)
+_plugins_loaded = False
+
+
+def grader_kinds() -> dict[str, GraderKind]:
+    """Every grader type by name: this module's, :data:`KIND_MODULES`', then installed plug-ins' (on first use)."""
+    global _plugins_loaded
+    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
+        importlib.import_module(module)
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from ark_trainer.plugins import call_hook
+
+        call_hook("register_grader_kinds", register_grader_kind)
+    return KINDS
+
+
+def register_grader_kind(name: str, fields: set[str] | tuple[str, ...], build: Callable) -> None:
+    """:func:`grader_kind` as a call, for plug-ins: ``register(name, keys, build)``; a taken name is refused."""
+    grader_kind(name, fields)(build)
 
 
 def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
@@ -288,13 +307,12 @@ def _top_level(entry: _Entry) -> GraderSpec:
 
 
 def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Callable]:
-    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
-        importlib.import_module(module)
+    kinds = grader_kinds()
     kind = entry.get("type", str, "rule")
     kind = ALIASES.get(kind, kind)
-    if kind not in KINDS:
-        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(KINDS)}")
-    spec = KINDS[kind]
+    if kind not in kinds:
+        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(kinds)}")
+    spec = kinds[kind]
     allowed = spec.fields | allowed_extra | {"type", *_META}
     unknown = [k for k in entry.data if k not in allowed]
     for key in unknown:

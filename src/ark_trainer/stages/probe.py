@@ -1,6 +1,6 @@
 """``--strategy auto``: look at the data, probe the base model, then choose a strategy.
 
-The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``stages/registry.py``):
+The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``strategies.py``):
 
 1. **Only preference pairs → DPO.** Every training row has ``chosen`` and ``rejected`` and none has a
    ``reference`` or a task ``label`` the graders could check: the data says which answer is better, not
@@ -34,7 +34,7 @@ from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.scoring import score_completions
-from ark_trainer.stages.registry import AUTO_CHOICES
+from ark_trainer.strategies import AUTO_CHOICES
 
 
 @dataclass
@@ -99,7 +99,7 @@ def pct(value: float, other: float) -> str:
 
 def decide(result: ProbeResult) -> tuple[str, str]:
     """(strategy, reason) from the probe's numbers and thresholds; the strategies are the table's
-    ``AUTO_CHOICES`` (``stages/registry.py``)."""
+    ``AUTO_CHOICES`` (``strategies.py``)."""
     pass_rate, min_pass = (
         pct(result.pass_rate, result.min_pass_rate),
         pct(result.min_pass_rate, result.pass_rate),

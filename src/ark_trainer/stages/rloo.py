@@ -43,7 +43,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         **rollout_kwargs(cfg, ctx.rt.device),
     )
     dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
-    return train_and_save(
+    train_and_save(
         ctx,
         plan,
         "rloo",
@@ -55,6 +55,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         args=args,
         train_dataset=dataset,
     )
+    return final_dir
 
 
 @register_stage
