@@ -145,13 +145,16 @@ def _tensor_problem(name: str, tensor: Any, data_bytes: int) -> str | None:
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
     ):
         return f"tensor {name!r}: shape {shape!r} is not a list of sizes"
-    ints = isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
-    if not ints or not 0 <= offsets[0] <= offsets[1] <= data_bytes:
-        return f"tensor {name!r}: data_offsets {offsets!r} lie outside the file's {data_bytes} data bytes"
-    if dtype in DTYPE_BYTES and offsets[1] - offsets[0] != math.prod(shape) * DTYPE_BYTES[dtype]:
+    outside = f"tensor {name!r}: data_offsets {offsets!r} lie outside the file's {data_bytes} data bytes"
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+        return outside
+    begin, end = offsets
+    if not 0 <= begin <= end <= data_bytes:
+        return outside
+    if dtype in DTYPE_BYTES and end - begin != math.prod(shape) * DTYPE_BYTES[dtype]:
         return (
             f"tensor {name!r}: {dtype} {shape} needs {math.prod(shape) * DTYPE_BYTES[dtype]} bytes, "
-            f"its offsets hold {offsets[1] - offsets[0]}"
+            f"its offsets hold {end - begin}"
         )
     return None
 

@@ -354,12 +354,11 @@ class MultiGrader:
         return [any(subs[n][i] for n in subs if self.weights[n] > 0) for i in range(len(completions))]
 
     def _formula_failed(self, why: str, values: dict[str, float]) -> None:
-        """A sample the formula cannot score ((-1) ** 0.5 is complex): skipped (None) and counted, naming the
+        """Count a sample the formula cannot score ((-1) ** 0.5 is complex; the caller skips it), naming the
         grader and the formula's line, as ``score`` and the reward guards report."""
         self.failed += 1
         shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
         self.failure = f"{self.where}: multi grader {self.__name__!r}: calculate_output {why} (with {shown})"
-        return None
 
     def _combine(self, row: dict[str, float | None]) -> float | None:
         if self.formula is not None:
@@ -372,11 +371,13 @@ class MultiGrader:
             except ZeroDivisionError:
                 return None
             except (OverflowError, ValueError, TypeError) as exc:  # TypeError: min/max/float of a complex
-                return self._formula_failed(f"{type(exc).__name__}: {exc}", values)
+                self._formula_failed(f"{type(exc).__name__}: {exc}", values)
+                return None
             if isinstance(value, complex) or as_score(value) is None:
-                return self._formula_failed(
+                self._formula_failed(
                     f"gave {_short(value)}, not a real number within ±{SCORE_LIMIT:g}", values
                 )
+                return None
             return value
         pairs = [(self.weights[n], s) for n, s in row.items() if s is not None]
         total = sum(w for w, _ in pairs)
