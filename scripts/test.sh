@@ -13,6 +13,8 @@ fi
 bash scripts/setup.sh requirements-test.txt
 bash scripts/setup_openclaw.sh             # Node 24 + OpenClaw into .tools/ (the OpenClaw tests use the real CLI)
 export ARK_REQUIRE_OPENCLAW=1              # so those tests fail, not skip, when it is missing
+bash scripts/setup_models.sh               # SmolLM2-135M-Instruct (GGUF) into .tools/smollm2/ (the real-model tests)
+export ARK_REQUIRE_MODELS=1                # so those tests fail, not skip, when it is missing
 # the dashboard's browser test runs the page in real headless Chromium (Debian's package)
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -195,7 +195,7 @@ def test_a_trickling_planning_model_is_cut_off(trickle_server, capsys, monkeypat
 @pytest.mark.parametrize(
     ("flag", "value", "says"),
     [
-        ("rft_num_samples", "1000000000", "--rft_num_samples: must be in [1, 256]"),
+        ("rft_num_samples", "1000000000", "--rft_num_samples: must be in [0, 256]"),
         ("num_generations", "100000", "--num_generations: must be in [2, 256]"),
         ("auto_probe_samples", "5000", "--auto_probe_samples: must be in [2, 256]"),
         ("max_completion_length", "1000000000", "--max_completion_length: must be in [1, 131072]"),

@@ -224,3 +224,18 @@ def test_openclaw_json_after_log_lines(sep):
 
     value = {"sessions": [{"title": f"a{sep}b"}]}
     assert parse_json("log line\n" + json.dumps(value, ensure_ascii=False, indent=2)) == value
+
+
+@pytest.mark.parametrize("sep", CONTROLS, ids=IDS[3:])
+def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
+    """Raw inside a string it makes that record invalid JSON; line counts and later records stay right."""
+    from ark_trainer.deploy.record import read_turns
+    from ark_trainer.runtime.supervisor import _n_lines
+
+    good = [raw_line({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)]
+    good[1] = '{"messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
+    (tmp_path / "turns.jsonl").write_bytes("".join(good).encode())
+    turns = read_turns(tmp_path / "turns.jsonl")
+    assert len(turns) == 4 and turns[1] == {"_torn": True}
+    assert turns[3]["messages"][0]["content"] == "q3"
+    assert _n_lines(tmp_path / "turns.jsonl") == 4

@@ -338,7 +338,16 @@ def test_a_plan_still_checks_code_graders_for_shape(tmp_path):
 @pytest.mark.slow
 def test_a_run_marks_its_folder_and_may_replace_it_later(assets, tmp_path, capsys):
     out = tmp_path / "run"
-    flags = ["--strategy", "GRPO", "--batch_size", "2", "--num_generations", "2", "--max_completion_length", "4"]
+    flags = [
+        "--strategy",
+        "GRPO",
+        "--batch_size",
+        "2",
+        "--num_generations",
+        "2",
+        "--max_completion_length",
+        "4",
+    ]
     flags += ["--eval_auto", "False", "--save_steps", "0", "--min_free_disk_gb", "0"]
     assert main([*train_argv(assets, out), *flags]) == 0
     assert json.loads((out / MARKER).read_text())["kind"] == "run" and (out / "model").is_dir()

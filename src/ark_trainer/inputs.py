@@ -1,4 +1,4 @@
-"""Every input of a ``train`` run checked in one pass: output folder, model folder, data files.
+"""Every input of a ``train`` run checked in one pass: output folder, model (folder, GGUF, Ollama), data files.
 
 The docs promise every problem at once: a bad flag must not hide a missing model folder, nor a
 missing model folder a broken data file. :func:`gather` runs each check, collects every one-line
@@ -70,12 +70,14 @@ def collect(checks: list[Callable[[], Any]]) -> tuple[list[Any], list[str]]:
 
 
 def model_checks(model_path: str | None, trust_remote_code: bool) -> list[Callable[[], Any]]:
-    from ark_trainer.models.loading import check_policy_dir
+    """The model named by ``--model_path`` (an HF folder, a ``.gguf`` file, ``ollama:NAME``), checked with
+    nothing written: the first check returns its :class:`~ark_trainer.models.source.ResolvedModel`."""
+    from ark_trainer.models.source import check_model
 
     if not model_path:
         return []
     return [
-        lambda: check_policy_dir(model_path, trust_remote_code=trust_remote_code),
+        lambda: check_model(model_path, flag="--model_path", trust_remote_code=trust_remote_code),
         lambda: check_no_remote_code(model_path, trust_remote_code),
     ]
 

@@ -24,6 +24,7 @@ from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
+from ark_trainer.report_model import base_model_line, serve_blocks
 from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder
 from ark_trainer.stages.registry import Plot
 
@@ -83,7 +84,11 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.openclaw.parity import parity_blocks
 
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
-    blocks = [Heading(title, 1), *top, *_body(run, _make_plots(run, folder.plot_dir), parity)]
+    blocks = [
+        Heading(title, 1),
+        *top,
+        *_body(run, _make_plots(run, folder.plot_dir), parity, serve_blocks(run_dir)),
+    ]
     md_path, html_path = run_dir / REPORT_MD, run_dir / REPORT_HTML
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     lang = page_lang(run.config.get("task_name"), run_dir)
@@ -174,7 +179,7 @@ def _strategy_name(run: Run) -> str:
     return str(run.plan.get("strategy") or run.config.get("strategy") or "unknown strategy")
 
 
-def _body(run: Run, plots: list[Image], parity: list[Block]) -> list[Block]:
+def _body(run: Run, plots: list[Image], parity: list[Block], serve: list[Block]) -> list[Block]:
     return [
         *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
@@ -190,6 +195,7 @@ def _body(run: Run, plots: list[Image], parity: list[Block]) -> list[Block]:
         *_examples(run),
         *episode_blocks(run, _final_model(run)),  # --env runs: episodes before / after
         *_warnings(run),
+        *serve,  # Ollama / llama.cpp: the exported GGUF, or how to write it
         Heading("Resolved config"),
         Code(run.config_text.rstrip("\n"), summary=RUN_CONFIG),
     ]
@@ -206,6 +212,8 @@ def _strategy(run: Run) -> list[Block]:
         " / ".join(f"{label} steps: {steps.get(key, '—')}" for key, label in planned(run)[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
+    if line := base_model_line(plan):
+        items.insert(0, line)
     rewards = plan.get("rewards") or {}
     if isinstance(rewards, dict) and isinstance(rewards.get("graders"), dict):
         graders = ", ".join(f"{n} (weight {short(w)})" for n, w in rewards["graders"].items())
@@ -266,6 +274,8 @@ def _results(run: Run) -> list[Block]:
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
     rows = []
     for name in names:
+        if all(num(values.get(name)) is None for values in metrics.values()):
+            continue  # no grader of this run measures it (an agent run's compliance_rate)
         cells = [name]
         for key, values in metrics.items():
             change = "" if key == "base" else _change(name, values.get(name), base.get(name))
@@ -294,10 +304,11 @@ def _headline(run: Run) -> str:
 
     final_key, final_label = _final_model(run) or models()[-1]
     parts = [
-        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
+        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {said}."
         for key, label in planned(run)[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
-    ]
+        and (said := compare(metric, key)) != "n/a"
+    ]  # a metric the run does not measure (an agent run's preference_alignment) is left out
     metric = TASK_SUCCESS if TASK_SUCCESS in base else TASK_ACCURACY  # an agent run: tasks solved
     label = metric.replace("_", " ").capitalize()
     return " ".join([*parts, f"{label}, final ({final_label}) vs base: {compare(metric, final_key)}."])
@@ -368,8 +379,13 @@ def _examples(run: Run) -> list[Block]:
     ]
     for i, ex in enumerate(examples, 1):
         blocks.append(Para(f"Example {i} (reward {short(ex.get('reward', '—'))}): prompt"))
-        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", "completion"))
-        blocks += [Code(prompt), Para("completion"), Code(completion)]
+        key = "episode" if ex.get("episode") else "completion"  # an agent run: the calls, results and answer
+        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", key))
+        blocks += [
+            Code(prompt),
+            Para(key),
+            Code(completion.replace("; ", "\n") if key == "episode" else completion),
+        ]
     return blocks
 
 

@@ -2,7 +2,10 @@
 
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
 config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.openclaw.deploy`, the
-OpenClaw deploy target (:mod:`ark_trainer.deploy.targets`).
+OpenClaw deploy target (:mod:`ark_trainer.deploy.targets`). ``OUT`` may also be a ``.gguf`` file or
+``ollama:NAME[:TAG]``: it is converted once (``models/source.py``) into a serving folder of the per-user
+cache, which is deployed like a run's. For Ollama or llama.cpp themselves, ``ark-trainer export`` writes
+the GGUF file and Modelfile.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ark_trainer.errors import UserError
 class DeployOptions:
     out: str | None = opt(
         None,
-        "a run's --output_dir (holds model/), or a model folder to serve as it is",
+        "a run's --output_dir (holds model/), a model folder to serve as it is, a .gguf file or ollama:NAME[:TAG]",
         positional=True,
         nargs="?",
     )
@@ -54,6 +57,9 @@ def register(sub) -> None:
         DeployOptions,
         _cmd_deploy,
         help="serve OUT/model and make it the OpenClaw agent's model (with rollback)",
+        description="Serve OUT/model on 127.0.0.1 and make it the OpenClaw agent's model (with rollback). "
+        "To serve it with Ollama or llama.cpp instead, write a GGUF first: `ark-trainer export OUT --format "
+        "gguf`, then `ollama create NAME -f OUT/export/Modelfile` or `llama-server -m OUT/export/model-f16.gguf`.",
     )
 
 
@@ -78,7 +84,17 @@ def _cmd_deploy(args: DeployOptions) -> int:
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
     deploy.deploy(
-        Path(args.out), agent=args.agent, port=args.port, record_to=args.record,
+        serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record,
         prompt_shape=args.prompt_shape, system_chars=args.system_chars,
     )  # fmt: skip
     return 0
+
+
+def serving_folder(spec: str) -> Path:
+    """A run or model folder, as given; a GGUF or Ollama model: converted once into the per-user cache
+    (``models/source.py``), whose folder is then served as a model folder."""
+    from ark_trainer.models.source import model_kind, resolve_model
+
+    if model_kind(spec) == "hf":
+        return Path(spec)
+    return resolve_model(spec, flag="deploy").path

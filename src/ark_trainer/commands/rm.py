@@ -12,7 +12,9 @@ class RMTrainOptions:
     """The flags of ``rm train``: the fields of ``stages.reward_model.RMTrainArgs``, with their help."""
 
     data_path: str = opt(None, "JSONL with prompt, chosen, rejected (rft_pairs.jsonl works)", required=True)
-    model_path: str = opt(None, "local Hugging Face base model (safetensors)", required=True)
+    model_path: str = opt(
+        None, "base model: a Hugging Face folder, a .gguf file or ollama:NAME[:TAG]", required=True
+    )
     output_dir: str = opt(None, "where the reward model and rm_metrics.json go", required=True)
     eval_ratio: float = opt(0.1, "share of prompts held out (default: 0.1)")
     num_train_epochs: float = opt(1.0, "epochs (default: 1)")

@@ -69,7 +69,7 @@ def write_shape(model_dir: str | Path, shape: PromptShape) -> None:
 def is_openclaw_turn(messages: Iterable[dict]) -> bool:
     """A prompt recorded from OpenClaw: its system prompt, its message wrapping or its notes."""
     for m in messages:
-        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        text = _text(m.get("content")) or ""
         if m.get("role") == "system" and OPENCLAW_IDENTITY in text:
             return True
         if m.get("role") == "user" and (DATE_PREFIX.match(text) or RUNTIME_NOTE.search(text)):

@@ -9,7 +9,9 @@ matched case-insensitively on the user message's start, the first 200 characters
   counts against (feedback -1): it is not kept as a candidate to imitate;
 - ``positive``: thanks or approval ("谢谢", "对的", "thanks", "correct", ...): feedback +1, the answer is kept;
 - ``hint``: a correction that says what the answer should have been ("应该回答：X", "should be: X"):
-  ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does).
+  ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does),
+  unless the safety filter (:mod:`ark_trainer.loop.safety`: a secret in ``X``, or ``X`` asking for a
+  credential or a payment secret) drops it: the turn is then a plain correction, and the drop is counted.
 
 Replace them with ``--feedback_rules FILE`` (YAML with any of ``negative``, ``positive``, ``hint``: lists
 of patterns; ``hint`` patterns capture the corrected answer in their first group).
@@ -120,14 +122,28 @@ def conversation_key(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(turns, ensure_ascii=False).encode()).hexdigest()
 
 
-def feedback_of(rows: list[dict], rules: Rules) -> dict[str, tuple[int, str | None]]:
-    """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it."""
+def feedback_of(
+    rows: list[dict], rules: Rules, dropped: dict[str, str] | None = None
+) -> dict[str, tuple[int, str | None]]:
+    """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it.
+
+    A hint the safety filter refuses becomes a plain correction; ``dropped`` (when given) gets its
+    conversation key → the reason (``secret`` or ``credential_request``)."""
+    from ark_trainer.loop.safety import correction_problem
+
     found: dict[str, tuple[int, str | None]] = {}
     for row in rows:
         messages = row.get("messages") or []
         for i in range(1, len(messages)):
             if messages[i]["role"] == "user" and messages[i - 1]["role"] == "assistant":
                 verdict = judge(messages[i]["content"], rules)
-                if verdict[0]:
-                    found[conversation_key(messages[:i])] = verdict
+                if not verdict[0]:
+                    continue
+                key = conversation_key(messages[:i])
+                problem = correction_problem(verdict[1]) if verdict[1] else None
+                if problem is not None:
+                    verdict = (-1, None)
+                    if dropped is not None:
+                        dropped[key] = problem[0]
+                found[key] = verdict
     return found

@@ -4,7 +4,9 @@
 uses now (its own ``model`` in ``agents.list`` / ``agents.entries``, else ``agents.defaults.model``;
 a string or ``{primary: …}``). When ark-trainer deployed that model (the registry of deployments under
 OpenClaw's state folder, :mod:`ark_trainer.openclaw.deploy`), its local folder ``OUT/model`` is the base
-model; any other model (a hosted API) cannot be trained here, and the plan says so. The agent's
+model; a model a local server runs (Ollama, or another OpenAI-compatible server on this machine) is
+found in Ollama's store and trained from its GGUF file (:mod:`ark_trainer.nl.local_model`), or the plan
+says plainly why it cannot be; any other model (a hosted API) cannot be trained here, and the plan says so. The agent's
 conversations become the data: ``run`` collects them (``data collect``: scrubbed) into the run folder
 before training; ``plan`` only says where they will go. Collected rows carry no labels, so the rewards
 are the label-free ``conversations`` preset (compliance and satisfaction rules).
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.nl.local_model import LocalModel, local_model
 
 DEFAULT_AGENT = "main"  # OpenClaw's agent when agents.list names no default
 DATA_NAME = "openclaw_conversations.jsonl"
@@ -30,6 +33,9 @@ class AgentState:
     model_from: str  # the config key it came from
     model_dir: str | None  # the local folder when ark-trainer deployed that model
     deployment: str | None  # the deployment's run folder
+    local: LocalModel | None = (
+        None  # a model a local server (Ollama, llama.cpp, ...) runs: its file, or why not
+    )
 
 
 def _load_config() -> tuple[dict, str]:
@@ -90,7 +96,8 @@ def agent_state(wanted: str) -> AgentState:
         model_ref = _model_of((agents.get("defaults") or {}).get("model"))
         model_from = "agents.defaults.model.primary"
     folder, out = _deployed_folder(model_ref) if model_ref else (None, None)
-    return AgentState(agent_id, where, model_ref, model_from, folder, out)
+    local = local_model(config, model_ref) if model_ref and not folder else None
+    return AgentState(agent_id, where, model_ref, model_from, folder, out, local)
 
 
 def fill_from_agent(
@@ -111,6 +118,16 @@ def fill_from_agent(
             assumptions.append(
                 f"model: {name} uses {state.model_ref} ({state.model_from} in {state.config}), which "
                 f"`ark-trainer deploy` served from {state.deployment}: --model_path {state.model_dir}"
+            )
+        elif state.local and state.local.spec:
+            flags["model_path"] = state.local.spec
+            del notes["model_path"]
+            assumptions.append(
+                f"model: {name} uses {state.model_ref} ({state.model_from} in {state.config}), {state.local.says}"
+            )
+        elif state.local:
+            notes["model_path"] = (
+                f"{name} uses {state.model_ref} ({state.model_from} in {state.config}), {state.local.says}"
             )
         elif state.model_ref:
             notes["model_path"] = (

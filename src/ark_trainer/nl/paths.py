@@ -14,10 +14,11 @@ import re
 
 from ark_trainer.nl.request import Parsed, RequestText
 
-# a path: quoted (any characters), or ASCII with a slash, or a *.json(l) file name
+# a path: quoted (any characters), or ASCII with a slash, or a *.json(l) / *.gguf file name, or ollama:NAME[:TAG]
 PATH = (
     r"[\"'“「]([^\"'”」\n]*[/\\.][^\"'”」\n]*)[\"'”」]"
-    r"|((?:~|\.{1,2})?/?[A-Za-z0-9_.\-~]*[/\\][A-Za-z0-9_.\-~/\\]*|[A-Za-z0-9_.\-~]+\.jsonl?)"
+    r"|(ollama:[A-Za-z0-9_.\-/]+(?::[A-Za-z0-9_.\-]+)?"
+    r"|(?:~|\.{1,2})?/?[A-Za-z0-9_.\-~]*[/\\][A-Za-z0-9_.\-~/\\]*|[A-Za-z0-9_.\-~]+\.(?:jsonl?|gguf))"
 )
 DATA_FILE = r"\.jsonl?$"
 
@@ -78,6 +79,8 @@ def path_role(before: str, path: str) -> str | None:
         return best[1]
     if re.search(DATA_FILE, path, flags=re.IGNORECASE):
         return "data_path"
+    if path.startswith("ollama:") or re.search(r"\.gguf$", path, flags=re.IGNORECASE):
+        return "model_path"  # a GGUF file or an Ollama model is a model wherever it stands
     if re.search(TRAIN_VERB, before, flags=re.IGNORECASE) and not re.search(r"\.(?:ya?ml|txt|csv)$", path):
         return "model_path"
     return None

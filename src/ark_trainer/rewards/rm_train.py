@@ -20,6 +20,7 @@ moved to ``--output_dir`` only when everything succeeded, so a crash leaves noth
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -189,15 +190,18 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
 def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
     from ark_trainer.folders import claim_folder
-    from ark_trainer.models.loading import check_policy_dir, load_tokenizer
+    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.models.source import check_model, convert
 
     args.check()
-    check_policy_dir(args.model_path)
+    source = check_model(args.model_path, flag="--model_path")  # an HF folder, a .gguf file or ollama:NAME
     pairs, n_identical = load_pairs(args.data_path)
     out, staging = _prepare_output(args)
     train_rows, eval_rows = split_rows(pairs, args.eval_ratio)
     if not train_rows:
         raise UserError(f"{args.data_path}: no training pairs left after holding out the eval split")
+    base = convert(source)  # a GGUF is converted once, into the per-user cache (models/source.py)
+    given, args = args, dataclasses.replace(args, model_path=str(base.path))
     tok = load_tokenizer(args.model_path)
     train_texts, too_long = _texts(tok, train_rows, args.max_length)
     if not train_texts:
@@ -219,7 +223,8 @@ def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
             **train_log,
             "seconds": round(time.time() - started, 1),
             "device": device,
-            "args": asdict(args),
+            "base_model": base.to_json(),
+            "args": asdict(given),
         }
         write_json(staging / METRICS_FILE, metrics)
         claim_folder(staging, "reward model")  # a later --overwrite_output_dir may replace it

@@ -1,0 +1,162 @@
+"""``ark-trainer export OUT --format gguf [--quant f16|q8_0] [-o FILE]``: the trained model as one GGUF file.
+
+Writes ``OUT/model`` (a LoRA adapter saved with ``--save_adapter_only`` is merged into its base first) as
+``OUT/export/model-<quant>.gguf`` (or ``-o FILE``) with its tokenizer and chat template, an Ollama
+``Modelfile`` beside it, and ``OUT/export/export.json`` (what was written: file, size, sha256, seconds),
+which the report shows. Serve it with::
+
+    cd OUT/export && ollama create NAME -f Modelfile && ollama run NAME
+    llama-server -m OUT/export/model-f16.gguf --port 8080
+
+``OUT`` may also be a Hugging Face model folder itself (config.json + safetensors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ark_trainer.commands.args import add_command, opt
+from ark_trainer.errors import UserError
+
+FORMATS = ("gguf",)
+EXPORT_RECORD = "export.json"
+
+
+@dataclass
+class ExportOptions:
+    out: str = opt(
+        None, "a run's --output_dir (holds model/), or a Hugging Face model folder", positional=True
+    )
+    format: str = opt("gguf", "file format (default: gguf)", choices=list(FORMATS))
+    quant: str = opt("f16", "f16 (same answers as the trained model) or q8_0 (about half the size)",
+                     choices=["f16", "q8_0"])  # fmt: skip
+    output: str | None = opt(
+        None, "the GGUF file to write (default: OUT/export/model-QUANT.gguf)", aliases=("-o",)
+    )
+
+
+def register(sub) -> None:
+    add_command(
+        sub,
+        "export",
+        ExportOptions,
+        _cmd_export,
+        help="write OUT/model as a GGUF file plus an Ollama Modelfile (for Ollama and llama.cpp)",
+        description="Write the trained model (merged if LoRA) as one GGUF file with its tokenizer and chat "
+        "template, and an Ollama Modelfile beside it. Serve it with `ollama create NAME -f Modelfile` or "
+        "llama.cpp's `llama-server -m FILE`.",
+    )
+
+
+def model_folder(out: Path) -> Path:
+    """The model of a run folder (``OUT/model``), or ``out`` itself when it is a model folder."""
+    for folder in (out / "model", out):
+        if (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file():
+            return folder
+    raise UserError(
+        f"export: {out} holds no model (model/config.json); give the --output_dir of a finished train run "
+        "or a Hugging Face model folder"
+    )
+
+
+@contextmanager
+def merged(folder: Path):
+    """``folder`` as a full model: an adapter-only folder is merged into its base in a temp folder."""
+    if not (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
+        yield folder
+        return
+    from ark_trainer.export import merge_adapter
+
+    tmp = Path(tempfile.mkdtemp(prefix="ark-export-"))
+    try:
+        merge_adapter(folder, tmp / "merged")
+        for name in (
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "chat_template.jinja",
+            "special_tokens_map.json",
+        ):
+            if (folder / name).is_file():
+                shutil.copy(folder / name, tmp / "merged" / name)
+        yield tmp / "merged"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def source_hints(out: Path) -> tuple[str | None, str | None]:
+    """(tokenizer.ggml.pre, Ollama template) of the run's base model, when it came from a GGUF or Ollama."""
+    record = out / "base_model" / "ark_source.json"
+    try:
+        data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    except (OSError, ValueError):
+        data = {}
+    return data.get("pre_tokenizer"), data.get("ollama_template")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
+    """Export ``out``'s model as GGUF plus Modelfile; returns the record also written to export.json."""
+    from ark_trainer.fileio import atomic_write_text, read_json, write_json
+    from ark_trainer.models.gguf_export import export_gguf, modelfile
+
+    out = Path(out)
+    folder = model_folder(out)
+    run = folder != out
+    dest = (
+        Path(dest)
+        if dest
+        else (out / "export" if run else out.parent / f"{out.name}-gguf") / f"model-{quant}.gguf"
+    )
+    pre, template = source_hints(out) if run else (None, None)
+    start = time.monotonic()
+    with merged(folder) as full:
+        exported = export_gguf(full, dest, quant, pre_tokenizer=pre, name=out.name)
+    atomic_write_text(dest.parent / "Modelfile", modelfile(dest.name, exported, template))
+    record = {
+        "file": str(dest.resolve()),
+        "format": "gguf",
+        "quant": quant,
+        "architecture": exported.architecture,
+        "size_bytes": exported.size,
+        "sha256": _sha256(dest),
+        "tensors": exported.tensors,
+        "pre_tokenizer": exported.pre_tokenizer,
+        "modelfile": str((dest.parent / "Modelfile").resolve()),
+        "seconds": round(time.monotonic() - start, 1),
+    }
+    if run:
+        path = out / "export" / EXPORT_RECORD
+        previous = read_json(path) if path.is_file() else []
+        kept = [r for r in previous if isinstance(r, dict) and r.get("file") != record["file"]]
+        write_json(path, [*kept, record])
+    return record
+
+
+def _cmd_export(args: ExportOptions) -> int:
+    record = export_run(Path(args.out), args.quant, Path(args.output) if args.output else None)
+    file, modelfile = Path(record["file"]), Path(record["modelfile"])
+    print(
+        f"export: {file} ({record['architecture']}, {record['quant']}, {record['size_bytes'] / 1e6:.1f} MB, "
+        f"{record['tensors']} tensors) in {record['seconds']} s"
+    )
+    print(
+        f"serve with Ollama:    cd {modelfile.parent} && ollama create NAME -f {modelfile.name} && ollama run NAME"
+    )
+    print(
+        f"serve with llama.cpp: llama-server -m {file} --port 8080   (OpenAI API at http://127.0.0.1:8080/v1)"
+    )
+    return 0

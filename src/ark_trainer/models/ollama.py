@@ -1,0 +1,168 @@
+"""Ollama's local model store, read without Ollama: ``ollama:NAME[:TAG]`` → the model's GGUF blob.
+
+The layout (documented in docs/models.md)::
+
+    $OLLAMA_MODELS (default ~/.ollama/models)/
+      manifests/<registry>/<namespace>/<name>/<tag>   JSON: {"layers": [{"mediaType", "digest", "size"}, ...]}
+      blobs/sha256-<hex>                              the layers' contents, named by their digest
+
+The layer of media type ``application/vnd.ollama.image.model`` is the GGUF file itself; ``…image.template``
+(a Go template), ``…image.system`` and ``…image.params`` (JSON: stop tokens, temperature, …) are read
+when present. ``ollama:qwen2.5:0.5b`` is ``registry.ollama.ai/library/qwen2.5/0.5b``; ``ollama:me/bot``
+is namespace ``me``, tag ``latest``; ``ollama:hf.co/user/repo:Q8_0`` names its registry. Every problem
+(no store, no manifest, a manifest without a model layer, a missing blob, a blob whose checksum is not its
+name) is one line naming the path and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+
+PREFIX = "ollama:"
+DEFAULT_REGISTRY, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
+MEDIA = "application/vnd.ollama.image."
+MODEL_MEDIA = MEDIA + "model"
+TEXT_LAYERS = ("template", "system", "params", "license")
+
+
+@dataclass(frozen=True)
+class OllamaRef:
+    registry: str
+    namespace: str
+    name: str
+    tag: str
+
+    @property
+    def short(self) -> str:
+        """How ``ollama list`` shows it: ``qwen2.5:0.5b``, ``me/bot:latest``."""
+        prefix = "" if self.registry == DEFAULT_REGISTRY else f"{self.registry}/"
+        ns = "" if self.namespace == DEFAULT_NAMESPACE and not prefix else f"{self.namespace}/"
+        return f"{prefix}{ns}{self.name}:{self.tag}"
+
+    def manifest(self, store: Path) -> Path:
+        return store / "manifests" / self.registry / self.namespace / self.name / self.tag
+
+
+@dataclass(frozen=True)
+class OllamaModel:
+    """A model found in the store: its GGUF blob and the text layers that came with it."""
+
+    ref: OllamaRef
+    store: Path
+    manifest: Path
+    blob: Path
+    digest: str  # hex, from the manifest (the blob's name)
+    layers: dict[str, str] = field(default_factory=dict)  # "template" / "system" / "params" / "license": text
+
+    @property
+    def params(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.layers.get("params") or "{}")
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def models_dir() -> Path:
+    """``$OLLAMA_MODELS``, else ``~/.ollama/models`` (Ollama's own default)."""
+    env = os.environ.get("OLLAMA_MODELS")
+    return Path(env).expanduser() if env else Path.home() / ".ollama" / "models"
+
+
+def parse_ref(text: str, flag: str = "--model_path") -> OllamaRef:
+    """``[registry/][namespace/]name[:tag]`` (``ollama:`` prefix optional) as an :class:`OllamaRef`."""
+    body = text[len(PREFIX) :] if text.startswith(PREFIX) else text
+    name_part, _, tag = body.rpartition(":") if ":" in body.split("/")[-1] else (body, "", "")
+    parts = [p for p in name_part.split("/")]
+    if not body or any(not p or p in (".", "..") for p in parts) or len(parts) > 3 or "/" in tag:
+        raise UserError(
+            f"{flag}: {text!r} is not an Ollama model name; write ollama:NAME[:TAG] (e.g. ollama:qwen2.5:0.5b)"
+        )
+    registry = parts[0] if len(parts) == 3 else DEFAULT_REGISTRY
+    namespace = parts[-2] if len(parts) >= 2 else DEFAULT_NAMESPACE
+    return OllamaRef(registry, namespace, parts[-1], tag or DEFAULT_TAG)
+
+
+def find_model(text: str, flag: str = "--model_path", store: Path | None = None) -> OllamaModel:
+    """The model ``text`` names in the store, with its blob checked to exist (its checksum: :func:`verify`)."""
+    ref = parse_ref(text, flag)
+    store = store or models_dir()
+    where = "set OLLAMA_MODELS to the folder holding manifests/ and blobs/"
+    if not (store / "manifests").is_dir():
+        raise UserError(f"{flag}: {text}: no Ollama model store at {store} (no manifests/ folder); {where}")
+    path = ref.manifest(store)
+    if not path.is_file():
+        known = ", ".join(list_models(store)[:8]) or "none"
+        raise UserError(
+            f"{flag}: {text}: no manifest {path}; run `ollama pull {ref.short}` or pick one of: {known}"
+        )
+    layers = _layers(path, flag, text)
+    model = [layer for layer in layers if layer.get("mediaType") == MODEL_MEDIA]
+    if not model:
+        raise UserError(
+            f"{flag}: {text}: manifest {path} has no model layer ({MODEL_MEDIA}); "
+            f"run `ollama pull {ref.short}` again"
+        )
+    digest = _digest(model[0], path, flag, text)
+    blob = store / "blobs" / f"sha256-{digest}"
+    if not blob.is_file():
+        raise UserError(f"{flag}: {text}: model blob {blob} is missing; run `ollama pull {ref.short}` again")
+    texts = {}
+    for layer in layers:
+        kind = str(layer.get("mediaType", "")).removeprefix(MEDIA)
+        if kind in TEXT_LAYERS and isinstance(layer.get("digest"), str):
+            text_blob = store / "blobs" / layer["digest"].replace(":", "-")
+            if text_blob.is_file():
+                texts[kind] = text_blob.read_text(encoding="utf-8", errors="replace")
+    return OllamaModel(ref, store, path, blob, digest, texts)
+
+
+def verify(model: OllamaModel, sha256: str, flag: str = "--model_path") -> None:
+    """The blob's checksum must be the digest it is named by (a damaged or half-copied blob is refused)."""
+    if sha256 != model.digest:
+        raise UserError(
+            f"{flag}: {PREFIX}{model.ref.short}: blob {model.blob} has sha256 {sha256[:12]}…, not the "
+            f"{model.digest[:12]}… its manifest names; run `ollama pull {model.ref.short}` again"
+        )
+
+
+def _layers(path: Path, flag: str, text: str) -> list[dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{flag}: {text}: manifest {path} is not valid JSON ({exc}); run `ollama pull` for it again"
+        ) from None
+    layers = data.get("layers") if isinstance(data, dict) else None
+    if not isinstance(layers, list):
+        raise UserError(f"{flag}: {text}: manifest {path} has no layers list; run `ollama pull` for it again")
+    return [layer for layer in layers if isinstance(layer, dict)]
+
+
+def _digest(layer: dict, path: Path, flag: str, text: str) -> str:
+    digest = str(layer.get("digest", ""))
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        raise UserError(
+            f"{flag}: {text}: manifest {path}: model layer digest {digest!r} is not sha256:<64 hex>"
+        )
+    return hexpart
+
+
+def list_models(store: Path | None = None) -> list[str]:
+    """Every model of the store, as ``ollama list`` names them."""
+    root = (store or models_dir()) / "manifests"
+    if not root.is_dir():
+        return []
+    found = []
+    for tag in sorted(root.glob("*/*/*/*")):
+        if tag.is_file():
+            registry, namespace, name = tag.parts[-4:-1]
+            found.append(OllamaRef(registry, namespace, name, tag.name).short)
+    return found
