@@ -300,3 +300,10 @@ def test_a_complex_formula_names_the_grader_and_its_line(assets, tmp_path, capsy
     assert main(["score", "--reward_config", str(spec), "--data_path", str(assets["train"])]) == 0
     out = capsys.readouterr()
     assert f"{spec}:5: multi grader 'combined'" in out.out + out.err
+
+
+def test_a_deeply_nested_llm_answer_is_one_line(capsys):
+    from ark_trainer.nl.llm import extract_object
+
+    with pytest.raises(UserError, match="the answer is not a JSON object"):
+        extract_object("[" * 100_000 + "]" * 100_000, "--llm-model m")

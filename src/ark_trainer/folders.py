@@ -79,7 +79,7 @@ def marker_kind(folder: Path) -> str | None:
     """The kind the folder's marker names, or None without a readable marker."""
     try:
         data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data.get("kind") if isinstance(data, dict) and data.get("by") == "ark-trainer" else None
 
@@ -181,7 +181,7 @@ def check_output_file(path: str | Path, flag: str) -> None:
             with out.open(encoding="utf-8") as fh:
                 first = fh.readline(1_000_000)
             ok = isinstance(json.loads(first), dict)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             ok = False
         if not ok:
             raise UserError(

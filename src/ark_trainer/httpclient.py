@@ -110,7 +110,10 @@ def post_json(
         if isinstance(error, http.client.HTTPException):  # a garbled status line or headers
             raise ConnectionError(f"{type(error).__name__}: {error}") from None
         raise error
-    return json.loads(outcome["raw"].decode("utf-8"))
+    try:
+        return json.loads(outcome["raw"].decode("utf-8"))
+    except RecursionError:  # thousands of nested brackets: not an answer anyone means
+        raise ValueError("the answer nests too deeply") from None
 
 
 def _exchange(

@@ -55,7 +55,7 @@ def read_config(path: Path, flag: str, trust_remote_code: bool = False) -> dict[
         raise _fail(path, f"unreadable ({exc}); {flag} needs a Hugging Face model folder") from None
     try:
         config = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
         raise _fail(path, f"not valid JSON ({exc}); save the model again with save_pretrained") from None
     if not isinstance(config, dict):
         raise _fail(path, f"expected a JSON object, got {type(config).__name__}")
@@ -121,7 +121,7 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
         raise _fail(path, f"unreadable ({exc.strerror or exc})") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise _fail(
             path, "the header is not JSON; not a safetensors file, or damaged: save it again"
         ) from None
@@ -200,7 +200,7 @@ def check_tokenizer_files(folder: Path) -> None:
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise _fail(
                 path, f"not valid JSON ({exc}); save the tokenizer again with save_pretrained"
             ) from None
