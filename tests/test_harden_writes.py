@@ -197,6 +197,17 @@ def test_data_collect_never_overwrites_another_kind_of_file(tmp_path, capsys):
     assert "is a folder" in refused(capsys, ["data", "collect", "--openclaw", "-o", str(tmp_path)])[0]
 
 
+def test_score_output_file_never_overwrites_another_kind_of_file(assets, tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# mine\n", encoding="utf-8")
+    argv = ["score", "--data_path", str(assets["train"]), "--output_file", str(notes)]
+    assert "exists and is not a JSONL file" in refused(capsys, argv)[0]
+    assert notes.read_text(encoding="utf-8") == "# mine\n"
+    scores = tmp_path / "scores.jsonl"
+    assert main([*argv[:-1], str(scores)]) == 0 and main([*argv[:-1], str(scores)]) == 0  # its own: replaced
+    capsys.readouterr()
+
+
 def test_a_plan_never_proposes_a_system_folder_and_says_when_it_leaves_the_working_folder(
     assets, tmp_path, capsys, monkeypatch
 ):

@@ -62,6 +62,10 @@ def _score(args: ScoreOptions) -> int:
         raise UserError(f"--rm_weight: expected a number in [0, {MAX_WEIGHT:g}], got {args.rm_weight}")
     if args.max_samples is not None and args.max_samples < 1:
         raise UserError(f"--max_samples: expected an integer ≥ 1, got {args.max_samples}")
+    if args.output_file:
+        from ark_trainer.folders import check_output_file
+
+        check_output_file(args.output_file, "--output_file")  # never over a file of another kind
     rows = load_jsonl(args.data_path)[: args.max_samples]
     device = _device(args.device) if args.model_path or args.rm_model_path else "cpu"
     reward = build_reward(args, rows, device)  # the reward train builds from these flags
