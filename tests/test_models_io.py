@@ -373,7 +373,16 @@ def test_rm_train_and_deploy_take_a_gguf(files, tmp_path, capsys):
     rows = [{"prompt": f"问题{i}", "chosen": "结论：违规 类型：辱骂", "rejected": "hello"} for i in range(8)]
     pairs.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     gguf = str(files["qwen2"][1])
-    argv = ["rm", "train", "--data_path", str(pairs), "--model_path", gguf, "--output_dir", str(tmp_path / "rm")]
+    argv = [
+        "rm",
+        "train",
+        "--data_path",
+        str(pairs),
+        "--model_path",
+        gguf,
+        "--output_dir",
+        str(tmp_path / "rm"),
+    ]
     assert main([*argv, "--max_steps", "1", "--batch_size", "4"]) == 0
     metrics = json.loads((tmp_path / "rm" / "rm_metrics.json").read_text())
     assert metrics["base_model"]["kind"] == "gguf" and metrics["args"]["model_path"] == gguf
