@@ -132,6 +132,7 @@ class _Server:
         return read_json(self.out / "deploy" / "deploy.json")
 
     def _start(self) -> tuple[str, str, str, int]:
+        from ark_trainer.deploy.policy import reply_budget
         from ark_trainer.deploy.process import HOST, start_server, wait_healthy
         from ark_trainer.openclaw.deploy import model_window, served_name
         from ark_trainer.runtime.system import free_port
@@ -143,7 +144,7 @@ class _Server:
             link.unlink()
         link.symlink_to(self.model_dir.resolve())
         window = model_window(self.model_dir)
-        reply_tokens = max(16, min(512, window // 4))  # as deploy registers maxTokens
+        reply_tokens = reply_budget(self.model_dir, window)  # as deploy registers maxTokens
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
