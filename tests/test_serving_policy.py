@@ -180,7 +180,9 @@ def test_usage_of_a_streamed_and_a_plain_answer():
 def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
     from ark_trainer.deploy.policy import reply_budget
 
-    assert reply_budget(tmp_path, 8192) == 512 and reply_budget(tmp_path, 512) == 128  # a quarter, at most 512
+    assert (
+        reply_budget(tmp_path, 8192) == 512 and reply_budget(tmp_path, 512) == 128
+    )  # a quarter, at most 512
     write_shape(tmp_path, PromptShape("bare", None, "test", 96))
     assert reply_budget(tmp_path, 8192) == 96 and read_shape(tmp_path).reply_tokens == 96
     assert reply_budget(tmp_path, 128) == 64  # at most half the window

@@ -104,15 +104,16 @@ def ask(base_url: str, key: str, body: dict, timeout: float = 600) -> str:
 class _Server:
     """The run's live deployment of ``model_dir``, or a server started like deploy's for this evaluation."""
 
-    def __init__(self, out: Path, stage: str, model_dir: Path, log) -> None:
+    def __init__(self, out: Path, stage: str, model_dir: Path, log, prompt_shape: str = "auto") -> None:
         self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
+        self.prompt_shape = prompt_shape
         self.pid: int | None = None
 
     def __enter__(self) -> tuple[str, str, str, int]:
         """``(base_url, key, model id, reply tokens)``."""
         from ark_trainer.deploy.process import HOST, read_key
 
-        live = self._live()
+        live = self._live() if self.prompt_shape == "auto" else None
         if live is not None:
             self.log(f"eval: through the live deployment on port {live['port']}")
             key = read_key(live["api_key_file"]) or ""
@@ -148,7 +149,9 @@ class _Server:
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
-        server = start_server(folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", "auto"])
+        server = start_server(
+            folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", self.prompt_shape]
+        )
         self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
@@ -187,10 +190,11 @@ def _base_totals(out: Path, rows, reward) -> list | None:
 
 
 def evaluate_through_openclaw(
-    out: Path, stage: str | None = None, limit: int | None = None, log=print
+    out: Path, stage: str | None = None, limit: int | None = None, log=print, prompt_shape: str = "auto"
 ) -> dict:
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
-    result (``OUT/eval/<stage>-openclaw.json``)."""
+    result (``OUT/eval/<stage>-openclaw.json``; with a ``prompt_shape`` other than the model's own, a server
+    started with that policy and ``OUT/eval/<stage>-openclaw-<shape>.json``, which the report leaves out)."""
     from ark_trainer.deploy.policy import shape_for
     from ark_trainer.metrics import compute_metrics
     from ark_trainer.openclaw.deploy import model_window
@@ -209,9 +213,9 @@ def evaluate_through_openclaw(
     shape = load_shape()
     reward = build_reward(config, rows, "cpu")
     pass_threshold = float(config.get("pass_threshold", 0.5) or 0.5)
-    policy = shape_for(model_dir, model_window(model_dir))
+    policy = shape_for(model_dir, model_window(model_dir), prompt_shape)
     answers = []
-    with _Server(out, stage, model_dir, log) as (base_url, key, name, reply_tokens):
+    with _Server(out, stage, model_dir, log, prompt_shape) as (base_url, key, name, reply_tokens):
         for i, row in enumerate(rows):
             body = openclaw_messages(shape, row["prompt"], name)
             body["max_completion_tokens"] = reply_tokens  # what OpenClaw asks under deploy's entry
