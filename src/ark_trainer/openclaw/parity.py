@@ -107,6 +107,7 @@ class _Server:
     def __init__(self, out: Path, stage: str, model_dir: Path, log, prompt_shape: str = "auto") -> None:
         self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
         self.prompt_shape = prompt_shape
+        self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
         self.pid: int | None = None
 
     def __enter__(self) -> tuple[str, str, str, int]:
@@ -133,7 +134,7 @@ class _Server:
         return read_json(self.out / "deploy" / "deploy.json")
 
     def _start(self) -> tuple[str, str, str, int]:
-        from ark_trainer.deploy.policy import reply_budget
+        from ark_trainer.deploy.policy import read_shape, reply_budget
         from ark_trainer.deploy.process import HOST, start_server, wait_healthy
         from ark_trainer.openclaw.deploy import model_window, served_name
         from ark_trainer.runtime.system import free_port
@@ -146,6 +147,8 @@ class _Server:
         link.symlink_to(self.model_dir.resolve())
         window = model_window(self.model_dir)
         reply_tokens = reply_budget(self.model_dir, window)  # as deploy registers maxTokens
+        if read_shape(self.model_dir) is None and self.fallback_reply:  # the base model: its eval's budget
+            reply_tokens = self.fallback_reply
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
@@ -215,7 +218,9 @@ def evaluate_through_openclaw(
     pass_threshold = float(config.get("pass_threshold", 0.5) or 0.5)
     policy = shape_for(model_dir, model_window(model_dir), prompt_shape)
     answers = []
-    with _Server(out, stage, model_dir, log, prompt_shape) as (base_url, key, name, reply_tokens):
+    server = _Server(out, stage, model_dir, log, prompt_shape)
+    server.fallback_reply = int(config.get("max_completion_length") or 0) or None
+    with server as (base_url, key, name, reply_tokens):
         for i, row in enumerate(rows):
             body = openclaw_messages(shape, row["prompt"], name)
             body["max_completion_tokens"] = reply_tokens  # what OpenClaw asks under deploy's entry
