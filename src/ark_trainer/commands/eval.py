@@ -28,7 +28,7 @@ class EvalOptions:
     limit: int | None = opt(None, "ask only the first N held-out prompts (default: all)")
     prompt_shape: str = opt(
         "auto",
-        "serve with this policy instead of the model's own, to compare (writes <stage>-openclaw-<shape>.json)",
+        "serve with this policy instead of the model's own, to compare (writes <stage>-openclaw-as-<shape>.json)",
         choices=("auto", "bare", "tools", "openclaw-turns", "openclaw"),
     )
     record_openclaw_shape: bool = opt(

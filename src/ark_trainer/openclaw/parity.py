@@ -197,7 +197,7 @@ def evaluate_through_openclaw(
 ) -> dict:
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
     result (``OUT/eval/<stage>-openclaw.json``; with a ``prompt_shape`` other than the model's own, a server
-    started with that policy and ``OUT/eval/<stage>-openclaw-<shape>.json``, which the report leaves out)."""
+    started with that policy and ``OUT/eval/<stage>-openclaw-as-<shape>.json``, which the report leaves out)."""
     from ark_trainer.deploy.policy import shape_for
     from ark_trainer.metrics import compute_metrics
     from ark_trainer.openclaw.deploy import model_window
@@ -246,7 +246,9 @@ def evaluate_through_openclaw(
         ],  # fmt: skip
         "answers": [{"completion": a, "reward": t} for a, t in zip(answers, table["total"], strict=True)],
     }
-    write_json(RunFolder(out).eval_path(f"{stage}-openclaw"), result)
+    suffix = "" if prompt_shape == "auto" else f"-as-{prompt_shape}"
+    result["name"] += suffix
+    write_json(RunFolder(out).eval_path(f"{stage}-openclaw{suffix}"), result)
     for line in table_lines(result):
         log(line)
     return result
@@ -282,7 +284,8 @@ def _fmt(metric: str, value, sign: bool = False) -> str:
 
 def parity_files(out: Path) -> list[dict]:
     """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table)."""
-    return [read_json(p) for p in sorted((Path(out) / "eval").glob("*-openclaw.json"))]
+    paths = sorted((Path(out) / "eval").glob("*-openclaw.json"))
+    return [read_json(p) for p in paths if "-openclaw-as-" not in p.name]
 
 
 def parity_blocks(out: Path) -> list:
