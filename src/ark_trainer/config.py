@@ -159,8 +159,12 @@ class TrainConfig:
     warmup_ratio: float = flag(
         0.0, "share of each stage's steps spent warming up the learning rate", group="strategy", range=SHARE
     )
-    max_completion_length: int = flag(
-        64, "max new tokens per completion (sampling, GRPO and eval)", group="strategy", range=COUNT
+    max_completion_length: int | None = flag(
+        None,
+        "max new tokens per completion (sampling, GRPO and eval); default: from the data's answers in this "
+        "model's tokenizer (95th percentile plus a margin), 64 for a toy model (docs/real-models.md)",
+        group="strategy",
+        range=COUNT,
     )
     auto_probe_prompts: int = flag(
         32, "--strategy auto: training prompts the base model is probed on", group="strategy", range=COUNT
@@ -190,7 +194,10 @@ class TrainConfig:
     )
     rft_learning_rate: float = flag(2e-5, "RFT (supervised) learning rate", group="RFT", range=LEARNING_RATE)
     rft_num_samples: int = flag(
-        4, "completions sampled from the model per training prompt for RFT", group="RFT", range=COUNT
+        4,
+        "completions sampled from the model per training prompt for RFT (0: only the data's own answers)",
+        group="RFT",
+        range=ZERO_OK,
     )
     rft_temperature: float = flag(1.0, "sampling temperature for RFT candidates", group="RFT", range=POSITIVE)
     rft_min_reward: float = flag(
@@ -315,9 +322,10 @@ class TrainConfig:
     )
 
     # --- agent ---
-    env: str | None = flag(
+    env: str | dict | None = flag(
         None,
-        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward)",
+        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward); MCP "
+        "servers: mcp:servers.json, or openclaw (the agent's own mcp.servers); docs/agents.md",
         group="agent",
     )
     max_turns: int = flag(
@@ -368,9 +376,10 @@ class TrainConfig:
     gradient_checkpointing: bool = flag(
         False, "recompute activations in the backward pass (less memory)", group="scale"
     )
-    lora_r: int = flag(
-        0,
-        "LoRA rank; 0 trains all weights. With LoRA, each learning rate you do not set is 10× its default",
+    lora_r: int | None = flag(
+        None,
+        "LoRA rank; 0 trains all weights; default: 0, or 16 when full fine-tuning would not fit the device's "
+        "memory (docs/real-models.md). With LoRA, each learning rate you do not set is 10× its default",
         group="scale",
         range=ZERO_OK,
     )
@@ -529,6 +538,11 @@ def optional_fields() -> set[str]:
 def coerce(name: str, value: Any, where: str) -> Any:
     """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
     kind = field_types()[name]
+    if name == "env" and isinstance(value, dict):  # MCP servers given in the YAML: env: {mcp_servers: ...}
+        from ark_trainer.agent.mcp_config import servers_from_source
+
+        servers_from_source(value, where)  # the shape, checked before anything starts
+        return value
     if value is None or (
         isinstance(value, str) and value.strip().lower() in ("none", "null") and kind is not str
     ):
@@ -698,6 +712,8 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
             f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose "
             f"{' or '.join(EPISODE_STRATEGIES)}"
         )
+    if cfg.env and cfg.rft_num_samples == 0:  # an episode is only ever the model's own
+        problems.append("--rft_num_samples: agent episodes (--env) are sampled from the model; use 1 or more")
     if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:

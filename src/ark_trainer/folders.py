@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.runfolder import EVENTS, PLAN, RUN_CONFIG
 
 MARKER = ".ark-trainer.json"
 OWN_FILES = (MARKER, ".lock")  # the marker and the run lock (runtime/runlock.py) do not make a folder "used"
@@ -33,9 +34,7 @@ SHOWN = 5  # entries named in a refusal
 
 
 def _legacy_run(folder: Path) -> bool:
-    return (folder / "run.yaml").is_file() and any(
-        (folder / n).is_file() for n in ("plan.json", "events.jsonl")
-    )
+    return (folder / RUN_CONFIG).is_file() and any((folder / n).is_file() for n in (PLAN, EVENTS))
 
 
 def _legacy_reward_model(folder: Path) -> bool:

@@ -6,7 +6,8 @@
 - a note when ``pass_rate`` and ``task_accuracy`` coincide (they measure different things: the composite
   reward reaching ``--pass_threshold``, and the verdict being exactly right), so nobody reads it as a bug;
 - the final model's best answers next to its worst ones (successes and failures), from ``eval/<final>.json``
-  and the held-out prompts in ``data/eval.jsonl``;
+  and the held-out prompts in ``data/eval.jsonl``; an agent episode's answer is what it did: each tool call
+  with its arguments and result, the final text and the outcome;
 - the page's language (``<html lang>``) from the task: Chinese when the task or its prompts are.
 
 Used by :mod:`ark_trainer.report`; reads only what the run folder holds.
@@ -21,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
-from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY
+from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Heading, Image, Para, Table
 from ark_trainer.runfolder import RunFolder
 
+RATES_SHOWN = (*RATES, TASK_SUCCESS)  # shares, shown as percentages (an agent run's task success too)
+HEADLINE_SHOWN = (*HEADLINE, TASK_SUCCESS)  # a metric no model measured (null everywhere) is left out
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -40,7 +43,7 @@ def _show(metric: str, value: Any) -> str:
     number = _num(value)
     if number is None:
         return "—"
-    return f"{number * 100:.1f}%" if metric in RATES else f"{number:.3f}"
+    return f"{number * 100:.1f}%" if metric in RATES_SHOWN else f"{number:.3f}"
 
 
 def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
@@ -49,7 +52,7 @@ def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
     if number is None or reference is None:
         return "—", "—"
     delta = number - reference
-    absolute = f"{delta * 100:+.1f} pts" if metric in RATES else f"{delta:+.3f}"
+    absolute = f"{delta * 100:+.1f} pts" if metric in RATES_SHOWN else f"{delta:+.3f}"
     relative = f"{delta / abs(reference) * 100:+.1f}%" if reference else "— (base is 0)"
     return absolute, relative
 
@@ -64,7 +67,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
     if chart:
         blocks.append(chart)
     rows = []
-    for metric in HEADLINE:
+    for metric in HEADLINE_SHOWN:
         base, last = evals["base"].get(metric), evals[final].get(metric)
         if _num(base) is None and _num(last) is None:
             continue
@@ -99,7 +102,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    metrics = [m for m in RATES if any(_num(e.get(m)) is not None for e in evals.values())]
+    metrics = [m for m in RATES_SHOWN if any(_num(e.get(m)) is not None for e in evals.values())]
     if not metrics:
         return None
     fig = Figure(figsize=(7.2, 3.4), dpi=100)
@@ -180,15 +183,20 @@ def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) 
     for good, bad in zip(best, worst, strict=True):
         cells = []
         for i in (good, bad):
-            cells += [
-                f"{answers[i]['reward']:.3f}",
-                _clip(prompts[i]),
-                _clip(answers[i].get("completion", "")),
-            ]
+            cells += [f"{answers[i]['reward']:.3f}", _clip(prompts[i]), _clip(_answer_text(answers[i]))]
         rows.append(cells)
     header = ["reward", "prompt (success)", "answer", "reward", "prompt (failure)", "answer"]
     intro = f"The final model ({name}): its {k} best-scored held-out answers next to its {k} worst."
     return [Para(intro), Table(header, rows)]
+
+
+def _answer_text(answer: dict[str, Any]) -> str:
+    """An answer cell: the text, or for an agent episode what it did (calls, results, answer, outcome)."""
+    if isinstance(answer.get("tool_calls"), list):
+        from ark_trainer.agent.report import trace
+
+        return trace(answer)
+    return str(answer.get("completion", ""))
 
 
 def page_lang(task_name: Any, run_dir: Path) -> str:

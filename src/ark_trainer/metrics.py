@@ -59,7 +59,7 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
     """The metrics of one model from its per-answer scores (``scoring.metric_scores``)."""
     totals = table[TOTAL]
     applicable = [t for t in totals if t is not None]
-    accuracy = next((share(table[n]) for n in ACCURACY_GRADERS if share(table[n]) is not None), None)
+    accuracy = next((a for n in ACCURACY_GRADERS if (a := share(table.get(n, []))) is not None), None)
     components = {}
     for name, values in table.items():
         vals = [v for v in values if v is not None]
@@ -72,7 +72,7 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
         if applicable
         else None,
         TASK_ACCURACY: accuracy,
-        COMPLIANCE_RATE: share(table[COMPLIANCE_GRADER]),
+        COMPLIANCE_RATE: share(table.get(COMPLIANCE_GRADER, [])),
         PREFERENCE_ALIGNMENT: preference(totals, base_totals),
         "components": components,
     }

@@ -274,6 +274,8 @@ def _results(run: Run) -> list[Block]:
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
     rows = []
     for name in names:
+        if all(num(values.get(name)) is None for values in metrics.values()):
+            continue  # no grader of this run measures it (an agent run's compliance_rate)
         cells = [name]
         for key, values in metrics.items():
             change = "" if key == "base" else _change(name, values.get(name), base.get(name))
@@ -302,10 +304,11 @@ def _headline(run: Run) -> str:
 
     final_key, final_label = _final_model(run) or models()[-1]
     parts = [
-        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
+        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {said}."
         for key, label in planned(run)[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
-    ]
+        and (said := compare(metric, key)) != "n/a"
+    ]  # a metric the run does not measure (an agent run's preference_alignment) is left out
     metric = TASK_SUCCESS if TASK_SUCCESS in base else TASK_ACCURACY  # an agent run: tasks solved
     label = metric.replace("_", " ").capitalize()
     return " ".join([*parts, f"{label}, final ({final_label}) vs base: {compare(metric, final_key)}."])
@@ -376,8 +379,13 @@ def _examples(run: Run) -> list[Block]:
     ]
     for i, ex in enumerate(examples, 1):
         blocks.append(Para(f"Example {i} (reward {short(ex.get('reward', '—'))}): prompt"))
-        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", "completion"))
-        blocks += [Code(prompt), Para("completion"), Code(completion)]
+        key = "episode" if ex.get("episode") else "completion"  # an agent run: the calls, results and answer
+        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", key))
+        blocks += [
+            Code(prompt),
+            Para(key),
+            Code(completion.replace("; ", "\n") if key == "episode" else completion),
+        ]
     return blocks
 
 
