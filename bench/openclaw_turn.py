@@ -106,15 +106,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="/work/models/smollm2-hf")
     parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--before_turns", type=int, default=1, help="turns of the slow 'before' setup")
     args = parser.parse_args()
+    results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="ark-bench-turn-") as tmp:
-        results = {
-            "before (prompt shape openclaw, no knobs)": _deployed(
-                args.model, "openclaw", args.turns, Path(tmp)
-            ),
-            "after (prompt shape bare, OpenClaw knobs)": _deployed(args.model, "auto", args.turns, Path(tmp)),
-            "OpenClaw alone (an instant model)": _openclaw_alone(args.turns),
-        }
+        results["after (prompt shape bare, OpenClaw knobs)"] = _deployed(
+            args.model, "auto", args.turns, Path(tmp)
+        )
+        _write(results, args)
+        results["OpenClaw alone (an instant model)"] = _openclaw_alone(args.turns)
+        _write(results, args)
+        before = _deployed(args.model, "openclaw", args.before_turns, Path(tmp))
+        results["before (prompt shape openclaw, no knobs)"] = before
+    _write(results, args)
+
+
+def _write(results: dict, args) -> None:
+    """The table of what has been measured so far (rewritten after each setup)."""
     lines = ["# `openclaw agent --local` turn time, SmolLM2-135M-Instruct deployed", ""]
     lines += [
         "| setup | turn | wall s | OpenClaw CPU s | prefill tokens | reply tokens | asked | load (1 min) before → after | answer |",
@@ -127,7 +135,12 @@ def main() -> None:
                 f"{r.get('reply_tokens', '-')} | {r.get('asked_max_completion_tokens', '-')} | "
                 f"{r['load_before']} → {r['load_after']} | {r['answer'][:60]!r} |"
             )
-    lines += ["", f"Model: {args.model}. Command: `python bench/openclaw_turn.py --turns {args.turns}`."]
+    lines += [
+        "",
+        f"Model: {args.model}. Command: `python bench/openclaw_turn.py --turns {args.turns} --before_turns "
+        f"{args.before_turns}`. OpenClaw CPU s: the agent process's own CPU time (Node), apart from the model "
+        "server's; wall s includes both.",
+    ]
     write_results("openclaw_turn", lines, {"model": args.model, "results": results}, quick=False)
 
 

@@ -417,7 +417,8 @@ def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main and model_dir.is_dir():
-        write_shape(model_dir, shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None))
+        shape = shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None)
+        write_shape(model_dir, shape.with_reply_tokens(p.cfg.max_completion_length))
 
 
 class _Evaluator:

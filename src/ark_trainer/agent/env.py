@@ -70,7 +70,7 @@ class EnvSpec:
     own_timeouts: bool = False  # the tools apply --tool_timeout themselves (MCP calls: agent/mcp_env.py)
 
 
-_MCP_SPECS: dict[str, EnvSpec] = {}
+_MCP_SPECS: dict[tuple, EnvSpec] = {}
 
 
 def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
@@ -84,11 +84,11 @@ def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
     if is_mcp_source(source):
         from ark_trainer.agent.mcp_env import mcp_env_spec
 
-        key = json.dumps(source, sort_keys=True)
-        if key not in _MCP_SPECS:  # listed once per process: each stage reuses the tools (and the servers)
+        servers = tuple(servers_from_source(source, flag))  # read again: OpenClaw's config may have changed
+        if servers not in _MCP_SPECS:  # listed once per process: each stage reuses the tools (and servers)
             label = source if isinstance(source, str) else "mcp_servers"
-            _MCP_SPECS[key] = mcp_env_spec(servers_from_source(source, flag), label, flag)
-        return _MCP_SPECS[key]
+            _MCP_SPECS[servers] = mcp_env_spec(list(servers), label, flag)
+        return _MCP_SPECS[servers]
     assert isinstance(source, str)
     factory = _import_factory(source, flag)
     try:

@@ -244,12 +244,12 @@ def deploy(
     and OpenClaw's knobs that go with it; ``system_chars``: how much of OpenClaw's system prompt a model
     trained on bare prompts is shown.
     """
-    from ark_trainer.deploy.policy import shape_for
+    from ark_trainer.deploy.policy import reply_budget, shape_for
 
     out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
-    reply_tokens = max(16, min(512, window // 4))
+    reply_tokens = reply_budget(out / "model", window)
     shape = shape_for(out / "model", window, prompt_shape)
     if port:
         check_port(port)
