@@ -21,6 +21,7 @@ from ark_trainer.ranges import (
 )
 
 # The range table as ranges.py declared it before each range moved to its field: the derived one is equal.
+# A range changed on purpose is a change of behaviour: change it here too, in the same commit.
 BEFORE: dict[str, Range] = {
     "max_train_steps": COUNT,
     "rft_steps": ZERO_OK,
@@ -31,7 +32,7 @@ BEFORE: dict[str, Range] = {
     "warmup_ratio": SHARE,
     "save_steps": ZERO_OK,
     "seed": Range(0, 2**32 - 1),  # numpy's seed range
-    "rft_num_samples": COUNT,
+    "rft_num_samples": ZERO_OK,  # since: 0 trains on the data's own answers only
     "rft_temperature": POSITIVE,
     "rft_min_reward": ANY,
     "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
@@ -76,6 +77,40 @@ BEFORE: dict[str, Range] = {
     "vllm_gpu_memory_utilization": Range(0.0, 1.0, lo_open=True),
     "vllm_tensor_parallel_size": COUNT,
 }
+
+# the counts that multiply memory (or a weight that could overflow a total) are bounded since; the rest as before
+BEFORE.update(
+    {
+        "batch_size": Range(lo=1, hi=8192, lo_open=False, hi_open=False, why=""),
+        "max_completion_length": Range(lo=1, hi=131072, lo_open=False, hi_open=False, why=""),
+        "auto_probe_samples": Range(
+            lo=2,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [2, 256]: a group needs at least 2 answers",
+        ),
+        "rft_num_samples": Range(
+            lo=0,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [0, 256] (answers sampled per prompt at once)",
+        ),
+        "num_generations": Range(
+            lo=2,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [2, 256]: GRPO needs at least 2 completions per prompt",
+        ),
+        "rollout_steps": Range(lo=1, hi=64, lo_open=False, hi_open=False, why=""),
+        "rm_weight": Range(lo=0.0, hi=1000000.0, lo_open=False, hi_open=False, why=""),
+        "num_processes": Range(lo=1, hi=1024, lo_open=False, hi_open=False, why=""),
+        "lora_r": Range(lo=0, hi=4096, lo_open=False, hi_open=False, why=""),
+        "vllm_tensor_parallel_size": Range(lo=1, hi=64, lo_open=False, hi_open=False, why=""),
+    }
+)
 
 
 def test_the_config_is_frozen():

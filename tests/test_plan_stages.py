@@ -166,3 +166,18 @@ def test_pipeline_loop_report_and_resume_name_no_stage():
     }
     named = {k: re.findall(r"(?i)rft|grpo", text) for k, text in sources.items()}
     assert named == {k: [] for k in sources}
+
+
+def test_the_config_and_the_runtime_ask_no_stage_registry():
+    """The strategy table sits below the config; resume, guards and bad steps are told the stage by their
+    caller. Counted as the import-graph test counts: module level, in functions and type-only imports."""
+    from test_import_graph import import_graph
+
+    graph = import_graph()
+    low = ["ark_trainer.config", "ark_trainer.strategies", "ark_trainer.ranges", "ark_trainer.plugins"]
+    low += [m for m in graph if m.startswith("ark_trainer.runtime.")]
+    upward = {
+        m: sorted(t for t in graph[m] if t.startswith(("ark_trainer.stages", "ark_trainer.plan")))
+        for m in low
+    }
+    assert upward == {m: [] for m in low}

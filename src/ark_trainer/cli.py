@@ -65,6 +65,12 @@ class DemoOptions:
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
+    base_model: str | None = opt(
+        None,
+        "--task qc on a real model instead of the toy: a Hugging Face folder (or a .gguf file, ollama:NAME "
+        "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
+        "dialogues); see docs/real-models.md",
+    )
     tools: str = opt(
         "python",
         "--task agent: the backend's tools as Python methods (python) or from the demo's MCP server over "
@@ -142,19 +148,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_agent_demo, run_demo
 
+    if args.base_model is not None and args.task != "qc":
+        raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
     if args.tools != "python" and args.task != "agent":
         raise UserError("--tools: only with --task agent (the QC demo has no tools)")
-    kwargs = {"tools": args.tools} if args.task == "agent" else {}
-    demo = run_agent_demo if args.task == "agent" else run_demo
-    out = demo(
-        Path(args.output_dir),
-        seed=args.seed,
-        n_train=args.n_train,
-        n_eval=args.n_eval,
-        max_train_steps=args.max_train_steps,
-        overwrite=args.overwrite_output_dir,
-        **kwargs,
-    )
+    out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
+    n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
+    if args.task == "agent":
+        out = run_agent_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            tools=args.tools,
+        )  # fmt: skip
+    else:
+        out = run_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            base_model=args.base_model,
+        )  # fmt: skip
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
@@ -186,8 +195,9 @@ def _cmd_status(args: RunDirOptions) -> int:
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
     unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
+    detail = f" ({beat['detail']})" if beat.get("detail") else ""  # inside a generation batch
     print(
-        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{eta_text}, pid {beat.get('pid')}, "
+        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{detail}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
     )
     if state == "stalled":

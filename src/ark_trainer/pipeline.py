@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
@@ -54,6 +55,7 @@ class Prepared:
     )
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
+    warnings: tuple[str, ...] = ()  # shown once the run has started (e.g. a toy preset on a real model)
 
     @property
     def model_path(self) -> str:
@@ -111,16 +113,17 @@ def prepare(cfg: TrainConfig) -> Prepared:
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
+    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path))
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(str(model.path), cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
+    plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
@@ -130,7 +133,21 @@ def prepare(cfg: TrainConfig) -> Prepared:
     extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
     log_dir = folder.log_dir(cfg.log_dir)
     done = Progress(out) if cfg.resume else None
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, model, done)
+    return Prepared(
+        cfg,
+        out,
+        log_dir,
+        train,
+        eval_rows,
+        source,
+        reward,
+        plan,
+        extra,
+        rt,
+        model,
+        done,
+        warnings=tuple(warnings),
+    )
 
 
 def _train_and_eval_rows(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[list, list, str]:
@@ -162,6 +179,34 @@ def _converted(cfg: TrainConfig, out: Path, model):
     if cfg.env:
         check_agent(replace(cfg, model_path=str(model.path)))
     return model
+
+
+def with_auto_defaults(
+    cfg: TrainConfig, rows: list[dict], rt: Runtime, model_dir: str | None = None
+) -> tuple[TrainConfig, dict, list[str]]:
+    """The config with the automatic flags it left unset filled in (``auto_defaults.py``), a new object;
+    plus ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml``
+    holds the values chosen the first time, so nothing is chosen again."""
+    from ark_trainer.auto_defaults import AutoDefault, describe, model_facts, resolve_auto_defaults
+    from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
+    from ark_trainer.models.loading import load_tokenizer
+
+    model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
+    assert model_dir
+    tok = load_tokenizer(model_dir, rt.trust_remote_code)
+    chosen, warnings = resolve_auto_defaults(replace(cfg, model_path=model_dir), tok, rows, rt.device)
+    if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
+        for name in LEARNING_RATES:
+            default = getattr(TrainConfig, name)
+            if getattr(cfg, name) == default:  # left at its default (a flag or YAML key set to it counts too)
+                chosen[name] = AutoDefault(
+                    default * LORA_LR_SCALE,
+                    f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
+                )
+    for name, value in chosen.items():
+        log.info("auto default: --%s %s", name, value.reason)
+    resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
+    return resolved, describe(chosen, model_facts(model_dir).why), warnings
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
@@ -285,15 +330,31 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
         from ark_trainer.deploy.targets import get_target  # not when no better than base
 
-        get_target("openclaw").deploy_after_train(p.out, log.info, log.warning)
+        if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
+            _parity_after_deploy(p)
     return p.out
+
+
+def _parity_after_deploy(p: Prepared) -> None:
+    """The held-out set asked through the deployment in OpenClaw's request shape; the report gets the
+    table (``openclaw/parity.py``). A failure is a warning: the run and the deploy stand."""
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.openclaw.parity import evaluate_through_openclaw
+
+    if not (p.cfg.eval_auto and p.eval) or env_for(p.cfg) is not None:
+        return
+    try:
+        evaluate_through_openclaw(p.out, log=log.info)
+        _build_report(p.out)
+    except (UserError, OSError) as exc:
+        log.warning("openclaw: the parity evaluation failed (the deployment stands): %s", exc)
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
     """Evaluate the base model, then run and evaluate each stage of the plan (resume skips finished ones)."""
     cfg, rt = p.cfg, p.rt
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
-    for message in rt.warnings:
+    for message in (*rt.warnings, *p.warnings):
         monitor.warn(message)
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
@@ -356,7 +417,8 @@ def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main and model_dir.is_dir():
-        write_shape(model_dir, shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None))
+        shape = shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None)
+        write_shape(model_dir, shape.with_reply_tokens(p.cfg.max_completion_length))
 
 
 class _Evaluator:
@@ -394,7 +456,7 @@ class _Evaluator:
                 self.p.reward,
                 self.rt,
                 RunFolder(self.p.out).eval_path(name),
-                max_new_tokens=cfg.max_completion_length,
+                max_new_tokens=new_tokens(cfg),
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,
                 seed=cfg.seed,

@@ -81,8 +81,14 @@ def call_hook(hook: str, register: Callable[..., Any]) -> None:
         raise KeyError(f"no plug-in hook named {hook!r}; hooks: {', '.join(HOOKS)}")
     for plugin in enabled():
         fn = getattr(plugin.module, hook, None)
-        if callable(fn):
+        if not callable(fn):
+            continue
+        try:
             fn(_refusing(register, plugin))
+        except Exception as exc:  # noqa: BLE001 - a broken hook must not break ark-trainer: one line
+            _refuse(
+                f"plug-in {plugin.name} ({plugin.package}): {hook} failed ({type(exc).__name__}: {exc}); skipped"
+            )
 
 
 def _refusing(register: Callable[..., Any], plugin: Plugin) -> Callable[..., Any]:

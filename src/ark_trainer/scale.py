@@ -36,9 +36,9 @@ def validate_scale(cfg) -> list[str]:
     """Problems between the scale/speed flags (no hardware needed); each flag's own range and allowed values
     are declared with it (``config.py``) and checked there."""
     problems = []
-    if cfg.load_in_4bit and cfg.lora_r == 0:
+    if cfg.load_in_4bit and not cfg.lora_r:
         problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")
-    if cfg.save_adapter_only and cfg.lora_r == 0:
+    if cfg.save_adapter_only and not cfg.lora_r:
         problems.append("--save_adapter_only: there is no adapter without LoRA; pass --lora_r (e.g. 16)")
     return problems
 
@@ -47,7 +47,7 @@ def lora_problems(cfg) -> list[str]:
     """What is wrong with ``--lora_r/--lora_alpha/--lora_dropout`` of ``rm train`` (``train`` declares the
     same limits as ranges of its fields)."""
     problems = []
-    if cfg.lora_r < 0:
+    if cfg.lora_r is not None and cfg.lora_r < 0:
         problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
     if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
         problems.append("--lora_alpha: must be > 0")
@@ -112,7 +112,7 @@ def precision_name(fp16: bool, bf16: bool, bf16_weights: bool) -> str:
 
 def peft_config(cfg, task_type: str = "CAUSAL_LM"):
     """peft ``LoraConfig`` for ``--lora_r`` > 0, else None (``SEQ_CLS``: the score head trains in full)."""
-    if cfg.lora_r <= 0:
+    if not cfg.lora_r or cfg.lora_r <= 0:
         return None
     from peft import LoraConfig
 
@@ -131,8 +131,12 @@ def peft_config(cfg, task_type: str = "CAUSAL_LM"):
 
 
 def trainer_extras(cfg, rt) -> dict[str, Any]:
-    """Extra TrainingArguments: gradient checkpointing and the 4-bit loading of QLoRA."""
-    extras: dict[str, Any] = {}
+    """Extra TrainingArguments: gradient checkpointing and the 4-bit loading of QLoRA.
+
+    Checkpointing is off unless ``--gradient_checkpointing`` turns it on: TRL's SFT and GRPO configs default
+    it to on, which recomputes every activation in the backward pass (a quarter more compute per step on
+    CPU, where memory is seldom the limit) that the flag did not ask for."""
+    extras: dict[str, Any] = {"gradient_checkpointing": False}
     if cfg.gradient_checkpointing:
         extras["gradient_checkpointing"] = True
         extras["gradient_checkpointing_kwargs"] = {"use_reentrant": False}

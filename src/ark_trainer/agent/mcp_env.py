@@ -29,16 +29,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.agent.mcp_config import McpServer
+from ark_trainer.agent.tools import EnvSpec, ToolError, tool_schema
 from ark_trainer.errors import UserError
 
 log = logging.getLogger("ark_trainer")
 HOOKS = ("reset", "get_reward")
 EPISODE_META = "ark-trainer/episode"
 JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
-
-
-class ToolError(Exception):
-    """A tool answered with an error (``isError``, or a JSON-RPC error); the model reads its text."""
 
 
 class McpEnvironment:
@@ -125,7 +122,6 @@ def _row_arguments(row: dict, schema: dict) -> dict:
 
 def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
     """Start the servers, list their tools and build the run's :class:`EnvSpec` (refused in one line each)."""
-    from ark_trainer.agent.env import EnvSpec
     from ark_trainer.agent.mcp_client import ServerFailure, hub
 
     routes: dict[str, tuple[McpServer, str]] = {}
@@ -162,9 +158,7 @@ def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
         raise UserError(f"{flag}: the MCP servers ({', '.join(s.name for s in servers)}) offer no tools")
     cls = env_class(routes, hooks, methods)
     spec = EnvSpec(source, cls, dict(methods), [], True, cls.__name__)
-    from ark_trainer.agent.env import _schema
-
-    spec.schemas = [_schema(n, fn, source, flag) for n, fn in methods.items()]
+    spec.schemas = [tool_schema(n, fn, source, flag) for n, fn in methods.items()]
     spec.own_timeouts = True
     return spec
 

@@ -7,8 +7,12 @@ held-out set plus the newest turns, not trained on), ``train.log``, the run's ow
 How a recorded turn becomes a training row (:func:`turn_row`):
 
 - OpenClaw's system prompt (~40k characters, the same every turn) and the internal-context message it adds
-  after the current user message (active exec sessions, subagents) are dropped: a small model could not
-  train on them and the server cuts them anyway; the conversation's turns are kept;
+  after the current user message (active exec sessions, subagents) are dropped, and each user message is
+  unwrapped (OpenClaw's ``[date] `` prefix and ``Runtime:`` paragraph go): the conversation's turns are
+  kept, as the server shows them to a model trained on bare prompts (``deploy/policy.py``), so a round
+  trains, is gated and is served in one shape, ``bare`` (recorded by ``train`` in its ``model/``); with
+  ``--keep_system_prompt`` the turns stay as OpenClaw sent them, and the round is served the same way
+  (shape ``openclaw``);
 - the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
   a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
   keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.data.text import is_blank
+from ark_trainer.deploy.policy import unwrap_request
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
 from ark_trainer.runfolder import RunFolder
@@ -45,6 +50,10 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
     if len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
     prompt = [m for m in messages[:-1] if keep_system or not is_agent_context(m)]
+    if not keep_system:
+        prompt = [
+            {**m, "content": unwrap_request(m["content"])} if m["role"] == "user" else m for m in prompt
+        ]
     if prompt and prompt[-1]["role"] == "user" and is_blank(prompt[-1]["content"]):
         return None  # the message answered was empty (or invisible): nothing to learn from
     prompt = [m for m in prompt if m["role"] != "user" or not is_blank(m["content"])]  # train refuses them

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
@@ -233,7 +232,9 @@ class Loop:
 
     def _fit(self, rows: list[dict], model: Path) -> list[dict]:
         """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
-        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
+        from ark_trainer.auto_defaults import LENGTH_FALLBACK
+
+        reply = int(self.flags.get("max_completion_length") or LENGTH_FALLBACK)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
             self.log(

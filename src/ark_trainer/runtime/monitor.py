@@ -136,9 +136,17 @@ class Monitor:
         """Context manager timing a stage: ``with monitor.stage("grpo", total=steps): ...``."""
         return _Stage(self, name, total)
 
+    def tick(self, detail: str) -> None:
+        """Work inside one step moved (a decoding step of a generation batch): ``detail`` says where, in the
+        heartbeat; the stall watchdog counts it as progress."""
+        self.last_progress = time.time()
+        with self._lock:
+            self._state["detail"] = detail
+
     def progress(self, step: int, total: int | None = None, **metrics: Any) -> None:
         self.last_progress = time.time()
         with self._lock:
+            self._state.pop("detail", None)
             self._state["step"] = step
             if total is not None:
                 self._state["total"] = total
@@ -179,6 +187,7 @@ class _Stage:
         self.t0 = time.time()
         with m._lock:
             m._state.update(stage=self.name, step=0, total=self.total)
+            m._state.pop("detail", None)
             m._stage_started = self.t0
         m.last_progress = self.t0
         m.event("stage_start", stage=self.name, total=self.total)

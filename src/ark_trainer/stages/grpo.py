@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.models.loading import load_tokenizer
@@ -43,7 +44,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=new_tokens(cfg),
         temperature=cfg.temperature,
         beta=cfg.beta,
         loss_type=cfg.loss_type,

@@ -28,6 +28,7 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
 from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.models.device import Runtime
@@ -140,7 +141,13 @@ def decide(result: ProbeResult) -> tuple[str, str]:
 
 
 def run_probe(
-    cfg: TrainConfig, rt: Runtime, model_path: str, rows: list[dict], reward: CompositeReward, on_batch=None
+    cfg: TrainConfig,
+    rt: Runtime,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    on_batch=None,
+    on_tick=None,
 ) -> tuple[ProbeResult, list[dict]]:
     """Sample and score the base model's answers on a sample of training prompts.
 
@@ -154,11 +161,12 @@ def run_probe(
             [row["prompt"] for row in sample],
             num_samples=cfg.auto_probe_samples,
             temperature=cfg.temperature,
-            max_new_tokens=cfg.max_completion_length,
+            max_new_tokens=new_tokens(cfg),
             batch_size=max(1, GEN_SEQUENCES // cfg.auto_probe_samples),
             seed=cfg.seed,
             on_batch=on_batch,
             desc="probing base model",
+            on_tick=on_tick,
         )
     finally:
         del model

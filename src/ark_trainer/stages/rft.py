@@ -1,8 +1,9 @@
 """RFT (reward fine-tuning): supervised fine-tune on the reward-selected answers.
 
 The answers are sampled, scored and selected by :func:`ark_trainer.scoring.sample_and_select` (best at or
-above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``);
-this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
+above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``),
+from only as many prompts as ``--rft_steps`` will train on (``scoring.rft_budget``, sampled in rounds with
+a margin for prompts whose answers score below the threshold), not the whole file; this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
-from ark_trainer.scoring import reselect, sample_and_select
+from ark_trainer.runtime.distributed import ranks
+from ark_trainer.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -83,8 +85,12 @@ class RFTStage:
             sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
             log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
         else:
+            cfg = ctx.cfg
+            needed = rft_budget(
+                plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
+            )
             sel = sample_and_select(
-                ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data"
+                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data", needed
             )
         gc.collect()
         if not sel.sft_rows:
@@ -126,7 +132,16 @@ class RFTStage:
         if not events:
             return [Heading("RFT data selection"), Para("Not run.")]
         e = events[-1]
-        keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
+        keys: tuple[str, ...] = (
+            "n_prompts",
+            "n_scored",
+            "n_selected",
+            "n_pairs",
+            "mean_best",
+            "mean_all",
+            "threshold",
+        )
+        keys += tuple(k for k in ("n_rows", "n_needed", "rounds") if k in e)  # sampling sized to the steps
         return [
             Heading("RFT data selection"),
             Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),

@@ -38,3 +38,4 @@ def register_commands(register):
         pass
 
     register("train", Nothing, lambda args: 0, help="a second train")
+    raise RuntimeError("a broken hook")  # a plug-in's own bug: one line, and ark-trainer goes on

@@ -37,8 +37,8 @@ class EchoStage:
             **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / self.name, plan.steps, plan.learning_rate),
             max_length=None,
         )
-        trained = train_and_save(
+        train_and_save(
             ctx, plan, self.name, SFTTrainer, tok, final_dir, model=model_in, args=args,
             train_dataset=Dataset.from_list(rows),
         )  # fmt: skip
-        return str(trained)
+        return str(final_dir)  # the next stage (and the evaluation) starts from here
