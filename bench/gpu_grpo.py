@@ -3,7 +3,7 @@
 One prepared script, under 10 minutes on one modern GPU: builds a ~0.33 B-parameter Qwen2 (hidden 1024 ×
 24 layers, random weights, the demo tokenizer) and the demo QC data, then runs
 ``ark-trainer-inner train --strategy GRPO --bf16 True [--use_vllm True --vllm_mode colocate]`` (bf16 autocast
-over fp32 master weights since issue 13) in this
+over fp32 master weights, the default since the H200 run of November 2026) in this
 process and records step time (TRL's ``step_time``), completion tokens per second (TRL's ``num_tokens``
 over the timed steps) and peak GPU memory (``torch.cuda.max_memory_allocated``, plus the device's used
 memory as the driver reports it, which includes vLLM's reserved KV cache).

@@ -63,7 +63,8 @@ def run_seed(seed: int, root: Path) -> dict:
     two_step = run_train(resolve_config({**common, "output_dir": str(root / "rft_grpo")}))
     times = stage_seconds(two_step)
     budget = sum(times.get(s, 0.0) for s in TRAIN_STAGES)
-    grpo_steps = json.loads((two_step / "plan.json").read_text())["grpo_steps"]
+    stages = json.loads((two_step / "plan.json").read_text())["stages"]
+    grpo_steps = next(s["steps"] for s in stages if s["name"] == "grpo")
     steps = max(1, round(budget / (times["grpo"] / grpo_steps)))
     one_step = run_train(
         resolve_config(

@@ -70,9 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def canonical(names: list[str]) -> dict[str, str | None]:
     """Each requested name → the strategy table's name for it, or None when this install lacks it."""
-    from ark_trainer.stages.registry import AUTO, stages, strategy_aliases
+    from ark_trainer.strategies import AUTO, strategy_aliases
 
-    stages()  # the built-in stage modules register their strategies' stages
     aliases = strategy_aliases()
     out: dict[str, str | None] = {}
     for name in names:
@@ -93,17 +92,19 @@ def train_seconds(run: Path) -> tuple[float, float]:
 
 
 def final_eval(run: Path, strategy: str) -> dict:
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.strategies import strategy_table
 
-    last = STRATEGIES[strategy].stages[-1]
+    last = strategy_table()[strategy].stages[-1]
     result = json.loads((run / "eval" / f"{last}.json").read_text(encoding="utf-8"))
     return {k: result.get(k) for k in (*METRICS, "n")}
 
 
 def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: bool = True) -> Path:
     from ark_trainer.config import resolve_config
+    from ark_trainer.demo.run import QC_RFT_SHARE
     from ark_trainer.pipeline import run_train
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.plan import share_of
+    from ark_trainer.strategies import strategy_table
 
     if _finished(out):  # a rerun of the bench with the same --out keeps the runs it finished
         return out
@@ -112,7 +113,9 @@ def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: 
     flags = {**common, "output_dir": str(out), "strategy": strategy, "eval_auto": evaluate}
     if steps is not None:
         flags["max_train_steps"] = steps
-        flags["rft_steps"] = max(steps * 3 // 8, 1) if "rft" in STRATEGIES[strategy].stages else 0
+        flags["rft_steps"] = (
+            share_of(steps, QC_RFT_SHARE) if "rft" in strategy_table()[strategy].stages else 0
+        )
     return Path(run_train(resolve_config(flags)))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The install GPU users are told to do (docs/getting-started.md): the torch build they want first, then
 # `pip install -e .` with no extras. Builds it in .venv-pip/ and runs a real deploy test against that
-# install, so a dependency that `deploy` needs but the package does not declare fails CI (issue 19, #16).
+# install, so a dependency that `deploy` needs but the package does not declare fails CI.
 # Here the torch "build you want" is the pinned CPU wheel (an unpinned torch would pull a CUDA build).
 set -euo pipefail
 cd "$(dirname "$0")/.."

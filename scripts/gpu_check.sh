@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 7 and 13 in one run of under 8 minutes on one GPU: the parts' limits add up to
-# 470 s (sized for an H200 from issue 13's timings; not yet run on a GPU with these parts). Without a
+# The GPU checks (precision, QLoRA, vLLM, GRPO speed) in one run of under 8 minutes on one GPU: the parts' limits add up to
+# 470 s (sized for an H200 from the November 2026 timings; not yet run on a GPU with these parts). Without a
 # CUDA GPU every GPU part is skipped and says so (exit 0).
 #
 #   here:   bash scripts/gpu_wheels.sh                 (the wheels that image lacks, into .whl/)

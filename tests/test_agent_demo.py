@@ -317,3 +317,19 @@ def test_demo_task_is_checked(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--task", "chess"])
     assert exc.value.code == 2 and "--task" in capsys.readouterr().err
+
+
+def test_demo_tools_mcp_trains_on_the_backend_served_over_mcp(tmp_path, monkeypatch, capsys):
+    from ark_trainer.cli import main
+    from ark_trainer.demo import run
+
+    _tiny_builder(monkeypatch)
+    seen = {}
+    monkeypatch.setattr(run, "train_agent", lambda flags: seen.update(flags) or tmp_path / "o")
+    out = tmp_path / "agent-demo"
+    args = ["demo", "--task", "agent", "--tools", "mcp", "--output_dir", str(out), "--n_train", "12"]
+    assert main([*args, "--max_train_steps", "9"]) == 0
+    server = seen["env"]["mcp_servers"]["shop"]
+    assert server["args"] == ["-m", "ark_trainer.demo.agent_mcp_server"] and server["env"]["PYTHONPATH"]
+    assert main(["demo", "--tools", "mcp", "--output_dir", str(tmp_path / "qc")]) == 2
+    assert "--tools: only with --task agent" in capsys.readouterr().err

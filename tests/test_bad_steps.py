@@ -286,7 +286,11 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
     )
     monitor = Monitor(tmp_path, heartbeat=False)
     trainer = run_trainer(
-        lambda: Trainer(model=model, args=args, train_dataset=data), cfg, monitor, "rft", tmp_path
+        lambda: Trainer(model=model, args=args, train_dataset=data),
+        cfg,
+        monitor,
+        SimpleNamespace(name="rft", label="RFT", lr_flag="rft_learning_rate"),
+        tmp_path,
     )
     assert trainer.state.global_step == 3
     (bad,) = events(tmp_path, "bad_step")

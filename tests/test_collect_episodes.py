@@ -1,4 +1,4 @@
-"""Collected OpenClaw sessions train as episodes (issue 16 item 5): tool calls in the chat template's own
+"""Collected OpenClaw sessions train as episodes: tool calls in the chat template's own
 format, tool results as ``tool`` turns, and the loss on the assistant turn only."""
 
 from __future__ import annotations

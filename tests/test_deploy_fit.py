@@ -1,4 +1,4 @@
-"""Prompt fitting and tool calls in the model server (issue 16 item 5), without a server: the pure parts."""
+"""Prompt fitting and tool calls in the model server, without a server: the pure parts."""
 
 from __future__ import annotations
 

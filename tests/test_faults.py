@@ -205,7 +205,7 @@ def test_a_really_full_disk_during_a_save_keeps_the_previous_checkpoint(assets, 
     assert "checkpoint-4: disk full while saving" in err and "checkpoint-2" in err
     assert [(s, ok) for s, _, ok in checkpoints(out / "grpo")] == [(2, True), (4, False)]
     assert_checkpoint_intact(out / "grpo" / "checkpoint-2")
-    assert main(["status", str(out)]) == 1  # issue 19: a run stopped by a full disk is failed, not dead
+    assert main(["status", str(out)]) == 1  # a run stopped by a full disk is failed, not dead
     assert capsys.readouterr().out.startswith("failed")
     # more room, then resume: the half-written checkpoint-4 is ignored and rewritten
     subprocess.run(["mount", "-o", "remount,size=2m", str(small_disk)], check=True)

@@ -74,7 +74,7 @@ class _State:
 
 def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
     monitor = Monitor(tmp_path, heartbeat=False)
-    guard = guard_callbacks(monitor, "grpo")[0]
+    guard = guard_callbacks(monitor, "GRPO")[0]
     for step in range(1, 10):
         guard.on_log(None, _State(step), None, logs={"frac_reward_zero_std": 1.0 if step != 5 else 0.5})
     assert not (tmp_path / "events.jsonl").exists()  # the streak was broken at step 5

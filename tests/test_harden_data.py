@@ -1,4 +1,4 @@
-"""Hostile data files (issue 19, defects 6 and 10): each is one ``file:line`` refusal, never a traceback or a
+"""Hostile data files: each is one ``file:line`` refusal, never a traceback or a
 silent reinterpretation, and a prompt longer than the model's window is refused before anything runs.
 
 The loader is tested directly for each kind of problem; the command line (``python -m ark_trainer train``)

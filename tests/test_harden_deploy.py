@@ -1,4 +1,4 @@
-"""Issue 19 hardening of ``deploy``: crash-safe rollback, secret file modes, an authenticated model server,
+"""``deploy`` hardened: crash-safe rollback, secret file modes, an authenticated model server,
 serving dependencies that install with the package, and two doc fixes.
 
 The kill-anywhere test runs the real ``ark-trainer deploy`` as a subprocess with

@@ -118,6 +118,14 @@ def test_streamed_reply_with_a_line_breaker_is_recorded_whole(sep):
     chunks = [{"choices": [{"delta": {"content": part}}]} for part in ("一", f"二{sep}三", "四")]
     body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\n\n"
     assert reply_of(body.encode(), stream=True)[0] == f"一二{sep}三四"
+    from ark_trainer.deploy.record import usage_of
+
+    last = {
+        "choices": [{"delta": {"content": f"末{sep}"}, "finish_reason": "stop"}],
+        "usage": {"completion_tokens": 4},
+    }
+    body += f"data: {json.dumps(last, ensure_ascii=False)}\n\n"
+    assert usage_of(body.encode(), stream=True) == {"completion_tokens": 4, "finish_reason": "stop"}
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
@@ -177,21 +185,20 @@ def run_events(out: Path, sep: str) -> list[dict]:
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_run_event_readers(tmp_path, sep):
-    from ark_trainer.dashboard.payload import EventLog
-    from ark_trainer.diagnose.rundata import _events
-    from ark_trainer.report import _read_events
-    from ark_trainer.runtime.monitor import _last_run_end
+    from ark_trainer.diagnose.rundata import load
+    from ark_trainer.runfolder import EventLog, RunFolder, read_events, run_end_status
     from ark_trainer.runtime.resume import Progress
-    from ark_trainer.runtime.supervisor import _n_lines, last_error
+    from ark_trainer.runtime.supervisor import last_error
 
     events = run_events(tmp_path, sep)
     path = tmp_path / "events.jsonl"
-    assert _last_run_end(tmp_path) == "failed"
-    assert _n_lines(path) == 4
+    assert run_end_status(RunFolder(tmp_path).events()) == "failed"
+    assert RunFolder(tmp_path).n_event_lines() == 4
     assert last_error(tmp_path, since=1)["message"] == f"boom{sep}bang"
     assert Progress(tmp_path).stage_ok("rft") and len(Progress(tmp_path).events) == 4
-    assert _read_events(path, []) == events
-    assert _events(path) == events
+    problems: list[str] = []
+    assert read_events(path, problems) == events and not problems
+    assert load(tmp_path).events == events
     assert EventLog(path).read() == events
 
 
@@ -225,3 +232,18 @@ def test_openclaw_json_after_log_lines(sep):
 
     value = {"sessions": [{"title": f"a{sep}b"}]}
     assert parse_json("log line\n" + json.dumps(value, ensure_ascii=False, indent=2)) == value
+
+
+@pytest.mark.parametrize("sep", CONTROLS, ids=IDS[3:])
+def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
+    """Raw inside a string it makes that record invalid JSON; line counts and later records stay right."""
+    from ark_trainer.deploy.record import read_turns
+    from ark_trainer.fileio import jsonl_file_lines
+
+    good = [raw_line({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)]
+    good[1] = '{"messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
+    (tmp_path / "turns.jsonl").write_bytes("".join(good).encode())
+    turns = read_turns(tmp_path / "turns.jsonl")
+    assert len(turns) == 4 and turns[1] == {"_torn": True}
+    assert turns[3]["messages"][0]["content"] == "q3"
+    assert len(jsonl_file_lines(tmp_path / "turns.jsonl")) == 4

@@ -1,4 +1,4 @@
-"""Issue 19, rewards: a judge that redirects, refuses the key or cannot be reached; a regex that backtracks
+"""Rewards under attack: a judge that redirects, refuses the key or cannot be reached; a regex that backtracks
 for ever; scores that are not finite; rules that are not reward functions; a reward that grades nothing.
 
 Every server here is a stdlib ``http.server`` on 127.0.0.1; the unresolvable host is answered by a patched

@@ -1,4 +1,4 @@
-"""Issue 19 (run side): flags, inputs in one pass, the run lock, signals and status, resume, NL output folders.
+"""The run side under bad input: flags, inputs in one pass, the run lock, signals and status, resume, NL output folders.
 
 Refusals are checked through the real ``train`` command (exit 2, one ``error:`` line per problem, no
 traceback, nothing written); the lock, signals and resume cases run real training processes on a tiny
@@ -105,7 +105,7 @@ def test_every_numeric_flag_refuses_non_finite_values(assets, tmp_path, capsys, 
 
 def _outside(name: str) -> list[str]:
     """Values just outside the flag's range, below and above."""
-    from ark_trainer.ranges import range_of
+    from ark_trainer.config import range_of
 
     rng, kind = range_of(name), field_types()[name]
     values = []
@@ -140,7 +140,7 @@ def test_every_numeric_flag_refuses_values_out_of_its_range(assets, tmp_path, ca
         ),
         ("save_total_limit", "-3", "--save_total_limit: must be in [0, "),
         ("pass_threshold", "nan", "--pass_threshold: 'nan' is not a finite number"),
-        ("rm_weight", "-5", "--rm_weight: must be ≥ 0, got -5.0"),
+        ("rm_weight", "-5", "--rm_weight: must be in [0, 1e+06], got -5.0"),
     ],
 )
 def test_the_reviews_examples_are_one_line_each(assets, tmp_path, capsys, flag, value, says):

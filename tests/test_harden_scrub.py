@@ -1,4 +1,4 @@
-"""The scrubber against the forms that leaked in issue 19 (defect 8), and ``data collect`` end to end.
+"""The scrubber against the forms personal data once leaked through, and ``data collect`` end to end.
 
 Table-driven: every sample of every family is checked in each form it reaches training data in (Chinese
 text, English text, a JSON string, and a tool call's arguments, which ``data collect`` writes into the

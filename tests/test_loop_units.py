@@ -142,7 +142,8 @@ def test_feedback_through_openclaw_requests_ignores_its_internal_context():
                           ctx, {"role": "assistant", "content": "嗯"}]}  # fmt: skip
     rows = rounds.scored_rows([turn1, turn2], [turn1], feedback.Rules(), None, keep_system=False)
     assert rows[0]["reference"] == "好的" and rows[0]["feedback"] == -1
-    assert rows[0]["messages"] == [q, {"role": "assistant", "content": "好的"}]  # no system, no context
+    asked = {"role": "user", "content": "订单1什么时候发货？"}  # unwrapped, as the server shows a bare model
+    assert rows[0]["messages"] == [asked, {"role": "assistant", "content": "好的"}]  # no system, no context
     assert rounds.is_scored(rows[0])
     kept = rounds.turn_row(turn1, None, keep_system=True)
     assert kept is not None and ctx in kept["messages"]
@@ -258,7 +259,7 @@ def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, m
     calls = []
 
     class Target:
-        def deploy(self, out, agent=None, port=None, log=print, record_to=None, tag=""):
+        def deploy(self, out, agent=None, port=None, log=print, record_to=None, tag="", **policy):
             calls.append(record_to)
 
     monkeypatch.setattr(targets, "get_target", lambda name="openclaw": Target())

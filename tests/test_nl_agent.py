@@ -1,4 +1,4 @@
-""" "The current agent" from OpenClaw's state, and an OpenClaw agent driving plan/run (issue 20).
+""" "The current agent" from OpenClaw's state, and an OpenClaw agent driving plan/run.
 
 Unit tests write OpenClaw's config and ark-trainer's deployment registry by hand; the slow tests use the
 real OpenClaw CLI: a tiny model is deployed with ``ark-trainer deploy``, the agent "has had"
@@ -136,7 +136,7 @@ def test_collected_rows_are_graded_by_the_conversations_preset():
 
 @pytest.mark.slow
 def test_the_reference_sentence_trains_the_deployed_model_on_its_conversations(openclaw, tmp_path, capsys):
-    """Done-when of issue 20, with the real CLI: deploy → conversations → the sentence → a trained model."""
+    """The whole flow with the real CLI: deploy → conversations → the sentence → a trained model."""
     import torch
 
     from ark_trainer.fileio import read_json

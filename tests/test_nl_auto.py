@@ -104,8 +104,10 @@ def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path,
     assert weak_probe["prompts"] == strong_probe["prompts"] == 48 and weak_probe["samples_per_prompt"] == 4
 
     assert weak_plan["requested"] == strong_plan["requested"] == "auto"
-    assert (weak_plan["strategy"], weak_plan["rft_steps"], weak_plan["grpo_steps"]) == ("RFT+GRPO", 1, 2)
-    assert (strong_plan["strategy"], strong_plan["rft_steps"], strong_plan["grpo_steps"]) == ("GRPO", 0, 3)
+    weak_steps = [(s["name"], s["steps"]) for s in weak_plan["stages"]]
+    strong_steps = [(s["name"], s["steps"]) for s in strong_plan["stages"]]
+    assert (weak_plan["strategy"], weak_steps) == ("RFT+GRPO", [("rft", 1), ("grpo", 2)])
+    assert (strong_plan["strategy"], strong_steps) == ("GRPO", [("grpo", 3)])
     assert "below --auto_min_pass_rate" in weak_plan["reason"]
     assert "already passes often" in strong_plan["reason"]
     assert (
@@ -166,5 +168,5 @@ def test_auto_settings_are_validated(capsys):
     argv = ["train", "--model_path", "m", "--data_path", "d", "--output_dir", "o", "--strategy", "auto"]
     assert main([*argv, "--auto_probe_samples", "1", "--auto_min_pass_rate", "2"]) == 2
     err = capsys.readouterr().err
-    assert "--auto_probe_samples: a group needs at least 2 answers" in err
+    assert "--auto_probe_samples: must be in [2, 256]: a group needs at least 2 answers" in err
     assert "--auto_min_pass_rate: must be in [0, 1], got 2.0" in err

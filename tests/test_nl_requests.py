@@ -1,6 +1,6 @@
 """The request table: ≥ 100 requests in varied styles, each checked field by field against its plan.
 
-Two lists. ``HELD_OUT`` was written first, before any parser change for issue 20, and was not looked at
+Two lists. ``HELD_OUT`` was written first, before the parser was extended for them, and was not looked at
 while tuning the rules; it is checked as is, and a held-out request the rules still get wrong is marked
 xfail with the reason (never dropped). ``TUNED`` is the set the rules were developed against.
 

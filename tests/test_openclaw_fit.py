@@ -1,7 +1,7 @@
 """Real OpenClaw CLI against a model served by ``ark-trainer deploy``: the question survives prompt fitting.
 
 OpenClaw 2026.9.6 sends a ~40k-character system prompt, then ``[date] question`` + runtime notes, then an
-internal-context note. Cut to its last tokens (the server before issue 16) that prompt keeps the notes,
+internal-context note. Cut to its last tokens (as the server once did) that prompt keeps the notes,
 and every question got the same answer. A tiny model (window 256) is trained here in a few seconds to
 answer two questions from prompts shaped like OpenClaw's (noise around the question, fitted by the
 server's own :class:`~ark_trainer.deploy.fit.PromptFitter`); asked through ``openclaw agent --local``,
@@ -48,7 +48,9 @@ def _request(rng: random.Random, question: str) -> list[dict]:
     ]
 
 
-def train_tiny_chat_model(path: Path, examples: list, template: str | None = None, steps: int = 120) -> Path:
+def train_tiny_chat_model(
+    path: Path, examples: list, template: str | None = None, steps: int = 120, window: int = WINDOW
+) -> Path:
     """A tiny Qwen2 (1 layer, window 256) trained on ``(messages, target)`` pairs, their prompts fitted as
     the server fits them, the loss on the target only; greedy by default."""
     import torch
@@ -56,12 +58,13 @@ def train_tiny_chat_model(path: Path, examples: list, template: str | None = Non
 
     from ark_trainer.demo.model import train_tokenizer
     from ark_trainer.deploy.fit import PromptFitter
+    from ark_trainer.deploy.policy import shape_of_rows, write_shape
 
     texts = [str(m.get("content")) for messages, _ in examples[:8] for m in messages] + [
         t for _, t in examples
     ]
     tok = train_tokenizer(texts, vocab_size=400)
-    tok.model_max_length = WINDOW
+    tok.model_max_length = window
     if template:
         tok.chat_template = template
 
@@ -71,7 +74,7 @@ def train_tiny_chat_model(path: Path, examples: list, template: str | None = Non
     def ids(text: str) -> list[int]:
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    fitter = PromptFitter(render, ids, WINDOW - 64, log=str)
+    fitter = PromptFitter(render, ids, window - window // 4, log=str)
     rows = []
     for messages, target in examples:
         prompt = render(fitter(messages, None)[0])
@@ -79,7 +82,7 @@ def train_tiny_chat_model(path: Path, examples: list, template: str | None = Non
     torch.manual_seed(0)
     cfg = Qwen2Config(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=WINDOW, pad_token_id=tok.pad_token_id,
+        num_key_value_heads=2, max_position_embeddings=window, pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
     )  # fmt: skip
     model = Qwen2ForCausalLM(cfg)
@@ -97,6 +100,9 @@ def train_tiny_chat_model(path: Path, examples: list, template: str | None = Non
     )
     model.save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
+    # the prompt shape it learnt, as train records it: the server shows it the same (deploy/policy.py)
+    rows = [{"prompt": messages} for messages, _ in examples]
+    write_shape(path, shape_of_rows(rows, with_tools=template is not None))
     return path
 
 

@@ -92,7 +92,8 @@ def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
     # RFT artefacts, the plan, the resolved config, logs
     assert read_jsonl(out / "data" / "rft_scored.jsonl")
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["strategy"] == "RFT+GRPO" and plan["rft_steps"] == 2 and plan["grpo_steps"] == 4
+    steps = [(s["name"], s["steps"]) for s in plan["stages"]]
+    assert plan["strategy"] == "RFT+GRPO" and steps == [("rft", 2), ("grpo", 4)]
     run = yaml.safe_load((out / "run.yaml").read_text(encoding="utf-8"))
     assert run["task_name"] == "客服质检_agent_training" and run["max_train_steps"] == 6
     assert (logs / "train.log").is_file() and list((logs / "tensorboard").rglob("events.out.tfevents*"))
@@ -150,7 +151,9 @@ def test_only_grpo_skips_rft(assets, tmp_path):
     args[args.index("RFT+GRPO")] = "Only GRPO"
     assert main(args) == 0
     assert not (out / "eval" / "rft.json").exists() and not (out / "rft").exists()
-    assert json.loads((out / "plan.json").read_text())["grpo_steps"] == 3
+    assert [(s["name"], s["steps"]) for s in json.loads((out / "plan.json").read_text())["stages"]] == [
+        ("grpo", 3)
+    ]
     assert (out / "model" / "model.safetensors").is_file()
 
 

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer import strategies
 from ark_trainer.cli import main
 from ark_trainer.config import TrainConfig, normalize_strategy, validate
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.plan import Plan, PlanStage, ProbeChoice, resolve_plan
 from ark_trainer.stages import registry
-from ark_trainer.stages.registry import Plot, StageContext, Strategy, add_strategy, register_stage
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.strategies import Strategy, add_strategy
 from conftest import save_tiny_qwen
 
 
@@ -48,23 +50,20 @@ def test_only_grpo_and_all_steps_in_the_first_stage():
 def test_auto_is_pending_until_the_probe_chooses():
     cfg = cfg_of(strategy="auto", max_train_steps=9, rft_steps=0)
     pending = resolve_plan(cfg)
-    assert pending.pending and pending.to_json()["rft_steps"] == 3 and pending.to_json()["grpo_steps"] == 6
+    assert pending.pending and [s.steps for s in pending.stages] == [3, 6]
     chosen = resolve_plan(cfg, ProbeChoice("RFT+GRPO", "weak base", {"pass_rate": 0.1}))
     assert not chosen.pending and chosen.requested == "auto" and chosen.probe == {"pass_rate": 0.1}
     assert [s.steps for s in chosen.stages] == [3, 6]  # auto chose RFT, so RFT trains (0 means "not given")
     strong = resolve_plan(cfg, ProbeChoice("GRPO", "strong base", {}))
-    assert strong.to_json()["rft_steps"] == 0 and strong.to_json()["grpo_steps"] == 9
+    assert [(s.name, s.steps) for s in strong.stages] == [("grpo", 9)]
 
 
-def test_plan_json_keeps_its_keys_and_round_trips():
+def test_plan_json_holds_the_stages_and_round_trips():
     cfg = cfg_of(max_train_steps=6, rft_steps=2)
     data = resolve_plan(cfg).to_json()
-    steps = ["rft_steps", "grpo_steps", "dpo_steps", "kto_steps", "rloo_steps"]  # every registered stage
-    assert list(data)[:9] == ["strategy", "requested", "reason", *steps, "task_name"]
-    assert (data["rft_steps"], data["grpo_steps"]) == (2, 4) and len(data["stages"]) == 2
+    assert list(data) == ["strategy", "requested", "reason", "task_name", "stages"]
+    assert [(s["name"], s["steps"]) for s in data["stages"]] == [("rft", 2), ("grpo", 4)]
     assert Plan.from_json(json.loads(json.dumps(data)), cfg) == resolve_plan(cfg)
-    old = {k: v for k, v in data.items() if k != "stages"}  # a plan.json written before stages existed
-    assert Plan.from_json(old, cfg) == resolve_plan(cfg)
 
 
 # --- the registries ---
@@ -119,7 +118,7 @@ def copy_strategy():
     CopyStage.calls.clear()
     yield
     registry._STAGES.pop("copy")
-    registry.STRATEGIES.pop("COPY")
+    strategies.STRATEGIES.pop("COPY")
 
 
 def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path):
@@ -138,7 +137,7 @@ def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path)
     assert main(args) == 0
     assert CopyStage.calls == [3]
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
-    assert plan["strategy"] == "COPY" and plan["copy_steps"] == 3 and plan["rft_steps"] == 0
+    assert plan["strategy"] == "COPY" and plan["schema"] == 1
     assert plan["stages"] == [{"name": "copy", "steps": 3, "learning_rate": 1e-6, "last": True}]
     assert (out / "model" / "model.safetensors").is_file() and (out / "eval" / "copy.json").is_file()
     events = read_jsonl(out / "events.jsonl")
@@ -167,3 +166,18 @@ def test_pipeline_loop_report_and_resume_name_no_stage():
     }
     named = {k: re.findall(r"(?i)rft|grpo", text) for k, text in sources.items()}
     assert named == {k: [] for k in sources}
+
+
+def test_the_config_and_the_runtime_ask_no_stage_registry():
+    """The strategy table sits below the config; resume, guards and bad steps are told the stage by their
+    caller. Counted as the import-graph test counts: module level, in functions and type-only imports."""
+    from test_import_graph import import_graph
+
+    graph = import_graph()
+    low = ["ark_trainer.config", "ark_trainer.strategies", "ark_trainer.ranges", "ark_trainer.plugins"]
+    low += [m for m in graph if m.startswith("ark_trainer.runtime.")]
+    upward = {
+        m: sorted(t for t in graph[m] if t.startswith(("ark_trainer.stages", "ark_trainer.plan")))
+        for m in low
+    }
+    assert upward == {m: [] for m in low}

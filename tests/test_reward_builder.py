@@ -1,4 +1,4 @@
-"""Issue 14 item 3: one reward builder for train, score and plan; scoring helpers outside the RFT stage with
+"""One reward builder for train, score and plan; scoring helpers outside the RFT stage with
 no import cycles; grader kinds registered by a decorator that refuses duplicates."""
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.runtime.resume import MARKER, Progress, latest_complete
 
 
+def all_stages() -> list:
+    """Every registered stage: what the pipeline tells the resume check."""
+    from ark_trainer.stages.registry import stages
+
+    return list(stages().values())
+
+
 def _cfg(tmp_path, **extra):
     flags = {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path / "out"), "device": "cpu"}
     return resolve_config({**flags, **extra})
@@ -59,20 +66,21 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
     atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path)))
     same = _cfg(tmp_path)
     with pytest.raises(UserError, match="already holds a run"):
-        check_resume(same, out)  # same run.yaml but nothing saved yet: not a resume
+        check_resume(same, out, all_stages())  # same run.yaml but nothing saved yet: not a resume
     (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "eval_base", "status": "ok"}\n')
-    check_resume(same, out)
-    assert same.resume  # same run.yaml + saved progress: continued automatically
+    assert check_resume(same, out, all_stages())  # same run.yaml + saved progress: continued automatically
     changed = _cfg(tmp_path, resume="True", grpo_learning_rate="3e-6", batch_size="4")
     with pytest.raises(UserError) as err:
-        check_resume(changed, out)
+        check_resume(changed, out, all_stages())
     assert err.value.messages == [
         f"--resume: --grpo_learning_rate: 3e-06 differs from 1e-06 in {out / 'run.yaml'}"
     ]
     smaller = _cfg(tmp_path, resume="True", batch_size="4", gradient_accumulation_steps="2")
-    check_resume(smaller, out)  # resources may change
+    check_resume(smaller, out, all_stages())  # resources may change
     with pytest.raises(UserError, match="no run"):
-        check_resume(_cfg(tmp_path / "elsewhere", resume="True"), tmp_path / "elsewhere" / "out")
+        check_resume(
+            _cfg(tmp_path / "elsewhere", resume="True"), tmp_path / "elsewhere" / "out", all_stages()
+        )
 
 
 def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
@@ -90,10 +98,7 @@ def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
     (out / "plan.json").write_text(json.dumps(chosen.to_json()))  # the probe's choice is the plan's
     (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "probe", "status": "ok"}\n')
     again = _cfg(tmp_path, strategy="auto")  # the same command line as the first attempt
-    check_resume(again, out)
-    assert again.resume and (again.strategy, again.rft_steps) == ("auto", None)  # the config is not rewritten
+    resumes = check_resume(again, out, all_stages())
+    assert resumes and (again.strategy, again.rft_steps) == ("auto", None)  # the config is not rewritten
     plan = Plan.from_json(json.loads((out / "plan.json").read_text()), again)  # what prepare() resumes with
     assert (plan.strategy, plan.pending, plan.steps("rft")) == ("GRPO", False, 0)
-    # a run.yaml of an older version held the probe's choice: still resumable with --strategy auto
-    atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path, strategy="GRPO", rft_steps="0")))
-    check_resume(_cfg(tmp_path, strategy="auto"), out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -149,11 +150,13 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
     assert flags[flags.index("--lora_r") + 1] == "8" and flags[flags.index("--num_processes") + 1] == "2"
     again = resolve_config({k[2:]: v for k, v in zip(flags[::2], flags[1::2], strict=True)})
     assert again.flag_items() == cfg.flag_items()
-    cfg.num_processes = 1  # --launcher accelerate alone: one process (accelerate refuses --multi_gpu with 1)
+    cfg = dataclasses.replace(
+        cfg, num_processes=1
+    )  # --launcher accelerate alone: one process (accelerate refuses --multi_gpu with 1)
     assert "--multi_gpu" not in launch_command(cfg, use_cpu=True) and "--cpu" in launch_command(
         cfg, use_cpu=True
     )
-    cfg.accelerate_config = "zero3.yaml"
+    cfg = dataclasses.replace(cfg, accelerate_config="zero3.yaml")
     cmd = launch_command(cfg, use_cpu=False)
     assert cmd[3:5] == ["--config_file", "zero3.yaml"] and "--multi_gpu" not in cmd
 
@@ -247,7 +250,7 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
         assert (args.vllm_server_host, args.vllm_server_port) == ("127.0.0.1", 8123)
     else:
         assert args.vllm_gpu_memory_utilization == 0.5
-    cfg.use_vllm = False
+    cfg = dataclasses.replace(cfg, use_vllm=False)
     assert vllm_grpo_kwargs(cfg) == {}
 
 

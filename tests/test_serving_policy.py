@@ -175,3 +175,30 @@ def test_usage_of_a_streamed_and_a_plain_answer():
     assert usage_of(sse, True) == {"prompt_tokens": 9, "completion_tokens": 2, "finish_reason": "stop"}
     plain = json.dumps({"choices": [{"finish_reason": "length"}], "usage": {"completion_tokens": 5}}).encode()
     assert usage_of(plain, False) == {"completion_tokens": 5, "finish_reason": "length"}
+
+
+def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
+    from ark_trainer.deploy.policy import reply_budget
+
+    assert (
+        reply_budget(tmp_path, 8192) == 512 and reply_budget(tmp_path, 512) == 128
+    )  # a quarter, at most 512
+    write_shape(tmp_path, PromptShape("bare", None, "test", 96))
+    assert reply_budget(tmp_path, 8192) == 96 and read_shape(tmp_path).reply_tokens == 96
+    assert reply_budget(tmp_path, 128) == 64  # at most half the window
+
+
+def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
+    from ark_trainer.fileio import write_json
+    from ark_trainer.openclaw.parity import parity_blocks, parity_files
+    from ark_trainer.render import Table, to_markdown
+
+    bare = {"n": 2, "task_accuracy": 1.0, "pass_rate": 1.0, "reward_mean": 0.9}
+    result = {**bare, "name": "grpo-openclaw", "bare": bare, "gap": gap(bare, bare)}
+    write_json(tmp_path / "eval" / "grpo-openclaw.json", result)
+    write_json(tmp_path / "eval" / "grpo-openclaw-as-openclaw.json", {**result, "name": "other"})
+    assert [r["name"] for r in parity_files(tmp_path)] == ["grpo-openclaw"]
+    blocks = parity_blocks(tmp_path)
+    assert any(
+        isinstance(b, Table) for b in blocks
+    ) and "| task_accuracy | 100.0% | 100.0% | +0.0 |" in to_markdown(blocks)

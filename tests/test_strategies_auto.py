@@ -97,7 +97,7 @@ def test_planner_refuses_ppo_in_one_line(request_text):
 
 
 def test_the_skill_and_the_docs_name_every_strategy():
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.strategies import STRATEGIES
 
     root = Path(__file__).resolve().parents[1]
     skill = (root / "src" / "ark_trainer" / "openclaw" / "skill" / "SKILL.md").read_text(encoding="utf-8")

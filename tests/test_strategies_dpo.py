@@ -67,11 +67,7 @@ def test_dpo_builds_pairs_from_samples_and_trains(assets, tmp_path):
     out = tmp_path / "run"
     assert main([*flags(assets, out, "DPO"), "--dpo_loss_type", "sigmoid,sft"]) == 0  # TRL adds the two up
     plan = read_json(out / "plan.json")
-    assert (
-        plan["strategy"] == "DPO"
-        and [s["name"] for s in plan["stages"]] == ["dpo"]
-        and plan["dpo_steps"] == 4
-    )
+    assert plan["strategy"] == "DPO" and [(s["name"], s["steps"]) for s in plan["stages"]] == [("dpo", 4)]
     stats = event(out, "dpo_pairs")
     assert stats["source"] == "sampled" and stats["n_prompts"] == 10 and stats["n_pairs"] > 0
     assert stats["n_pairs"] + stats["n_ties"] + stats["n_below_margin"] + stats["n_unscored"] == 10

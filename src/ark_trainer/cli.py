@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ark_trainer.commands.args import add_command, add_dataclass_args, opt
-from ark_trainer.config import TRAIN_GROUPS, TrainConfig
+from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 
 PROG = (
@@ -65,6 +65,18 @@ class DemoOptions:
     n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
+    base_model: str | None = opt(
+        None,
+        "--task qc on a real model instead of the toy: a Hugging Face folder (or a .gguf file, ollama:NAME "
+        "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
+        "dialogues); see docs/real-models.md",
+    )
+    tools: str = opt(
+        "python",
+        "--task agent: the backend's tools as Python methods (python) or from the demo's MCP server over "
+        "stdio (mcp) (default: python)",
+        choices=("python", "mcp"),
+    )
 
 
 @dataclass
@@ -80,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
     # given_only: only the flags given reach the config, which merges --config YAML and checks them all
-    add_dataclass_args(train, TrainConfig, groups=TRAIN_GROUPS, given_only=True, show_defaults=True)
+    add_dataclass_args(train, TrainConfig, given_only=True, show_defaults=True)  # grouped by field metadata
     train.set_defaults(func=_cmd_train)
     add_command(
         sub,
@@ -136,15 +148,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_agent_demo, run_demo
 
-    demo = run_agent_demo if args.task == "agent" else run_demo
-    out = demo(
-        Path(args.output_dir),
-        seed=args.seed,
-        n_train=args.n_train,
-        n_eval=args.n_eval,
-        max_train_steps=args.max_train_steps,
-        overwrite=args.overwrite_output_dir,
-    )
+    if args.base_model is not None and args.task != "qc":
+        raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
+    if args.tools != "python" and args.task != "agent":
+        raise UserError("--tools: only with --task agent (the QC demo has no tools)")
+    out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
+    n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
+    if args.task == "agent":
+        out = run_agent_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            tools=args.tools,
+        )  # fmt: skip
+    else:
+        out = run_demo(
+            out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
+            base_model=args.base_model,
+        )  # fmt: skip
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
@@ -176,8 +195,9 @@ def _cmd_status(args: RunDirOptions) -> int:
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
     unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
+    detail = f" ({beat['detail']})" if beat.get("detail") else ""  # inside a generation batch
     print(
-        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{eta_text}, pid {beat.get('pid')}, "
+        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{detail}{eta_text}, pid {beat.get('pid')}, "
         f"last beat {beat.get('updated_at')}"
     )
     if state == "stalled":
@@ -193,9 +213,9 @@ def _cmd_status(args: RunDirOptions) -> int:
 def training_stages() -> set[str]:
     """Stages whose heartbeat counts optimizer steps (every stage of the strategy table, and ``rm train``);
     the others (eval_*, probe, *_sampling) count prompts."""
-    from ark_trainer.stages.registry import STRATEGIES
+    from ark_trainer.strategies import strategy_table
 
-    return {"rm", *(name for strategy in STRATEGIES.values() for name in strategy.stages)}
+    return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
 
 
 def main(argv: list[str] | None = None) -> int:

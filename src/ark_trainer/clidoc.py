@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 WIDTH = "100"
+PLUGINS = "ARK_TRAINER_PLUGINS"  # ark_trainer.plugins.ENV (clidoc imports nothing of the CLI at module level)
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 HEADER = """\
 # Command-line reference
@@ -40,8 +41,9 @@ def _sections(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> list[tu
 
 def render() -> str:
     """The whole reference as Markdown."""
-    previous = os.environ.get("COLUMNS")
+    previous, plugins = os.environ.get("COLUMNS"), os.environ.get(PLUGINS)
     os.environ["COLUMNS"] = WIDTH  # argparse wraps at $COLUMNS
+    os.environ[PLUGINS] = ""  # the reference is ark-trainer's own: no installed plug-in's command
     try:
         from ark_trainer.cli import build_parser
 
@@ -51,10 +53,11 @@ def render() -> str:
             _rename(child, f"ark-trainer {name}")
         sections = _sections(parser, ("ark-trainer",))
     finally:
-        if previous is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = previous
+        for name, value in (("COLUMNS", previous), (PLUGINS, plugins)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     parts = [HEADER]
     for title, text in sections:
         parts.append(f"\n## `{title}`\n\n```text\n{text.rstrip()}\n```\n")

@@ -33,6 +33,7 @@ def evaluate_model(
     seed: int = 0,
     on_batch=None,
     env: tuple | None = None,
+    on_tick=None,
 ) -> dict[str, Any]:
     """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals.
 
@@ -64,6 +65,7 @@ def evaluate_model(
             seed=seed,
             on_batch=on_batch,
             desc=f"eval {name}",
+            on_tick=on_tick,
         )
     ]
     del model

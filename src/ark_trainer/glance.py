@@ -6,7 +6,8 @@
 - a note when ``pass_rate`` and ``task_accuracy`` coincide (they measure different things: the composite
   reward reaching ``--pass_threshold``, and the verdict being exactly right), so nobody reads it as a bug;
 - the final model's best answers next to its worst ones (successes and failures), from ``eval/<final>.json``
-  and the held-out prompts in ``data/eval.jsonl``;
+  and the held-out prompts in ``data/eval.jsonl``; an agent episode's answer is what it did: each tool call
+  with its arguments and result, the final text and the outcome;
 - the page's language (``<html lang>``) from the task: Chinese when the task or its prompts are.
 
 Used by :mod:`ark_trainer.report`; reads only what the run folder holds.
@@ -21,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
+from ark_trainer.metrics import HEADLINE, PASS_RATE, PERCENTS, RATES, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Heading, Image, Para, Table
+from ark_trainer.runfolder import RunFolder
 
-RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-HEADLINE = ("reward_mean", *RATES)
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -40,7 +41,7 @@ def _show(metric: str, value: Any) -> str:
     number = _num(value)
     if number is None:
         return "—"
-    return f"{number * 100:.1f}%" if metric in RATES else f"{number:.3f}"
+    return f"{number * 100:.1f}%" if metric in PERCENTS else f"{number:.3f}"
 
 
 def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
@@ -49,7 +50,7 @@ def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
     if number is None or reference is None:
         return "—", "—"
     delta = number - reference
-    absolute = f"{delta * 100:+.1f} pts" if metric in RATES else f"{delta:+.3f}"
+    absolute = f"{delta * 100:+.1f} pts" if metric in PERCENTS else f"{delta:+.3f}"
     relative = f"{delta / abs(reference) * 100:+.1f}%" if reference else "— (base is 0)"
     return absolute, relative
 
@@ -60,11 +61,11 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
         return []
     final = list(evals)[-1]
     blocks: list[Block] = [Heading("At a glance")]
-    chart = headline_chart(evals, labels, Path(run_dir) / "plots")
+    chart = headline_chart(evals, labels, RunFolder(run_dir).plot_dir)
     if chart:
         blocks.append(chart)
     rows = []
-    for metric in HEADLINE:
+    for metric in (*HEADLINE, TASK_SUCCESS):  # one no model measured (an agent run's compliance): left out
         base, last = evals["base"].get(metric), evals[final].get(metric)
         if _num(base) is None and _num(last) is None:
             continue
@@ -79,7 +80,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
 
 
 def coincide_note(evals: dict[str, dict[str, Any]]) -> str:
-    pairs = [(_num(e.get("pass_rate")), _num(e.get("task_accuracy"))) for e in evals.values()]
+    pairs = [(_num(e.get(PASS_RATE)), _num(e.get(TASK_ACCURACY))) for e in evals.values()]
     if not pairs or any(p is None or a is None or abs(p - a) > 1e-9 for p, a in pairs):
         return ""
     meaning = (
@@ -99,7 +100,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    metrics = [m for m in RATES if any(_num(e.get(m)) is not None for e in evals.values())]
+    metrics = [m for m in (*RATES, TASK_SUCCESS) if any(_num(e.get(m)) is not None for e in evals.values())]
     if not metrics:
         return None
     fig = Figure(figsize=(7.2, 3.4), dpi=100)
@@ -124,19 +125,34 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = jsonl_file_lines(run_dir / "data" / "eval.jsonl", "replace")
+        lines = jsonl_file_lines(RunFolder(run_dir).data_dir / "eval.jsonl", "replace")
     except OSError:
         return []
     prompts = []
     for line in lines:
+        if not line.strip():
+            continue  # the loader skips blank lines too, so answers stay aligned
         try:
-            prompt = json.loads(line).get("prompt", "")
+            prompts.append(prompt_text(json.loads(line)))
         except (ValueError, AttributeError):
             return []
-        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
-            prompt = prompt[-1].get("content", "")
-        prompts.append(str(prompt))
     return prompts
+
+
+def prompt_text(row: dict) -> str:
+    """The text a held-out row asks, in any shape the loader reads: ``prompt`` (text or chat), ``question``
+    (the QC demo's), or ``messages`` (its last user turn; a trailing assistant turn is the answer)."""
+    for key in ("prompt", "question", "messages"):
+        if key in row:
+            value = row[key]
+            break
+    else:
+        return ""
+    if isinstance(value, list):
+        turns = [m for m in value if isinstance(m, dict)]
+        users = [m for m in turns if m.get("role") == "user"]
+        value = (users or turns or [{}])[-1].get("content", "")
+    return str(value)
 
 
 def _clip(text: Any) -> str:
@@ -147,6 +163,8 @@ def _clip(text: Any) -> str:
 def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) -> list[Block]:
     """The final model's best and worst held-out answers, side by side."""
     answers, prompts = data.get("answers") or [], _prompts(run_dir)
+    if len(prompts) > len(answers):  # --max_eval_samples kept the first rows of the user's own file
+        prompts = prompts[: len(answers)]
     if len(answers) != len(prompts) or len(answers) < 2:
         return []
     scored = sorted(
@@ -163,15 +181,20 @@ def examples_blocks(run_dir: Path, final: str, data: dict[str, Any], name: str) 
     for good, bad in zip(best, worst, strict=True):
         cells = []
         for i in (good, bad):
-            cells += [
-                f"{answers[i]['reward']:.3f}",
-                _clip(prompts[i]),
-                _clip(answers[i].get("completion", "")),
-            ]
+            cells += [f"{answers[i]['reward']:.3f}", _clip(prompts[i]), _clip(_answer_text(answers[i]))]
         rows.append(cells)
     header = ["reward", "prompt (success)", "answer", "reward", "prompt (failure)", "answer"]
     intro = f"The final model ({name}): its {k} best-scored held-out answers next to its {k} worst."
     return [Para(intro), Table(header, rows)]
+
+
+def _answer_text(answer: dict[str, Any]) -> str:
+    """An answer cell: the text, or for an agent episode what it did (calls, results, answer, outcome)."""
+    if isinstance(answer.get("tool_calls"), list):
+        from ark_trainer.agent.report import trace
+
+        return trace(answer)
+    return str(answer.get("completion", ""))
 
 
 def page_lang(task_name: Any, run_dir: Path) -> str:

@@ -9,7 +9,6 @@ the loader's own entry point (``data.loader.load_jsonl``), so its checks are the
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,25 +16,20 @@ from typing import Any
 from ark_trainer.errors import UserError
 
 
-def check_output_dir(path: str, flag: str = "--output_dir") -> None:
-    """A folder we can create and write in: not a file, not under a file, not read-only."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{flag}: {path!r} is a file, not a folder; give a folder path for the run")
-    parent = out
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UserError(
-            f"{flag}: {str(parent)!r} is a file, so {path!r} cannot be created; pick another path"
-        )
-    try:
-        with tempfile.TemporaryFile(dir=parent, prefix=".ark-write-test"):
-            pass
-    except OSError as exc:
-        raise UserError(
-            f"{flag}: cannot write in {str(parent)!r} ({exc.strerror or exc}); pick a writable folder"
-        ) from None
+def check_output_dir(path: str, flag: str = "--output_dir", kind: str = "run") -> None:
+    """A folder we may create and write in: new, empty or a run of ours (``folders.py``)."""
+    from ark_trainer.folders import check_folder
+
+    check_folder(path, flag, kind)
+
+
+def check_log_dir(path: str | None) -> None:
+    """``--log_dir``: the text log and TensorBoard events go there; never a system or home folder."""
+    from ark_trainer.folders import system_problem
+
+    problem = system_problem(path, "--log_dir") if path else None
+    if problem:
+        raise UserError(problem)
 
 
 def remote_code_class(model_dir: Path) -> str | None:
@@ -44,7 +38,7 @@ def remote_code_class(model_dir: Path) -> str | None:
         path = model_dir / name
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # the model check reports an unreadable config.json
         auto_map = data.get("auto_map") if isinstance(data, dict) else None
         if auto_map:
@@ -83,7 +77,7 @@ def model_checks(model_path: str | None, trust_remote_code: bool) -> list[Callab
     if not model_path:
         return []
     return [
-        lambda: check_model(model_path, flag="--model_path"),
+        lambda: check_model(model_path, flag="--model_path", trust_remote_code=trust_remote_code),
         lambda: check_no_remote_code(model_path, trust_remote_code),
     ]
 
@@ -105,6 +99,7 @@ def raw_input_problems(flags: dict[str, Any]) -> list[str]:
         trust = False
     out, model, data, eval_set = (text(n) for n in ("output_dir", "model_path", "data_path", "eval_dataset"))
     checks: list[Callable[[], Any]] = [lambda: check_output_dir(out)] if out else []
+    checks.append(lambda: check_log_dir(text("log_dir")))
     checks += model_checks(model, trust)
     if data:
         checks.append(lambda: load_jsonl(data, "--data_path"))
@@ -115,10 +110,10 @@ def raw_input_problems(flags: dict[str, Any]) -> list[str]:
 
 def _raw_yaml(path: Any) -> dict[str, Any]:
     """The keys of a ``--config`` file as written (its own problems are reported by the config loader)."""
-    import yaml
+    from ark_trainer.yamlsafe import read_yaml_file
 
     try:
-        data = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8")) if path else {}
-    except (OSError, ValueError, yaml.YAMLError):
+        data = read_yaml_file(str(path)) if path else {}
+    except UserError:
         return {}
     return data if isinstance(data, dict) else {}

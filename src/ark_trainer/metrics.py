@@ -30,6 +30,7 @@ RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # sha
 HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
 AGENT_METRICS = (TASK_SUCCESS, "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs only
 PERCENTS = (*RATES, TASK_SUCCESS, "tool_call_validity")  # shown as percentages
+MAIN = (TASK_ACCURACY, PASS_RATE, REWARD_MEAN)  # the metric a run is judged by: the first both evals have
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
 COMPLIANCE_GRADER = "qc_compliance"
@@ -58,7 +59,7 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
     """The metrics of one model from its per-answer scores (``scoring.metric_scores``)."""
     totals = table[TOTAL]
     applicable = [t for t in totals if t is not None]
-    accuracy = next((share(table[n]) for n in ACCURACY_GRADERS if share(table[n]) is not None), None)
+    accuracy = next((a for n in ACCURACY_GRADERS if (a := share(table.get(n, []))) is not None), None)
     components = {}
     for name, values in table.items():
         vals = [v for v in values if v is not None]
@@ -71,7 +72,7 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
         if applicable
         else None,
         TASK_ACCURACY: accuracy,
-        COMPLIANCE_RATE: share(table[COMPLIANCE_GRADER]),
+        COMPLIANCE_RATE: share(table.get(COMPLIANCE_GRADER, [])),
         PREFERENCE_ALIGNMENT: preference(totals, base_totals),
         "components": components,
     }

@@ -11,24 +11,27 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text, read_json, write_json, write_jsonl
+from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.source import ResolvedModel
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
-from ark_trainer.stages.registry import StageContext, get_stage
+from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
 
 log = logging.getLogger("ark_trainer")
 
@@ -52,6 +55,7 @@ class Prepared:
     )
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
+    warnings: tuple[str, ...] = ()  # shown once the run has started (e.g. a toy preset on a real model)
 
     @property
     def model_path(self) -> str:
@@ -62,9 +66,9 @@ class Prepared:
 def prepare(cfg: TrainConfig) -> Prepared:
     """All user-facing checks; raises UserError before anything is written."""
     from ark_trainer.agent.env import check_agent
-    from ark_trainer.inputs import check_output_dir, collect, model_checks
+    from ark_trainer.inputs import check_log_dir, check_output_dir, collect, model_checks
     from ark_trainer.models.device import resolve_runtime
-    from ark_trainer.models.source import convert, model_kind
+    from ark_trainer.models.source import model_kind
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.resume import check_checkpoints, check_disk, check_resume
     from ark_trainer.runtime.runlock import check_free
@@ -72,7 +76,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path
     out = Path(cfg.output_dir)
-    data_path = cfg.data_path  # a local: mypy does not narrow cfg.data_path inside the lambda below
+    data_path = cfg.data_path  # a local: mypy narrows it, in lambdas too
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
@@ -81,34 +85,73 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lambda: load_jsonl(data_path, "--data_path"),
         lambda: load_jsonl(resolve_eval_path(cfg.eval_dataset), "--eval_dataset") if cfg.eval_dataset else [],
     ]
-    checks = [lambda: check_output_dir(cfg.output_dir)] if parent else []
-    if parent:  # a folder holding a run: refused, or continued (--resume / same run.yaml)
-        checks.append(lambda: check_resume(cfg, out))
+    checks: list[Callable[[], object]] = []
+    resume = [cfg.resume]  # the last entry is the decision: check_resume's when it answers
+
+    def check_folder() -> None:  # a folder of other files: refused; one holding a run: refused, or continued
+        check_output_dir(str(cfg.output_dir))
+        resume.append(check_resume(cfg, out, list(stages().values())))
+
+    if parent:
+        checks.append(check_folder)
+    if cfg.log_dir:
+        checks.append(lambda: check_log_dir(cfg.log_dir))
     checks.append(lambda: check_disk(out, cfg.min_free_disk_gb, "--output_dir"))
-    checks.append(lambda: check_checkpoints(out) if cfg.resume else None)  # a poisoned one: refused now
-    loads += model_checks(cfg.model_path, cfg.trust_remote_code)[
-        :1
-    ]  # the model named: checked, not converted
-    checks += model_checks(cfg.model_path, cfg.trust_remote_code)[1:]
+    # a poisoned checkpoint is refused now, before anything is written
+    checks.append(lambda: check_checkpoints(out, stage_names_in_order()) if resume[-1] else None)
+    model_checked = model_checks(cfg.model_path, cfg.trust_remote_code)
+    loads += model_checked[:1]  # the model named: checked, not converted
+    checks += model_checked[1:]
     given_hf = model_kind(cfg.model_path) == "hf"
     if cfg.env and given_hf:  # an agent run: the environment loads, the chat template shows tools
         checks.append(lambda: check_agent(cfg))  # (a GGUF's tokenizer: checked once converted, below)
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
+    if resume[-1] != cfg.resume:
+        cfg = replace(cfg, resume=resume[-1])  # the config is frozen: this run's is a new one
     rt, rows, eval_rows, model = results[: len(loads)]
-    if (
-        not given_hf
-    ):  # every input is good: convert the GGUF once into the run folder (reused when it holds it)
-        model = convert(model, out / "base_model")  # under accelerate the parent converted: children reuse it
-        if cfg.env:
-            check_agent(replace(cfg, model_path=str(model.path)))
-    sources = [(Path(cfg.data_path), rows)]
+    if not given_hf:  # every input is good: convert the GGUF once into the run folder
+        model = _converted(cfg, out, model)
+    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path))
+    sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(str(model.path), cfg.max_completion_length, sources, rt.trust_remote_code)
+    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
+    train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
+    if cfg.max_eval_samples:
+        eval_rows = eval_rows[: cfg.max_eval_samples]
+    plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
+    folder = RunFolder(out)
+    if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
+        saved = folder.saved_plan()
+        plan = Plan.from_json(saved, cfg)
+        extra = {k: v for k, v in saved.items() if k not in (*plan.to_json(), "schema")}
+    extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
+    extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
+    log_dir = folder.log_dir(cfg.log_dir)
+    done = Progress(out) if cfg.resume else None
+    return Prepared(
+        cfg,
+        out,
+        log_dir,
+        train,
+        eval_rows,
+        source,
+        reward,
+        plan,
+        extra,
+        rt,
+        model,
+        done,
+        warnings=tuple(warnings),
+    )
+
+
+def _train_and_eval_rows(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[list, list, str]:
+    """(training rows, held-out rows, where the held-out rows come from)."""
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
         source = f"--eval_dataset {cfg.eval_dataset}"
@@ -121,18 +164,49 @@ def prepare(cfg: TrainConfig) -> Prepared:
         train, source = rows, "none (--eval_auto False)"
     if not train:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
-    if cfg.max_eval_samples:
-        eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan, extra = resolve_plan(cfg), {"rewards": reward.describe()}
-    if cfg.resume and (out / "plan.json").is_file():  # the first attempt's plan (and an auto probe's choice)
-        saved = read_json(out / "plan.json")
-        plan = Plan.from_json(saved, cfg)
-        extra = {k: v for k, v in saved.items() if k not in plan.to_json()}
-    extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
-    extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
-    log_dir = Path(cfg.log_dir) if cfg.log_dir else out / "logs"
-    done = Progress(out) if cfg.resume else None
-    return Prepared(cfg, out, log_dir, train, eval_rows, source, reward, plan, extra, rt, model, done)
+    return train, eval_rows, source
+
+
+def _converted(cfg: TrainConfig, out: Path, model):
+    """A GGUF / Ollama model converted once into ``OUT/base_model`` (reused when the folder holds it; under
+    accelerate the parent converted and the children reuse it), its tokenizer checked for an agent run."""
+    from ark_trainer.agent.env import check_agent
+    from ark_trainer.folders import claim_folder
+    from ark_trainer.models.source import convert
+
+    claim_folder(out)  # ours before its first file
+    model = convert(model, out / "base_model")
+    if cfg.env:
+        check_agent(replace(cfg, model_path=str(model.path)))
+    return model
+
+
+def with_auto_defaults(
+    cfg: TrainConfig, rows: list[dict], rt: Runtime, model_dir: str | None = None
+) -> tuple[TrainConfig, dict, list[str]]:
+    """The config with the automatic flags it left unset filled in (``auto_defaults.py``), a new object;
+    plus ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml``
+    holds the values chosen the first time, so nothing is chosen again."""
+    from ark_trainer.auto_defaults import AutoDefault, describe, model_facts, resolve_auto_defaults
+    from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
+    from ark_trainer.models.loading import load_tokenizer
+
+    model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
+    assert model_dir
+    tok = load_tokenizer(model_dir, rt.trust_remote_code)
+    chosen, warnings = resolve_auto_defaults(replace(cfg, model_path=model_dir), tok, rows, rt.device)
+    if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
+        for name in LEARNING_RATES:
+            default = getattr(TrainConfig, name)
+            if getattr(cfg, name) == default:  # left at its default (a flag or YAML key set to it counts too)
+                chosen[name] = AutoDefault(
+                    default * LORA_LR_SCALE,
+                    f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
+                )
+    for name, value in chosen.items():
+        log.info("auto default: --%s %s", name, value.reason)
+    resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
+    return resolved, describe(chosen, model_facts(model_dir).why), warnings
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
@@ -151,15 +225,19 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
 
 
 def plan_json(p: Prepared) -> dict:
-    """``OUT/plan.json``: the plan (its keys as before, plus ``stages``), the rewards, the precision."""
+    """``OUT/plan.json``: the plan (strategy, requested, reason, task_name, stages), the rewards, the precision."""
     return {**p.plan.to_json(), **p.plan_extra}
 
 
 def write_run_files(p: Prepared) -> None:
-    data_dir = p.out / "data"
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(p.out)  # marked ours before its first file: a later run may continue or replace it
+    folder = RunFolder(p.out)
+    data_dir = folder.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(p.out / "run.yaml", to_yaml(p.cfg))
-    write_json(p.out / "plan.json", plan_json(p))
+    atomic_write_text(folder.config_path, to_yaml(p.cfg))
+    folder.write_plan(plan_json(p))
     assert p.cfg.data_path  # validate() refuses a config without it (config.REQUIRED)
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
@@ -168,7 +246,7 @@ def write_run_files(p: Prepared) -> None:
         if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
             write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])
     write_json(
-        data_dir / "stats.json",
+        data_dir / DATA_STATS,
         {
             "train": describe(p.train),
             "eval": describe(p.eval) if p.eval else None,
@@ -252,15 +330,31 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
         from ark_trainer.deploy.targets import get_target  # not when no better than base
 
-        get_target("openclaw").deploy_after_train(p.out, log.info, log.warning)
+        if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
+            _parity_after_deploy(p)
     return p.out
+
+
+def _parity_after_deploy(p: Prepared) -> None:
+    """The held-out set asked through the deployment in OpenClaw's request shape; the report gets the
+    table (``openclaw/parity.py``). A failure is a warning: the run and the deploy stand."""
+    from ark_trainer.agent.env import env_for
+    from ark_trainer.openclaw.parity import evaluate_through_openclaw
+
+    if not (p.cfg.eval_auto and p.eval) or env_for(p.cfg) is not None:
+        return
+    try:
+        evaluate_through_openclaw(p.out, log=log.info)
+        _build_report(p.out)
+    except (UserError, OSError) as exc:
+        log.warning("openclaw: the parity evaluation failed (the deployment stands): %s", exc)
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
     """Evaluate the base model, then run and evaluate each stage of the plan (resume skips finished ones)."""
     cfg, rt = p.cfg, p.rt
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
-    for message in rt.warnings:
+    for message in (*rt.warnings, *p.warnings):
         monitor.warn(message)
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
@@ -283,7 +377,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
-        final_dir = p.out / "model" if planned.last else p.out / planned.name / "final"
+        final_dir = RunFolder(p.out).model_dir if planned.last else p.out / planned.name / "final"
         if p.done and p.done.model_done(planned.name, final_dir):
             log.info("resume: %s already done (%s)", stage.label, final_dir)
             current = str(final_dir)  # its evaluation may still be missing: run below
@@ -308,8 +402,8 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main:
-        write_jsonl(p.out / "data" / "probe_scored.jsonl", scored)
-        write_json(p.out / "plan.json", plan_json(p))
+        write_jsonl(RunFolder(p.out).data_dir / "probe_scored.jsonl", scored)
+        RunFolder(p.out).write_plan(plan_json(p))
     monitor.event("strategy", strategy=strategy, reason=reason, **probe_record(result))
     log.info("%s", reason)
     gc.collect()
@@ -323,7 +417,8 @@ def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main and model_dir.is_dir():
-        write_shape(model_dir, shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None))
+        shape = shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None)
+        write_shape(model_dir, shape.with_reply_tokens(p.cfg.max_completion_length))
 
 
 class _Evaluator:
@@ -360,8 +455,8 @@ class _Evaluator:
                 self.p.eval,
                 self.p.reward,
                 self.rt,
-                self.p.out / "eval" / f"{name}.json",
-                max_new_tokens=cfg.max_completion_length,
+                RunFolder(self.p.out).eval_path(name),
+                max_new_tokens=new_tokens(cfg),
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,
                 seed=cfg.seed,

@@ -9,22 +9,14 @@ the config afterwards; the pipeline runs the plan, ``OUT/plan.json`` saves it an
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 from typing import Any
 
-from ark_trainer.stages.registry import AUTO, DEFAULT_STRATEGY, STRATEGIES, get_stage, stage_names_in_order
+from ark_trainer.stages.registry import get_stage, stages
+from ark_trainer.strategies import AUTO, DEFAULT_STRATEGY, PlanStage, strategy_table
 
-LEAD_SHARE = 3  # a stage before the last one defaults to 1/LEAD_SHARE of --max_train_steps (at least 1)
+LEAD_SHARE = Fraction(1, 3)  # a stage before the last one defaults to this share of --max_train_steps
 PENDING = "auto: pending; the base model is probed at the start of the run"
-
-
-@dataclass(frozen=True)
-class PlanStage:
-    """One stage of the plan; ``last`` marks the stage whose model becomes ``OUT/model``."""
-
-    name: str
-    steps: int
-    learning_rate: float
-    last: bool = False
 
 
 @dataclass(frozen=True)
@@ -38,7 +30,7 @@ class ProbeChoice:
 
 @dataclass(frozen=True)
 class Plan:
-    strategy: str  # a name of STRATEGIES, or "auto" while the probe has not decided
+    strategy: str  # a name of the strategy table, or "auto" while the probe has not decided
     requested: str
     reason: str
     task_name: str
@@ -54,9 +46,8 @@ class Plan:
         return next((s.steps for s in self.stages if s.name == name), 0)
 
     def to_json(self) -> dict[str, Any]:
-        """``plan.json``: strategy, requested, reason, ``<stage>_steps`` for every stage, task_name, stages."""
+        """``plan.json``'s plan: strategy, requested, reason, task_name, stages (and the probe under auto)."""
         out: dict[str, Any] = {"strategy": self.strategy, "requested": self.requested, "reason": self.reason}
-        out.update({f"{name}_steps": self.steps(name) for name in stage_names_in_order()})
         out["task_name"] = self.task_name
         out["stages"] = [asdict(s) for s in self.stages]
         if self.probe is not None:
@@ -65,19 +56,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], cfg: Any) -> Plan:
-        """The plan saved in ``plan.json`` (one written before ``stages`` existed is rebuilt from its steps)."""
-        strategy = str(data.get("strategy") or cfg.strategy)
-        if data.get("stages"):
-            stages = tuple(PlanStage(**s) for s in data["stages"])
-        else:
-            names = STRATEGIES[strategy if strategy in STRATEGIES else DEFAULT_STRATEGY].stages
-            stages = _mark_last([PlanStage(n, int(data.get(f"{n}_steps") or 0), _lr(cfg, n)) for n in names])
+        """The plan saved in ``plan.json`` (``RunFolder.saved_plan`` checked that it has its stages)."""
         return cls(
-            strategy,
+            str(data.get("strategy") or cfg.strategy),
             str(data.get("requested") or cfg.strategy),
             str(data.get("reason") or ""),
             str(data.get("task_name") or cfg.task_name),
-            stages,
+            tuple(PlanStage(**s) for s in data["stages"]),
             data.get("probe"),
         )
 
@@ -90,18 +75,18 @@ def resolve_plan(cfg: Any, probe: ProbeChoice | None = None) -> Plan:
     if probe is not None:
         stages = stage_plan(cfg, probe.strategy, auto=True)
         return Plan(probe.strategy, requested, probe.reason, cfg.task_name, stages, probe.record)
-    reason = f"requested with --strategy: {STRATEGIES[requested].reason}"
+    reason = f"requested with --strategy: {strategy_table()[requested].reason}"
     return Plan(requested, requested, reason, cfg.task_name, stage_plan(cfg, requested))
 
 
 def stage_plan(cfg: Any, strategy: str, auto: bool = False) -> tuple[PlanStage, ...]:
     """Steps and learning rate of each stage of ``strategy``.
 
-    A stage before the last takes its steps flag (``--rft_steps``), or 1/LEAD_SHARE of
+    A stage before the last takes its steps flag (``--rft_steps``), or LEAD_SHARE of
     ``--max_train_steps``; the last stage takes what is left. Under auto a steps flag of 0 counts as not
     given: the probe chose this stage, so it must train.
     """
-    names = STRATEGIES[strategy].stages
+    names = strategy_table()[strategy].stages
     planned: list[PlanStage] = []
     for i, name in enumerate(names):
         if i == len(names) - 1:
@@ -116,8 +101,21 @@ def lead_steps(cfg: Any, steps_flag: str | None, auto: bool = False) -> int:
     """Steps of a stage that is not the last: its flag when given, else the default share."""
     given = getattr(cfg, steps_flag) if steps_flag else None
     if given is None or (auto and not given):
-        return max(cfg.max_train_steps // LEAD_SHARE, 1)
+        return share_of(cfg.max_train_steps)
     return int(given)
+
+
+def share_of(max_train_steps: int, share: Fraction = LEAD_SHARE) -> int:
+    """The steps of a stage before the last that gets ``share`` of the budget (at least 1): the default
+    (a third), or a caller's own share (the QC demo gives RFT 3/8)."""
+    return max(int(max_train_steps * share), 1)
+
+
+def steps_flags(cfg: Any) -> dict[str, int]:
+    """Every stage's steps flag as the plan resolves it (0 for a stage the strategy does not run), e.g.
+    ``{"rft_steps": 333}`` for RFT+GRPO in 1000 steps: what ``ark-trainer plan`` spells out."""
+    plan = resolve_plan(cfg)
+    return {s.steps_flag: plan.steps(name) for name, s in stages().items() if s.steps_flag}
 
 
 def _lr(cfg: Any, name: str) -> float:

@@ -1,14 +1,16 @@
-"""The valid range of every numeric ``train`` flag, checked in one pass (issue 19).
+"""Valid ranges of numbers, and the check of a whole config's numbers in one pass.
 
-A number that is not finite (``nan``, ``inf``, ``1e999``) is refused when the flag is read
-(:func:`ark_trainer.config.coerce`); here each value is checked against its range and every problem is
-reported at once, one line per flag naming the range. A numeric field missing from :data:`RANGES` still
-gets :data:`DEFAULT` (≥ 0 and not absurdly large), so a flag added later is never unchecked.
+Each numeric ``train`` flag declares its range with its field (``config.py``: ``flag(..., range=COUNT)``);
+the common ones are named here. A number that is not finite (``nan``, ``inf``, ``1e999``) is refused when
+the flag is read (:func:`ark_trainer.config.coerce`); :func:`range_problems` checks each value against its
+range and reports every problem at once, one line per flag naming the range. A numeric field that declares
+no range still gets :data:`DEFAULT` (≥ 0), so a flag added later is never unchecked.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,73 +58,20 @@ NON_NEGATIVE = Range(0.0, None)
 ANY = Range()  # rewards and thresholds: any finite number (a reward may be negative)
 PORT = Range(1, 65535)
 DEFAULT = Range(0, None)
-
-RANGES: dict[str, Range] = {
-    "max_train_steps": COUNT,
-    "rft_steps": ZERO_OK,
-    "grpo_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "rft_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "batch_size": COUNT,
-    "gradient_accumulation_steps": COUNT,
-    "warmup_ratio": SHARE,
-    "save_steps": ZERO_OK,
-    "seed": Range(0, 2**32 - 1),  # numpy's seed range
-    "rft_num_samples": COUNT,
-    "rft_temperature": POSITIVE,
-    "rft_min_reward": ANY,
-    "num_generations": Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
-    "max_completion_length": COUNT,
-    "temperature": POSITIVE,
-    "beta": NON_NEGATIVE,
-    "dynamic_sampling_rounds": Range(0, 64),  # extra generation batches per GRPO step
-    "dpo_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "dpo_beta": POSITIVE,
-    "dpo_min_margin": NON_NEGATIVE,
-    "kto_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "kto_beta": POSITIVE,
-    "kto_threshold": ANY,
-    "rloo_learning_rate": Range(0.0, 1.0, lo_open=True),
-    "logging_steps": COUNT,
-    "save_total_limit": ZERO_OK,
-    "rm_weight": NON_NEGATIVE,
-    "pass_threshold": ANY,
-    "eval_ratio": SHARE,
-    "max_eval_samples": COUNT,
-    "heartbeat_interval": POSITIVE,
-    "auto_resume": Range(0, 100),
-    "max_bad_steps": Range(1, None),
-    "max_rollbacks": Range(0, None),
-    "rollout_steps": Range(1, None),
-    "stall_timeout": NON_NEGATIVE,
-    "max_turns": Range(1, 64),
-    "tool_timeout": POSITIVE,
-    "max_tool_output": Range(1, 1_000_000),
-    "reward_timeout": NON_NEGATIVE,
-    "min_free_disk_gb": NON_NEGATIVE,
-    "auto_probe_prompts": COUNT,
-    "auto_probe_samples": Range(2, BIG, why="a group needs at least 2 answers"),
-    "auto_min_pass_rate": PROB,
-    "auto_max_zero_std": PROB,
-    "num_processes": COUNT,
-    "main_process_port": PORT,
-    "lora_r": ZERO_OK,
-    "lora_alpha": COUNT,
-    "lora_dropout": SHARE,
-    "vllm_server_port": PORT,
-    "vllm_gpu_memory_utilization": Range(0.0, 1.0, lo_open=True),
-    "vllm_tensor_parallel_size": COUNT,
-}
+# counts that multiply memory (answers per prompt, sequences per batch, tokens per answer): bounded well above
+# any real use and well below what a typo (1000000000) would try to allocate
+MAX_SAMPLES = 256  # answers per prompt (RFT, GRPO groups, the auto probe): sampled in one batch
+MAX_BATCH = 8192
+MAX_NEW_TOKENS = 131_072
+MAX_WEIGHT = 1e6  # a reward's weight: larger ones add up to inf, and inf / inf makes every total NaN
+LEARNING_RATE = Range(0.0, 1.0, lo_open=True)
 
 
-def range_of(name: str) -> Range:
-    return RANGES.get(name, DEFAULT)
-
-
-def range_problems(values: dict[str, Any], numeric: list[str]) -> list[str]:
-    """One line per numeric flag whose value is out of its range (``None`` = unset, always fine)."""
+def range_problems(values: dict[str, Any], ranges: Mapping[str, Range]) -> list[str]:
+    """One line per flag of ``ranges`` whose value is out of its range (``None`` = unset, always fine)."""
     problems = []
-    for name in numeric:
-        value, rng = values.get(name), range_of(name)
+    for name, rng in ranges.items():
+        value = values.get(name)
         if value is None or isinstance(value, bool) or value in rng:
             continue
         problems.append(f"--{name}: {rng.why or 'must be ' + rng.text()}, got {value}")

@@ -13,7 +13,6 @@ rendered from one list of blocks, so the Markdown and the HTML can't disagree. F
 from __future__ import annotations
 
 import io
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +20,12 @@ from typing import Any
 
 from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
+from ark_trainer.fileio import atomic_write_bytes
+from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
 from ark_trainer.report_model import base_model_line, serve_blocks
+from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder
 from ark_trainer.stages.registry import Plot
 
 
@@ -41,10 +42,6 @@ def planned(run: Run) -> tuple[tuple[str, str], ...]:
     names = {s.get("name") for s in (run.plan or {}).get("stages") or [] if isinstance(s, dict)}
     return tuple(m for m in models() if m[0] == "base" or not names or m[0] in names)
 
-
-RATE_METRICS = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-AGENT_METRICS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs
-PERCENT_METRICS = (*RATE_METRICS, "task_success", "tool_call_validity")
 
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 2000
@@ -72,8 +69,11 @@ class Run:
 def build_report(run_dir: Path) -> tuple[Path, Path]:
     """Write run_dir/report.md, run_dir/report.html and run_dir/plots/*.png; return (md, html) paths."""
     run_dir = Path(run_dir)
-    if not (run_dir / "run.yaml").is_file():
-        raise UserError(f"{run_dir}: not a run directory (no run.yaml); pass the --output_dir of a train run")
+    folder = RunFolder(run_dir)
+    if not folder.config_path.is_file():
+        raise UserError(
+            f"{run_dir}: not a run directory (no {RUN_CONFIG}); pass the --output_dir of a train run"
+        )
     run = load_run(run_dir)
     title = _title(run)
     from ark_trainer.diagnose.run_end import report_blocks
@@ -87,9 +87,9 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     blocks = [
         Heading(title, 1),
         *top,
-        *_body(run, _make_plots(run, run_dir / "plots"), parity, serve_blocks(run_dir)),
+        *_body(run, _make_plots(run, folder.plot_dir), parity, serve_blocks(run_dir)),
     ]
-    md_path, html_path = run_dir / "report.md", run_dir / "report.html"
+    md_path, html_path = run_dir / REPORT_MD, run_dir / REPORT_HTML
     atomic_write_bytes(md_path, to_markdown(blocks).encode("utf-8"))
     lang = page_lang(run.config.get("task_name"), run_dir)
     atomic_write_bytes(html_path, to_html(blocks, title, lang).encode("utf-8"))
@@ -99,50 +99,16 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
 def load_run(run_dir: Path) -> Run:
     """Read the run directory; unreadable files are treated as absent and noted in ``problems``."""
     problems: list[str] = []
-    evals = {key: _read_mapping(run_dir / "eval" / f"{key}.json", problems) for key, _ in models()}
+    folder = RunFolder(run_dir)
     return Run(
-        config=_read_mapping(run_dir / "run.yaml", problems),
-        config_text=(run_dir / "run.yaml").read_text(encoding="utf-8", errors="replace"),
-        plan=_read_mapping(run_dir / "plan.json", problems),
-        stats=_read_mapping(run_dir / "data" / "stats.json", problems),
-        events=_read_events(run_dir / "events.jsonl", problems),
-        evals={key: value for key, value in evals.items() if value},
+        config=folder.config(problems),
+        config_text=folder.config_text(),
+        plan=folder.plan(problems),
+        stats=folder.data_stats(problems),
+        events=folder.events(problems),
+        evals=folder.evals([key for key, _ in models()], problems),
         problems=problems,
     )
-
-
-def _read_mapping(path: Path, problems: list[str]) -> dict[str, Any]:
-    """A JSON or YAML file's top-level mapping; {} when absent or unreadable (noted in ``problems``)."""
-    import yaml  # here, not at the top: importing this module does no work
-
-    if not path.is_file():
-        return {}
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        problems.append(f"{path.relative_to(path.parent.parent)}: unreadable ({exc})")
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _read_events(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    events, bad = [], 0
-    for line in jsonl_file_lines(path, "replace"):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            bad += 1  # e.g. a line still being written by a running stage
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    if bad:
-        problems.append(f"events.jsonl: {bad} unreadable line(s) skipped")
-    return events
 
 
 def num(value: Any) -> float | None:
@@ -171,7 +137,7 @@ def _value(metric: str, value: Any) -> str:
     number = num(value)
     if number is None:
         return "—"
-    return f"{number * 100:.1f}%" if metric in PERCENT_METRICS else f"{number:.3f}"
+    return f"{number * 100:.1f}%" if metric in PERCENTS else f"{number:.3f}"
 
 
 def _change(metric: str, value: Any, base: Any) -> str:
@@ -180,7 +146,7 @@ def _change(metric: str, value: Any, base: Any) -> str:
     if number is None or reference is None:
         return ""
     delta = number - reference
-    absolute = f"{delta * 100:+.1f} pts" if metric in PERCENT_METRICS else f"{delta:+.3f}"
+    absolute = f"{delta * 100:+.1f} pts" if metric in PERCENTS else f"{delta:+.3f}"
     relative = f", {delta / abs(reference) * 100:+.1f}%" if reference else ""
     return f" ({absolute}{relative})"
 
@@ -196,7 +162,7 @@ def _status(run: Run) -> tuple[str, str]:
     if ends:
         return str(ends[-1].get("status", "finished")), _duration(num(ends[-1].get("seconds")))
     if not run.events:
-        return "unknown (no events.jsonl)", "—"
+        return f"unknown (no {EVENTS})", "—"
     start, last = num(starts[0].get("ts")) if starts else None, num(run.events[-1].get("ts"))
     elapsed = last - start if start is not None and last is not None else None
     return "running", f"{_duration(elapsed)} so far" if elapsed is not None else "—"
@@ -231,18 +197,19 @@ def _body(run: Run, plots: list[Image], parity: list[Block], serve: list[Block])
         *_warnings(run),
         *serve,  # Ollama / llama.cpp: the exported GGUF, or how to write it
         Heading("Resolved config"),
-        Code(run.config_text.rstrip("\n"), summary="run.yaml"),
+        Code(run.config_text.rstrip("\n"), summary=RUN_CONFIG),
     ]
 
 
 def _strategy(run: Run) -> list[Block]:
     plan = run.plan
     if not plan:
-        return [Heading("Strategy"), Para(f"Strategy: {_strategy_name(run)} (plan.json not found).")]
+        return [Heading("Strategy"), Para(f"Strategy: {_strategy_name(run)} ({PLAN} not found).")]
+    steps = {s.get("name"): s.get("steps", "—") for s in plan.get("stages") or [] if isinstance(s, dict)}
     items = [
         f"Strategy: {plan.get('strategy', '—')} (requested: {plan.get('requested', '—')})",
         f"Reason: {plan.get('reason', '—')}",
-        " / ".join(f"{label} steps: {plan.get(f'{key}_steps', '—')}" for key, label in planned(run)[1:]),
+        " / ".join(f"{label} steps: {steps.get(key, '—')}" for key, label in planned(run)[1:]),
         f"Precision: {plan.get('precision', '—')}",
     ]
     if line := base_model_line(plan):
@@ -292,7 +259,7 @@ def _flat_metrics(data: dict[str, Any]) -> dict[str, Any]:
     """The headline metrics, then each reward component as ``components.<name>``."""
     components = data.get("components") or {}
     return {
-        **{name: data.get(name) for name in ("reward_mean", *RATE_METRICS)},
+        **{name: data.get(name) for name in HEADLINE},
         **{name: data.get(name) for name in AGENT_METRICS if name in data},  # an agent run's episodes
         **{f"components.{name}": value for name, value in components.items()},
     }
@@ -307,6 +274,8 @@ def _results(run: Run) -> list[Block]:
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))  # ordered union
     rows = []
     for name in names:
+        if all(num(values.get(name)) is None for values in metrics.values()):
+            continue  # no grader of this run measures it (an agent run's compliance_rate)
         cells = [name]
         for key, values in metrics.items():
             change = "" if key == "base" else _change(name, values.get(name), base.get(name))
@@ -335,11 +304,12 @@ def _headline(run: Run) -> str:
 
     final_key, final_label = _final_model(run) or models()[-1]
     parts = [
-        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {compare(metric, key)}."
+        f"{metric.replace('_', ' ').capitalize()}, {label} vs base: {said}."
         for key, label in planned(run)[1:]
         if (metric := getattr(get_stage(key), "headline_metric", None))
-    ]
-    metric = "task_success" if "task_success" in base else "task_accuracy"  # an agent run: tasks solved
+        and (said := compare(metric, key)) != "n/a"
+    ]  # a metric the run does not measure (an agent run's preference_alignment) is left out
+    metric = TASK_SUCCESS if TASK_SUCCESS in base else TASK_ACCURACY  # an agent run: tasks solved
     label = metric.replace("_", " ").capitalize()
     return " ".join([*parts, f"{label}, final ({final_label}) vs base: {compare(metric, final_key)}."])
 
@@ -409,8 +379,13 @@ def _examples(run: Run) -> list[Block]:
     ]
     for i, ex in enumerate(examples, 1):
         blocks.append(Para(f"Example {i} (reward {short(ex.get('reward', '—'))}): prompt"))
-        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", "completion"))
-        blocks += [Code(prompt), Para("completion"), Code(completion)]
+        key = "episode" if ex.get("episode") else "completion"  # an agent run: the calls, results and answer
+        prompt, completion = (str(ex.get(k, ""))[:MAX_EXAMPLE_CHARS] for k in ("prompt", key))
+        blocks += [
+            Code(prompt),
+            Para(key),
+            Code(completion.replace("; ", "\n") if key == "episode" else completion),
+        ]
     return blocks
 
 

@@ -3,7 +3,11 @@
 - **sample N, score, select** (RFT): :func:`sample_and_select` samples ``--rft_num_samples`` answers per
   prompt, adds the ones the row came with (``candidates``/``chosen``/``rejected``), scores them all with
   :func:`score_completions` and keeps, by :func:`select`, each prompt's best answer at or above
-  ``--rft_min_reward`` (an SFT target) and its best/worst pair. The probe (``stages/probe.py``), the
+  ``--rft_min_reward`` (an SFT target) and its best/worst pair. It samples only the prompts RFT's steps
+  will train on (:func:`rft_budget`: steps × batch × gradient accumulation × processes), in rounds
+  (:func:`next_round`): the first samples twice that many (``KEEP_RATE_GUESS``: half of them are expected to
+  reach the threshold), each later one the rows still missing ÷ the keep rate measured so far, plus
+  ``ROUND_MARGIN``; it stops once enough are kept, the file is used up, or after ``MAX_ROUNDS``. The probe (``stages/probe.py``), the
   evaluation (``evaluate.py``) and ``resume.reselect`` use the same functions, so no one imports a stage
   to score.
 - **``ark-trainer score``**: a dry run of a grader spec on a data file, before hours of training depend on
@@ -27,7 +31,7 @@ from typing import Any
 from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
-from ark_trainer.generation import sample_prompts
+from ark_trainer.generation import Sampler
 from ark_trainer.metrics import VERIFIERS
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.prompts import is_conversational, model_prompt
@@ -42,6 +46,10 @@ from ark_trainer.runtime.monitor import Monitor
 log = logging.getLogger("ark_trainer")
 
 SCORE_CHUNK = 64  # prompts scored per reward call
+KEEP_RATE_GUESS = 0.5  # RFT's first round: share of sampled prompts expected to reach --rft_min_reward
+ROUND_MARGIN = 1.25  # later rounds sample 25% more than the keep rate measured so far says is missing
+MIN_KEEP_RATE = 0.1  # a keep rate measured below this is taken as this (a round is at most 10× the gap)
+MAX_ROUNDS = 3  # sampling rounds before RFT trains on what it has (repeating answers)
 
 
 def _given_answers(row: dict[str, Any]) -> list[tuple[str, str]]:
@@ -87,17 +95,25 @@ def score_completions(
 
 
 def metric_scores(
-    reward: CompositeReward, rows: list[dict], answers: list, envs: list | None = None
+    reward: CompositeReward,
+    rows: list[dict],
+    answers: list,
+    envs: list | None = None,
+    verifiers: bool = True,
 ) -> dict[str, list]:
-    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics)."""
+    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics).
+
+    ``verifiers=False`` (agent episodes): only the run's own graders; the QC verifiers would grade an
+    agent's sign-off as if it were a QC verdict.
+    """
     scored = score_completions(reward, rows, [[a] for a in answers], [[e] for e in envs] if envs else None)
     table: dict[str, list] = {TOTAL: [s[0]["total"] for s in scored]}
     for name in reward.names:
         table[name] = [s[0]["scores"][name] for s in scored]
-    extra = [n for n in VERIFIERS if n not in table]
+    extra = [n for n in VERIFIERS if n not in table] if verifiers else []
     if extra:
-        verifiers = CompositeReward([Component(n, get_reward(n), 1.0) for n in extra])
-        more = score_completions(verifiers, rows, [[a] for a in answers])
+        checks = CompositeReward([Component(n, get_reward(n), 1.0) for n in extra])
+        more = score_completions(checks, rows, [[a] for a in answers])
         for name in extra:
             table[name] = [s[0]["scores"][name] for s in more]
     return table
@@ -167,6 +183,20 @@ def select(
     return Selection(scored, sft_rows, pairs, stats)
 
 
+def rft_budget(steps: int, batch_size: int, gradient_accumulation_steps: int, num_processes: int) -> int:
+    """Answers RFT's ``steps`` train on: one per example of every optimizer step, over all processes."""
+    return steps * batch_size * gradient_accumulation_steps * num_processes
+
+
+def next_round(needed: int, kept: int, sampled: int, available: int, rounds: int) -> int:
+    """Prompts the next sampling round takes (0: stop): see the module's docstring."""
+    if kept >= needed or sampled >= available or rounds >= MAX_ROUNDS:
+        return 0
+    rate = KEEP_RATE_GUESS if sampled == 0 else max(kept / sampled, MIN_KEEP_RATE)
+    margin = 1.0 if sampled == 0 else ROUND_MARGIN
+    return min(math.ceil((needed - kept) / rate * margin), available - sampled)
+
+
 def sample_and_score(
     cfg: TrainConfig,
     rt: Runtime,
@@ -182,24 +212,53 @@ def sample_and_score(
     samples and scores its own slice of the prompts, ``ark_trainer.runtime.distributed``), and the tokenizer.
     RFT selects from them (:func:`sample_and_select`); DPO and KTO pair or label them (``stages/preference.py``).
     """
+    sampler = Sampler(cfg, rt, model_path)
+    try:
+        with monitor.stage(stage, total=len(ranks().shard(rows))):
+            answers, scores = _sample_round(cfg, monitor, sampler, rows, reward, stage, 0, 0)
+    finally:
+        sampler.close()
+    return answers, scores, sampler.tok
+
+
+def _sample_round(
+    cfg: TrainConfig,
+    monitor: Monitor,
+    sampler: Sampler,
+    rows: list[dict],
+    reward: CompositeReward,
+    stage: str,
+    round_index: int,
+    done: int,
+) -> tuple[list[list[tuple[str, str]]], list[list[dict]]]:
+    """One round: this process's slice of ``rows`` sampled and scored, gathered from every process."""
     dist = ranks()
     mine = dist.shard(rows)
-    with monitor.stage(stage, total=len(mine)):
-        samples, tok = sample_prompts(
-            cfg,
-            rt,
-            model_path,
-            [r["prompt"] for r in mine],
-            seed=cfg.seed + dist.index,
-            on_batch=monitor.progress,
-            desc=stage.replace("_", " "),
-        )
-        answers = [
-            _given_answers(r) + [(s, "sample") for s in row_samples]
-            for r, row_samples in zip(mine, samples, strict=True)
-        ]
-        scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
-    return dist.gather(answers), dist.gather(scores), tok
+    samples = sampler(
+        [r["prompt"] for r in mine],
+        seed=cfg.seed + dist.index + 1000 * round_index,  # round 0: the seed of a run that samples all
+        on_batch=lambda n: monitor.progress(done + n),
+        desc=stage.replace("_", " "),
+        on_tick=monitor.tick,
+    )
+    answers = [
+        _given_answers(r) + [(s, "sample") for s in row_samples]
+        for r, row_samples in zip(mine, samples, strict=True)
+    ]
+    scores = score_completions(reward, mine, [[t for t, _ in a] for a in answers])
+    return dist.gather(answers), dist.gather(scores)
+
+
+def budget_order(rows: list[dict], needed: int | None, seed: int) -> list[dict]:
+    """The rows in the order RFT samples them: the file's order when it samples them all, else shuffled
+    with ``seed`` (a file sorted by type must not give the first rounds one type only)."""
+    if needed is None or needed >= len(rows):
+        return rows
+    import random
+
+    order = list(rows)
+    random.Random(seed).shuffle(order)
+    return order
 
 
 def sample_and_select(
@@ -210,14 +269,55 @@ def sample_and_select(
     rows: list[dict],
     reward: CompositeReward,
     data_dir: Path,
+    needed: int | None = None,
 ) -> Selection:
     """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
 
-    Every process selects from the same full, gathered list.
+    ``needed`` (:func:`rft_budget`) bounds the sampling: only as many prompts as it takes to keep that
+    many answers, in rounds (:func:`next_round`); ``None`` samples every row. Every process selects from the
+    same full, gathered list.
     """
-    answers, scores, tok = sample_and_score(cfg, rt, monitor, model_path, rows, reward)
-    sel = select(rows, answers, scores, cfg.rft_min_reward, is_conversational(tok))
-    if ranks().is_main:
+    dist = ranks()
+    order = budget_order(rows, needed, cfg.seed)
+    want = len(order) if needed is None else needed
+    sampled: list[dict] = []
+    answers: list[list[tuple[str, str]]] = []
+    scores: list[list[dict]] = []
+    sampler = Sampler(cfg, rt, model_path)
+    conversational = is_conversational(sampler.tok)
+    kept, rounds, done = 0, 0, 0  # done: prompts this process sampled in earlier rounds
+    first = next_round(want, 0, 0, len(order), 0) if needed is not None else len(order)
+    try:
+        with monitor.stage("rft_sampling", total=len(dist.shard(order[:first]))):
+            size = first
+            while size:
+                chunk = order[len(sampled) : len(sampled) + size]
+                monitor.progress(done, done + len(dist.shard(chunk)))
+                more_answers, more_scores = _sample_round(
+                    cfg, monitor, sampler, chunk, reward, "rft_sampling", rounds, done
+                )
+                sampled += chunk
+                done += len(dist.shard(chunk))
+                answers += more_answers
+                scores += more_scores
+                rounds += 1
+                kept = len(select(sampled, answers, scores, cfg.rft_min_reward, conversational).sft_rows)
+                size = next_round(want, kept, len(sampled), len(order), rounds) if needed is not None else 0
+                if size:
+                    log.info(
+                        "RFT sampling: %d of %d prompts kept, %d needed; sampling %d more",
+                        kept, len(sampled), want, size,
+                    )  # fmt: skip
+    finally:
+        sampler.close()
+    sel = select(sampled, answers, scores, cfg.rft_min_reward, conversational)
+    sel.stats.update(n_rows=len(rows), n_needed=needed, rounds=rounds)
+    if needed is not None and 0 < kept < needed:
+        monitor.warn(
+            f"RFT kept {kept} answers for the {needed} its steps train on (steps × batch × gradient "
+            f"accumulation), after sampling {len(sampled)} of {len(rows)} prompts; it repeats them"
+        )
+    if dist.is_main:
         write_jsonl(data_dir / "rft_scored.jsonl", sel.scored)
         write_jsonl(data_dir / "rft_pairs.jsonl", sel.pairs)
     monitor.event("rft_selection", **sel.stats)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.prompts import render_prompt
 
 
@@ -34,7 +35,7 @@ def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> li
             texts,
             n=n,
             temperature=cfg.rft_temperature,
-            max_tokens=cfg.max_completion_length,
+            max_tokens=new_tokens(cfg),
             logprobs=None,
             generation_kwargs={"seed": seed},
         )
@@ -62,9 +63,7 @@ def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> li
         seed=seed,
         max_num_batched_tokens=4096,
     )
-    params = SamplingParams(
-        n=n, temperature=cfg.rft_temperature, max_tokens=cfg.max_completion_length, seed=seed
-    )
+    params = SamplingParams(n=n, temperature=cfg.rft_temperature, max_tokens=new_tokens(cfg), seed=seed)
     results = llm.generate(texts, params)
     samples = [[c.text for c in r.outputs] for r in results]
     del llm

@@ -67,10 +67,29 @@ class EnvSpec:
     schemas: list[dict]
     stateful: bool  # a class with reset (and maybe get_reward); False: a list of plain functions
     class_name: str
+    own_timeouts: bool = False  # the tools apply --tool_timeout themselves (MCP calls: agent/mcp_env.py)
 
 
-def load_env(source: str, flag: str = FLAG) -> EnvSpec:
-    """Import ``module:factory`` or ``file.py:factory``, make one environment and check its tools."""
+_MCP_SPECS: dict[tuple, EnvSpec] = {}
+
+
+def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
+    """Import ``module:factory`` or ``file.py:factory``, make one environment and check its tools.
+
+    MCP servers (``{mcp_servers: ...}``, ``mcp:FILE`` or ``openclaw``; ``agent/mcp_config.py``) are started
+    and their tools listed instead (``agent/mcp_env.py``).
+    """
+    from ark_trainer.agent.mcp_config import is_mcp_source, servers_from_source
+
+    if is_mcp_source(source):
+        from ark_trainer.agent.mcp_env import mcp_env_spec
+
+        servers = tuple(servers_from_source(source, flag))  # read again: OpenClaw's config may have changed
+        if servers not in _MCP_SPECS:  # listed once per process: each stage reuses the tools (and servers)
+            label = source if isinstance(source, str) else "mcp_servers"
+            _MCP_SPECS[servers] = mcp_env_spec(list(servers), label, flag)
+        return _MCP_SPECS[servers]
+    assert isinstance(source, str)
     factory = _import_factory(source, flag)
     try:
         probe = factory()
@@ -186,6 +205,8 @@ class ToolEnv:
 
     def __init__(self) -> None:
         made = self._spec.factory()
+        if self._spec.own_timeouts:
+            made.timeout = self._limits.tool_timeout
         self._inner = made if self._spec.stateful else None
         self._funcs = {t.__name__: t for t in made} if not self._spec.stateful else {}
         self._clear()
@@ -226,8 +247,16 @@ class ToolEnv:
         if fn is None or problem:
             self.n_invalid += 1
             return self._record(name, arguments, f"error: {problem}", ok=False)
+        from ark_trainer.agent.mcp_env import ToolError
+
         try:
-            result = _run_with_timeout(fn, arguments, self._limits.tool_timeout)
+            if self._spec.own_timeouts:
+                result = fn(**arguments)
+            else:
+                result = _run_with_timeout(fn, arguments, self._limits.tool_timeout)
+        except ToolError as exc:  # the tool's own error answer (an MCP isError result, a server failure)
+            self.tool_errors += 1
+            return self._record(name, arguments, self._cut(f"error: {exc}"), ok=False)
         except TimeoutError:
             self.tool_errors += 1
             text = f"error: {name} took longer than {self._limits.tool_timeout:g}s and was stopped"

@@ -4,7 +4,10 @@ The episodes are scored by the same composite reward as training (environment re
 ``environments`` passed as in GRPO), so ``eval/<name>.json`` has the usual metrics (``reward_mean``,
 ``pass_rate``, ``preference_alignment``, ...) plus the agent metrics of ``agent/episode.py``:
 ``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls`` and ``n``, and the episodes
-(``episodes``: messages, tool calls with results, turns, reward) that the report shows.
+(``episodes``: messages, tool calls with results, turns, reward) that the report shows. Each task's answer
+(``answers``) keeps its tool calls (name, arguments, result, ok) next to the final text, so the report and
+the diagnosis read what the episode did, not only its sign-off. The QC verifiers are not run on episodes
+and ``preference_alignment`` is null: no grader of an agent run measures them.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from ark_trainer.agent.episode import agent_metrics, view
+from ark_trainer.agent.report import trace
 from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
-from ark_trainer.metrics import N_EXAMPLES, compute_metrics
+from ark_trainer.metrics import N_EXAMPLES, PREFERENCE_ALIGNMENT, compute_metrics
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.scoring import metric_scores
 
 N_EPISODES = 3  # episodes kept in full for the report (all of them keep their summary)
+MAX_RESULT = 120  # characters of a tool result (or argument) kept per call in answers and traces
 
 
 def evaluate_episodes(
@@ -52,9 +57,11 @@ def evaluate_episodes(
         )
     ]
     completions = [ep.completion for ep in episodes]
-    table = metric_scores(reward, rows, completions, [ep.env for ep in episodes])
+    table = metric_scores(reward, rows, completions, [ep.env for ep in episodes], verifiers=False)
     totals = table[TOTAL]
     metrics = compute_metrics(table, base_totals if base_totals is not None else totals, pass_threshold)
+    # No preference grader judges episodes: whether the model got better is task_success and reward_mean.
+    metrics[PREFERENCE_ALIGNMENT] = None
     records = [ep.record() for ep in episodes]
     views = [view(c, env_cls._spec.schemas) for c in completions]
     summary = agent_metrics(views, [r["env_reward"] for r in records])
@@ -62,6 +69,7 @@ def evaluate_episodes(
         {
             "prompt": rows[i]["prompt"][-1]["content"],
             "completion": records[i]["final_answer"],
+            "episode": trace(records[i]),
             "reward": totals[i],
         }
         for i in range(min(N_EXAMPLES, len(rows)))
@@ -71,9 +79,21 @@ def evaluate_episodes(
             "completion": r["final_answer"],
             "reward": t,
             **{k: r[k] for k in ("turns", "n_invalid", "tool_errors", "env_reward", "ended")},
-            "tool_calls": len(r["tool_calls"]),
+            "tool_calls": [_call(c) for c in r["tool_calls"]],
         }
         for r, t in zip(records, totals, strict=True)
     ]
     shown = [{**r, "reward": t} for r, t in zip(records[:N_EPISODES], totals, strict=False)]
     return {**metrics, **summary, "examples": examples, "episodes": shown, "answers": answers}
+
+
+def _call(call: dict) -> dict:
+    """A tool call as the eval file keeps it for every task: name, arguments, result (clipped), ok."""
+    result = str(call.get("result", ""))
+    result = result if len(result) <= MAX_RESULT else result[:MAX_RESULT] + "…"
+    return {
+        "name": call.get("name"),
+        "arguments": call.get("arguments"),
+        "result": result,
+        "ok": call.get("ok"),
+    }

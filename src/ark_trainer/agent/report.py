@@ -12,6 +12,35 @@ from typing import Any
 
 N_SHOWN = 3
 MAX_CHARS = 1500
+MAX_PART = 120  # characters of one argument or result in a one-line trace
+
+
+def trace(episode: dict[str, Any]) -> str:
+    """What an episode did, in one line: each call with its arguments and result, the answer, the outcome.
+
+    ``lookup_order(order_id=A1) → A1：已签收，可退款; reply(message=已退款) → 已回复; answer: 完成; solved``
+    (an eval file's ``answers`` entry or a full episode record: ``tool_calls`` with name, arguments, result).
+    """
+    steps = []
+    for call in episode.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        args = call.get("arguments")
+        args = args if isinstance(args, dict) else {}
+        shown = ", ".join(f"{k}={_flat(v)}" for k, v in args.items())
+        steps.append(f"{call.get('name')}({shown}) → {_flat(call.get('result', ''))}")
+    answer = _flat(episode.get("final_answer") or episode.get("completion") or "")
+    steps.append(f"answer: {answer or '(none)'}")
+    reward = episode.get("env_reward")
+    if isinstance(reward, int | float) and not isinstance(reward, bool):
+        steps.append("solved" if reward >= 1.0 else f"not solved (env reward {reward:.2g})")
+    return "; ".join(steps)
+
+
+def _flat(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_PART else text[:MAX_PART] + "…"
 
 
 def transcript(episode: dict[str, Any]) -> str:

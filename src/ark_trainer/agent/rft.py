@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.composite import reward_columns
@@ -45,7 +46,7 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
             limits,
             num_samples=cfg.rft_num_samples,
             temperature=cfg.rft_temperature,
-            max_new_tokens=cfg.max_completion_length,
+            max_new_tokens=new_tokens(cfg),
             batch_size=generation_batch(ctx.rt.device, CPU_EPISODE_BATCH),
             seed=cfg.seed,
             on_batch=ctx.monitor.progress,

@@ -90,7 +90,7 @@ def _kwargs(f: dataclasses.Field, kind: type, given_only: bool, show_default: bo
         return kw
     if not given_only and kind in (int, float):
         kw["type"] = kind
-    for key in ("nargs", "choices", "metavar"):
+    for key in ("nargs", "metavar", *(() if given_only else ("choices",))):  # given_only: the config checks
         if key in meta:
             kw[key] = meta[key]
     if not meta.get("positional"):

@@ -38,6 +38,9 @@ def _cmd_collect(args: CollectOptions) -> int:
 
     if not args.openclaw:
         raise UserError("data collect: give --openclaw (the source to collect from)")
+    from ark_trainer.folders import check_output_file
+
+    check_output_file(args.output, "-o")  # before anything is read: never over a file of another kind
     try:
         result = collect(agent=args.agent, since=args.since)
     except cli.OpenClawError as exc:

@@ -41,8 +41,10 @@ def _diagnose(args: DiagnoseOptions) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder; pass the --output_dir of a train run")
-    if not any((run_dir / name).is_file() for name in ("run.yaml", "events.jsonl", "heartbeat.json")):
-        raise UserError(f"{run_dir}: not a run folder (no run.yaml, events.jsonl or heartbeat.json)")
+    from ark_trainer.runfolder import EVENTS, HEARTBEAT, RUN_CONFIG, RunFolder
+
+    if not RunFolder(run_dir).is_run():
+        raise UserError(f"{run_dir}: not a run folder (no {RUN_CONFIG}, {EVENTS} or {HEARTBEAT})")
     result = diagnose(run_dir)
     if args.json:
         print(json.dumps(to_json(result), ensure_ascii=False, indent=2))

@@ -26,6 +26,11 @@ class EvalOptions:
     )
     stage: str | None = opt(None, "the model to ask: base or a stage of the run (default: the final model)")
     limit: int | None = opt(None, "ask only the first N held-out prompts (default: all)")
+    prompt_shape: str = opt(
+        "auto",
+        "serve with this policy instead of the model's own, to compare (writes <stage>-openclaw-as-<shape>.json)",
+        choices=("auto", "bare", "tools", "openclaw-turns", "openclaw"),
+    )
     record_openclaw_shape: bool = opt(
         False,
         "record the request an OpenClaw turn sends, from one real `openclaw agent --local` turn, into the "
@@ -67,8 +72,10 @@ def _cmd_eval(args: EvalOptions) -> int:
     from ark_trainer.openclaw.parity import evaluate_through_openclaw
 
     out = Path(args.out)
-    evaluate_through_openclaw(out, args.stage, args.limit)
-    if (out / "report.md").is_file():
+    evaluate_through_openclaw(out, args.stage, args.limit, prompt_shape=args.prompt_shape)
+    from ark_trainer.runfolder import REPORT_MD
+
+    if (out / REPORT_MD).is_file():
         from ark_trainer.report import build_report
 
         md, _html = build_report(out)

@@ -21,7 +21,7 @@ from ark_trainer.errors import UserError
 LOOP_GROUP = "live loop"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopOptions(TrainConfig):
     """``train``'s flags (passed to every round) plus the loop's own."""
 
@@ -30,7 +30,9 @@ class LoopOptions(TrainConfig):
     max_regression: float = opt(0.02, "largest drop of any tracked metric a promoted round may have")
     min_improvement: float = opt(0.0, "the main metric must improve by more than this to promote")
     main_metric: str = opt(
-        "reward_mean", "the metric that must improve: reward_mean, pass_rate, task_accuracy"
+        "auto",
+        "the metric that must improve: auto (task_accuracy when the held-out rows are labelled, else "
+        "reward_mean), reward_mean, pass_rate, task_accuracy, compliance_rate, heldout_reward_mean",
     )
     eval_newest: int = opt(
         4, "newest scored turns of a round evaluated (not trained on) with the held-out set"

@@ -94,6 +94,10 @@ def cmd_run(args: RunOptions) -> int:
             print("not started")
             return 1
     if plan.collect_agent is not None:
+        from ark_trainer.folders import check_folder, claim_folder
+
+        check_folder(plan.cfg.output_dir, "--output_dir")  # before the collected rows are written into it
+        claim_folder(plan.cfg.output_dir)
         _collect(plan.collect_agent, plan.cfg.data_path)
     from ark_trainer.pipeline import run_train
 

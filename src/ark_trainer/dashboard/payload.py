@@ -1,28 +1,27 @@
 """The JSON the dashboard page polls: runs found under folders, and everything shown for one run.
 
-Built from the run folder alone, like the report and the diagnosis. ``events.jsonl`` is read
-incrementally (only the bytes appended since the last poll), so polling a long run stays cheap.
+Built from the run folder alone (``runfolder.py``), like the report and the diagnosis. ``events.jsonl`` is
+read incrementally (``runfolder.EventLog``: only the bytes appended since the last poll), so polling a long
+run stays cheap.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import jsonl_lines
+from ark_trainer.metrics import HEADLINE
+from ark_trainer.runfolder import DATA_DIR, EVAL_DIR, LOG_DIR, MODEL_DIR, PLOT_DIR, RunFolder
 
-RUN_MARKERS = ("events.jsonl", "heartbeat.json", "run.yaml")
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
-SKIP_DIRS = {"checkpoint", "model", "logs", "data", "eval", "plots", "base_model"}  # and each stage's folder
-EVAL_KEYS = ("n", "reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
+SKIP_DIRS = {"checkpoint", MODEL_DIR, LOG_DIR, DATA_DIR, EVAL_DIR, PLOT_DIR, "base_model"}  # and each stage's
+EVAL_KEYS = ("n", *HEADLINE)
 MAX_EXAMPLES = 4
 
 
 def is_run(path: Path) -> bool:
-    return path.is_dir() and any((path / name).is_file() for name in RUN_MARKERS)
+    return RunFolder(path).is_run()
 
 
 def find_runs(roots: list[Path]) -> dict[str, Path]:
@@ -72,36 +71,6 @@ def run_summary(key: str, folder: Path) -> dict[str, Any]:
         "eta_seconds": beat.get("eta_seconds"),
         "updated_at": beat.get("updated_at"),
     }
-
-
-class EventLog:
-    """``events.jsonl`` read incrementally: complete lines only, from where the last read stopped."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset = path, 0
-        self.events: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def read(self) -> list[dict[str, Any]]:
-        with self.lock:
-            try:
-                with self.path.open("rb") as fh:
-                    if fh.seek(0, 2) < self.offset:  # the file was replaced (a new run in the folder)
-                        self.offset, self.events = 0, []
-                    fh.seek(self.offset)
-                    chunk = fh.read()
-            except OSError:
-                return list(self.events)
-            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    self.events.append(event)
-            self.offset += end
-            return list(self.events)
 
 
 def _finite(value: Any) -> float | None:

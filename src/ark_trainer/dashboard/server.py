@@ -20,14 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from ark_trainer.dashboard.payload import (
-    EventLog,
-    eval_tables,
-    find_runs,
-    run_summary,
-    stage_metrics,
-    timeline,
-)
+from ark_trainer.dashboard.payload import eval_tables, find_runs, run_summary, stage_metrics, timeline
+from ark_trainer.runfolder import EventLog, RunFolder
 
 STATIC = Path(__file__).resolve().parent / "static"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -55,7 +49,7 @@ class Runs:
             folder = self.found.get(key)
             if folder is None:
                 return None
-            log = self.logs.setdefault(key, EventLog(folder / "events.jsonl"))
+            log = self.logs.setdefault(key, EventLog(RunFolder(folder).events_path))
         events = log.read()
         summary = run_summary(key, folder)
         return {

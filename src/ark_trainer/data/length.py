@@ -1,4 +1,4 @@
-"""Refuse prompts longer than the model can read, before anything runs (issue 19: one 10 MB row OOM'd a run).
+"""Refuse prompts longer than the model can read, before anything runs (one 10 MB row ran a run out of memory).
 
 The window a prompt may fill is the model's positions (``max_position_embeddings`` in ``config.json``, or
 the tokenizer's ``model_max_length`` when smaller) minus ``--max_completion_length``. A longer prompt is

@@ -5,11 +5,25 @@ Each kind of finding becomes a fixed placeholder (``[PRIVATE_KEY]``, ``[API_KEY]
 the caller can report what was removed. Order matters: whole PEM blocks first, then keys and tokens (so a
 token with digits is not half-eaten by the phone rule), then e-mail, ID and card numbers, then phones.
 
-The rules match on a *probe* of the text with the same length: full-width forms (``１３８``, ``：``, ``＠``)
-folded to ASCII and JSON escapes (``\\n``) blanked, so ``１３８１２３４５６７８`` and a key after an escaped
-newline inside a tool call's JSON are found; the replacement is applied to the original text by position.
-Digit rules refuse to match inside a longer number, card numbers must pass Luhn and start like a card, and
-ID numbers must hold a real birth date, so order ids and prices are left alone.
+The rules match on a *probe* of the text: full-width forms (``１３８``, ``：``, ``＠``) and Chinese digits
+(``一八六``, ``幺``, ``壹``, ``〇``) folded to ASCII, JSON escapes (``\\n``) blanked, and invisible characters
+(zero-width space and joiners, the BOM, bidi marks, soft hyphen, and their ``\\u200b`` escapes) left out,
+so ``１３８１２３４５６７８``, ``幺八六一二三四五六七八``, a key split by a zero-width space and a key after an
+escaped newline inside a tool call's JSON are found; the replacement is applied to the original text by
+position (a finding's invisible characters go with it). Digit rules refuse to match inside a longer
+number, card numbers must pass Luhn and start like a card, and ID numbers must hold a real birth date, so
+order ids and prices are left alone.
+
+What is covered, by kind: PEM private keys; API keys by their vendors' prefixes (OpenAI, Anthropic, AWS,
+Alibaba, Tencent, Google, GitHub, GitLab, Slack, Hugging Face, Groq, npm, Stripe) and AWS secret shapes;
+bearer tokens and JWTs; any value after a key name (``api_key=``, ``"client_secret": ``) or a Chinese label
+with or without a colon (``密钥``, ``接口密钥 sk…``, ``令牌``, ``口令 hunter22``, ``密码abc123``,
+``支付密码是 …``); verification codes and card security codes after their label (``验证码 123456``,
+``CVV 123``); e-mail addresses, also IDN and spelled out (``name at gmail dot com``, ``name[at]qq[dot]com``,
+``name 艾特 163 点 com``); Chinese resident ID numbers; card numbers; phone numbers (Chinese mobiles with
+spaces, dashes, dots or slashes, landlines, international and North American forms); IPv4 addresses.
+Not covered: secrets without a label or a known shape (a bare random word), numbers spelled as Chinese
+words with units (``一百八十六``), personal names and street addresses.
 
     s = Scrubber(); clean = s.text("mail bob@corp.com"); s.counts  # {"email": 1}
 """
@@ -20,10 +34,22 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
-_FOLD = str.maketrans({**{chr(0xFF01 + i): chr(0x21 + i) for i in range(94)}, "\u3000": " "})
+_CHINESE_DIGITS = {c: str(d) for d, chars in enumerate(
+    ["〇零○", "一壹幺", "二贰貳两", "三叁參", "四肆", "五伍", "六陆陸", "七柒", "八捌", "九玖"]
+) for c in chars}  # fmt: skip
+_WIDTH = {chr(0xFF01 + i): chr(0x21 + i) for i in range(94)} | {"\u3000": " "}
+_FOLD_WIDTH = str.maketrans(_WIDTH)
+_FOLD = str.maketrans(_WIDTH | _CHINESE_DIGITS)
 _ESCAPE = re.compile(r"\\[nrtbf]")
+# Characters that render as nothing (and their JSON escapes): a key split by one must still be found.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\U000e0000-\U000e0fff]"
+    r"|\\u(?:00ad|200[b-f]|202[a-e]|206[0-9a-f]|feff)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +97,13 @@ def _aws_secret_shape(value: str) -> bool:
     )
 
 
+def _token_like(value: str) -> bool:
+    """After a Chinese key label: a value with a digit, or mixed case (not an English word)."""
+    return any(c.isdigit() for c in value) or (
+        any(c.isupper() for c in value) and any(c.islower() for c in value)
+    )
+
+
 def _password_like(value: str) -> bool:
     """After "password is"/"密码是": a value with a digit or symbol (not "the password is wrong")."""
     return any(not c.isalpha() for c in value) and any(c.isascii() and c.isalnum() for c in value)
@@ -85,6 +118,26 @@ _KEY_NAMES = (
     r"api[_-]?key|apikey|access[_-]?key(?:[_-]?secret)?|account[_-]?key|secret(?:[_-]?(?:access[_-]?)?key)?"
     r"|private[_-]?key|(?:access|auth|refresh|session|id|bot)?[_-]?token|credentials?"
 )
+_ZH_PASSWORD = (
+    r"(?:登录|支付|账户|账号|邮箱|交易|取款|银行卡|网银|开机|无线|wifi|WiFi|WIFI)?(?:密码|密碼|口令)"
+)
+_ZH_KEY = r"(?:接口|访问|应用|开发者|API|api|Api)?(?:密钥|密鑰|秘钥|私钥|令牌|凭证|授权码)"
+_ZH_IS = r"(?:\s*(?:[:=]|是|为|為))?\s*[\"'“]?"  # 密钥：x / 密钥是 x / 密钥 x / 密钥x
+_CODE_LABEL = (
+    r"(?:短信|手机|动态|邮箱|支付)?(?:验证码|驗證碼|校验码|校驗碼|动态码|安全码)"
+    r"|(?<![A-Za-z])(?i:cvv2?|cvc2?|cvn|otp|verification code|security code|one-time (?:pass)?code)(?![A-Za-z])"
+)
+_LOCAL = r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+_AT_MARK = r"(?:\s*[\[({<]\s*(?i:at|@)\s*[\])}>]\s*|\s*艾特\s*)"  # [at] (at) {at} <at> 艾特
+_AT_WORD = r"(?:\s+(?i:at)\s+|\s+@\s*|\s*@\s+)"  # " at ", " @ "
+_DOT_SPELLED = r"(?:\s*[\[({<]\s*(?i:dot)\s*[\])}>]\s*|\s+(?i:dot)\s+|\s*点\s*)"
+_LABEL = r"[A-Za-z0-9][A-Za-z0-9\-]{0,62}"
+_TLD = r"(?i:com|net|org|edu|gov|cn|io|co|uk|de|jp|me|info|biz|top|xyz|dev|ai|app|hk|tw|sg|us|ru|fr)(?![A-Za-z0-9])"
+_DOMAIN_ANY = (
+    _LABEL + r"(?:(?:" + _DOT_SPELLED + r"|\.)" + _LABEL + r"){0,3}(?:" + _DOT_SPELLED + r"|\.)" + _TLD
+)
+_DOMAIN_SPELLED = _LABEL + r"(?:(?:" + _DOT_SPELLED + r"|\.)" + _LABEL + r"){0,3}" + _DOT_SPELLED + _TLD
+_WEBMAIL = r"(?i:gmail|googlemail|qq|163|126|yeah|sina|sohu|aliyun|foxmail|outlook|hotmail|live|yahoo|icloud|proton(?:mail)?)\.(?i:com|cn|net|me)(?![A-Za-z0-9])"
 _NOT_DIGIT_RUN = r"(?<![0-9A-Za-z])(?<!\d[ -])"  # a number starts here, not inside a longer (grouped) one
 _END_DIGIT_RUN = r"(?![0-9A-Za-z])(?![ -]\d)"
 
@@ -137,6 +190,31 @@ RULES: list[Rule] = [
         ),
         _password_like,
     ),
+    Rule(  # 密码abc123 / 口令 hunter22 / 支付密码 889900: a Chinese label without a colon
+        "password",
+        "[PASSWORD]",
+        re.compile(
+            _ZH_PASSWORD
+            + r"\s*[\"'“]?"
+            + r"(?P<v>(?![:=])[^\s\"'`,;:=\\<>\[\]，。；、“”‘’\u3000-\u9fff]{4,})"
+        ),
+        _password_like,
+    ),
+    Rule(  # 接口密钥 abcd1234… / 密钥：… / 令牌是 …: the label is kept
+        "token",
+        "[TOKEN]",
+        re.compile(_ZH_KEY + _ZH_IS + r"(?P<v>(?!\[)[A-Za-z0-9_\-+/=.~]{8,})"),
+        _token_like,
+    ),
+    Rule(  # 验证码 123456 / CVV: 123 / verification code is 4821
+        "code",
+        "[CODE]",
+        re.compile(
+            r"(?:" + _CODE_LABEL + r")(?:\s*(?:[:=]|是|为|為|(?i:is|was)\s))?\s*[\"'“]?"
+            r"(?P<v>(?<![0-9A-Za-z])[0-9A-Za-z]{3,8})(?![0-9A-Za-z])"
+        ),
+        lambda v: any(c.isdigit() for c in v),
+    ),
     Rule(  # api_key=… / "client_secret": "…" / {\"api_key\": \"…\"}: the key name is kept
         "token",
         "[TOKEN]",
@@ -163,6 +241,22 @@ RULES: list[Rule] = [
         "[EMAIL]",
         re.compile(r"(?<![\w.%+\-])[\w.%+\-]{1,64}@[\w\-]+(?:\.[\w\-]+)*\.(?:[^\W\d_]{2,}|xn--[\w\-]+)"),
     ),
+    Rule(  # spelled out: name at gmail dot com, name[at]qq[dot]com, name(at)163.com, name 艾特 qq 点 com
+        "email",
+        "[EMAIL]",
+        re.compile(
+            _LOCAL
+            + r"(?:"
+            + _AT_MARK
+            + _DOMAIN_ANY
+            + r"|"
+            + _AT_WORD
+            + _DOMAIN_SPELLED
+            + r"|\s+(?i:at)\s+"
+            + _WEBMAIL
+            + r")"
+        ),  # fmt: skip
+    ),
     Rule(  # 18 digits (last may be X) or 15, with optional spaces/dashes; checked for a birth date
         "id_number",
         "[ID_NUMBER]",
@@ -179,7 +273,7 @@ RULES: list[Rule] = [
         "phone",
         "[PHONE]",
         re.compile(
-            r"(?<![\d+])(?:(?:\+|00)86[ -]?|\(\+?86\)[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}(?!\d)"  # mobile 138-1234-5678
+            r"(?<![\d+.])(?:(?:\+|00)86[ -]?|\(\+?86\)[ -]?)?1[3-9]\d(?:[ \-./·]?\d{4}){2}(?![\d.]\d|\d)"  # 138-1234-5678
             r"|(?<![\d+])(?:\+?86[ -]?)?0\d{2,3}[ -](?:\d{7,8}|\d{3,4}[ -]\d{4})(?!\d)"  # landline 010-12345678
             r"|(?<![\w+])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,4}(?!\d)"  # international +1 415 555 0100
             r"|(?<![\d-])\(?\d{3}\)?[ -.]\d{3}[ -.]\d{4}(?![\d-])"  # North American (415) 555-0100
@@ -194,8 +288,26 @@ RULES: list[Rule] = [
 
 
 def probe(text: str) -> str:
-    """``text`` with full-width forms folded to ASCII and JSON escapes blanked; same length, same positions."""
+    """``text`` with full-width forms and Chinese digits folded to ASCII and JSON escapes blanked; same
+    length, same positions (invisible characters are left out by :func:`probe_map`)."""
     return _ESCAPE.sub("  ", text.translate(_FOLD))
+
+
+def visible(text: str) -> str:
+    """``text`` with full-width forms folded to ASCII and invisible characters left out (for word rules)."""
+    return _INVISIBLE.sub("", text.translate(_FOLD_WIDTH))
+
+
+def probe_map(text: str) -> tuple[str, list[int] | None]:
+    """(probe without invisible characters, the original position of each probe character and of its end);
+    ``None`` for the positions when nothing was left out (they are the same)."""
+    seen = probe(text)
+    if not _INVISIBLE.search(text):
+        return seen, None
+    keep = bytearray(b"\1") * (len(text) + 1)
+    for match in _INVISIBLE.finditer(text):
+        keep[match.start() : match.end()] = bytes(match.end() - match.start())
+    return "".join(compress(seen, keep)), list(compress(range(len(text) + 1), keep))
 
 
 class Scrubber:
@@ -205,17 +317,22 @@ class Scrubber:
         self.counts: Counter[str] = Counter()
 
     def text(self, value: str) -> str:
+        probed = probe_map(value)
         for rule in RULES:
-            value = self._apply(rule, value)
+            scrubbed = self._apply(rule, value, probed)
+            if scrubbed is not value:
+                value, probed = scrubbed, probe_map(scrubbed)
         return value
 
-    def _apply(self, rule: Rule, value: str) -> str:
-        seen = probe(value)
+    def _apply(self, rule: Rule, value: str, probed: tuple[str, list[int] | None]) -> str:
+        seen, index = probed
         pieces, last = [], 0
         for match in rule.pattern.finditer(seen):
             start, end = match.span("v") if "v" in rule.pattern.groupindex else match.span()
             if rule.check is not None and not rule.check(seen[start:end]):
                 continue
+            if index is not None:  # back to the original's positions, invisible characters inside included
+                start, end = index[start], index[end - 1] + 1 if end > start else index[start]
             pieces += [value[last:start], rule.placeholder]
             last = end
             self.counts[rule.kind] += 1

@@ -4,6 +4,14 @@
 ``OUT/data/eval.jsonl``), makes a tiny base model (``OUT/base_model/``, see its ARK_DEMO_MODEL.md), then runs
 RFT+GRPO with evaluation and report into ``OUT`` using the settings in ``presets/demo.yaml``.
 
+``--base_model PATH`` runs the same data, graders, evaluation and report on a real model instead of the
+toy (a Hugging Face folder, or what ``--model_path`` accepts: a ``.gguf`` file, ``ollama:NAME``), with the
+settings of ``presets/demo_real.yaml`` (tuned for SmolLM2-135M-Instruct on 2 CPU cores) and, for what that
+file leaves unset, the defaults chosen from the model (``auto_defaults.py``: completion length from the
+answers' token lengths, LoRA only where full fine-tuning does not fit). The held-out set is
+``REAL_N_EVAL`` dialogues and the training set ``REAL_N_TRAIN`` unless ``--n_eval``/``--n_train`` say
+otherwise (more rows than the toy's 800: RFT trains on the rows whose candidate answer is right, about 30%).
+
 ``--task agent`` does the same for tool-using episodes: customer-service tasks (``demo/agent_data.py``) on a
 synthetic order backend (``demo/agent_env.py``), a tiny base model that knows the tool-call format but chooses
 tools poorly (``demo/agent_model.py``), then ``train --env ark_trainer.demo.agent_env:make_env`` with the
@@ -13,20 +21,40 @@ settings in ``presets/demo_agent.yaml``.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.plan import share_of
+from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
+QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
+REAL_RFT_SHARE = Fraction(80, 84)  # ... on a real model: presets/demo_real.yaml's rft_steps / max_train_steps
+REAL_N_EVAL = 100  # held-out dialogues of the demo on a real model (each costs a greedy answer per model)
+REAL_N_TRAIN = 2400  # training dialogues: ~30% of them carry a candidate that is right (~760 RFT targets)
 
 
-def demo_config_path() -> Path:
-    return Path(str(resources.files("ark_trainer") / "presets" / "demo.yaml"))
+def demo_config_path(real: bool = False) -> Path:
+    name = "demo_real.yaml" if real else "demo.yaml"
+    return Path(str(resources.files("ark_trainer") / "presets" / name))
+
+
+def _check_base_model(spec: str) -> None:
+    """``--base_model``: a folder or file that exists, or ``ollama:NAME`` (``train`` checks the rest)."""
+    if not spec.startswith("ollama:") and not Path(spec).exists():
+        raise UserError(
+            f"--base_model: {spec!r} does not exist; give a Hugging Face model folder, a .gguf file or "
+            "ollama:NAME"
+        )
 
 
 def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    if (out / "run.yaml").exists() and not overwrite:
+    from ark_trainer.folders import check_folder
+
+    check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
+    if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )
@@ -35,19 +63,23 @@ def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
             raise UserError(f"--{name}: must be ≥ 1, got {value}")
 
 
-def _demo_inputs(out: Path, write_data, build_model, *, seed: int, overwrite: bool, sizes: dict) -> tuple:
+def _demo_inputs(
+    out: Path, write_data, build_model, *, seed: int, overwrite: bool, sizes: dict, build: bool = True
+) -> tuple:
     """What both demos do before training: logging, their data written to ``OUT/data``, and their base model
     built in ``OUT/base_model`` (kept when already there, unless ``overwrite``); returns (train, eval, base)."""
     from ark_trainer.fileio import read_jsonl
+    from ark_trainer.folders import claim_folder
     from ark_trainer.runtime.monitor import setup_logging
 
+    claim_folder(out)  # the data and base model written next are a run's: train continues in this folder
     setup_logging(out / "logs")
     train_path, eval_path = write_data(
         out / "data", seed=seed, **{k: v for k, v in sizes.items() if v is not None}
     )
     log.info("demo data: %s, %s", train_path, eval_path)
     base = out / "base_model"
-    if not (base / "config.json").is_file() or overwrite:
+    if build and (not (base / "config.json").is_file() or overwrite):
         build_model(base, read_jsonl(train_path), eval_path)
     return train_path, eval_path, base
 
@@ -60,13 +92,20 @@ def run_demo(
     n_eval: int | None = None,
     max_train_steps: int | None = None,
     overwrite: bool = False,
+    base_model: str | None = None,
 ) -> Path:
+    """The QC demo: on the toy model it builds, or on ``base_model`` (a real model: its own preset)."""
     from ark_trainer.config import resolve_config
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.model import build_base_model
     from ark_trainer.pipeline import run_train
 
     _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    real = base_model is not None
+    if base_model is not None:
+        _check_base_model(base_model)
+        n_eval = REAL_N_EVAL if n_eval is None else n_eval
+        n_train = REAL_N_TRAIN if n_train is None else n_train
     train_path, eval_path, base = _demo_inputs(
         out,
         write_demo_data,
@@ -74,10 +113,11 @@ def run_demo(
         seed=seed,
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
+        build=not real,
     )
     flags = {
-        "config": str(demo_config_path()),
-        "model_path": str(base),
+        "config": str(demo_config_path(real)),
+        "model_path": base_model if base_model is not None else str(base),
         "data_path": str(train_path),
         "eval_dataset": str(eval_path),
         "output_dir": str(out),
@@ -85,7 +125,8 @@ def run_demo(
         "overwrite_output_dir": overwrite,
     }
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps * 3 // 8, 1))
+        share = REAL_RFT_SHARE if real else QC_RFT_SHARE
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, share))
     return run_train(resolve_config(flags))
 
 
@@ -93,17 +134,34 @@ AGENT_ENV = "ark_trainer.demo.agent_env:make_env"
 AGENT_MAX_TURNS = 4
 
 
+def agent_mcp_env() -> dict:
+    """``env:`` of the agent demo over MCP: its backend as a stdio MCP server (``demo/agent_mcp_server.py``)."""
+    import sys
+
+    import ark_trainer
+
+    package_root = str(Path(ark_trainer.__file__).resolve().parent.parent)  # the server imports this copy
+    command = {"command": sys.executable, "args": ["-m", "ark_trainer.demo.agent_mcp_server"]}
+    return {"mcp_servers": {"shop": {**command, "env": {"PYTHONPATH": package_root}}}}
+
+
 def agent_config_path() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / "demo_agent.yaml"))
 
 
 def agent_train_flags(
-    out: Path, base: Path, train_path: Path, eval_path: Path, seed: int, overwrite: bool
+    out: Path,
+    base: Path,
+    train_path: Path,
+    eval_path: Path,
+    seed: int,
+    overwrite: bool,
+    tools: str = "python",
 ) -> dict:
     """The ``train`` flags of the agent demo: its preset, its environment, its data and base model."""
     return {
         "config": str(agent_config_path()),
-        "env": AGENT_ENV,
+        "env": agent_mcp_env() if tools == "mcp" else AGENT_ENV,
         "max_turns": AGENT_MAX_TURNS,
         "model_path": str(base),
         "data_path": str(train_path),
@@ -131,8 +189,9 @@ def run_agent_demo(
     max_train_steps: int | None = None,
     overwrite: bool = False,
     model_kwargs: dict | None = None,
+    tools: str = "python",
 ) -> Path:
-    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment."""
+    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp)."""
     from ark_trainer.demo.agent_data import write_agent_data
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
@@ -148,7 +207,7 @@ def run_agent_demo(
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
     )
-    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite)
+    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite, tools)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=max(max_train_steps // 3, 1))
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
     return train_agent(flags)

@@ -12,7 +12,9 @@ CORS preflight). :class:`Gate` wraps its ASGI app and answers before transformer
 - 401 without ``Authorization: Bearer <key>`` (compared in constant time);
 - 404 for any route but ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /health`` (so
   ``/load_model``, ``/reset`` and the rest are gone);
-- 415 for a POST whose body is not ``application/json``.
+- 415 for a POST whose body is not ``application/json``;
+- 400 for a chat body of the wrong shape (``"messages": "hi"``, a content object, an unknown role), with
+  the field and the reason (:mod:`ark_trainer.deploy.chatbody`), before transformers sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,31 @@ from __future__ import annotations
 import hmac
 import json
 
-ROUTES = {("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/health")}
+from ark_trainer.deploy.chatbody import body_problem
+
+CHAT = ("POST", "/v1/chat/completions")
+ROUTES = {CHAT, ("GET", "/v1/models"), ("GET", "/health")}
+
+
+async def _read_body(receive):
+    """The whole request body, and a ``receive`` that hands it to the app again (then waits as before)."""
+    chunks: list[bytes] = []
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: let the app see it
+            return b"".join(chunks), _replay([message], receive)
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    return body, _replay([{"type": "http.request", "body": body, "more_body": False}], receive)
+
+
+def _replay(messages: list[dict], receive):
+    async def replayed():
+        return messages.pop(0) if messages else await receive()
+
+    return replayed
 
 
 class Gate:
@@ -36,6 +62,10 @@ class Gate:
         if scope["type"] == "lifespan":
             return await self.app(scope, receive, send)
         refusal = self.refusal(scope)
+        if refusal is None and (scope.get("method"), scope.get("path")) == CHAT:
+            body, receive = await _read_body(receive)
+            problem = body_problem(body)
+            refusal = (400, problem) if problem else None
         if refusal is None:
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":

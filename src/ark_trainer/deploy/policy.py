@@ -47,6 +47,10 @@ class PromptShape:
     shape: str
     system_prompt: str | None = None
     source: str = ""
+    reply_tokens: int | None = None  # the answers' length it was trained and evaluated with
+
+    def with_reply_tokens(self, n: int | None) -> PromptShape:
+        return PromptShape(self.shape, self.system_prompt, self.source, n)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -59,7 +63,9 @@ def read_shape(model_dir: str | Path) -> PromptShape | None:
     data = read_json(path)
     if data.get("shape") not in SHAPES:
         return None
-    return PromptShape(data["shape"], data.get("system_prompt"), str(data.get("source") or ""))
+    n = data.get("reply_tokens")
+    n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+    return PromptShape(data["shape"], data.get("system_prompt"), str(data.get("source") or ""), n)
 
 
 def write_shape(model_dir: str | Path, shape: PromptShape) -> None:
@@ -69,7 +75,7 @@ def write_shape(model_dir: str | Path, shape: PromptShape) -> None:
 def is_openclaw_turn(messages: Iterable[dict]) -> bool:
     """A prompt recorded from OpenClaw: its system prompt, its message wrapping or its notes."""
     for m in messages:
-        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        text = _text(m.get("content")) or ""
         if m.get("role") == "system" and OPENCLAW_IDENTITY in text:
             return True
         if m.get("role") == "user" and (DATE_PREFIX.match(text) or RUNTIME_NOTE.search(text)):
@@ -99,7 +105,8 @@ def shape_for(model_dir: str | Path, window: int, override: str = "auto") -> Pro
     """The shape to serve ``model_dir`` in: ``override`` unless ``auto``, else recorded, else by window."""
     recorded = read_shape(model_dir)
     if override != "auto":
-        return PromptShape(override, recorded.system_prompt if recorded else None, "--prompt_shape")
+        return PromptShape(override, recorded.system_prompt if recorded else None, "--prompt_shape",
+                           recorded.reply_tokens if recorded else None)  # fmt: skip
     if recorded is not None:
         return recorded
     if window >= OPENCLAW_PROMPT_WINDOW:
@@ -109,6 +116,15 @@ def shape_for(model_dir: str | Path, window: int, override: str = "auto") -> Pro
     return PromptShape(
         "bare", None, f"no {SHAPE_FILE}; a {window}-token window is too small for OpenClaw's prompt"
     )
+
+
+def reply_budget(model_dir: str | Path, window: int) -> int:
+    """The reply's tokens the server gives and the provider entry advertises (``maxTokens``): the answers'
+    length the model was trained and evaluated with (``--max_completion_length``, recorded by ``train``),
+    else a quarter of the window; 16 to 512, and at most half the window."""
+    recorded = read_shape(model_dir)
+    n = recorded.reply_tokens if recorded and recorded.reply_tokens else window // 4
+    return max(16, min(512, n, max(16, window // 2)))
 
 
 def _text(content: Any) -> str | None:

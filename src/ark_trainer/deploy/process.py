@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.runtime.system import pid_alive, port_taken
 
 HOST = "127.0.0.1"
 SMOKE_SYSTEM_CHARS = 40_000
@@ -96,6 +96,19 @@ def start_server(
     return {"pid": proc.pid, "port": port, "host": HOST, "log": str(log_path), "argv": argv}
 
 
+def port_in_use_error(port: int, flag: str = "--port") -> UserError:
+    return UserError(
+        f"deploy: port {port} on {HOST} is already in use by another program; choose a free port with "
+        f"{flag} P, or leave {flag} out to have a free one picked"
+    )
+
+
+def check_port(port: int, flag: str = "--port") -> None:
+    """Refuse a port something else already holds, before anything is started or written."""
+    if port_taken(HOST, port):
+        raise port_in_use_error(port, flag)
+
+
 def is_our_server(pid: int) -> bool:
     """The pid still runs ``ark_trainer.deploy.serve`` (a pid reused after a reboot is left alone)."""
     try:
@@ -156,6 +169,8 @@ def wait_healthy(server: dict, key: str, timeout: float = 300) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not pid_alive(server["pid"]):
+            if "address already in use" in _tail(server["log"], 40).lower():  # taken since the check
+                raise port_in_use_error(server["port"])
             last = _tail(server["log"], 1).strip()[:300]
             raise UserError(f"deploy: the model server exited at start ({last}); see {server['log']}")
         try:

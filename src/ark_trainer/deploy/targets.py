@@ -8,7 +8,9 @@ with a byte-for-byte rollback and a crash-safe record (:mod:`ark_trainer.opencla
 
 To add a target ``foo``: write ``ark_trainer/foo/deploy.py`` with these functions (start the server with
 ``deploy.process.start_server``, keep a record so ``rollback`` works after a crash at any point), add
-``"foo": "ark_trainer.foo.deploy"`` here, and ``ark-trainer deploy OUT --target foo`` uses it.
+``"foo": "ark_trainer.foo.deploy"`` here, and ``ark-trainer deploy OUT --target foo`` uses it. An installed
+package adds one with no edit here, from its plug-in's ``register_deploy_targets(register)`` hook
+(``ark_trainer.plugins``), calling ``register("foo", "its_pkg.deploy")`` (or the target object itself).
 """
 
 from __future__ import annotations
@@ -58,12 +60,33 @@ class DeployTarget(Protocol):
         ...
 
 
-TARGETS: dict[str, str] = {"openclaw": "ark_trainer.openclaw.deploy"}
-"""Target name → the module that implements :class:`DeployTarget`."""
+TARGETS: dict[str, str | DeployTarget] = {"openclaw": "ark_trainer.openclaw.deploy"}
+"""Target name → the module that implements :class:`DeployTarget` (imported when used), or the target."""
+_plugins_loaded = False
+
+
+def register_target(name: str, target: str | DeployTarget) -> None:
+    """Add a deploy target (a module path or an object with :class:`DeployTarget`'s functions)."""
+    if name in TARGETS:
+        raise ValueError(f"a deploy target named {name!r} is already registered; pick another name")
+    TARGETS[name] = target
+
+
+def targets() -> dict[str, str | DeployTarget]:
+    """Every deploy target by name: the built-in ones, then installed plug-ins' (added on first use)."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from ark_trainer.plugins import call_hook
+
+        call_hook("register_deploy_targets", register_target)
+    return TARGETS
 
 
 def get_target(name: str = "openclaw") -> DeployTarget:
     """The target registered as ``name``; an unknown name is a one-line error listing the known ones."""
-    if name not in TARGETS:
-        raise UserError(f"--target: unknown deploy target {name!r}; known: {', '.join(sorted(TARGETS))}")
-    return cast(DeployTarget, importlib.import_module(TARGETS[name]))
+    known = targets()
+    if name not in known:
+        raise UserError(f"--target: unknown deploy target {name!r}; known: {', '.join(sorted(known))}")
+    target = known[name]
+    return cast(DeployTarget, importlib.import_module(target)) if isinstance(target, str) else target

@@ -1,7 +1,7 @@
 """Checks that compare the evaluations of a run: base → RFT → GRPO (``eval/<name>.json``).
 
 - ``no_improvement``: the final model is no better than the base on the run's main metric (the first of
-  :data:`MAIN_METRICS` both evaluations have). The pipeline does not deploy such a model unless
+  :data:`ark_trainer.metrics.MAIN` both evaluations have). The pipeline does not deploy such a model unless
   ``--deploy_if_not_better True``.
 - ``eval_regression``: a stage ends worse than the one before it on a headline metric.
 - ``reward_hacking``: the training reward rises while the held-out evaluation falls, or one grader rises
@@ -16,13 +16,12 @@ from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, thirds
 from ark_trainer.diagnose.rundata import RunData, num
+from ark_trainer.metrics import HEADLINE, MAIN, RATES
 
-MAIN_METRICS = ("task_accuracy", "pass_rate", "reward_mean")
-HEADLINE = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "preference_alignment")
-RATES = HEADLINE[1:]
 MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
 SAME_ANSWERS = 0.95  # this share of identical greedy answers: the model did not change
+MOVED = 0.01  # ... unless a held-out metric moved by this much (a point): the answers that changed mattered
 
 
 def _show(metric: str, value: Any) -> str:
@@ -38,7 +37,7 @@ def main_metric(evals: dict[str, dict[str, Any]]) -> tuple[str, str, str] | None
     if "base" not in evals or len(names) < 2:
         return None
     final = names[-1] if names[-1] != "base" else names[-2]
-    for metric in MAIN_METRICS:
+    for metric in MAIN:
         if num(evals["base"].get(metric)) is not None and num(evals[final].get(metric)) is not None:
             return metric, "base", final
     return None
@@ -150,8 +149,21 @@ def _one_grader_dominates(run: RunData) -> list[Finding]:
 
 def _answer_key(answer: dict) -> tuple:
     """What a greedy answer is, for "same answer as before": its text and, in an agent episode, the tool
-    calls it made (an agent's last text is often the same short sign-off whatever it did)."""
-    return answer.get("completion"), json.dumps(answer.get("tool_calls"), sort_keys=True, ensure_ascii=False)
+    calls it made, with their arguments and results (an agent's last text is often the same short sign-off
+    whatever it did; ``agent/evaluate.py`` keeps each task's calls in ``answers``)."""
+    calls = answer.get("tool_calls")
+    if isinstance(calls, list):
+        calls = [{k: c.get(k) for k in ("name", "arguments", "result")} for c in calls if isinstance(c, dict)]
+    return answer.get("completion"), json.dumps(calls, sort_keys=True, ensure_ascii=False)
+
+
+def _moved(before: dict, after: dict) -> str:
+    """A held-out metric that changed by at least ``MOVED`` between two models ("" when none did)."""
+    for metric in ("task_success", *HEADLINE):
+        a, b = before.get(metric), after.get(metric)
+        if isinstance(a, int | float) and isinstance(b, int | float) and abs(b - a) >= MOVED:
+            return metric
+    return ""
 
 
 def check_same_answers(run: RunData) -> list[Finding]:
@@ -164,7 +176,7 @@ def check_same_answers(run: RunData) -> list[Finding]:
     if not a or len(a) != len(b):
         return []
     same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
-    if same < SAME_ANSWERS:
+    if same < SAME_ANSWERS or _moved(run.evals[prev], run.evals[cur]):  # the few that changed moved a metric
         return []
     flag = lr_flag(cur)
     evidence = f"{cur} gives the same greedy answer as {prev} on {same:.0%} of {len(a)} held-out prompts"

@@ -15,6 +15,7 @@ from typing import Any
 
 from ark_trainer.diagnose import diagnose, to_json
 from ark_trainer.fileio import write_json
+from ark_trainer.runfolder import DIAGNOSIS
 
 log = logging.getLogger("ark_trainer")
 
@@ -25,7 +26,7 @@ def after_run(out: Path) -> dict[str, Any] | None:
     """Diagnose the run that just ended; write ``OUT/diagnosis.json``; log what is above ``info``."""
     try:
         result = diagnose(out)
-        write_json(Path(out) / "diagnosis.json", to_json(result))
+        write_json(Path(out) / DIAGNOSIS, to_json(result))
     except Exception as exc:  # noqa: BLE001 - a diagnosis must never hide the run's own outcome
         log.error("diagnosis failed (%s: %s); try: ark-trainer diagnose %s", type(exc).__name__, exc, out)
         return None

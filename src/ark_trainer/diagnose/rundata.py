@@ -1,19 +1,18 @@
 """What the diagnosis reads: a run folder's files, parsed once and tolerantly.
 
-Only the run folder (and the ``--log_dir`` its ``run.yaml`` names) is read, so ``ark-trainer diagnose OUT``
+Only the run folder (``runfolder.py``; and the ``--log_dir`` its ``run.yaml`` names) is read, so ``ark-trainer diagnose OUT``
 works on a finished, failed, killed or still-running run, on this machine or a copy of the folder. A file
 that is missing or unreadable is treated as absent: a diagnosis must never fail on the run it diagnoses.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import jsonl_file_lines
+from ark_trainer.runfolder import RunFolder, run_end_status
 
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
 
@@ -56,8 +55,7 @@ class RunData:
 
     @property
     def log_path(self) -> Path:
-        log_dir = self.config.get("log_dir")
-        return (Path(log_dir) if log_dir else self.out / "logs") / "train.log"
+        return RunFolder(self.out).log_dir(self.config.get("log_dir")) / "train.log"
 
     def final_status(self) -> str:
         """finished / failed / stalled / dead / running / unknown: the heartbeat, else the last run_end."""
@@ -72,12 +70,7 @@ class RunData:
 
     def _ended(self) -> str | None:
         """The status of the ``run_end`` that follows the last ``run_start`` (this attempt's end), if any."""
-        for e in reversed(self.events):
-            if e.get("event") == "run_start":
-                return None
-            if e.get("event") == "run_end":
-                return str(e.get("status", "finished"))
-        return None
+        return run_end_status(self.events)
 
 
 def num(value: Any) -> float | None:
@@ -90,12 +83,12 @@ def load(out: Path) -> RunData:
     """Read the run folder ``out``."""
     from ark_trainer.runtime.monitor import read_status
 
-    out = Path(out)
-    run = RunData(out=out)
-    run.config = _mapping(out / "run.yaml")
-    run.plan = _mapping(out / "plan.json")
-    run.events = _events(out / "events.jsonl")
-    run.evals = _evals(out, run.events)
+    folder = RunFolder(out)
+    run = RunData(out=folder.out)
+    run.config = folder.config()
+    run.plan = folder.plan()
+    run.events = folder.events()
+    run.evals = _evals(folder, run.events)
     try:
         run.state, run.beat = read_status(out)
     except (OSError, ValueError, TypeError):
@@ -104,45 +97,12 @@ def load(out: Path) -> RunData:
     return run
 
 
-def _mapping(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
-    except (OSError, ValueError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = jsonl_file_lines(path, "replace")
-    except OSError:
-        return []
-    events = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:  # a torn last line of a killed run, or one being written
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
-def _evals(out: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _evals(folder: RunFolder, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """eval/<name>.json, ordered as the run's ``eval`` events were (base first), then the known names."""
     order = [str(e.get("model")) for e in events if e.get("event") == "eval" and e.get("model")]
     from ark_trainer.stages.registry import stage_names_in_order
 
-    names = list(dict.fromkeys([*order, "base", *stage_names_in_order()]))
-    evals = {}
-    for name in names:
-        data = _mapping(out / "eval" / f"{name}.json")
-        if data:
-            evals[name] = data
-    return evals
+    return folder.evals([*order, "base", *stage_names_in_order()])
 
 
 def _tail(path: Path) -> str:

@@ -9,7 +9,9 @@ matched case-insensitively on the user message's start, the first 200 characters
   counts against (feedback -1): it is not kept as a candidate to imitate;
 - ``positive``: thanks or approval ("谢谢", "对的", "thanks", "correct", ...): feedback +1, the answer is kept;
 - ``hint``: a correction that says what the answer should have been ("应该回答：X", "should be: X"):
-  ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does).
+  ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does),
+  unless the safety filter (:mod:`ark_trainer.loop.safety`: a secret in ``X``, or ``X`` asking for a
+  credential or a payment secret) drops it: the turn is then a plain correction, and the drop is counted.
 
 Replace them with ``--feedback_rules FILE`` (YAML with any of ``negative``, ``positive``, ``hint``: lists
 of patterns; ``hint`` patterns capture the corrected answer in their first group).
@@ -21,7 +23,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ark_trainer.data.text import is_blank
 from ark_trainer.errors import UserError
@@ -68,12 +69,12 @@ def load_rules(path: str | None) -> Rules:
     """The default rules, or those of a YAML file (``negative``, ``positive``, ``hint``: pattern lists)."""
     if not path:
         return Rules()
-    import yaml
+    from ark_trainer.yamlsafe import read_yaml_file
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"--feedback_rules: cannot read {path}: {exc}") from None
+        data = read_yaml_file(path) or {}
+    except UserError as exc:
+        raise UserError(f"--feedback_rules: {exc.messages[0]}") from None
     if not isinstance(data, dict) or set(data) - {"negative", "positive", "hint"}:
         raise UserError(
             f"--feedback_rules: {path}: expected a mapping with negative, positive and/or hint lists"
@@ -121,14 +122,28 @@ def conversation_key(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(turns, ensure_ascii=False).encode()).hexdigest()
 
 
-def feedback_of(rows: list[dict], rules: Rules) -> dict[str, tuple[int, str | None]]:
-    """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it."""
+def feedback_of(
+    rows: list[dict], rules: Rules, dropped: dict[str, str] | None = None
+) -> dict[str, tuple[int, str | None]]:
+    """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it.
+
+    A hint the safety filter refuses becomes a plain correction; ``dropped`` (when given) gets its
+    conversation key → the reason (``secret`` or ``credential_request``)."""
+    from ark_trainer.loop.safety import correction_problem
+
     found: dict[str, tuple[int, str | None]] = {}
     for row in rows:
         messages = row.get("messages") or []
         for i in range(1, len(messages)):
             if messages[i]["role"] == "user" and messages[i - 1]["role"] == "assistant":
                 verdict = judge(messages[i]["content"], rules)
-                if verdict[0]:
-                    found[conversation_key(messages[:i])] = verdict
+                if not verdict[0]:
+                    continue
+                key = conversation_key(messages[:i])
+                problem = correction_problem(verdict[1]) if verdict[1] else None
+                if problem is not None:
+                    verdict = (-1, None)
+                    if dropped is not None:
+                        dropped[key] = problem[0]
+                found[key] = verdict
     return found

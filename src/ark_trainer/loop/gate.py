@@ -5,8 +5,8 @@ held-out set plus a slice of the newest turns): ``eval/base.json`` is the model 
 started from it), the last stage's ``eval/<stage>.json`` is the candidate. The candidate is promoted
 when
 
-- its main metric (``--main_metric``, default ``reward_mean``) is higher than the served model's by more
-  than ``--min_improvement`` (default 0: any gain), and
+- its main metric (``--main_metric``) is higher than the served model's by more than
+  ``--min_improvement`` (default 0: any gain), and
 - no tracked metric (``reward_mean``, ``pass_rate``, ``task_accuracy``, ``compliance_rate``, and
   ``heldout_reward_mean``: the mean reward on the frozen held-out rows alone, so the newest turns cannot
   hide a drift; those both evaluations report) is lower by more than ``--max_regression`` (absolute,
@@ -14,13 +14,79 @@ when
 
 Anything else (a missing evaluation, a failed training) keeps the served model; the reasons are written
 to ``LOOP/rounds/N/decision.json``.
+
+The main metric must be one the frozen held-out set can measure (:func:`heldout_measures`), or no round
+could ever pass. ``--main_metric auto`` (the default) is ``task_accuracy`` when the held-out rows are
+labelled (``label`` or ``reference``: the accuracy graders ``qc_verdict``/``reference_match`` grade them,
+whatever reward a round trains with), else ``reward_mean``. A metric the held-out set cannot measure is
+refused when the loop starts: ``task_accuracy`` or ``compliance_rate`` without rows those graders apply
+to, ``reward_mean``/``pass_rate`` when no grader of the loop's reward applies to a held-out row.
+(``reward_mean`` is the round's own reward: a round without ``--reward_config`` picks its preset from its
+turns, so on a labelled held-out set it may grade every answer alike, as 0; ``task_accuracy`` does not.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-TRACKED = ("reward_mean", "pass_rate", "task_accuracy", "compliance_rate", "heldout_reward_mean")
+from ark_trainer.errors import UserError
+from ark_trainer.metrics import COMPLIANCE_RATE, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+
+# preference_alignment is left out: it compares with the base model, not with the model being served
+TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, "heldout_reward_mean")
+MAIN_METRICS = ("auto", *TRACKED)
+_REWARD_METRICS = (REWARD_MEAN, PASS_RATE, "heldout_reward_mean")
+
+
+def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = None) -> dict[str, bool]:
+    """For each main metric, whether the held-out ``rows`` (loaded) can measure it: a grader behind it
+    applies to one of them (asked with the row's own answer, as ``train``'s applicability check does).
+    ``task``: the reward's graders that carry the task (a preset's format rules apply to any text and
+    measure nothing of it); default every weighted one."""
+    from ark_trainer.metrics import ACCURACY_GRADERS, COMPLIANCE_GRADER
+    from ark_trainer.rewards.applies import sample_batch
+    from ark_trainer.rewards.graders import applies
+    from ark_trainer.rewards.registry import get_reward
+
+    if not rows:
+        return dict.fromkeys(TRACKED, False)
+    prompts, answers, columns = sample_batch(rows)
+
+    def any_applies(fn) -> bool:
+        return any(applies(fn, prompts, answers, columns))
+
+    graded = reward is not None and any(
+        any_applies(c.fn) for c in reward.components if c.weight > 0 and (task is None or c.name in task)
+    )
+    return {
+        **dict.fromkeys(_REWARD_METRICS, graded),
+        "task_accuracy": any(any_applies(get_reward(n)) for n in ACCURACY_GRADERS),
+        "compliance_rate": any_applies(get_reward(COMPLIANCE_GRADER)),
+    }
+
+
+def resolve_main_metric(wanted: str, measures: dict[str, bool], where: str) -> str:
+    """``wanted`` (``auto``: task_accuracy on labelled rows, else reward_mean), refused in one line when
+    the held-out set cannot measure it: a gate on it could never pass."""
+    if wanted not in MAIN_METRICS:
+        raise UserError(f"--main_metric: unknown metric {wanted!r}; use one of {', '.join(MAIN_METRICS)}")
+    asked = wanted
+    if wanted == "auto":
+        wanted = "task_accuracy" if measures.get("task_accuracy") else "reward_mean"
+        asked = f"auto ({wanted}: the held-out rows are not labelled)"
+    if not measures.get(wanted):
+        need = {
+            "task_accuracy": "rows with a label or reference the accuracy graders (qc_verdict, reference_match) read",
+            "compliance_rate": "rows the qc_compliance grader applies to",
+        }.get(wanted, "rows a grader of the loop's reward applies to (see --reward_config)")
+        can = [m for m in TRACKED if measures.get(m)]
+        raise UserError(
+            f"--main_metric {asked}: the held-out set {where} cannot measure it (it needs {need}), so no round "
+            f"could ever pass the gate; choose one it measures ({', '.join(can) or 'none'}), or give "
+            "--eval_dataset rows that carry it"
+        )
+    return wanted
 
 
 @dataclass
@@ -44,7 +110,7 @@ def with_heldout(metrics: dict, n_heldout: int) -> dict:
 
 
 def decide(
-    current: dict, candidate: dict, main: str = "reward_mean", max_regression: float = 0.02,
+    current: dict, candidate: dict, main: str = REWARD_MEAN, max_regression: float = 0.02,
     min_improvement: float = 0.0,
 ) -> Decision:  # fmt: skip
     """Promote ``candidate`` over ``current`` (metric dicts as ``eval/*.json`` hold them), or say why not."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ark_trainer.fileio import atomic_write_text
+from ark_trainer.metrics import REWARD_MEAN
 
 
 def status_lines(loop: Path, state: dict) -> list[str]:
@@ -18,7 +19,8 @@ def status_lines(loop: Path, state: dict) -> list[str]:
     from ark_trainer.loop.serving import TURNS, deployment_alive
     from ark_trainer.runtime.system import pid_alive
 
-    turns = len(read_turns(Path(loop) / TURNS))
+    recorded = read_turns(Path(loop) / TURNS)
+    turns = len(recorded)
     sup = state.get("supervisor_pid")
     training = state.get("training")
     lines = [
@@ -31,6 +33,7 @@ def status_lines(loop: Path, state: dict) -> list[str]:
             if training
             else "none"
         ),  # fmt: skip
+        f"corrections dropped by the safety filter: {dropped_corrections(recorded, state)}",
     ]
     for h in state["history"]:
         verdict = "promoted" if h["promoted"] else "refused"
@@ -41,13 +44,36 @@ def status_lines(loop: Path, state: dict) -> list[str]:
     return lines
 
 
+def dropped_corrections(rows: list[dict], state: dict) -> str:
+    """``N (k secret, m credential_request)`` over every recorded turn (see :mod:`ark_trainer.loop.safety`)."""
+    from collections import Counter
+
+    from ark_trainer.loop.feedback import feedback_of, load_rules
+
+    refused: dict[str, str] = {}
+    feedback_of(
+        [r for r in rows if "messages" in r],
+        load_rules(state.get("settings", {}).get("feedback_rules")),
+        refused,
+    )
+    counts = Counter(refused.values())
+    return f"{sum(counts.values())}" + (f" ({reason_counts(counts)})" if counts else "")
+
+
+def reason_counts(counts: dict) -> str:
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+
+
 def write_report(loop: Path, state: dict) -> Path:
     loop = Path(loop)
-    main = state["settings"].get("main_metric", "reward_mean")
-    rows = ["| round | served model | candidate | decision | reasons |", "|---|---|---|---|---|"]
+    main = state["settings"].get("main_metric", REWARD_MEAN)
+    rows = ["| round | served model | candidate | decision | reasons | corrections dropped |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
     for h in state["history"]:
+        dropped = h.get("corrections_dropped") or {}
         rows.append(f"| {h['round']} | {_num(h.get('current_main'))} | {_num(h.get('main'))} | "
-                    f"{'promoted' if h['promoted'] else 'refused'} | {'; '.join(h['reasons'])} |")  # fmt: skip
+                    f"{'promoted' if h['promoted'] else 'refused'} | {'; '.join(h['reasons'])} | "
+                    f"{sum(dropped.values())}{f' ({reason_counts(dropped)})' if dropped else ''} |")  # fmt: skip
     plot = _plot(loop, state, main)
     text = "\n".join([
         "# Live loop report", "",

@@ -7,8 +7,12 @@ held-out set plus the newest turns, not trained on), ``train.log``, the run's ow
 How a recorded turn becomes a training row (:func:`turn_row`):
 
 - OpenClaw's system prompt (~40k characters, the same every turn) and the internal-context message it adds
-  after the current user message (active exec sessions, subagents) are dropped: a small model could not
-  train on them and the server cuts them anyway; the conversation's turns are kept;
+  after the current user message (active exec sessions, subagents) are dropped, and each user message is
+  unwrapped (OpenClaw's ``[date] `` prefix and ``Runtime:`` paragraph go): the conversation's turns are
+  kept, as the server shows them to a model trained on bare prompts (``deploy/policy.py``), so a round
+  trains, is gated and is served in one shape, ``bare`` (recorded by ``train`` in its ``model/``); with
+  ``--keep_system_prompt`` the turns stay as OpenClaw sent them, and the round is served the same way
+  (shape ``openclaw``);
 - the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
   a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
   keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
@@ -25,12 +29,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.data.text import is_blank
-from ark_trainer.fileio import read_json, write_jsonl
+from ark_trainer.deploy.policy import unwrap_request
+from ark_trainer.fileio import write_jsonl
 from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
+from ark_trainer.runfolder import RunFolder
 
 OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
 DEFAULT_FLAGS = {"lora_r": "8", "report_to": "none"}  # unless the loop's train flags say otherwise
@@ -43,6 +50,10 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
     if len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
     prompt = [m for m in messages[:-1] if keep_system or not is_agent_context(m)]
+    if not keep_system:
+        prompt = [
+            {**m, "content": unwrap_request(m["content"])} if m["role"] == "user" else m for m in prompt
+        ]
     if prompt and prompt[-1]["role"] == "user" and is_blank(prompt[-1]["content"]):
         return None  # the message answered was empty (or invisible): nothing to learn from
     prompt = [m for m in prompt if m["role"] != "user" or not is_blank(m["content"])]  # train refuses them
@@ -59,18 +70,24 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
 
 
 def scored_rows(
-    all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool
-) -> list[dict]:
-    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback."""
+    all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool,
+    dropped: Counter | None = None,
+) -> list[dict]:  # fmt: skip
+    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback;
+    ``dropped`` counts, by reason, the new turns whose correction the safety filter refused."""
     from ark_trainer.data.loader import load_jsonl
     from ark_trainer.scoring import score_completions
 
-    verdicts = feedback_of([r for r in all_rows if "messages" in r], rules)
+    refused: dict[str, str] = {}
+    verdicts = feedback_of([r for r in all_rows if "messages" in r], rules, refused)
     rows = []
     for raw in new_rows:
         if "messages" not in raw:
             continue
-        row = turn_row(raw, verdicts.get(conversation_key(raw["messages"])), keep_system)
+        key = conversation_key(raw["messages"])
+        if dropped is not None and key in refused:
+            dropped[refused[key]] += 1
+        row = turn_row(raw, verdicts.get(key), keep_system)
         if row is not None:
             rows.append(row)
     if not rows or reward is None:
@@ -123,7 +140,9 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(folder)  # the round's train run continues in a folder of ours
     write_jsonl(folder / "data.jsonl", train_rows)
     write_jsonl(folder / "eval.jsonl", eval_rows)
 
@@ -168,19 +187,16 @@ def exit_code(pid: int) -> int | None:
 
 def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:
     """(served model's eval, candidate's eval, candidate's stage) from the round's ``train`` output."""
-    base = folder / "eval" / "base.json"
-    plan = folder / "plan.json"
-    stages = (
-        [s["name"] for s in read_json(plan).get("stages", []) if s.get("steps")] if plan.is_file() else []
-    )
-    for name in reversed(stages):
-        path = folder / "eval" / f"{name}.json"
-        if path.is_file():
-            return (read_json(base) if base.is_file() else None), read_json(path), name
-    return (read_json(base) if base.is_file() else None), None, None
+    run = RunFolder(folder)
+    base = run.eval("base") or None
+    for name in reversed([str(s.get("name")) for s in run.planned_stages() if s.get("steps")]):
+        candidate = run.eval(name)
+        if candidate:
+            return base, candidate, name
+    return base, None, None
 
 
 def complete_model(folder: Path) -> bool:
     """A full model was saved (config + weights), not a half-written folder."""
-    model = folder / "model"
+    model = RunFolder(folder).model_dir
     return (model / "config.json").is_file() and any(model.glob("*.safetensors"))

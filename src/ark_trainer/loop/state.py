@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import read_json, write_json
+from ark_trainer.runfolder import RunFolder
 
 STATE = "state.json"
 
@@ -57,4 +58,4 @@ def model_of(loop: Path, state: dict[str, Any], round_id: int) -> Path:
     """The complete model of round ``round_id`` (0: the model the loop started from)."""
     if round_id == 0:
         return Path(state["model_path"])
-    return Path(loop) / "rounds" / str(round_id) / "model"
+    return RunFolder(Path(loop) / "rounds" / str(round_id)).model_dir  # a round is one train run

@@ -17,14 +17,15 @@ import os
 import shutil
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
 from ark_trainer.loop import feedback, gate, rounds, serving
+from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
 from ark_trainer.models.source import check_model, convert
 from ark_trainer.runtime.system import pid_alive
@@ -38,7 +39,7 @@ class LoopSettings:
     every: float = 0.0
     max_regression: float = 0.02
     min_improvement: float = 0.0
-    main_metric: str = "reward_mean"
+    main_metric: str = "auto"
     eval_newest: int = 4
     heldout_size: int = 8
     keep_system_prompt: bool = False
@@ -55,10 +56,12 @@ class Loop:
     def __init__(self, folder: Path, settings: LoopSettings, train_flags: dict[str, Any], log=print) -> None:
         self.dir, self.s, self.flags, self.log = Path(folder).resolve(), settings, train_flags, log
         self.rules = feedback.load_rules(settings.feedback_rules)
+        self.wanted_metric = settings.main_metric  # "auto" is resolved once the held-out set is frozen
         self.stopping = False
         self.reward: Any = None
         self.state: dict[str, Any] = {}
         self.last_round_at = time.time()
+        self.dropped: Counter[str] = Counter()  # corrections the safety filter refused, in the newest turns
 
     # --- start / resume ---
     def start(self) -> None:
@@ -71,17 +74,33 @@ class Loop:
                     "ollama:NAME)"
                 )
             source = check_model(str(model), flag="--model_path")  # checked before the loop folder exists
-            self.dir.mkdir(parents=True, exist_ok=True)
-            base = convert(source, self.dir / "base_model")  # a GGUF / Ollama model: converted once, here
-            state = fresh_state(
-                str(base.path), {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags}
-            )
-            state["base_model"] = base.to_json()
-            self._freeze_heldout()
+            if self.s.port:  # before the folder exists: a taken port is one line, nothing written
+                from ark_trainer.deploy.process import check_port
+
+                check_port(self.s.port)
+            from ark_trainer.folders import check_folder, claim_folder
+
+            check_folder(self.dir, "--output_dir", "loop")  # never a folder of the user's other files
+            created = not self.dir.exists()
+            claim_folder(self.dir, "loop")
+            try:  # a refused model, held-out set or main metric leaves no loop folder behind
+                base = convert(source, self.dir / "base_model")  # a GGUF / Ollama model: converted once, here
+                state = fresh_state(
+                    str(base.path), {k: v for k, v in vars(self.s).items()} | {"train_flags": self.flags}
+                )
+                state["base_model"] = base.to_json()
+                self.state = state
+                self._freeze_heldout()
+                self._build_reward()
+            except BaseException:
+                if created:
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                raise
         else:
             self.log(f"loop: resuming {self.dir} (serving round {state['serving']})")
             self.flags = {**state["settings"].get("train_flags", {}), **self.flags}
-        self.state = state
+            self.state = state
+            self._build_reward()
         other = state.get("supervisor_pid")
         if other and other != os.getpid() and pid_alive(other):
             raise UserError(
@@ -89,7 +108,6 @@ class Loop:
             )
         state["supervisor_pid"] = os.getpid()
         self.save()
-        self._build_reward()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
         serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
 
@@ -120,6 +138,27 @@ class Loop:
         self.reward = (
             build_reward(self.flags, rows, "cpu") if rows or self.flags.get("reward_config") else None
         )
+        if rows:  # the gate's main metric must be one these rows measure (else no round could pass)
+            self._resolve_main_metric(rows, str(heldout))
+
+    def _resolve_main_metric(self, rows: list[dict], where: str) -> None:
+        task = None if self.flags.get("reward_config") else [self.reward.components[0].name, "reward_model"]
+        measures = gate.heldout_measures(rows, self.reward, task)
+        main = gate.resolve_main_metric(self.wanted_metric, measures, where)
+        how = f"--main_metric {self.wanted_metric}"
+        if self.wanted_metric == "auto":
+            how += (
+                ": the held-out rows are labelled"
+                if main == "task_accuracy"
+                else ": no labelled held-out rows"
+            )
+        self.log(f"loop: the gate's main metric is {main} ({how})")
+        self.s.main_metric = self.state["settings"]["main_metric"] = main
+
+    @property
+    def main_metric(self) -> str:
+        """The gate's main metric, resolved from ``auto`` once the held-out set is frozen."""
+        return self.s.main_metric if self.s.main_metric != "auto" else "reward_mean"
 
     def save(self) -> None:
         save_state(self.dir, self.state)
@@ -142,6 +181,12 @@ class Loop:
         return bool(self.s.max_rounds) and len(self.state["history"]) >= self.s.max_rounds
 
     def _shutdown(self) -> None:
+        try:  # a rollback asked for while the last round was decided: served before leaving
+            self._serve_rollback_request()
+        except Exception as exc:  # noqa: BLE001 - the state must still be saved; the requester retries
+            self.log(
+                f"loop: the rollback asked for could not be served ({exc}); `loop --rollback` retries it"
+            )
         training = self.state.get("training")
         if self.stopping and training and pid_alive(training["pid"]):
             os.killpg(training["pid"], signal.SIGTERM)  # restarted from its turns on the next start
@@ -164,8 +209,9 @@ class Loop:
 
         all_rows = read_turns(self.dir / serving.TURNS)
         used = self.state["turns_used"]
+        self.dropped = Counter()
         rows = rounds.scored_rows(
-            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt
+            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt, self.dropped
         )
         return [r for r in rows if rounds.is_scored(r)], len(all_rows)
 
@@ -186,7 +232,9 @@ class Loop:
 
     def _fit(self, rows: list[dict], model: Path) -> list[dict]:
         """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
-        reply = int(self.flags.get("max_completion_length") or TrainConfig.max_completion_length)
+        from ark_trainer.auto_defaults import LENGTH_FALLBACK
+
+        reply = int(self.flags.get("max_completion_length") or LENGTH_FALLBACK)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
             self.log(
@@ -212,12 +260,17 @@ class Loop:
         argv = rounds.train_argv(folder, model, self.flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started_at": now(), "turns_to": total,
-                                    "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k})  # fmt: skip
+                                    "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
+                                    "corrections_dropped": dict(self.dropped)})  # fmt: skip
         self.state["next_round"] = n + 1
         self.state["events"].append({"at": now(), "event": "round_started", "round": n})
         self.save()
         self.last_round_at = time.time()
         self.log(f"loop: round {n} training on {len(train_rows)} turns (pid {pid}, nice +{rounds.NICE})")
+        if self.dropped:
+            self.log(
+                f"loop: round {n}: corrections dropped by the safety filter: {reason_counts(self.dropped)}"
+            )
 
     def _check_round(self) -> None:
         training = self.state["training"]
@@ -240,7 +293,7 @@ class Loop:
                 gate.with_heldout(current, n_heldout),
                 gate.with_heldout(candidate, n_heldout),
             )
-            decision = gate.decide(current, candidate, self.s.main_metric, self.s.max_regression,
+            decision = gate.decide(current, candidate, self.main_metric, self.s.max_regression,
                                    self.s.min_improvement)  # fmt: skip
         self._decided(n, folder, decision, stage)
 
@@ -248,9 +301,10 @@ class Loop:
         write_json(
             folder / "decision.json", {"round": n, "stage": stage, "decided_at": now(), **decision.as_json()}
         )
-        main = decision.candidate.get(self.s.main_metric)
+        main = decision.candidate.get(self.main_metric)
         self.state["history"].append({"round": n, "promoted": decision.promote, "reasons": decision.reasons,
-                                      "main": main, "current_main": decision.current.get(self.s.main_metric),
+                                      "main": main, "current_main": decision.current.get(self.main_metric),
+                                      "corrections_dropped": self.state["training"].get("corrections_dropped", {}),
                                       "decided_at": now()})  # fmt: skip
         self.state["turns_used"] = self.state["training"]["turns_to"]
         self.state["training"] = None
@@ -276,12 +330,8 @@ class Loop:
         self.save()
 
     def _serve_rollback_request(self) -> None:
-        path = self.dir / ROLLBACK_REQUEST
-        if not path.is_file():
-            return
-        n = int(read_json(path)["round"])
-        path.unlink()
-        if n != self.state["serving"]:
+        n = claim_rollback_request(self.dir)
+        if n is not None and n != self.state["serving"]:
             self.switch_to(n, "rollback")
             self._write_report()
 
@@ -293,6 +343,25 @@ class Loop:
 
 def _lines(rows: list[dict]) -> list[str]:
     return [json_line(r) for r in rows]
+
+
+def claim_rollback_request(folder: Path) -> int | None:
+    """Take ``LOOP/rollback.json`` (one rename: the supervisor and ``loop --rollback`` may both try; one
+    wins) and return the round it asks for, or None when there is none (left)."""
+    claimed = Path(folder) / f".{ROLLBACK_REQUEST}.{os.getpid()}"
+    try:
+        os.rename(Path(folder) / ROLLBACK_REQUEST, claimed)
+    except FileNotFoundError:
+        return None
+    try:
+        return int(read_json(claimed)["round"])
+    finally:
+        claimed.unlink(missing_ok=True)
+
+
+def _supervised_by(folder: Path, pid: int) -> bool:
+    """``pid`` is alive and still the loop's supervisor (it clears ``supervisor_pid`` when it stops)."""
+    return (load_state(folder) or {}).get("supervisor_pid") == pid and pid_alive(pid)
 
 
 def servable_rounds(folder: Path, state: dict) -> list[int]:
@@ -312,14 +381,11 @@ def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> N
         )
     pid = state.get("supervisor_pid")
     if pid and pid_alive(pid):
-        write_json(folder / ROLLBACK_REQUEST, {"round": n, "asked_at": now()})
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if (load_state(folder) or {}).get("serving") == n and not (folder / ROLLBACK_REQUEST).exists():
-                log(f"loop: serving round {n}")
-                return
-            time.sleep(0.5)
-        raise UserError(f"loop --rollback: the supervisor (pid {pid}) did not switch within {timeout:.0f}s")
+        if _through_supervisor(folder, n, pid, timeout):
+            log(f"loop: serving round {n}")
+            return
+        log(f"loop: the supervisor (pid {pid}) stopped without switching; switching here")
+        state = load_state(folder) or state
     loop = Loop(
         folder, LoopSettings(**{k: v for k, v in state["settings"].items() if k != "train_flags"}), {}, log
     )
@@ -327,6 +393,21 @@ def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> N
     loop.switch_to(n, "rollback")
     loop._write_report()
     log(f"loop: serving round {n}")
+
+
+def _through_supervisor(folder: Path, n: int, pid: int, timeout: float) -> bool:
+    """Ask the running supervisor to serve round ``n``; True once it does, False when it stopped (or is
+    stopping) without doing it, so the caller switches itself instead of waiting for nobody."""
+    write_json(folder / ROLLBACK_REQUEST, {"round": n, "asked_at": now()})
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (load_state(folder) or {}).get("serving") == n and not (folder / ROLLBACK_REQUEST).exists():
+            return True
+        gone = not _supervised_by(folder, pid)  # stopped, or stopping: it will not look again
+        if gone and (claim_rollback_request(folder) is not None or not pid_alive(pid)):
+            return (load_state(folder) or {}).get("serving") == n
+        time.sleep(0.2)
+    raise UserError(f"loop --rollback: the supervisor (pid {pid}) did not switch within {timeout:.0f}s")
 
 
 def stop_loop(folder: Path) -> str:

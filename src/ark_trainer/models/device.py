@@ -55,7 +55,7 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         fp16 = bf16 = False
     if cfg.trust_remote_code:
         warnings.append("--trust_remote_code True: the model folder's own Python code will run")
-    from ark_trainer.scale import auto_precision, check_hardware  # issue 7: precision, QLoRA, vLLM
+    from ark_trainer.scale import auto_precision, check_hardware  # precision, QLoRA, vLLM
 
     check_hardware(cfg, device)
     fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)

@@ -12,8 +12,12 @@ if TYPE_CHECKING:
     from ark_trainer.models.device import Runtime
 
 
-def check_model_dir(path: str, flag: str) -> Path:
-    """A local HF checkpoint with safetensors weights, or a one-line UserError saying what is wrong."""
+def check_model_dir(path: str, flag: str, trust_remote_code: bool = False) -> Path:
+    """A local HF checkpoint with safetensors weights, or a one-line UserError saying what is wrong.
+
+    Beyond the files being there, ``config.json`` and the safetensors headers are read and checked against
+    each other (``models/checks.py``) without loading anything.
+    """
     p = Path(path)
     if not p.is_dir():
         raise UserError(
@@ -26,6 +30,9 @@ def check_model_dir(path: str, flag: str) -> Path:
             f"{flag}: {path!r} has no .safetensors weights (pickle .bin files are refused); "
             "convert with model.save_pretrained(dir, safe_serialization=True)"
         )
+    from ark_trainer.models.checks import check_model_files
+
+    check_model_files(p, flag, trust_remote_code)
     return p
 
 
@@ -34,10 +41,13 @@ def model_init_kwargs(rt: Runtime) -> dict[str, Any]:
     return {"dtype": rt.dtype, "use_safetensors": True, "trust_remote_code": rt.trust_remote_code}
 
 
-def check_policy_dir(path: str, flag: str = "--model_path") -> Path:
-    p = check_model_dir(path, flag)
+def check_policy_dir(path: str, flag: str = "--model_path", trust_remote_code: bool = False) -> Path:
+    p = check_model_dir(path, flag, trust_remote_code)
     if not any((p / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
         raise UserError(f"{flag}: {path!r} has no tokenizer files; save the tokenizer next to the model")
+    from ark_trainer.models.checks import check_tokenizer_files
+
+    check_tokenizer_files(p)
     return p
 
 

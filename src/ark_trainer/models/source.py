@@ -81,7 +81,7 @@ def model_kind(spec: str) -> str:
     return "hf"
 
 
-def check_model(spec: str, *, flag: str = "--model_path") -> ResolvedModel:
+def check_model(spec: str, *, flag: str = "--model_path", trust_remote_code: bool = False) -> ResolvedModel:
     """Everything about ``spec`` checked, nothing written. For a GGUF or Ollama model ``path`` is where the
     per-user cache would put its conversion (:func:`resolve_model` picks the folder)."""
     kind = model_kind(spec)
@@ -98,7 +98,7 @@ def check_model(spec: str, *, flag: str = "--model_path") -> ResolvedModel:
                 f"{flag}: {spec!r} is a file but not a GGUF model; give a Hugging Face folder, a .gguf file "
                 "or ollama:NAME[:TAG]"
             )
-        return ResolvedModel(path=check_policy_dir(spec, flag), kind="hf", source=spec)
+        return ResolvedModel(path=check_policy_dir(spec, flag, trust_remote_code), kind="hf", source=spec)
     from ark_trainer.models.gguf import file_sha256, inspect_gguf
 
     name, template = None, None

@@ -85,9 +85,11 @@ def _flag_value(value: Any) -> str:
 
 
 def train_command(cfg: TrainConfig) -> str:
-    """The equivalent ``ark-trainer-inner train ...`` line: required flags plus every non-default value."""
+    """The equivalent ``ark-trainer-inner train ...`` line: the flags the reference template starts with
+    (:data:`ALWAYS_SHOWN`, in its order), then every other non-default value in ``--help`` order."""
     parts = ["ark-trainer-inner", "train"]
-    for f in fields(TrainConfig):
+    first = {name: i for i, name in enumerate(ALWAYS_SHOWN)}
+    for f in sorted(fields(TrainConfig), key=lambda f: first.get(f.name, len(first))):
         if f.metadata.get("cli_only"):
             continue
         value = getattr(cfg, f.name)
@@ -113,6 +115,36 @@ def _fit_group_size(flags: dict[str, Any], from_yaml: dict[str, Any], assumption
         assumptions.append(f"batch {total} per step: --num_generations {group} (a GRPO group must divide it)")
 
 
+def _llm_flags(
+    request: str, parsed: dict[str, Any], base_url: str, model: str | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The model's flags (untrusted: ``nl/llm.py`` drops what it may not set) plus the paths the request
+    itself names where the answer has none; the assumptions say what was filled and what was dropped."""
+    from ark_trainer.nl.llm import ask_llm, path_fields
+
+    answer, dropped = ask_llm(base_url, model, request)
+    assumptions = [f"filled by {model} at {base_url}: {', '.join(answer) or 'nothing'}"]
+    assumptions += [f"dropped from {model}'s answer: {d}" for d in dropped]
+    flags = dict(answer)
+    for role in path_fields() - set(flags):  # the rule parser read these from the request's own words
+        if role in parsed:
+            flags[role] = parsed[role]
+    return flags, assumptions
+
+
+def outside_working_folder(path: str) -> list[str]:
+    """A refusal for a system or home folder; a note for a folder outside the working folder."""
+    from ark_trainer.folders import system_problem
+
+    problem = system_problem(path, "--output_dir")
+    if problem:
+        raise UserError(f"request: {problem}")
+    where, here = Path(path).expanduser().resolve(), Path.cwd().resolve()
+    if where == here or here in where.parents:
+        return []
+    return [f"--output_dir {path} is outside the working folder {here}: the run writes to {where}"]
+
+
 def _run_reward(flags: dict[str, Any]):
     """The composite reward this run would use, or None while the data file is not readable."""
     data = flags.get("data_path")
@@ -122,8 +154,10 @@ def _run_reward(flags: dict[str, Any]):
     from ark_trainer.rewards.builder import build_reward
 
     rows = load_jsonl(str(data), "--data_path")
-    # weights={}: the spec's own weights; the request's objectives are mapped onto these names
-    return build_reward(flags, rows, "cpu", weights={}, guarded=False)
+    # weights={}: the spec's own weights; the request's objectives are mapped onto these names.
+    # run_code=False: a plan names the graders; user code (python graders, module:function) runs only at
+    # `run`, after the printed plan was confirmed
+    return build_reward(flags, rows, "cpu", weights={}, guarded=False, run_code=False)
 
 
 def plan_request(
@@ -147,11 +181,8 @@ def plan_request(
     flags = dict(parsed.flags)
     assumptions, ignored, source = list(parsed.assumptions), list(parsed.ignored), "rules"
     if llm_base_url:
-        from ark_trainer.nl.llm import ask_llm
-
-        answer = ask_llm(llm_base_url, llm_model, request)
-        flags, source, ignored = answer, f"llm:{llm_model}", []
-        assumptions = [f"filled by {llm_model} at {llm_base_url}: {', '.join(answer) or 'nothing'}"]
+        flags, assumptions = _llm_flags(request, parsed.flags, llm_base_url, llm_model)
+        source, ignored = f"llm:{llm_model}", []
     for name, value in overrides.items():
         if name in flags and flags[name] != value:
             assumptions.append(f"--{name} {value} given on the command line replaces {flags[name]!r}")
@@ -160,6 +191,8 @@ def plan_request(
     if not (flags.get("output_dir") or from_yaml.get("output_dir")):
         flags["output_dir"] = f"runs/{safe_folder_name(str(flags.get('task_name') or TrainConfig.task_name))}"
         assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
+    elif "output_dir" in flags and "output_dir" not in overrides:  # read from the request (or its model)
+        assumptions += outside_working_folder(str(flags["output_dir"]))
     for name, what in DEFAULTS_NOTED.items():
         if name not in flags and name not in from_yaml:
             assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")
@@ -196,10 +229,7 @@ def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
     (``plan.py``): the user sees 333 RFT steps rather than an empty default. A new config; ``cfg`` is kept."""
     import dataclasses
 
-    from ark_trainer.plan import resolve_plan
-    from ark_trainer.stages.registry import stages
+    from ark_trainer.plan import steps_flags
 
-    plan = resolve_plan(cfg)
-    values = {s.steps_flag: plan.steps(n) for n, s in stages().items() if s.steps_flag}
-    unset: dict[str, Any] = {k: v for k, v in values.items() if getattr(cfg, k) is None}  # field names
+    unset: dict[str, Any] = {k: v for k, v in steps_flags(cfg).items() if getattr(cfg, k) is None}
     return dataclasses.replace(cfg, **unset)

@@ -38,6 +38,7 @@ from typing import Any
 
 from ark_trainer.deploy.process import (
     HOST,
+    check_port,
     check_serving_packages,
     find_servers,
     get_json,
@@ -203,9 +204,10 @@ def _check_request(out: Path, agent: str | None) -> None:
 
 
 def deploy_folder(spec: str | Path) -> Path:
-    """The folder to deploy from: a run's ``--output_dir`` as it is; a model given directly (a model
-    folder) gets a deploy folder of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with
-    ``model`` linking to it (the model's own folder is never written to)."""
+    """The folder to deploy from: a run's ``--output_dir`` as it is; a model folder given directly (a
+    ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``) gets a deploy folder
+    of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (the model's
+    own folder is never written to)."""
     path = Path(spec).expanduser()
     if (path / "model").exists() or not (path / "config.json").is_file():
         return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
@@ -242,13 +244,15 @@ def deploy(
     and OpenClaw's knobs that go with it; ``system_chars``: how much of OpenClaw's system prompt a model
     trained on bare prompts is shown.
     """
-    from ark_trainer.deploy.policy import shape_for
+    from ark_trainer.deploy.policy import reply_budget, shape_for
 
     out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
-    reply_tokens = max(16, min(512, window // 4))
+    reply_tokens = reply_budget(out / "model", window)
     shape = shape_for(out / "model", window, prompt_shape)
+    if port:
+        check_port(port)
     port = port or free_port(HOST)
     key = secrets.token_urlsafe(32)
     key_file = out / "deploy" / "api_key"
@@ -338,6 +342,7 @@ def swap(out: Path, tag: str = "", log=print) -> dict:
         how = "hot-swapped"
     else:
         _stop(record)
+        check_port(record["port"])
         server = start_server(
             Path(record["out"]), record["name"], record["port"], record["window"], record["reply_tokens"],
             Path(record["api_key_file"]), args,

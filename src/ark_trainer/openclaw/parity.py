@@ -27,22 +27,23 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json
+from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT
+from ark_trainer.runfolder import PLAN, RUN_CONFIG, RunFolder
 
-METRICS = ("task_accuracy", "pass_rate", "reward_mean", "compliance_rate", "preference_alignment")
+METRICS = (*MAIN, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
 
 
 def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
     """``(stage, model folder)``: the named stage's model, by default the run's final one."""
-    plan = read_json(out / "plan.json") if (out / "plan.json").is_file() else {}
-    stages = [s["name"] for s in plan.get("stages") or [] if s.get("steps", 0) > 0]
+    stages = [s["name"] for s in RunFolder(out).planned_stages() if s.get("steps", 0) > 0]
     final = stages[-1] if stages else None
     stage = stage or final
     if stage is None:
-        raise UserError(f"eval: {out} holds no trained stage (plan.json); give --stage")
+        raise UserError(f"eval: {out} holds no trained stage ({PLAN}); give --stage")
     if stage == "base":
         config = _run_config(out)
         return stage, Path(str(config["model_path"]))
-    folder = out / "model" if stage == final else out / stage / "final"
+    folder = RunFolder(out).model_dir if stage == final else out / stage / "final"
     if not (folder / "config.json").is_file():
         raise UserError(
             f"--stage: {stage}: no model at {folder}; the stages of this run: base, {', '.join(stages)}"
@@ -53,9 +54,10 @@ def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
 def _run_config(out: Path) -> dict:
     from ark_trainer.config import load_yaml_config
 
-    if not (out / "run.yaml").is_file():
-        raise UserError(f"eval: {out} is not a run folder (no run.yaml); give a train run's --output_dir")
-    return load_yaml_config(str(out / "run.yaml"))
+    path = RunFolder(out).config_path
+    if not path.is_file():
+        raise UserError(f"eval: {out} is not a run folder (no {RUN_CONFIG}); give a train run's --output_dir")
+    return load_yaml_config(str(path))
 
 
 def eval_rows(out: Path, config: dict) -> list[dict]:
@@ -102,15 +104,17 @@ def ask(base_url: str, key: str, body: dict, timeout: float = 600) -> str:
 class _Server:
     """The run's live deployment of ``model_dir``, or a server started like deploy's for this evaluation."""
 
-    def __init__(self, out: Path, stage: str, model_dir: Path, log) -> None:
+    def __init__(self, out: Path, stage: str, model_dir: Path, log, prompt_shape: str = "auto") -> None:
         self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
+        self.prompt_shape = prompt_shape
+        self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
         self.pid: int | None = None
 
     def __enter__(self) -> tuple[str, str, str, int]:
         """``(base_url, key, model id, reply tokens)``."""
         from ark_trainer.deploy.process import HOST, read_key
 
-        live = self._live()
+        live = self._live() if self.prompt_shape == "auto" else None
         if live is not None:
             self.log(f"eval: through the live deployment on port {live['port']}")
             key = read_key(live["api_key_file"]) or ""
@@ -130,6 +134,7 @@ class _Server:
         return read_json(self.out / "deploy" / "deploy.json")
 
     def _start(self) -> tuple[str, str, str, int]:
+        from ark_trainer.deploy.policy import read_shape, reply_budget
         from ark_trainer.deploy.process import HOST, start_server, wait_healthy
         from ark_trainer.openclaw.deploy import model_window, served_name
         from ark_trainer.runtime.system import free_port
@@ -141,11 +146,15 @@ class _Server:
             link.unlink()
         link.symlink_to(self.model_dir.resolve())
         window = model_window(self.model_dir)
-        reply_tokens = max(16, min(512, window // 4))  # as deploy registers maxTokens
+        reply_tokens = reply_budget(self.model_dir, window)  # as deploy registers maxTokens
+        if read_shape(self.model_dir) is None and self.fallback_reply:  # the base model: its eval's budget
+            reply_tokens = self.fallback_reply
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
-        server = start_server(folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", "auto"])
+        server = start_server(
+            folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", self.prompt_shape]
+        )
         self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
@@ -163,7 +172,7 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
     from ark_trainer.metrics import compute_metrics
     from ark_trainer.scoring import metric_scores
 
-    path = out / "eval" / f"{stage}.json"
+    path = RunFolder(out).eval_path(stage)
     if not path.is_file():
         return None
     answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
@@ -176,7 +185,7 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
 def _base_totals(out: Path, rows, reward) -> list | None:
     from ark_trainer.scoring import metric_scores
 
-    path = out / "eval" / "base.json"
+    path = RunFolder(out).eval_path("base")
     if not path.is_file():
         return None
     answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
@@ -184,10 +193,11 @@ def _base_totals(out: Path, rows, reward) -> list | None:
 
 
 def evaluate_through_openclaw(
-    out: Path, stage: str | None = None, limit: int | None = None, log=print
+    out: Path, stage: str | None = None, limit: int | None = None, log=print, prompt_shape: str = "auto"
 ) -> dict:
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
-    result (``OUT/eval/<stage>-openclaw.json``)."""
+    result (``OUT/eval/<stage>-openclaw.json``; with a ``prompt_shape`` other than the model's own, a server
+    started with that policy and ``OUT/eval/<stage>-openclaw-as-<shape>.json``, which the report leaves out)."""
     from ark_trainer.deploy.policy import shape_for
     from ark_trainer.metrics import compute_metrics
     from ark_trainer.openclaw.deploy import model_window
@@ -206,9 +216,11 @@ def evaluate_through_openclaw(
     shape = load_shape()
     reward = build_reward(config, rows, "cpu")
     pass_threshold = float(config.get("pass_threshold", 0.5) or 0.5)
-    policy = shape_for(model_dir, model_window(model_dir))
+    policy = shape_for(model_dir, model_window(model_dir), prompt_shape)
     answers = []
-    with _Server(out, stage, model_dir, log) as (base_url, key, name, reply_tokens):
+    server = _Server(out, stage, model_dir, log, prompt_shape)
+    server.fallback_reply = int(config.get("max_completion_length") or 0) or None
+    with server as (base_url, key, name, reply_tokens):
         for i, row in enumerate(rows):
             body = openclaw_messages(shape, row["prompt"], name)
             body["max_completion_tokens"] = reply_tokens  # what OpenClaw asks under deploy's entry
@@ -234,7 +246,9 @@ def evaluate_through_openclaw(
         ],  # fmt: skip
         "answers": [{"completion": a, "reward": t} for a, t in zip(answers, table["total"], strict=True)],
     }
-    write_json(out / "eval" / f"{stage}-openclaw.json", result)
+    suffix = "" if prompt_shape == "auto" else f"-as-{prompt_shape}"
+    result["name"] += suffix
+    write_json(RunFolder(out).eval_path(f"{stage}-openclaw{suffix}"), result)
     for line in table_lines(result):
         log(line)
     return result
@@ -270,7 +284,8 @@ def _fmt(metric: str, value, sign: bool = False) -> str:
 
 def parity_files(out: Path) -> list[dict]:
     """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table)."""
-    return [read_json(p) for p in sorted((Path(out) / "eval").glob("*-openclaw.json"))]
+    paths = sorted((Path(out) / "eval").glob("*-openclaw.json"))
+    return [read_json(p) for p in paths if "-openclaw-as-" not in p.name]
 
 
 def parity_blocks(out: Path) -> list:

@@ -139,7 +139,7 @@ def record_shape(path: Path = SHAPE_FILE, log=print) -> dict:
     if MARKER not in json.dumps(body["messages"], ensure_ascii=False):
         raise UserError("eval --record-openclaw-shape: the message did not appear in OpenClaw's request")
     write_json(path, shape)
-    system = next((m for m in body["messages"] if m.get("role") == "system"), {})
+    system: dict = next((m for m in body["messages"] if m.get("role") == "system"), {})
     log(
         f"recorded OpenClaw's turn request ({shape['openclaw']}): {len(body['messages'])} messages, "
         f"system prompt {len(str(system.get('content') or ''))} chars, {len(body.get('tools') or [])} tools "

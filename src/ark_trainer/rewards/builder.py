@@ -58,18 +58,20 @@ def build_reward(
     weights: Mapping[str, float] | None = None,
     monitor: Any = None,
     guarded: bool = True,
+    run_code: bool = True,
 ) -> CompositeReward:
     """The composite reward for ``rows``, from the reward flags of ``source`` (see the module docstring).
 
     ``weights`` (name → weight) replaces ``--reward_weights`` when given. Raises UserError for a bad spec,
-    reward-model folder or weight, before anything is written or loaded.
+    reward-model folder or weight, before anything is written or loaded. ``run_code=False`` (``plan``)
+    checks the spec's code graders without importing or running them; they cannot score.
     """
     args = RewardArgs.of(source)
     spec = args.reward_config or preset_path(default_preset(rows))
     if args.env and not args.reward_config:  # an agent run without a spec: the environment's reward alone
         comps, spec = [], "(the environment's get_reward)"
     else:
-        comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec)]
+        comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec, run_code=run_code)]
     if args.env:
         comps += env_reward_component(comps)
     if args.rm_model_path:

@@ -113,3 +113,47 @@ def _env_score(env: Any) -> float | None:
 @grader_kind("env_reward", set())
 def _env_reward(entry: _Entry, name: str) -> Callable:
     return EnvReward(name)
+
+
+@grader_kind("answer_from_tool", {"tool", "field", "pattern"})
+def _answer_from_tool(entry: _Entry, name: str) -> Callable:
+    """1 when the final answer quotes what a tool returned: the last good result of ``tool`` (its JSON
+    ``field`` when given; the first match of ``pattern`` in it when given) appears in the answer; 0 when it
+    does not or the tool was never called successfully. For tools whose results change between runs (the
+    time, a search), where the row cannot say what the answer should be."""
+    import json
+    import re
+
+    tool = entry.get("tool", str, required=True)
+    field = entry.get("field", str)
+    raw = entry.get("pattern", str)
+    try:
+        pattern = re.compile(raw) if raw else None
+    except re.error as exc:
+        raise entry.fail("pattern", f"not a regular expression: {exc}") from None
+
+    def quoted(result: str) -> str | None:
+        value: Any = result
+        if field:
+            try:
+                value = json.loads(result).get(field)
+            except (ValueError, AttributeError):
+                return None
+        if value is None:
+            return None
+        text = str(value)
+        if pattern is None:
+            return text
+        match = pattern.search(text)
+        return (match.group(1) if match.groups() else match.group(0)) if match else None
+
+    def score(ep: EpisodeView, item: dict) -> float | None:
+        results = [
+            c["result"]
+            for c in ep.calls
+            if c["valid"] and c["name"] == tool and c["result"] and not c["result"].startswith("error:")
+        ]
+        value = quoted(results[-1]) if results else None
+        return 1.0 if value and value in ep.final_answer else 0.0
+
+    return EpisodeGrader(name, score)

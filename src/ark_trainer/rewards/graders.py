@@ -226,6 +226,21 @@ class PythonGrader(PerSampleGrader):
         return float(value)
 
 
+class UnloadedCode:
+    """A code grader checked but not loaded (``plan`` runs no user code): it has a name, no scores."""
+
+    def __init__(self, name: str, where: str) -> None:
+        self.__name__, self.where = name, where
+
+    def applies(self, prompts: list, completions: list, **columns: Any) -> list[bool]:
+        return [True] * len(completions)  # unknown until it runs; doubt never refuses a plan
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        raise RuntimeError(
+            f"{self.where}: grader {self.__name__!r} was not loaded (a plan runs no user code)"
+        )
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
@@ -303,9 +318,10 @@ class MultiGrader:
         graders: dict[str, Callable],
         formula: ast.Expression | None,
         weights: dict[str, float],
+        where: str = "",
     ) -> None:
         self.__name__ = name
-        self.graders, self.formula, self.weights = graders, formula, weights
+        self.graders, self.formula, self.weights, self.where = graders, formula, weights, where
 
     failed, failure = 0, ""
 
@@ -337,6 +353,13 @@ class MultiGrader:
             return [all(subs[n][i] for n in used) for i in range(len(completions))]
         return [any(subs[n][i] for n in subs if self.weights[n] > 0) for i in range(len(completions))]
 
+    def _formula_failed(self, why: str, values: dict[str, float]) -> None:
+        """Count a sample the formula cannot score ((-1) ** 0.5 is complex; the caller skips it), naming the
+        grader and the formula's line, as ``score`` and the reward guards report."""
+        self.failed += 1
+        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
+        self.failure = f"{self.where}: multi grader {self.__name__!r}: calculate_output {why} (with {shown})"
+
     def _combine(self, row: dict[str, float | None]) -> float | None:
         if self.formula is not None:
             used = {n.id for n in ast.walk(self.formula) if isinstance(n, ast.Name) and n.id in row}
@@ -344,9 +367,18 @@ class MultiGrader:
             if len(values) < len(used):
                 return None
             try:
-                return _evaluate(self.formula, values)
-            except (ZeroDivisionError, OverflowError, ValueError):
+                value: Any = _evaluate(self.formula, values)
+            except ZeroDivisionError:
                 return None
+            except (OverflowError, ValueError, TypeError) as exc:  # TypeError: min/max/float of a complex
+                self._formula_failed(f"{type(exc).__name__}: {exc}", values)
+                return None
+            if isinstance(value, complex) or as_score(value) is None:
+                self._formula_failed(
+                    f"gave {_short(value)}, not a real number within ±{SCORE_LIMIT:g}", values
+                )
+                return None
+            return value
         pairs = [(self.weights[n], s) for n, s in row.items() if s is not None]
         total = sum(w for w, _ in pairs)
         return sum(w * s for w, s in pairs) / total if total > 0 else None

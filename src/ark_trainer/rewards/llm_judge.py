@@ -7,7 +7,8 @@ or a bare ``7``.
 
 Robustness, because a judge is a network service that a multi-hour run depends on:
 
-- every request has a ``timeout``; timeouts, connection errors, HTTP 429 and 5xx are retried
+- every request has a ``timeout``: a total deadline from connecting to the reply's last byte (a server that
+  trickles its answer a byte at a time is cut off too, ``httpclient.py``); timeouts, connection errors, HTTP 429 and 5xx are retried
   ``max_retries`` times with exponential ``backoff`` (1×, 2×, 4× … seconds);
 - a reply without a number in range, or a request that still fails, is a *failed sample*: scored
   ``None`` (not applicable, left out of the composite) or ``0`` (``on_failure: zero``), counted in
@@ -44,6 +45,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines
+from ark_trainer.httpclient import AnswerTooLarge, post_json
 from ark_trainer.rewards.contract import RewardUnavailable
 from ark_trainer.rewards.graders import Template, contexts
 
@@ -63,7 +65,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+MAX_REPLY_BYTES = 4_000_000  # a judge's answer is a score and a sentence; more is a broken or hostile server
 
 
 def default_system(lo: float, hi: float) -> str:
@@ -183,7 +185,6 @@ class LLMJudge:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         last = ""
         for attempt in range(self.max_retries + 1):
             if self.unavailable is not None:  # another thread found the judge unusable: ask no more
@@ -191,10 +192,8 @@ class LLMJudge:
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             self._count("requests")
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             try:
-                with _OPENER.open(request, timeout=self.timeout) as response:
-                    payload = json.loads(response.read().decode("utf-8"))
+                payload = post_json(self.url, body, headers, self.timeout, MAX_REPLY_BYTES, (_NoRedirect(),))
                 reply = str(payload["choices"][0]["message"]["content"] or "")
                 self.answered = True
                 return reply
@@ -212,6 +211,8 @@ class LLMJudge:
                         )
                     ) from None
                 last = f"{type(exc).__name__}: {reason}"
+            except AnswerTooLarge:
+                last = f"reply longer than {MAX_REPLY_BYTES} bytes"
             except (ValueError, KeyError, IndexError, TypeError):
                 last = "reply is not an OpenAI chat completion"
         log.warning(

@@ -65,9 +65,15 @@ class RMTrainArgs:
     def check(self) -> None:
         if not 0 <= self.eval_ratio < 1:
             raise UserError(f"--eval_ratio: expected a number in [0, 1), got {self.eval_ratio}")
-        for flag in ("batch_size", "gradient_accumulation_steps", "max_length"):
-            if getattr(self, flag) < 1:
-                raise UserError(f"--{flag}: expected an integer ≥ 1, got {getattr(self, flag)}")
+        from ark_trainer.ranges import BIG, MAX_BATCH, MAX_NEW_TOKENS
+
+        for flag, high in (
+            ("batch_size", MAX_BATCH),
+            ("gradient_accumulation_steps", BIG),
+            ("max_length", MAX_NEW_TOKENS),
+        ):
+            if not 1 <= getattr(self, flag) <= high:
+                raise UserError(f"--{flag}: expected an integer in [1, {high}], got {getattr(self, flag)}")
         if self.learning_rate <= 0:
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
@@ -168,9 +174,10 @@ def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: in
 
 
 def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
+    from ark_trainer.folders import check_folder
+
+    check_folder(args.output_dir, "--output_dir", "reward model")  # new, empty, or a reward model of ours
     out = Path(args.output_dir).resolve()
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--output_dir: {out} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
         raise UserError(
             f"--output_dir: {out} is not empty; pick a new folder or pass --overwrite_output_dir True"
@@ -182,6 +189,7 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
 
 def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
+    from ark_trainer.folders import claim_folder
     from ark_trainer.models.loading import load_tokenizer
     from ark_trainer.models.source import check_model, convert
 
@@ -219,6 +227,7 @@ def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
             "args": asdict(given),
         }
         write_json(staging / METRICS_FILE, metrics)
+        claim_folder(staging, "reward model")  # a later --overwrite_output_dir may replace it
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)

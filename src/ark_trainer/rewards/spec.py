@@ -58,7 +58,7 @@ import regex
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import yaml_error
+from ark_trainer.ranges import MAX_WEIGHT
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -77,6 +77,25 @@ class GraderKind:
 
 KINDS: dict[str, GraderKind] = {}
 KIND_MODULES = ("ark_trainer.rewards.episode",)  # more kinds, registered when imported (on first use)
+_plugins_loaded = False
+
+
+def grader_kinds() -> dict[str, GraderKind]:
+    """Every grader type by name: this module's, :data:`KIND_MODULES`', then installed plug-ins' (on first use)."""
+    global _plugins_loaded
+    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
+        importlib.import_module(module)
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from ark_trainer.plugins import call_hook
+
+        call_hook("register_grader_kinds", register_grader_kind)
+    return KINDS
+
+
+def register_grader_kind(name: str, fields: set[str] | tuple[str, ...], build: Callable) -> None:
+    """:func:`grader_kind` as a call, for plug-ins: ``register(name, keys, build)``; a taken name is refused."""
+    grader_kind(name, fields)(build)
 
 
 def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
@@ -133,8 +152,11 @@ class GraderSpec:
 class _Entry:
     """One grader mapping of the file, with helpers that record file:line problems."""
 
-    def __init__(self, data: dict, path: Path, problems: list[str], prefix: str = "") -> None:
+    def __init__(
+        self, data: dict, path: Path, problems: list[str], prefix: str = "", run_code: bool = True
+    ) -> None:
         self.data, self.path, self.problems, self.prefix = data, path, problems, prefix
+        self.run_code = run_code  # False: user code is checked for shape, never imported or run
 
     def where(self, key: str | None = None) -> str:
         line = self.data.get("__keylines__", {}).get(key, self.data.get("__line__", 1))
@@ -159,12 +181,26 @@ class _Entry:
             raise self.fail(key, f"expected {_type_name(types)}, got {value!r}")
         return strip_meta(value)
 
-    def number(self, key: str, default: float, *, low: float | None = None, integer: bool = False) -> float:
+    def number(
+        self,
+        key: str,
+        default: float,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        integer: bool = False,
+    ) -> float:
+        if isinstance(self.data.get(key), str):  # YAML 1.1 reads 1.0e308 (no sign in the exponent) as text
+            self.data[key] = number_text(self.data[key], key, self)
         value = self.get(key, int if integer else (int, float), default)
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(key, f"expected a finite number, got {value!r}")
-        if low is not None and value < low:
-            raise self.fail(key, f"expected a number ≥ {low:g}, got {value!r}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            if low is not None and high is not None:
+                bounds = f"in [{low:g}, {high:g}]"
+            else:
+                bounds = f"≥ {low:g}" if low is not None else f"≤ {high:g}"
+            raise self.fail(key, f"expected a number {bounds}, got {value!r}")
         return value
 
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
@@ -181,6 +217,19 @@ class _Entry:
             raise self.fail(key, str(exc)) from None
 
 
+NUMBER_TEXT = regex.compile(r"[-+]?(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][-+]?\d+)?")
+
+
+def number_text(value: str, key: str, entry: _Entry) -> Any:
+    """A number YAML left as text (``1.0e308``, ``1e3``: YAML 1.1 wants a dot and a signed exponent), as the
+    number it spells; other text is kept, for the type check to refuse."""
+    text = value.strip()
+    if not NUMBER_TEXT.fullmatch(text):
+        return value
+    number = float(text.replace("_", ""))
+    return int(number) if number.is_integer() and not regex.search(r"[.eE]", text) else number
+
+
 def _type_name(types) -> str:
     names = {
         str: "text",
@@ -195,14 +244,20 @@ def _type_name(types) -> str:
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
-    except yaml.YAMLError as exc:
-        raise UserError(yaml_error(path, exc)) from None
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    return read_yaml_file(
+        path, _LineLoader
+    )  # size, depth and alias expansion bounded (an alias bomb in params)
 
 
-def load_graders(path: str | Path) -> list[GraderSpec]:
-    """Parse, validate and build every grader of a spec file; one UserError lists all problems."""
+def load_graders(path: str | Path, run_code: bool = True) -> list[GraderSpec]:
+    """Parse, validate and build every grader of a spec file; one UserError lists all problems.
+
+    ``run_code=False`` (what ``plan`` uses) checks python graders and ``module:function`` rules for shape
+    (and a ``source`` for syntax) without importing or running them: they become :class:`~ark_trainer.
+    rewards.graders.UnloadedCode`, which names the grader but cannot score.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"--reward_config: no such file {str(path)!r}")
@@ -225,7 +280,7 @@ def load_graders(path: str | Path) -> list[GraderSpec]:
         if not isinstance(raw, dict):
             problems.append(f"{path}:1: graders: each grader is a mapping with name and type, got {raw!r}")
             continue
-        entry = _Entry(raw, path, problems)
+        entry = _Entry(raw, path, problems, run_code=run_code)
         name = raw.get("name")
         if isinstance(name, str) and name in seen:
             problems.append(f"{entry.where('name')}: name: {name!r} is already used at {seen[name]}")
@@ -245,20 +300,19 @@ def _top_level(entry: _Entry) -> GraderSpec:
     name = entry.get("name", str, required=True)
     if name == "total":
         raise entry.fail("name", "'total' is the composite's own name; pick another")
-    weight = entry.number("weight", 1.0, low=0.0)
+    weight = entry.number("weight", 1.0, low=0.0, high=MAX_WEIGHT)
     kind, fn = _build(entry, name, allowed_extra={"name", "weight"})
     params = {k: v for k, v in strip_meta(entry.data).items() if k not in ("name", "type", "weight")}
     return GraderSpec(name, kind, float(weight), fn, params, entry.where())
 
 
 def _build(entry: _Entry, name: str, allowed_extra: set[str]) -> tuple[str, Callable]:
-    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
-        importlib.import_module(module)
+    kinds = grader_kinds()
     kind = entry.get("type", str, "rule")
     kind = ALIASES.get(kind, kind)
-    if kind not in KINDS:
-        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(KINDS)}")
-    spec = KINDS[kind]
+    if kind not in kinds:
+        raise entry.fail("type", f"unknown grader type {kind!r}; use one of {', '.join(kinds)}")
+    spec = kinds[kind]
     allowed = spec.fields | allowed_extra | {"type", *_META}
     unknown = [k for k in entry.data if k not in allowed]
     for key in unknown:
@@ -290,6 +344,8 @@ def _rule(entry: _Entry, name: str) -> Callable:
 
     rule = entry.get("rule", str, name)
     params = entry.get("params", dict, {})
+    if ":" in rule and not entry.run_code:  # a module:function path: user code, not imported here
+        return g.UnloadedCode(name, entry.where("rule" if entry.has("rule") else "name"))
     try:
         key = "rule" if entry.has("rule") else "name"
         return get_reward(rule, params, f"{entry.where(key)}: {entry.prefix}{key}")
@@ -394,6 +450,8 @@ def _python(entry: _Entry, name: str) -> Callable:
         module_name, _, attr = target.partition(":")
         if not module_name or not attr:
             raise entry.fail("function", f"expected package.module:function, got {target!r}")
+        if not entry.run_code:
+            return g.UnloadedCode(name, entry.where("function"))
         try:
             fn = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
@@ -401,6 +459,12 @@ def _python(entry: _Entry, name: str) -> Callable:
         key = "function"
     else:
         namespace: dict[str, Any] = {}
+        if not entry.run_code:
+            try:  # compiling checks the syntax and runs nothing
+                compile(entry.get("source", str), f"<{name} source>", "exec")
+            except (SyntaxError, ValueError) as exc:
+                raise entry.fail("source", f"the code does not compile: {exc}") from None
+            return g.UnloadedCode(name, entry.where("source"))
         try:
             exec(compile(entry.get("source", str), f"<{name} source>", "exec"), namespace)  # noqa: S102
         except Exception as exc:  # noqa: BLE001 - any error in the user's code
@@ -435,7 +499,9 @@ def _multi(entry: _Entry, name: str) -> Callable:
             raise entry.fail(
                 "graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)"
             )
-        sub_entry = _Entry(sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.")
+        sub_entry = _Entry(
+            sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.", run_code=entry.run_code
+        )
         built[sub_name] = _build(sub_entry, f"{name}.{sub_name}", allowed_extra=set())[1]
     formula, weights = None, {n: 1.0 for n in built}
     if entry.has("calculate_output") and entry.has("weights"):
@@ -450,9 +516,12 @@ def _multi(entry: _Entry, name: str) -> Callable:
         for key, value in given.items():
             if key not in built:
                 raise entry.fail("weights", f"{key!r} is not a sub-grader; use {', '.join(built)}")
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise entry.fail("weights", f"{key}: expected a number ≥ 0, got {value!r}")
+            value = number_text(value, key, entry) if isinstance(value, str) else value
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_WEIGHT:
+                raise entry.fail("weights", f"{key}: expected a number in [0, {MAX_WEIGHT:g}], got {value!r}")
+            given[key] = value
         weights = {n: float(given.get(n, 0.0)) for n in built}
         if sum(weights.values()) <= 0:
             raise entry.fail("weights", "at least one weight must be > 0")
-    return g.MultiGrader(name, built, formula, weights)
+    where = entry.where("calculate_output" if formula is not None else "graders")
+    return g.MultiGrader(name, built, formula, weights, where)

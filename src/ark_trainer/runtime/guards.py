@@ -36,17 +36,14 @@ class TrainingDiverged(UserError):
     """Loss or gradients stayed NaN/inf through every rollback; restarting would repeat it (exit 2, one line)."""
 
 
-def guard_callbacks(monitor, stage: str) -> list:
-    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.runtime.bad_steps``).
+def guard_callbacks(monitor, label: str) -> list:
+    """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.runtime.bad_steps``), for
+    the stage its caller names (``label``, as people read it: ``GRPO``).
 
     The no-signal guard watches ``frac_reward_zero_std``, which a group-based stage (GRPO) logs; for a stage
     that never logs it (RFT's SFT) it stays silent, so no stage needs naming here.
     """
     from transformers import TrainerCallback
-
-    from ark_trainer.stages.registry import stages
-
-    label = getattr(stages().get(stage), "label", stage)
 
     class _NoSignalGuard(TrainerCallback):
         def __init__(self) -> None:

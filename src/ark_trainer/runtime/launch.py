@@ -72,13 +72,12 @@ def check_engine(path: str, use_cpu: bool) -> None:
     """Refuse, before any process starts, a DeepSpeed config this machine cannot run; say what FSDP does on CPU."""
     import importlib.util
 
-    import yaml
+    from ark_trainer.yamlsafe import read_yaml_file
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"--accelerate_config: {path}: not a readable accelerate config ({exc})") from None
+        data = read_yaml_file(path)
+    except UserError as exc:
+        raise UserError(f"--accelerate_config: {exc.messages[0]}") from None
     engine = str((data or {}).get("distributed_type", "")).upper() if isinstance(data, dict) else ""
     if engine == "DEEPSPEED":
         if use_cpu:

@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.fileio import atomic_write_text, json_line, jsonl_file_lines, read_json
+from ark_trainer.fileio import atomic_write_text, json_line
+from ark_trainer.runfolder import RunFolder, run_end_status
 from ark_trainer.runtime.system import pid_alive
 
 log = logging.getLogger("ark_trainer")
@@ -36,9 +37,10 @@ class Monitor:
     """Writes events and the heartbeat of one run."""
 
     def __init__(self, out_dir: Path, heartbeat: bool = True, interval: float = 5.0) -> None:
-        self.out_dir = Path(out_dir)
-        self.events_path = self.out_dir / "events.jsonl"
-        self.heartbeat_path = self.out_dir / "heartbeat.json"
+        folder = RunFolder(out_dir)
+        self.out_dir = folder.out
+        self.events_path = folder.events_path
+        self.heartbeat_path = folder.heartbeat_path
         self.interval = min(interval, 10.0)
         self._lock = threading.Lock()
         self._state: dict[str, Any] = {
@@ -134,9 +136,17 @@ class Monitor:
         """Context manager timing a stage: ``with monitor.stage("grpo", total=steps): ...``."""
         return _Stage(self, name, total)
 
+    def tick(self, detail: str) -> None:
+        """Work inside one step moved (a decoding step of a generation batch): ``detail`` says where, in the
+        heartbeat; the stall watchdog counts it as progress."""
+        self.last_progress = time.time()
+        with self._lock:
+            self._state["detail"] = detail
+
     def progress(self, step: int, total: int | None = None, **metrics: Any) -> None:
         self.last_progress = time.time()
         with self._lock:
+            self._state.pop("detail", None)
             self._state["step"] = step
             if total is not None:
                 self._state["total"] = total
@@ -177,6 +187,7 @@ class _Stage:
         self.t0 = time.time()
         with m._lock:
             m._state.update(stage=self.name, step=0, total=self.total)
+            m._state.pop("detail", None)
             m._stage_started = self.t0
         m.last_progress = self.t0
         m.event("stage_start", stage=self.name, total=self.total)
@@ -298,10 +309,10 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     ``stalled``: the watchdog ended it (no progress for ``--stall_timeout``), or its pid lives but the
     heartbeat stopped (the whole process is stuck); ``dead``: the pid is gone without a final state.
     """
-    path = Path(out_dir) / "heartbeat.json"
-    if not path.is_file():
+    folder = RunFolder(out_dir)
+    beat = folder.heartbeat()
+    if beat is None:
         return "unknown", {}
-    beat = read_json(path)
     state = beat.get("state", "unknown")
     if state in ("finished", "failed", "stalled"):
         return state, beat
@@ -309,21 +320,5 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
     alive = pid_alive(int(beat.get("pid", 0)))
     if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
-        return ("failed" if _last_run_end(Path(out_dir)) == "failed" else "dead"), beat
+        return ("failed" if run_end_status(folder.events()) == "failed" else "dead"), beat
     return ("stalled" if age > limit else "running"), beat
-
-
-def _last_run_end(out_dir: Path) -> str | None:
-    """The status of the last ``run_end`` event in ``OUT/events.jsonl`` after the last ``run_start``."""
-    path = out_dir / "events.jsonl"
-    status = None
-    for line in jsonl_file_lines(path) if path.is_file() else []:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") == "run_start":
-            status = None
-        elif event.get("event") == "run_end":
-            status = event.get("status")
-    return status

@@ -23,11 +23,13 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines, read_json, read_jsonl, write_json
+from ark_trainer.fileio import read_json, write_json
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
@@ -35,6 +37,15 @@ log = logging.getLogger("ark_trainer")
 MARKER = "ark_complete.json"
 NEARLY_FULL_GB = 0.064  # a save that failed with less free than this failed for lack of disk
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class TrainedStage(Protocol):
+    """What the runtime is told of the stage it trains (a registered stage, ``stages/registry.py``, is one):
+    the runtime never looks a stage up itself."""
+
+    name: str  # its folder under OUT/ and its name in events.jsonl
+    label: str  # for people: warnings and logs
+    lr_flag: str  # the flag of its learning rate, named by the fix of a diverged stage
 
 
 class DiskFullError(UserError):
@@ -153,9 +164,9 @@ def harden(trainer, stage: str, min_free_gb: float, keep: int) -> None:
     trainer._save_checkpoint = _save_checkpoint
 
 
-def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
+def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path):
     """Train the stage's trainer (``make_trainer()`` builds it), resumed from the newest complete checkpoint
-    under ``--resume``, with the guards; returns the trainer that finished.
+    under ``--resume``, with the guards; returns the trainer that finished. ``trained`` is the stage.
 
     ``--max_bad_steps`` non-finite steps in a row roll the stage back: a fresh trainer resumes from the
     newest complete checkpoint (or starts over) at half the learning rate, up to ``--max_rollbacks`` times
@@ -163,6 +174,7 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
     """
     from ark_trainer.runtime.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
 
+    stage = trained.name
     guard = step_guard(monitor, stage, cfg.max_bad_steps)
     fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
     ckpt = latest_complete(out_dir) if cfg.resume else None
@@ -173,7 +185,7 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
     factor, attempt = 1.0, 0
     while True:
-        trainer = _prepared(make_trainer(), cfg, monitor, stage, (guard, fault), factor)
+        trainer = _prepared(make_trainer(), cfg, monitor, trained, (guard, fault), factor)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         except BadStreak as bad:
@@ -188,7 +200,7 @@ def run_trainer(make_trainer, cfg, monitor, stage: str, out_dir: Path):
         del trainer  # before the next one loads (GPU memory)
         _free_memory()
         if attempt == cfg.max_rollbacks:
-            _diverged(monitor, stage, streak, base_lr * factor, precision, cfg)
+            _diverged(monitor, trained, streak, base_lr * factor, precision, cfg)
         attempt, factor = attempt + 1, factor * ROLLBACK_LR_FACTOR
         ckpt = _roll_back(monitor, stage, attempt, streak, base_lr * factor, precision, cfg, out_dir)
 
@@ -208,16 +220,16 @@ def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str
     return ckpt
 
 
-def _prepared(trainer, cfg, monitor, stage: str, callbacks: tuple, factor: float):
+def _prepared(trainer, cfg, monitor, trained: TrainedStage, callbacks: tuple, factor: float):
     """``trainer`` with crash-safe saves, console progress, faults, guards and (after a rollback) a lower LR."""
     from ark_trainer.runtime.bad_steps import lower_lr_callback
     from ark_trainer.runtime.guards import guard_callbacks
     from ark_trainer.runtime.monitor import use_console_progress
 
     guard, fault = callbacks
-    harden(trainer, stage, cfg.min_free_disk_gb, cfg.save_total_limit or 0)
-    use_console_progress(trainer, stage)
-    for cb in ([fault] if fault else []) + guard_callbacks(monitor, stage):
+    harden(trainer, trained.name, cfg.min_free_disk_gb, cfg.save_total_limit or 0)
+    use_console_progress(trainer, trained.name)
+    for cb in ([fault] if fault else []) + guard_callbacks(monitor, trained.label):
         trainer.add_callback(cb)
     guard.attach(trainer)
     if factor != 1.0:
@@ -242,16 +254,16 @@ def _free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _diverged(monitor, stage: str, bad, lr: float, precision: str, cfg) -> None:
+def _diverged(monitor, trained: TrainedStage, bad, lr: float, precision: str, cfg) -> None:
     """Stop the stage after the last rollback: one line naming the precision and the flags to change."""
     from ark_trainer.runtime.bad_steps import precision_fix
     from ark_trainer.runtime.guards import TrainingDiverged
-    from ark_trainer.stages.registry import lr_flags
 
+    stage = trained.name
     message = (
         f"{stage} step {bad.step}: {bad.what} was NaN/inf on {bad.streak} steps in a row (each skipped) "
         f"after {cfg.max_rollbacks} rollback(s) to the last checkpoint at lower learning rates (last "
-        f"{lr:g}); precision in use: {precision}. Lower {lr_flags().get(stage, '--learning_rate')}"
+        f"{lr:g}); precision in use: {precision}. Lower --{trained.lr_flag}"
         f"{precision_fix(precision)}, check the data for extreme examples, or raise --max_bad_steps / "
         "--max_rollbacks; the stages that finished are in the report"
     )
@@ -285,11 +297,9 @@ def check_loadable(ckpt: Path) -> None:
             ) from None
 
 
-def check_checkpoints(out: Path) -> None:
+def check_checkpoints(out: Path, stage_names: Sequence[str]) -> None:
     """Under ``--resume``: the checkpoint each stage would resume from loads safely (before anything is written)."""
-    from ark_trainer.stages.registry import stage_names_in_order
-
-    for stage in stage_names_in_order():
+    for stage in stage_names:
         ckpt = latest_complete(Path(out) / stage)
         if ckpt is not None:
             check_loadable(ckpt)
@@ -317,30 +327,39 @@ MAY_CHANGE = {
 }
 
 
-def check_resume(cfg, out: Path) -> None:
-    """Decide whether this run continues the one in ``out``; sets ``cfg.resume``, or raises UserError.
+class ResumableStage(Protocol):
+    """What the resume check is told of each registered stage (``stages/registry.py``)."""
+
+    name: str
+    steps_flag: str | None
+
+
+def check_resume(cfg, out: Path, stages: Sequence[ResumableStage]) -> bool:
+    """Decide whether this run continues the one in ``out`` (the caller builds its config with
+    ``resume=True`` then), or raise UserError. ``stages``: every stage a run may have.
 
     The strategy and steps of a resumed run come from its saved ``plan.json`` (``pipeline.prepare``), so an
     auto run whose probe already chose is not probed again.
     """
     from ark_trainer.config import load_yaml_config
 
-    run_yaml = out / "run.yaml"
+    run_yaml = RunFolder(out).config_path
     if not run_yaml.is_file():
         if cfg.resume:
             raise UserError(f"--resume: {out} holds no run (run.yaml) to resume; drop --resume to start one")
-        return
+        return False
     if cfg.overwrite_output_dir and not cfg.resume:
-        return
+        return False
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
-    changed = sorted(k for k, v in before.items() if k not in MAY_CHANGE and now.get(k) != v)
-    if changed and cfg.strategy == "auto":  # run.yaml of an older version held the probe's choice
-        from ark_trainer.stages.registry import stages
+    from ark_trainer.auto_defaults import AUTO_FLAGS
 
-        chosen = {"strategy", *(s.steps_flag for s in stages().values() if s.steps_flag)}
-        changed = [k for k in changed if k not in chosen]
-    if not cfg.resume and (changed or not Progress(out).anything_done()):
+    changed = sorted(
+        k
+        for k, v in before.items()
+        if k not in MAY_CHANGE and now.get(k) != v and not (k in AUTO_FLAGS and now.get(k) is None)
+    )  # an automatic flag left unset again: run.yaml holds what was chosen for it the first time
+    if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
             "--overwrite_output_dir True, or --resume True to continue it"
@@ -349,20 +368,16 @@ def check_resume(cfg, out: Path) -> None:
         raise UserError(
             *(f"--resume: --{k}: {now.get(k)!r} differs from {before[k]!r} in {run_yaml}" for k in changed)
         )
-    cfg.resume = True  # run_train logs it once logging is set up
+    return True  # run_train logs it once logging is set up
 
 
 class Progress:
     """What an earlier attempt of this run finished, read from ``OUT/events.jsonl`` and the files."""
 
     def __init__(self, out: Path) -> None:
-        self.out = Path(out)
-        path = self.out / "events.jsonl"
-        try:
-            self.events = read_jsonl(path) if path.is_file() else []
-        except ValueError:  # a kill mid-line leaves a torn last line; the complete ones still count
-            lines = jsonl_file_lines(path)
-            self.events = [e for e in map(_loads, lines) if e]
+        self.folder = RunFolder(out)
+        self.out = self.folder.out
+        self.events = self.folder.events()  # a kill mid-line leaves a torn last line; the complete ones count
 
     def stage_ok(self, stage: str) -> bool:
         return any(
@@ -373,25 +388,14 @@ class Progress:
     def has(self, event: str) -> bool:
         return any(e.get("event") == event for e in self.events)
 
-    def anything_done(self) -> bool:
-        from ark_trainer.stages.registry import stage_names_in_order
-
-        if any(latest_complete(self.out / s) for s in stage_names_in_order()):
+    def anything_done(self, stage_names: Sequence[str]) -> bool:
+        """A checkpoint of any of ``stage_names``, or any stage that ended well."""
+        if any(latest_complete(self.out / s) for s in stage_names):
             return True
         return any(e.get("event") == "stage_end" and e.get("status") == "ok" for e in self.events)
 
     def eval_result(self, name: str) -> dict | None:
-        path = self.out / "eval" / f"{name}.json"
-        return read_json(path) if self.stage_ok(f"eval_{name}") and path.is_file() else None
+        return (self.folder.eval(name) or None) if self.stage_ok(f"eval_{name}") else None
 
     def model_done(self, stage: str, folder: Path) -> bool:
         return self.stage_ok(stage) and (folder / "model.safetensors").is_file()
-
-
-def _loads(line: str) -> dict | None:
-    import json
-
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None

@@ -1,4 +1,4 @@
-"""One live run per output folder: ``OUT/.lock``, held with ``flock`` while the run lives (issue 19).
+"""One live run per output folder: ``OUT/.lock``, held with ``flock`` while the run lives.
 
 Two ``train`` commands in one folder would both "resume" and interleave their events. The process that
 starts a run takes an exclusive ``flock`` on ``OUT/.lock`` and writes its pid, host and start time into it;

@@ -1,4 +1,4 @@
-"""SIGTERM ends a run the way Ctrl-C does: as a ``failed`` run with an ``error`` event (issue 19).
+"""SIGTERM ends a run the way Ctrl-C does: as a ``failed`` run with an ``error`` event.
 
 Python's default for SIGTERM kills the process on the spot, so the heartbeat stayed ``running`` and
 ``status`` called the run ``dead``. While a run lives, SIGTERM raises :class:`Terminated` (a

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.monitor import Monitor
 
 log = logging.getLogger("ark_trainer")
@@ -47,32 +47,8 @@ def child_argv(cfg, resume: bool) -> list[str]:
 
 def last_error(out: Path, since: int) -> dict | None:
     """The last ``error`` event written after line ``since`` of ``OUT/events.jsonl``."""
-    path = out / "events.jsonl"
-    if not path.is_file():
-        return None
-    lines = jsonl_file_lines(path)[since:]
-    try:
-        events = read_jsonl_lines(lines)
-    except ValueError:
-        return None
-    errors = [e for e in events if e.get("event") == "error"]
+    errors = [e for e in RunFolder(out).events(since_line=since) if e.get("event") == "error"]
     return errors[-1] if errors else None
-
-
-def read_jsonl_lines(lines: list[str]) -> list[dict]:
-    import json
-
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def _n_lines(path: Path) -> int:
-    return len(jsonl_file_lines(path)) if path.is_file() else 0
 
 
 def supervise(cfg) -> Path:
@@ -81,7 +57,7 @@ def supervise(cfg) -> Path:
     env = dict(os.environ)
     resume = cfg.resume
     for attempt in range(cfg.auto_resume + 1):
-        start_line = _n_lines(out / "events.jsonl")
+        start_line = RunFolder(out).n_event_lines()
         t0 = time.time()
         code = subprocess.call(child_argv(cfg, resume), env=env)
         if code == 0:
@@ -112,7 +88,7 @@ def supervise(cfg) -> Path:
         _restart_event(out, attempt + 1, code, reason, change, f"failed after {time.time() - t0:.0f}s")
         env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
         resume = True
-    message = f"--auto_resume {cfg.auto_resume}: the run failed every time; see {out / 'events.jsonl'}"
+    message = f"--auto_resume {cfg.auto_resume}: the run failed every time; see {RunFolder(out).events_path}"
     _give_up(out, message)
     raise UserError(message)
 

@@ -32,6 +32,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def port_taken(host: str, port: int) -> bool:
+    """Whether something already listens on (or holds) ``host:port``: binding it fails."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def resolve_device(want: str, flag: str = "--device", fallback=None) -> str:
     """``--device`` as a torch device, the one rule for ``train``, ``score``, ``rm train`` and reward models.
 

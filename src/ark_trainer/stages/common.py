@@ -5,12 +5,17 @@ stage trains through. Model loading, device and prompts live below, in ``ark_tra
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ark_trainer.config import TrainConfig
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import model_init_kwargs
+
+if TYPE_CHECKING:
+    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.registry import StageContext
 
 log = logging.getLogger("ark_trainer")
 
@@ -77,30 +82,42 @@ def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> No
     log.info("saved model to %s", dest)
 
 
-def train_and_save(ctx, plan, name: str, trainer_cls, tok, final_dir: Path, **trainer_kw: Any) -> Path:
-    """What every TRL preference/RL stage does once its data and config are ready: a fresh
-    ``trainer_cls(**trainer_kw)`` per attempt under ``run_trainer`` (resume, crash-safe saves, guards,
-    rollbacks), the replica check, then the final model (or adapter) saved to ``final_dir``.
+def train_and_save(
+    ctx: StageContext,
+    plan: PlanStage,
+    name: str,
+    trainer_cls: Callable[..., Any],
+    tok: Any,
+    final_dir: Path,
+    *,
+    wrap: Callable[[Any], Any] | None = None,
+    **trainer_kw: Any,
+) -> Any:
+    """How every stage trains once its data and TRL config are ready: a fresh ``trainer_cls(**trainer_kw)``
+    per attempt under ``run_trainer`` (resume, crash-safe saves into ``OUT/<name>/``, guards, rollbacks),
+    inside the monitor's stage ``name``, the replica check, then the final model (or adapter) saved to
+    ``final_dir``. ``wrap`` adjusts each new trainer (GRPO times its generation). Returns the trainer that
+    finished (its ``state.log_history`` holds what TRL logged).
 
     The stage module passes its own TRL trainer class: it stays the one place that names it."""
     from ark_trainer.runtime.distributed import check_replicas
     from ark_trainer.runtime.resume import run_trainer
     from ark_trainer.scale import peft_config
+    from ark_trainer.stages.registry import get_stage
 
     cfg = ctx.cfg
-    with ctx.monitor.stage(name, total=plan.steps):
-        trainer = run_trainer(
-            lambda: trainer_cls(
-                processing_class=tok,
-                callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to),
-                peft_config=peft_config(cfg),
-                **trainer_kw,
-            ),
-            cfg,
-            ctx.monitor,
-            name,
-            ctx.out / name,
+
+    def make_trainer():
+        trainer = trainer_cls(
+            processing_class=tok,
+            callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to),
+            peft_config=peft_config(cfg),
+            **trainer_kw,
         )
+        return wrap(trainer) if wrap else trainer
+
+    with ctx.monitor.stage(name, total=plan.steps):
+        trainer = run_trainer(make_trainer, cfg, ctx.monitor, get_stage(name), ctx.out / name)
         check_replicas(trainer, name)
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
-    return final_dir
+    return trainer

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.config import dpo_losses
+from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
@@ -35,7 +36,7 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         beta=cfg.dpo_beta,
         loss_type=dpo_losses(cfg.dpo_loss_type),
     )
-    return train_and_save(
+    train_and_save(
         ctx,
         plan,
         "dpo",
@@ -46,6 +47,7 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         args=args,
         train_dataset=Dataset.from_list(rows),
     )
+    return final_dir
 
 
 @register_stage
@@ -59,7 +61,7 @@ class DPOStage:
         Plot("dpo_margin.png", "rewards/margins", "DPO reward margin (chosen − rejected)"),
         Plot("dpo_accuracy.png", "rewards/accuracies", "DPO pairs ranked right by the policy"),
     )
-    headline_metric = "preference_alignment"
+    headline_metric = PREFERENCE_ALIGNMENT
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         data = earlier(ctx, "dpo_pairs") or dpo_pairs(ctx, model_in)

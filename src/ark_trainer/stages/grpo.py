@@ -11,17 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
-from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational, model_prompt
-from ark_trainer.rewards.composite import CompositeReward, reward_columns
-from ark_trainer.runtime.distributed import check_replicas
+from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.runtime.monitor import Monitor
-from ark_trainer.runtime.resume import run_trainer
-from ark_trainer.scale import peft_config, rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
+from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.stages.common import train_and_save, trainer_kwargs
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -34,29 +32,19 @@ def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:
     return [{"prompt": model_prompt(r["prompt"], conversational), **reward_columns(r)} for r in rows]
 
 
-def train_grpo(
-    cfg: TrainConfig,
-    rt: Runtime,
-    monitor: Monitor,
-    model_path: str,
-    rows: list[dict],
-    reward: CompositeReward,
-    out_dir: Path,
-    log_dir: Path,
-    final_dir: Path,
-    plan: PlanStage,
-) -> Path:
-    """Run GRPO for ``plan.steps`` steps; returns the saved model folder."""
+def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> Path:
+    """Run GRPO from ``model_in`` for ``plan.steps`` on the run's prompts; returns the saved model folder."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    tok = load_tokenizer(model_path, rt.trust_remote_code)
-    funcs, weights = reward.trl_reward_funcs()
+    cfg, rt = ctx.cfg, ctx.rt
+    tok = load_tokenizer(model_in, rt.trust_remote_code)
+    funcs, weights = ctx.reward.trl_reward_funcs()
     agent = agent_kwargs(cfg, tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
     args = GRPOConfig(
-        **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
+        **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=new_tokens(cfg),
         temperature=cfg.temperature,
         beta=cfg.beta,
         loss_type=cfg.loss_type,
@@ -65,32 +53,25 @@ def train_grpo(
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
         **agent.pop("config", {}),
     )
-    dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
+    dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
     trainer_cls: type = GRPOTrainer
     if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
         trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
-    with monitor.stage("grpo", total=plan.steps):
-        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: _timed(
-                trainer_cls(
-                    model=model_path,
-                    reward_funcs=funcs,
-                    args=args,
-                    train_dataset=dataset,
-                    processing_class=tok,
-                    callbacks=stage_callbacks(monitor, log_dir, "grpo", cfg.report_to),
-                    peft_config=peft_config(cfg),
-                    **agent,
-                )
-            ),
-            cfg,
-            monitor,
-            "grpo",
-            out_dir,
-        )
-        check_replicas(trainer, "grpo")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
-    warn_if_no_signal(monitor, trainer.state.log_history)
+    trainer = train_and_save(
+        ctx,
+        plan,
+        "grpo",
+        trainer_cls,
+        tok,
+        final_dir,
+        wrap=_timed,
+        model=model_in,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        **agent,
+    )
+    warn_if_no_signal(ctx.monitor, trainer.state.log_history)
     return final_dir
 
 
@@ -163,11 +144,7 @@ class GRPOStage:
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
 
-        # looked up at call time so a test can replace train_grpo on this module
-        model = train_grpo(
-            ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / self.name, ctx.log_dir,
-            final_dir, plan,
-        )  # fmt: skip
+        model = train_grpo(ctx, plan, model_in, final_dir)  # looked up at call time: a test may replace it
         gc.collect()
         return str(model)
 

@@ -17,6 +17,7 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
@@ -53,7 +54,7 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         desirable_weight=desirable_weight,
         undesirable_weight=undesirable_weight,
     )
-    return train_and_save(
+    train_and_save(
         ctx,
         plan,
         "kto",
@@ -64,6 +65,7 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
         args=args,
         train_dataset=Dataset.from_list(rows),
     )
+    return final_dir
 
 
 @register_stage
@@ -76,7 +78,7 @@ class KTOStage:
         Plot("kto_loss.png", "loss", "KTO loss"),
         Plot("kto_margin.png", "rewards/margins", "KTO reward margin (desirable − undesirable)"),
     )
-    headline_metric = "preference_alignment"
+    headline_metric = PREFERENCE_ALIGNMENT
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         data = earlier(ctx, "kto_examples") or kto_examples(ctx, model_in)

@@ -1,6 +1,6 @@
 """``--strategy auto``: look at the data, probe the base model, then choose a strategy.
 
-The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``stages/registry.py``):
+The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``strategies.py``):
 
 1. **Only preference pairs → DPO.** Every training row has ``chosen`` and ``rejected`` and none has a
    ``reference`` or a task ``label`` the graders could check: the data says which answer is better, not
@@ -28,13 +28,14 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
 from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.scoring import score_completions
-from ark_trainer.stages.registry import AUTO_CHOICES
+from ark_trainer.strategies import AUTO_CHOICES
 
 
 @dataclass
@@ -99,7 +100,7 @@ def pct(value: float, other: float) -> str:
 
 def decide(result: ProbeResult) -> tuple[str, str]:
     """(strategy, reason) from the probe's numbers and thresholds; the strategies are the table's
-    ``AUTO_CHOICES`` (``stages/registry.py``)."""
+    ``AUTO_CHOICES`` (``strategies.py``)."""
     pass_rate, min_pass = (
         pct(result.pass_rate, result.min_pass_rate),
         pct(result.min_pass_rate, result.pass_rate),
@@ -140,7 +141,13 @@ def decide(result: ProbeResult) -> tuple[str, str]:
 
 
 def run_probe(
-    cfg: TrainConfig, rt: Runtime, model_path: str, rows: list[dict], reward: CompositeReward, on_batch=None
+    cfg: TrainConfig,
+    rt: Runtime,
+    model_path: str,
+    rows: list[dict],
+    reward: CompositeReward,
+    on_batch=None,
+    on_tick=None,
 ) -> tuple[ProbeResult, list[dict]]:
     """Sample and score the base model's answers on a sample of training prompts.
 
@@ -154,11 +161,12 @@ def run_probe(
             [row["prompt"] for row in sample],
             num_samples=cfg.auto_probe_samples,
             temperature=cfg.temperature,
-            max_new_tokens=cfg.max_completion_length,
+            max_new_tokens=new_tokens(cfg),
             batch_size=max(1, GEN_SEQUENCES // cfg.auto_probe_samples),
             seed=cfg.seed,
             on_batch=on_batch,
             desc="probing base model",
+            on_tick=on_tick,
         )
     finally:
         del model

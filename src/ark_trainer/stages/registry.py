@@ -1,14 +1,16 @@
-"""Training stages and strategies, registered by name (duplicates refused).
+"""Training stages, registered by name (duplicates refused).
 
 A *stage* is one module that trains the model once (RFT, GRPO, ...). It registers itself with
 :func:`register_stage` and implements :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its
 evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
 that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
-ordered stages it runs (:data:`STRATEGIES`). The pipeline, the plan, resume, the report, the guards and
-the diagnosis ask this module; none of them names a stage. See ``docs/contributing.md`` ("Add a stage").
+ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.strategies`. The
+pipeline, the plan, the report and the diagnosis ask this module; none of them names a stage. The runtime
+(resume, guards, bad steps) asks nothing: its callers hand it the stage's name, label and flags. See
+``docs/contributing.md`` ("Add a stage").
 
-Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`) on first
-use, so the config can normalise ``--strategy`` without importing torch.
+Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
+those of installed plug-ins (``ark_trainer.plugins``), on first use.
 """
 
 from __future__ import annotations
@@ -18,67 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ark_trainer.strategies import PlanStage, strategy_table
+
 if TYPE_CHECKING:
     from ark_trainer.config import TrainConfig
     from ark_trainer.models.device import Runtime
-    from ark_trainer.plan import PlanStage
     from ark_trainer.rewards.composite import CompositeReward
     from ark_trainer.runtime.monitor import Monitor
     from ark_trainer.runtime.resume import Progress
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """The stages a strategy runs, in order; why one would pick it; other spellings ``--strategy`` takes."""
-
-    stages: tuple[str, ...]
-    reason: str
-    aliases: tuple[str, ...] = ()
-
-
-# The strategy table: one line per strategy (names are what --strategy, plan.json and the report show).
-STRATEGIES: dict[str, Strategy] = {
-    "RFT+GRPO": Strategy(
-        ("rft", "grpo"),
-        "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
-        "optimises the task reward from there (stable, precise alignment; the choice for customer-service QC)",
-        ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
-    ),
-    "GRPO": Strategy(
-        ("grpo",),
-        "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
-        "are already good)",
-        ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
-    ),
-    "DPO": Strategy(
-        ("dpo",),
-        "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
-        "sampled answer); no reward in the training loop, cheap and stable",
-        ("only dpo", "dpo only"),
-    ),
-    "RFT+DPO": Strategy(
-        ("rft", "dpo"),
-        "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
-        "RFT model",
-        ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
-    ),
-    "KTO": Strategy(
-        ("kto",),
-        "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
-        "a reward threshold)",
-        ("only kto", "kto only"),
-    ),
-    "RLOO": Strategy(
-        ("rloo",),
-        "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
-        ("only rloo", "rloo only"),
-    ),
-}
-AUTO = "auto"  # not a strategy: the plan picks one after probing the base model (stages/probe.py)
-# what auto picks (stages/probe.py: decide): a weak / a strong base model, data holding only preference
-# pairs, data holding only thumbs-up/down labelled answers
-AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO", "pairs": "DPO", "labels": "KTO"}
-DEFAULT_STRATEGY = "RFT+GRPO"  # also what a pending auto plan shows until the probe decides
 BUILTIN = (  # modules that register the stages above
     "ark_trainer.stages.rft",
     "ark_trainer.stages.grpo",
@@ -146,13 +97,6 @@ def register_stage(cls: type) -> type:
     return cls
 
 
-def add_strategy(name: str, strategy: Strategy) -> None:
-    """Add a strategy at run time (plug-ins, tests); the built-in ones are lines of :data:`STRATEGIES`."""
-    if name in STRATEGIES or name == AUTO:
-        raise ValueError(f"a strategy named {name!r} is already registered; pick another name")
-    STRATEGIES[name] = strategy
-
-
 def stages() -> dict[str, Stage]:
     """Every registered stage by name (the built-in ones imported on first use)."""
     global _loaded
@@ -160,6 +104,9 @@ def stages() -> dict[str, Stage]:
         _loaded = True
         for module in BUILTIN:
             importlib.import_module(module)
+        from ark_trainer.plugins import call_hook
+
+        call_hook("register_stages", register_stage)
     return _STAGES
 
 
@@ -170,18 +117,9 @@ def get_stage(name: str) -> Stage:
     return found
 
 
-def strategy_aliases() -> dict[str, str]:
-    """Every accepted ``--strategy`` spelling (lower case, single spaces) → its canonical name."""
-    out = {AUTO: AUTO}
-    for name, strategy in STRATEGIES.items():
-        out[" ".join(name.lower().split())] = name
-        out.update({alias: name for alias in strategy.aliases})
-    return out
-
-
 def stage_names_in_order() -> list[str]:
     """Stage names in the order strategies run them (the report's columns, resume's checks)."""
-    names = [s for strategy in STRATEGIES.values() for s in strategy.stages]
+    names = [s for strategy in strategy_table().values() for s in strategy.stages]
     return list(dict.fromkeys([*names, *stages()]))
 
 

@@ -1,8 +1,9 @@
 """RFT (reward fine-tuning): supervised fine-tune on the reward-selected answers.
 
 The answers are sampled, scored and selected by :func:`ark_trainer.scoring.sample_and_select` (best at or
-above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``);
-this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
+above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``),
+from only as many prompts as ``--rft_steps`` will train on (``scoring.rft_budget``, sampled in rounds with
+a margin for prompts whose answers score below the threshold), not the whole file; this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
 """
 
 from __future__ import annotations
@@ -11,16 +12,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.config import TrainConfig
-from ark_trainer.models.device import Runtime
+from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
-from ark_trainer.runtime.distributed import check_replicas
-from ark_trainer.runtime.monitor import Monitor
-from ark_trainer.runtime.resume import run_trainer
-from ark_trainer.scale import peft_config
-from ark_trainer.scoring import reselect, sample_and_select
-from ark_trainer.stages.common import save_final, stage_callbacks, trainer_kwargs
+from ark_trainer.runtime.distributed import ranks
+from ark_trainer.scoring import reselect, rft_budget, sample_and_select
+from ark_trainer.stages.common import train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
@@ -30,15 +27,11 @@ log = logging.getLogger("ark_trainer")
 
 
 def train_rft(
-    cfg: TrainConfig,
-    rt: Runtime,
-    monitor: Monitor,
-    model_path: str,
-    sft_rows: list[dict],
-    out_dir: Path,
-    log_dir: Path,
-    final_dir: Path,
+    ctx: StageContext,
     plan: PlanStage,
+    model_in: str,
+    sft_rows: list[dict],
+    final_dir: Path,
     episodes: bool = False,
 ) -> Path:
     """Fine-tune on the selected completions with TRL's SFTTrainer; returns the saved model folder.
@@ -49,33 +42,27 @@ def train_rft(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    tok = load_tokenizer(model_path, rt.trust_remote_code)
+    tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     if episodes:
         from ark_trainer.agent.rft import tokenized_episodes
 
         sft_rows = tokenized_episodes(tok, sft_rows)
     args = SFTConfig(
-        **trainer_kwargs(cfg, rt, out_dir, plan.steps, plan.learning_rate),
+        **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / "rft", plan.steps, plan.learning_rate),
         completion_only_loss=True,
         max_length=None,
     )
-    with monitor.stage("rft", total=plan.steps):
-        trainer = run_trainer(  # resume, crash-safe saves, guards, rollbacks (a fresh trainer each)
-            lambda: SFTTrainer(
-                model=model_path,
-                args=args,
-                train_dataset=Dataset.from_list(sft_rows),
-                processing_class=tok,
-                callbacks=stage_callbacks(monitor, log_dir, "rft", cfg.report_to),
-                peft_config=peft_config(cfg),
-            ),
-            cfg,
-            monitor,
-            "rft",
-            out_dir,
-        )
-        check_replicas(trainer, "rft")
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+    train_and_save(
+        ctx,
+        plan,
+        "rft",
+        SFTTrainer,
+        tok,
+        final_dir,
+        model=model_in,
+        args=args,
+        train_dataset=Dataset.from_list(sft_rows),
+    )
     return final_dir
 
 
@@ -86,7 +73,7 @@ class RFTStage:
     name, label = "rft", "RFT"
     steps_flag, lr_flag = "rft_steps", "rft_learning_rate"
     plots = (Plot("rft_loss.png", "loss", "RFT loss"),)
-    headline_metric = "preference_alignment"  # the report's headline compares it with the base model
+    headline_metric = PREFERENCE_ALIGNMENT  # the report's headline compares it with the base model
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
@@ -98,8 +85,12 @@ class RFTStage:
             sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
             log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
         else:
+            cfg = ctx.cfg
+            needed = rft_budget(
+                plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
+            )
             sel = sample_and_select(
-                ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data"
+                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data", needed
             )
         gc.collect()
         if not sel.sft_rows:
@@ -108,8 +99,7 @@ class RFTStage:
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in
-        args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, sel.sft_rows, ctx.out / self.name, ctx.log_dir)
-        return str(train_rft(*args, final_dir, plan))
+        return str(train_rft(ctx, plan, model_in, sel.sft_rows, final_dir))
 
     def _run_episodes(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
@@ -131,8 +121,7 @@ class RFTStage:
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in
-        args = (ctx.cfg, ctx.rt, ctx.monitor, model_in, selected, ctx.out / self.name, ctx.log_dir)
-        return str(train_rft(*args, final_dir, plan, episodes=True))
+        return str(train_rft(ctx, plan, model_in, selected, final_dir, episodes=True))
 
     def report_blocks(self, run) -> list:
         """The report's "RFT data selection" section: what sampling and selection kept."""
@@ -143,7 +132,16 @@ class RFTStage:
         if not events:
             return [Heading("RFT data selection"), Para("Not run.")]
         e = events[-1]
-        keys = ("n_prompts", "n_scored", "n_selected", "n_pairs", "mean_best", "mean_all", "threshold")
+        keys: tuple[str, ...] = (
+            "n_prompts",
+            "n_scored",
+            "n_selected",
+            "n_pairs",
+            "mean_best",
+            "mean_all",
+            "threshold",
+        )
+        keys += tuple(k for k in ("n_rows", "n_needed", "rounds") if k in e)  # sampling sized to the steps
         return [
             Heading("RFT data selection"),
             Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),

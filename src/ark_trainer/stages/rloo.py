@@ -13,6 +13,7 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
@@ -35,7 +36,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     args = RLOOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
         num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=new_tokens(cfg),
         temperature=cfg.temperature,
         beta=cfg.beta,
         reward_weights=weights,
@@ -43,7 +44,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         **rollout_kwargs(cfg, ctx.rt.device),
     )
     dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
-    return train_and_save(
+    train_and_save(
         ctx,
         plan,
         "rloo",
@@ -55,6 +56,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         args=args,
         train_dataset=dataset,
     )
+    return final_dir
 
 
 @register_stage

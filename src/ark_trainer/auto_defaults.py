@@ -1,0 +1,215 @@
+"""Defaults chosen from the model and the data for the flags a run leaves unset (``plan.json: auto_defaults``).
+
+The toy models ark-trainer builds (the demo's, the tests') and a real pretrained checkpoint want different
+settings: a QC answer of 14 tokens in the toy's vocabulary is 66 in SmolLM2's, and a learning rate that
+moves a 0.2M-parameter model trained from scratch wrecks a pretrained one. So three flags have no fixed
+default; :func:`resolve_auto_defaults` picks each from what it measures, and says why:
+
+- ``--max_completion_length``: the data's answers (``candidates``/``answers``, ``chosen``, ``rejected``, a
+  text ``reference``, a trailing assistant turn) tokenized by this model's tokenizer: their 95th percentile
+  plus ``LENGTH_MARGIN`` (25%), rounded up to a multiple of 8, within ``LENGTH_BOUNDS``; ``LENGTH_FALLBACK``
+  (64) when the data holds no answer to measure.
+- ``--lora_r``: full fine-tuning (0) unless the weights, gradients and two Adam moments of full fine-tuning
+  (``FULL_FT_BYTES_PER_PARAM`` = 16 bytes per parameter in fp32) would take more than ``FULL_FT_MEMORY_SHARE``
+  of the device's memory (the machine's RAM on CPU); then LoRA rank ``AUTO_LORA_R`` (4 bytes per parameter
+  plus the adapter). Measured on SmolLM2-135M-Instruct on CPU (``bench/lora_cpu.py``, batch 8, on a busy
+  machine; ``bench/results/real_demo.md``): full fine-tuning 12.7 s/step and 5.9 GB peak, LoRA rank 16 far
+  slower per step (221 s) for 4.4 GB; LoRA saved memory, not time, so it is chosen for memory only. On this
+  24 GiB machine the line falls near 700M parameters.
+- learning rates: TRL's defaults (SFT 2e-5; GRPO, DPO, KTO, RLOO 1e-6), which ms-swift's and TRL's own
+  recipes use for pretrained checkpoints with full fine-tuning, and 10× those with LoRA
+  (``config.lora_learning_rates``); an automatic LoRA scales the learning rates the user did not set.
+
+A model counts as a *toy* when it carries the demo's model card (``ARK_DEMO_MODEL.md``) or has fewer than
+``REAL_MODEL_PARAMS`` (10M) parameters; the presets tuned for the toy (``presets/demo.yaml``,
+``presets/demo_agent.yaml``: learning rates of 5e-4) then apply as written. The same preset given to a real
+model is not applied silently: the run warns, and ``plan.json`` records it (``toy_preset``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LENGTH_MARGIN = 0.25
+LENGTH_BOUNDS = (32, 1024)
+LENGTH_FALLBACK = 64
+LENGTH_SAMPLE = 2000  # answers tokenized at most (a spread sample of a larger file)
+REAL_MODEL_PARAMS = 10_000_000
+FULL_FT_BYTES_PER_PARAM = 16  # fp32 weights + gradients + Adam's two moments
+FULL_FT_MEMORY_SHARE = 0.4  # of the device's memory; the rest is activations, logits and everyone else
+AUTO_LORA_R = 16
+TOY_MODEL_CARD = "ARK_DEMO_MODEL.md"
+TOY_PRESETS = ("demo.yaml", "demo_agent.yaml")
+AUTO_FLAGS = ("max_completion_length", "lora_r")
+
+
+def new_tokens(cfg) -> int:
+    """``--max_completion_length`` as resolved (``pipeline.with_auto_defaults``); the fixed default where
+    nothing resolved it (a config built without the pipeline)."""
+    return int(cfg.max_completion_length or LENGTH_FALLBACK)
+
+
+@dataclass(frozen=True)
+class AutoDefault:
+    value: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the defaults are chosen from: the model's size and whether it is one of our toys."""
+
+    params: int | None
+    toy: bool
+    why: str  # e.g. "134.5M parameters (model.safetensors)"
+
+
+def parameter_count(model_path: str | Path) -> tuple[int | None, str]:
+    """Parameters stored in the folder's safetensors files (headers only), or estimated from config.json."""
+    folder = Path(model_path)
+    total, files = 0, sorted(folder.glob("*.safetensors"))
+    for f in files:
+        with f.open("rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(size))
+        for name, meta in header.items():
+            if name != "__metadata__":
+                total += math.prod(meta.get("shape", []))
+    if files:
+        return total, ", ".join(f.name for f in files[:2]) + (" ..." if len(files) > 2 else "")
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, "no safetensors, no readable config.json"
+    cfg = cfg.get("text_config", cfg)
+    hidden, layers, vocab = (cfg.get(k) for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
+    if not all(isinstance(v, int) for v in (hidden, layers, vocab)):
+        return None, "config.json names no size"
+    inter = cfg.get("intermediate_size") or 4 * hidden
+    return layers * (4 * hidden * hidden + 3 * hidden * inter) + vocab * hidden, "estimated from config.json"
+
+
+def model_facts(model_path: str | Path) -> ModelFacts:
+    params, source = parameter_count(model_path)
+    size = f"{params / 1e6:.1f}M parameters ({source})" if params is not None else f"size unknown ({source})"
+    if (Path(model_path) / TOY_MODEL_CARD).is_file():
+        return ModelFacts(params, True, f"ark-trainer's demo toy model ({TOY_MODEL_CARD}), {size}")
+    if params is not None and params < REAL_MODEL_PARAMS:
+        return ModelFacts(params, True, f"a toy model: {size}, under {REAL_MODEL_PARAMS / 1e6:.0f}M")
+    return ModelFacts(params, False, f"a real model: {size}")
+
+
+def answer_texts(rows: list[dict]) -> list[str]:
+    """The answers the data carries: what a completion of this task looks like."""
+    out: list[str] = []
+    for row in rows:
+        out += [c for c in row.get("candidates", []) if isinstance(c, str)]
+        out += [row[k] for k in ("chosen", "rejected", "completion") if isinstance(row.get(k), str)]
+        if isinstance(row.get("reference"), str) and len(row["reference"]) > 1:
+            out.append(row["reference"])
+    return [t for t in out if t.strip()]
+
+
+def completion_length(tokenizer, rows: list[dict]) -> AutoDefault:
+    texts = answer_texts(rows)
+    if not texts:
+        return AutoDefault(
+            LENGTH_FALLBACK,
+            f"{LENGTH_FALLBACK}: the data holds no answer (candidates, chosen, reference) to measure",
+        )
+    if len(texts) > LENGTH_SAMPLE:
+        step = len(texts) / LENGTH_SAMPLE
+        texts = [texts[int(i * step)] for i in range(LENGTH_SAMPLE)]
+    # the answer as the model writes it: its tokens plus the end-of-turn token
+    lengths = sorted(len(ids) + 1 for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
+    p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
+    lo, hi = LENGTH_BOUNDS
+    value = min(max(math.ceil(p95 * (1 + LENGTH_MARGIN) / 8) * 8, lo), hi)
+    return AutoDefault(
+        value,
+        f"{value}: 95% of the data's {len(lengths)} answers take at most {p95} tokens in this model's "
+        f"tokenizer (longest {lengths[-1]}); p95 + {LENGTH_MARGIN:.0%}, rounded up to 8, within {lo}..{hi}",
+    )
+
+
+def device_memory(device: str) -> tuple[int | None, str]:
+    """Bytes of memory of ``device`` (the machine's RAM on CPU) and its name."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory, device
+    try:
+        kb = next(
+            line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+        )
+        return int(kb.split()[1]) * 1024, "RAM"
+    except (OSError, StopIteration, ValueError):
+        return None, "RAM"
+
+
+def lora_rank(facts: ModelFacts, device: str) -> AutoDefault:
+    memory, where = device_memory(device)
+    if facts.params is None or memory is None:
+        return AutoDefault(0, "0 (full fine-tuning): the model's size or the device's memory is unknown")
+    need = facts.params * FULL_FT_BYTES_PER_PARAM
+    gib = 1024**3
+    fits = f"{need / gib:.1f} GiB of weights, gradients and Adam moments vs {memory / gib:.0f} GiB {where}"
+    if need <= FULL_FT_MEMORY_SHARE * memory:
+        return AutoDefault(0, f"0 (full fine-tuning): {fits} (within {FULL_FT_MEMORY_SHARE:.0%})")
+    return AutoDefault(
+        AUTO_LORA_R,
+        f"{AUTO_LORA_R} (LoRA): full fine-tuning would need {fits} (over {FULL_FT_MEMORY_SHARE:.0%})",
+    )
+
+
+def toy_preset(config_path: str | None) -> str | None:
+    """The name of the toy-tuned preset ``--config`` points at, if it is one of ours."""
+    if not config_path:
+        return None
+    from importlib import resources
+
+    presets = Path(str(resources.files("ark_trainer") / "presets"))
+    path = Path(config_path).resolve()
+    return path.name if path.parent == presets.resolve() and path.name in TOY_PRESETS else None
+
+
+def resolve_auto_defaults(
+    cfg, tokenizer, rows: list[dict], device: str
+) -> tuple[dict[str, AutoDefault], list[str]]:
+    """The values of the automatic flags the config leaves unset (``None``), and warnings to show.
+
+    A toy model keeps the fixed defaults (64 tokens, full fine-tuning): its presets and tests are tuned to them.
+    """
+    assert cfg.model_path
+    facts = model_facts(cfg.model_path)
+    chosen: dict[str, AutoDefault] = {}
+    warnings: list[str] = []
+    if cfg.max_completion_length is None:
+        chosen["max_completion_length"] = (
+            AutoDefault(LENGTH_FALLBACK, f"{LENGTH_FALLBACK}: the fixed default for {facts.why}")
+            if facts.toy
+            else completion_length(tokenizer, rows)
+        )
+    if cfg.lora_r is None:
+        chosen["lora_r"] = (
+            AutoDefault(0, f"0 (full fine-tuning): the fixed default for {facts.why}")
+            if facts.toy
+            else lora_rank(facts, device)
+        )
+    preset = toy_preset(cfg.config)
+    if preset and not facts.toy:
+        warnings.append(
+            f"--config: presets/{preset} is tuned for ark-trainer's tiny demo model (learning rates of 5e-4 for "
+            f"a 0.2M-parameter model trained from scratch); --model_path is {facts.why}, where those settings "
+            "overshoot. Use `ark-trainer demo --base_model PATH` (settings for a real model) or your own config"
+        )
+    return chosen, warnings
+
+
+def describe(chosen: dict[str, AutoDefault], facts_why: str) -> dict[str, Any]:
+    """``plan.json``'s ``auto_defaults``: ``{model: ..., flag: {value, reason}}``."""
+    return {"model": facts_why, **{k: {"value": v.value, "reason": v.reason} for k, v in chosen.items()}}

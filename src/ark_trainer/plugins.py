@@ -1,0 +1,111 @@
+"""Plug-ins: installed packages that add a stage, a strategy, a grader kind, a deploy target or a command.
+
+A package declares an entry point in the group ``ark_trainer`` naming one of its modules::
+
+    [project.entry-points.ark_trainer]
+    toy = "ark_toy.plugin"
+
+That module defines any of the hook functions of :data:`HOOKS` (like simonw/llm's ``register_commands``
+and ``register_models``, without pluggy: one entry-point group and plain functions are enough here). Each
+registry calls its hook the first time it is used, so ``import ark_trainer`` loads no plug-in and a
+command that needs none (``--help`` of a built-in) imports only the plug-ins' modules, never their heavy
+dependencies (keep those inside functions, as ark-trainer's own modules do). A plug-in is handed the
+registry's own function: a name that clashes with a built-in (or with another plug-in) is refused with one
+line on stderr, and the rest of that plug-in still loads. ``ARK_TRAINER_PLUGINS`` chooses which load
+(:func:`enabled`; ``docs/cli.md`` is generated with none). See ``docs/contributing.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+from typing import Any
+
+GROUP = "ark_trainer"
+ENV = "ARK_TRAINER_PLUGINS"  # unset: every installed plug-in; "": none; "a,b": those entry points only
+HOOKS = {
+    "register_stages": "register(StageClass): a training stage (the class decorator of stages/registry.py)",
+    "register_strategies": "register(name, Strategy(...)): a line of the strategy table (strategies.py)",
+    "register_grader_kinds": "register(type_name, keys, build): a grader type of the reward spec",
+    "register_deploy_targets": "register(name, target): a deploy target (deploy/targets.py)",
+    "register_commands": "register(name, OptionsClass, func, help=...): an ark-trainer sub-command",
+}
+"""The hooks a plug-in module may define, each called with the registry's ``register`` function."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str  # the entry point's name
+    package: str  # the distribution that declared it, with its version
+    module: ModuleType
+
+
+_imported: dict[str, Plugin | None] = {}  # entry-point name → its plug-in (None: it did not import)
+
+
+def enabled() -> list[Plugin]:
+    """The installed plug-ins that ``ARK_TRAINER_PLUGINS`` lets load, their modules imported once: unset,
+    all; empty, none; else those named (a comma list of entry-point names), as simonw/llm's
+    ``LLM_LOAD_PLUGINS``. One that fails to import is one line, and skipped."""
+    wanted = os.environ.get(ENV)
+    names = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
+    if names is not None and not names:
+        return []
+    found = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if names is None or ep.name in names:
+            if ep.name not in _imported:
+                _imported[ep.name] = _import(ep)
+            if (plugin := _imported[ep.name]) is not None:
+                found.append(plugin)
+    return found
+
+
+def _import(ep: EntryPoint) -> Plugin | None:
+    dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown package"
+    try:
+        return Plugin(ep.name, dist, importlib.import_module(ep.module))
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in must not break ark-trainer
+        _refuse(f"plug-in {ep.name} ({dist}): {ep.module} does not import ({type(exc).__name__}: {exc})")
+        return None
+
+
+def call_hook(hook: str, register: Callable[..., Any]) -> None:
+    """Call ``hook(register)`` of every plug-in that defines it; a refused registration is one line."""
+    if hook not in HOOKS:
+        raise KeyError(f"no plug-in hook named {hook!r}; hooks: {', '.join(HOOKS)}")
+    for plugin in enabled():
+        fn = getattr(plugin.module, hook, None)
+        if not callable(fn):
+            continue
+        try:
+            fn(_refusing(register, plugin))
+        except Exception as exc:  # noqa: BLE001 - a broken hook must not break ark-trainer: one line
+            _refuse(
+                f"plug-in {plugin.name} ({plugin.package}): {hook} failed ({type(exc).__name__}: {exc}); skipped"
+            )
+
+
+def _refusing(register: Callable[..., Any], plugin: Plugin) -> Callable[..., Any]:
+    """``register`` for one plug-in: a clash (the registry's ValueError) is refused in one line, not raised."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return register(*args, **kwargs)
+        except ValueError as exc:  # the registry's own words: "a stage named 'rft' is already registered"
+            reason = str(exc).removesuffix("; pick another name")
+            _refuse(
+                f"plug-in {plugin.name} ({plugin.package}): {reason}; refused (the plug-in must rename it)"
+            )
+            return args[0] if args else None  # a class decorator hands its class back
+
+    return guarded
+
+
+def _refuse(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)

@@ -1,0 +1,232 @@
+"""The run folder (``--output_dir``): its layout, and the one tolerant reader of what a run wrote.
+
+::
+
+    run.yaml        the config of the run (``train --config OUT/run.yaml`` repeats it)
+    plan.json       the plan: schema version, strategy, requested, reason, task_name, stages, rewards, ...
+    heartbeat.json  rewritten every few seconds while the run lives (state, stage, step, pid)
+    events.jsonl    one JSON line per thing that happened (stage start/end, metrics, evals, warnings)
+    data/           train.jsonl eval.jsonl stats.json and what the stages selected (rft_scored.jsonl, ...)
+    <stage>/        a stage's checkpoints (checkpoint-N/) and, when it is not the last, its final/ model
+    model/          the final model
+    eval/           <model>.json: the metrics of the base model and of each stage's model
+    diagnosis.json  the findings of the end-of-run diagnosis
+    logs/           train.log and TensorBoard events, unless --log_dir names another folder
+    report.md  report.html  plots/*.png
+
+The report, the diagnosis, resume, the dashboard, ``status`` and the live loop read a run through
+:class:`RunFolder`; the monitor and the pipeline write it by the same names. Reading is tolerant: a file
+that is missing, unreadable or torn (a line still being written, a run killed mid-write) reads as absent,
+and a reader that wants to say so passes a ``problems`` list. Importing this module imports nothing of the
+training code, so any tool can read a run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, write_json
+
+RUN_CONFIG = "run.yaml"
+PLAN = "plan.json"
+HEARTBEAT = "heartbeat.json"
+EVENTS = "events.jsonl"
+EVAL_DIR, DATA_DIR, MODEL_DIR, LOG_DIR, PLOT_DIR = "eval", "data", "model", "logs", "plots"
+REPORT_MD, REPORT_HTML = "report.md", "report.html"
+DIAGNOSIS, DATA_STATS = "diagnosis.json", "stats.json"  # the latter in data/
+MARKERS = (RUN_CONFIG, EVENTS, HEARTBEAT)  # a folder holding one of them is a run folder
+PLAN_SCHEMA = 1  # plan.json's version: raise it when its keys change meaning
+
+Problems = list[str] | None
+
+
+class RunFolder:
+    """The paths of one run folder and readers of its files."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+
+    @property
+    def config_path(self) -> Path:
+        return self.out / RUN_CONFIG
+
+    @property
+    def plan_path(self) -> Path:
+        return self.out / PLAN
+
+    @property
+    def heartbeat_path(self) -> Path:
+        return self.out / HEARTBEAT
+
+    @property
+    def events_path(self) -> Path:
+        return self.out / EVENTS
+
+    @property
+    def data_dir(self) -> Path:
+        return self.out / DATA_DIR
+
+    @property
+    def model_dir(self) -> Path:
+        return self.out / MODEL_DIR
+
+    @property
+    def plot_dir(self) -> Path:
+        return self.out / PLOT_DIR
+
+    def eval_path(self, name: str) -> Path:
+        return self.out / EVAL_DIR / f"{name}.json"
+
+    def log_dir(self, given: str | None = None) -> Path:
+        """``--log_dir`` when given, else ``OUT/logs``."""
+        return Path(given) if given else self.out / LOG_DIR
+
+    def is_run(self) -> bool:
+        return self.out.is_dir() and any((self.out / name).is_file() for name in MARKERS)
+
+    # --- readers: absent or unreadable files read as empty ---
+
+    def config(self, problems: Problems = None) -> dict[str, Any]:
+        return read_mapping(self.config_path, problems)
+
+    def config_text(self) -> str:
+        try:
+            return self.config_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def plan(self, problems: Problems = None) -> dict[str, Any]:
+        return read_mapping(self.plan_path, problems)
+
+    def events(self, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
+        return read_events(self.events_path, problems, since_line)
+
+    def n_event_lines(self) -> int:
+        try:
+            return len(jsonl_file_lines(self.events_path, "replace"))
+        except OSError:
+            return 0
+
+    def eval(self, name: str, problems: Problems = None) -> dict[str, Any]:
+        return read_mapping(self.eval_path(name), problems)
+
+    def evals(self, names: list[str], problems: Problems = None) -> dict[str, dict[str, Any]]:
+        """``{name: eval}`` of the names that have an eval file, in the order given."""
+        found = {name: self.eval(name, problems) for name in dict.fromkeys(names)}
+        return {name: data for name, data in found.items() if data}
+
+    def data_stats(self, problems: Problems = None) -> dict[str, Any]:
+        return read_mapping(self.data_dir / DATA_STATS, problems)
+
+    def heartbeat(self) -> dict[str, Any] | None:
+        """The last heartbeat, ``None`` when there is none; a broken one raises ValueError."""
+        return read_json(self.heartbeat_path) if self.heartbeat_path.is_file() else None
+
+    def planned_stages(self) -> list[dict[str, Any]]:
+        """The plan's stages (``name``, ``steps``, ``learning_rate``, ``last``); [] without a plan."""
+        return [s for s in self.plan().get("stages") or [] if isinstance(s, dict)]
+
+    # --- the plan, written and read back exactly (resume) ---
+
+    def write_plan(self, plan: dict[str, Any]) -> None:
+        write_json(
+            self.plan_path, {"schema": PLAN_SCHEMA, **{k: v for k, v in plan.items() if k != "schema"}}
+        )
+
+    def saved_plan(self) -> dict[str, Any]:
+        """The plan a resumed run continues; refuses one this version cannot read."""
+        try:
+            data = read_json(self.plan_path)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--resume: {self.plan_path}: unreadable ({exc}); start a new run") from None
+        schema = data.get("schema", PLAN_SCHEMA) if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+            raise UserError(f"--resume: {self.plan_path}: no stages (an older plan); start a new run")
+        if not isinstance(schema, int) or schema > PLAN_SCHEMA:
+            raise UserError(
+                f"--resume: {self.plan_path}: plan schema {schema!r} is newer than this ark-trainer reads "
+                f"({PLAN_SCHEMA}); resume it with the version that wrote it"
+            )
+        return data
+
+
+def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:
+    """A JSON or YAML file's top-level mapping; {} when absent or unreadable (noted in ``problems``)."""
+    import yaml  # here, not at the top: importing this module does no work
+
+    if not path.is_file():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        if problems is not None:
+            problems.append(f"{path.relative_to(path.parent.parent)}: unreadable ({exc})")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
+    """The events of ``events.jsonl`` from line ``since_line`` on; torn or foreign lines are skipped."""
+    try:
+        lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
+    except OSError:
+        return []
+    events, bad = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            bad += 1  # e.g. a line still being written by a running stage
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    if bad and problems is not None:
+        problems.append(f"{EVENTS}: {bad} unreadable line(s) skipped")
+    return events
+
+
+def run_end_status(events: list[dict[str, Any]]) -> str | None:
+    """The status of the ``run_end`` after the last ``run_start`` (this attempt's end), if it ended."""
+    for e in reversed(events):
+        if e.get("event") == "run_start":
+            return None
+        if e.get("event") == "run_end":
+            return str(e.get("status", "finished"))
+    return None
+
+
+class EventLog:
+    """``events.jsonl`` read incrementally: complete lines only, from where the last read stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def read(self) -> list[dict[str, Any]]:
+        with self.lock:
+            try:
+                with self.path.open("rb") as fh:
+                    if fh.seek(0, 2) < self.offset:  # the file was replaced (a new run in the folder)
+                        self.offset, self.events = 0, []
+                    fh.seek(self.offset)
+                    chunk = fh.read()
+            except OSError:
+                return list(self.events)
+            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
+            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    self.events.append(event)
+            self.offset += end
+            return list(self.events)

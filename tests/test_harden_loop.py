@@ -1,0 +1,302 @@
+"""The live loop's gate on a labelled (QC) held-out set, and a rollback asked for as the supervisor leaves.
+
+The gate's main metric must be one the frozen held-out set measures: ``auto`` (the default) is
+``task_accuracy`` on labelled rows, and a metric the rows cannot measure is refused when the loop starts,
+before anything is written (a gate on it could never pass). ``loop --rollback N`` issued while the
+supervisor decides its last round must not wait for a supervisor that will not look again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json, write_json, write_jsonl
+from ark_trainer.loop import gate, serving, supervisor
+from ark_trainer.loop.state import fresh_state, load_state, save_state
+from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings, request_rollback
+from conftest import save_tiny_qwen
+
+QC_ROWS = [
+    {"question": f"客服：您好 {i}。顾客：订单{i}不对。", "label": ["无", "辱骂", "未致歉"][i % 3]}
+    for i in range(6)
+]
+UNLABELLED = [{"question": f"订单{i}什么时候发货？"} for i in range(6)]
+REFERENCED = [{"question": f"订单{i}什么时候发货？", "reference": "明天发货。"} for i in range(6)]
+
+
+def measures(rows, reward_config=None):
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.rewards.builder import build_reward
+
+    def loaded(tmp):
+        write_jsonl(tmp, rows)
+        return load_jsonl(tmp)
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        held = loaded(Path(tmp) / "h.jsonl")
+    flags = {"reward_config": reward_config} if reward_config else {}
+    reward = build_reward(flags, held, "cpu")
+    return gate.heldout_measures(held, reward, None if reward_config else [reward.components[0].name])
+
+
+def test_auto_is_task_accuracy_on_labelled_rows_else_reward_mean():
+    from ark_trainer.rewards.composite import preset_path
+
+    qc, ref = measures(QC_ROWS), measures(REFERENCED)
+    free = measures(UNLABELLED, reward_config=str(preset_path("conversations")))  # label-free graders
+    assert qc["task_accuracy"] and ref["task_accuracy"] and not free["task_accuracy"]
+    assert gate.resolve_main_metric("auto", qc, "H") == "task_accuracy"
+    assert gate.resolve_main_metric("auto", ref, "H") == "task_accuracy"
+    assert gate.resolve_main_metric("auto", free, "H") == "reward_mean"
+    assert gate.resolve_main_metric("compliance_rate", free, "H") == "compliance_rate"
+    with pytest.raises(
+        UserError, match=r"--main_metric auto \(reward_mean: the held-out rows are not labelled\)"
+    ):
+        gate.resolve_main_metric("auto", measures(UNLABELLED), "H")  # the QC preset grades none of them
+
+
+@pytest.mark.parametrize(
+    ("metric", "rows", "words"),
+    [
+        ("task_accuracy", UNLABELLED, "needs rows with a label or reference"),
+        ("reward_mean", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
+        ("pass_rate", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
+        ("accuracy", QC_ROWS, "unknown metric 'accuracy'"),
+    ],
+)
+def test_a_main_metric_the_heldout_set_cannot_measure_is_refused(metric, rows, words):
+    with pytest.raises(UserError) as err:
+        gate.resolve_main_metric(metric, measures(rows), "LOOP/heldout.jsonl")
+    message = str(err.value)
+    assert words in message and "\n" not in message
+    if metric != "accuracy":
+        assert "no round could ever pass" in message and "--main_metric" in message
+
+
+def test_the_loop_refuses_such_a_gate_at_start_and_writes_nothing(tmp_path, capsys):
+    from ark_trainer.cli import main
+
+    model = save_tiny_qwen(tmp_path / "model")
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, UNLABELLED)
+    loop = tmp_path / "loop"
+    argv = ["loop", "--output_dir", str(loop), "--model_path", str(model), "--eval_dataset", str(held)]
+    assert main([*argv, "--main_metric", "task_accuracy"]) == 2
+    err = capsys.readouterr().err
+    assert "--main_metric task_accuracy" in err and "could ever pass" in err and "Traceback" not in err
+    assert not loop.exists()
+
+
+def test_the_loop_resolves_auto_to_task_accuracy_on_qc_heldout_and_says_so(tmp_path, monkeypatch):
+    model = save_tiny_qwen(tmp_path / "model")
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, QC_ROWS)
+    said: list[str] = []
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)
+    flags = {"model_path": str(model), "eval_dataset": str(held)}
+    loop = Loop(tmp_path / "loop", LoopSettings(), flags, log=lambda m, **k: said.append(m))
+    loop.start()
+    assert loop.main_metric == "task_accuracy"
+    assert load_state(tmp_path / "loop")["settings"]["main_metric"] == "task_accuracy"
+    assert any(
+        "main metric is task_accuracy (--main_metric auto: the held-out rows are labelled)" in m for m in said
+    )
+
+
+def _round(folder: Path, current: dict, candidate: dict) -> None:
+    """A round's train output as ``train`` leaves it (plan, both evaluations, a complete model)."""
+    save_tiny_qwen(folder / "model")
+    write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 2}]})
+    write_json(folder / "eval" / "base.json", current)
+    write_json(folder / "eval" / "rft.json", candidate)
+
+
+def test_a_better_round_on_qc_rows_is_promoted_though_reward_mean_is_flat(tmp_path, monkeypatch):
+    """The defect: both models scored reward_mean 0 (the round's reward, picked from its turns, grades no
+    QC row), task_accuracy 0.5 -> 0.9; the default gate said "0.0000 does not improve on 0.0000"."""
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, QC_ROWS)
+    flags = {"model_path": str(save_tiny_qwen(tmp_path / "model")), "eval_dataset": str(held)}
+    folder = tmp_path / "loop"
+    loop = Loop(folder, LoopSettings(), flags, log=lambda *a, **k: None)  # every setting at its default
+    loop.start()
+    loop.state["training"] = {"round": 1, "pid": 2**22 + 9, "started_at": "t", "turns_to": 6, "n_eval": 8,
+                              "n_newest": 2}  # fmt: skip
+    answers = [{"completion": "x", "reward": 0.0}] * 8
+    _round(folder / "rounds" / "1", {"reward_mean": 0.0, "task_accuracy": 0.5, "answers": answers},
+           {"reward_mean": 0.0, "task_accuracy": 0.9, "answers": answers})  # fmt: skip
+    loop._check_round()
+    decision = read_json(folder / "rounds" / "1" / "decision.json")
+    assert decision["promoted"], decision["reasons"]
+    assert decision["reasons"][0].startswith("task_accuracy: 0.5000 -> 0.9000")
+    assert load_state(folder)["serving"] == 1
+    assert "main metric `task_accuracy`" in (folder / "report.md").read_text(encoding="utf-8")
+
+
+# --- loop --rollback while the supervisor leaves ---
+
+
+def _promoted_loop(tmp_path: Path, supervisor_pid: int | None) -> Path:
+    folder = tmp_path / "loop"
+    state = fresh_state(str(save_tiny_qwen(tmp_path / "m0")), {"main_metric": "reward_mean", "poll": 0.1})
+    save_tiny_qwen(folder / "rounds" / "1" / "model")
+    state.update(serving=1, supervisor_pid=supervisor_pid)
+    state["history"] = [{"round": 1, "promoted": True, "reasons": ["ok"], "main": 1.0, "decided_at": "t"}]
+    save_state(folder, state)
+    serving.point_model(folder, folder / "rounds" / "1" / "model")
+    return folder
+
+
+@pytest.fixture
+def served(monkeypatch) -> list[int]:
+    """The rounds the (fake) server was switched to."""
+    calls: list[int] = []
+    monkeypatch.setattr(serving, "serve", lambda loop, round_id, *a, **k: calls.append(round_id))
+    return calls
+
+
+def _leaves_without_looking(folder: Path, after: float) -> threading.Thread:
+    """A supervisor (this process) that is deciding its last round, then stops without a tick."""
+
+    def stop():
+        time.sleep(after)
+        state = load_state(folder)
+        state["supervisor_pid"] = None
+        save_state(folder, state)
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    return thread
+
+
+def test_rollback_as_the_last_round_is_decided_switches_itself(tmp_path, served):
+    import os
+
+    folder = _promoted_loop(tmp_path, supervisor_pid=os.getpid())  # alive, and about to leave
+    thread = _leaves_without_looking(folder, after=0.5)
+    started = time.time()
+    request_rollback(folder, 0, log=lambda *a: None, timeout=30)
+    thread.join()
+    assert time.time() - started < 10
+    assert served == [0] and load_state(folder)["serving"] == 0
+    assert not (folder / ROLLBACK_REQUEST).exists()
+    assert Path(os.readlink(folder / "model")) == Path(load_state(folder)["model_path"])
+
+
+def test_rollback_after_the_supervisor_died_switches_itself(tmp_path, served):
+    folder = _promoted_loop(tmp_path, supervisor_pid=2**22 + 11)  # a pid that is not running
+    request_rollback(folder, 0, log=lambda *a: None, timeout=30)
+    assert served == [0] and load_state(folder)["serving"] == 0
+
+
+def test_a_supervisor_that_is_stopping_serves_the_pending_request(tmp_path, served):
+    import os
+
+    folder = _promoted_loop(tmp_path, supervisor_pid=os.getpid())
+    loop = Loop(folder, LoopSettings(max_rounds=1), {}, log=lambda *a, **k: None)
+    loop.state = load_state(folder)
+    write_json(folder / ROLLBACK_REQUEST, {"round": 0, "asked_at": "t"})
+    loop.run()  # max_rounds reached: no tick, straight to the shutdown
+    assert served == [0] and load_state(folder)["serving"] == 0
+    assert load_state(folder)["supervisor_pid"] is None and not (folder / ROLLBACK_REQUEST).exists()
+
+
+def test_a_running_supervisor_still_serves_the_request(tmp_path, served):
+    import os
+
+    folder = _promoted_loop(tmp_path, supervisor_pid=os.getpid())
+    loop = Loop(folder, LoopSettings(), {}, log=lambda *a, **k: None)
+    loop.state = load_state(folder)
+
+    def tick_once():
+        while not (folder / ROLLBACK_REQUEST).exists():
+            time.sleep(0.05)
+        loop.tick()
+
+    thread = threading.Thread(target=tick_once)
+    thread.start()
+    request_rollback(folder, 0, log=lambda *a: None, timeout=30)
+    thread.join()
+    assert served == [0] and load_state(folder)["serving"] == 0
+
+
+def test_only_one_side_claims_a_request(tmp_path):
+    folder = tmp_path
+    write_json(folder / ROLLBACK_REQUEST, {"round": 2, "asked_at": "t"})
+    assert supervisor.claim_rollback_request(folder) == 2
+    assert supervisor.claim_rollback_request(folder) is None
+
+
+@pytest.mark.slow
+def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, monkeypatch):
+    """Real models, real evaluations, the real gate: the loop serves an untrained demo model (random
+    weights, the demo's tokenizer); the round's candidate is the demo model after its warm-up (an
+    already-better model). Both are evaluated, as the round's ``train`` evaluates them, on the frozen QC
+    held-out set plus the newest turns, with the reward a round builds from its turns (the reference preset:
+    it grades no QC row, so reward_mean measures only the newest turns). The default gate promotes on
+    task_accuracy, which the labelled held-out rows measure."""
+    import shutil
+
+    import torch
+
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.evaluate import evaluate_model
+    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.models.device import resolve_runtime
+    from ark_trainer.rewards.builder import build_reward
+
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)  # the deploy is tested elsewhere
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train, held = write_demo_data(tmp_path / "data", n_train=48, n_eval=12, seed=3)
+        small = {"hidden_size": 32, "num_layers": 2, "n_warmup_rows": 320, "vocab_size": 1000,
+                 "warmup_batch_size": 16, "progress": False, "seed": 3}  # fmt: skip
+        untrained = build_base_model(tmp_path / "untrained", read_jsonl(train), warmup_steps=0, **small)
+        better = build_base_model(tmp_path / "better", read_jsonl(train), warmup_steps=100, **small)
+
+        loop = Loop(tmp_path / "loop", LoopSettings(eval_newest=2), {"model_path": str(untrained),
+                    "eval_dataset": str(held)}, log=lambda *a, **k: None)  # fmt: skip
+        loop.start()
+        assert loop.main_metric == "task_accuracy"
+
+        # round 1 as _start_round leaves it: the newest turns (corrected with the gold answer) after the
+        # frozen held-out rows in eval.jsonl; what train then writes: plan, model, both evaluations
+        folder = tmp_path / "loop" / "rounds" / "1"
+        turns = [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": "结论：合规"}],
+                  "reference": "结论：合规", "feedback": -1} for r in read_jsonl(train)[:2]]  # fmt: skip
+        write_jsonl(folder / "data.jsonl", turns)
+        write_jsonl(folder / "eval.jsonl", read_jsonl(held) + turns)
+        rows = load_jsonl(folder / "eval.jsonl")
+        reward = build_reward({}, load_jsonl(folder / "data.jsonl"), "cpu")  # what the round's train builds
+        rt = resolve_runtime(TrainConfig(data_path=str(train), device="cpu"))
+        kw = {"max_new_tokens": 48, "pass_threshold": 0.8}
+        base = evaluate_model(untrained, "base", rows, reward, rt, folder / "eval" / "base.json", **kw)
+        cand = evaluate_model(better, "rft", rows, reward, rt, folder / "eval" / "rft.json", **kw)
+    finally:
+        torch.set_num_threads(threads)
+    shutil.copytree(better, folder / "model")
+    write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 4}]})
+    assert cand["task_accuracy"] > base["task_accuracy"], (base["task_accuracy"], cand["task_accuracy"])
+
+    loop.state["training"] = {"round": 1, "pid": 2**22 + 13, "started_at": "t", "turns_to": 2,
+                              "n_eval": len(rows), "n_newest": 2}  # fmt: skip
+    loop._check_round()
+    decision = read_json(folder / "decision.json")
+    assert decision["promoted"], decision
+    assert decision["reasons"][0].startswith("task_accuracy: ")
+    assert load_state(tmp_path / "loop")["serving"] == 1
+    # the round's reward grades none of the held-out QC rows: reward_mean sees only the 2 newest turns
+    assert gate.with_heldout(base, 12)["heldout_reward_mean"] is None
+    assert gate.with_heldout(cand, 12)["heldout_reward_mean"] is None

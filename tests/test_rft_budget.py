@@ -1,0 +1,123 @@
+"""RFT samples only the prompts its steps train on; generation batches are sized by tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ark_trainer.generation import plan_batches
+from ark_trainer.scoring import KEEP_RATE_GUESS, MAX_ROUNDS, next_round, rft_budget
+
+
+def test_budget_is_steps_times_examples_per_step():
+    assert rft_budget(2, 4, 2, 1) == 16
+    assert rft_budget(5, 8, 1, 2) == 80
+
+
+def test_rounds_start_at_twice_the_need_then_follow_the_measured_keep_rate():
+    assert next_round(4, 0, 0, 800, 0) == round(4 / KEEP_RATE_GUESS)
+    assert next_round(4, 4, 8, 800, 1) == 0  # enough kept: stop
+    assert next_round(10, 2, 8, 800, 1) == 40  # 8 missing at a keep rate of 1/4 (32 prompts), plus 25%
+    assert next_round(10, 0, 8, 800, 1) == 125  # nothing kept: the floor rate 0.1, plus 25%
+    assert next_round(10, 0, 8, 20, 1) == 12  # never past the file
+    assert next_round(10, 0, 8, 800, MAX_ROUNDS) == 0  # rounds used up
+
+
+def test_batches_hold_a_token_budget_longest_first():
+    lengths = [100, 10, 50, 10, 10]
+    order = sorted(range(5), key=lambda i: -lengths[i])
+    batches = plan_batches(lengths, order, num_samples=2, max_new_tokens=20, batch_size=4, budget=300)
+    # 2 samples × (100 + 20) = 240 tokens: one prompt; then 50 and 10 share a batch (2 × 2 × 70 = 280)
+    assert batches == [[0], [2, 1], [3, 4]]
+    assert sum(batches, []) == order
+
+
+def test_a_prompt_longer_than_the_budget_still_gets_its_own_batch():
+    assert plan_batches([500, 5], [0, 1], 4, 64, 16, budget=100) == [[0], [1]]
+
+
+@pytest.fixture
+def qc_file(tmp_path):
+    """800 demo QC rows, each with one candidate: its gold answer (``good``) or a wrong verdict (``bad``)."""
+    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.rewards.qc import format_answer
+
+    def make(kind: str):
+        rows = generate_rows(800, 0, "train", with_candidates=False)
+        for r in rows:
+            wrong = "辱骂" if r["label"] != "辱骂" else "无"
+            r["candidates"] = [gold_answer(r) if kind == "good" else format_answer(wrong, "好的。")]
+        path = tmp_path / f"{kind}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        return path
+
+    return make
+
+
+def _select(tmp_path, data_path, steps: int, batch: int):
+    from ark_trainer.config import resolve_config
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.scoring import sample_and_select
+    from conftest import save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "model")
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    flags = {"model_path": str(model), "data_path": str(data_path), "output_dir": str(out)}
+    cfg = resolve_config({**flags, "rft_num_samples": 1, "max_completion_length": 4, "rft_min_reward": 0.9})
+    rows = load_jsonl(data_path)
+    reward = build_reward(cfg, rows, "cpu")
+    monitor = Monitor(out, heartbeat=False)
+    monitor.start()
+    needed = rft_budget(steps, batch, 1, 1)
+    sel = sample_and_select(
+        cfg, Runtime("cpu", False, False, []), monitor, str(model), rows, reward, out / "data", needed
+    )
+    scored = (out / "data" / "rft_scored.jsonl").read_text(encoding="utf-8").splitlines()
+    return sel, scored, needed
+
+
+def test_rft_samples_only_what_a_two_step_budget_needs(tmp_path, qc_file):
+    sel, scored, needed = _select(tmp_path, qc_file("good"), steps=2, batch=2)
+    assert needed == 4
+    assert len(scored) == sel.stats["n_prompts"] == 8  # one round: twice the need, not 800
+    assert sel.stats["n_selected"] >= needed and sel.stats["rounds"] == 1
+    assert sel.stats["n_rows"] == 800
+
+
+def test_rft_samples_more_in_rounds_when_too_few_pass(tmp_path, qc_file):
+    sel, scored, needed = _select(tmp_path, qc_file("bad"), steps=2, batch=2)
+    expected, kept, sampled = 0, 0, 0
+    for r in range(MAX_ROUNDS):  # nothing passes: every round follows the floor keep rate
+        size = next_round(needed, kept, sampled, 800, r)
+        sampled += size
+    assert sel.stats["n_selected"] == 0 and sel.stats["rounds"] == MAX_ROUNDS
+    assert len(scored) == sel.stats["n_prompts"] == sampled < 800
+    del expected
+
+
+def test_generation_ticks_within_a_batch(tmp_path):
+    """Progress moves with the decoding steps of a batch, not only when the batch ends."""
+    from ark_trainer.generation import generate
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.models.loading import load_policy
+    from ark_trainer.runtime.monitor import Monitor
+    from conftest import save_tiny_qwen
+
+    model, tok = load_policy(str(save_tiny_qwen(tmp_path / "m")), Runtime("cpu", False, False, []))
+    ticks: list[str] = []
+    done: list[int] = []
+    prompts = [[{"role": "user", "content": f"你好 {i}"}] for i in range(3)]
+    generate(model, tok, prompts, max_new_tokens=3, batch_size=2, on_batch=done.append, on_tick=ticks.append)
+    assert done == [2, 3] and ticks and ticks[0].startswith("batch 1/2, token 1/3")
+    monitor = Monitor(tmp_path, heartbeat=False)
+    monitor.tick("batch 1/2, token 1/3")
+    monitor.write_heartbeat()
+    assert json.loads((tmp_path / "heartbeat.json").read_text())["detail"] == "batch 1/2, token 1/3"
+    monitor.progress(2)
+    monitor.write_heartbeat()
+    assert "detail" not in json.loads((tmp_path / "heartbeat.json").read_text())

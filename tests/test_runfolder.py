@@ -1,0 +1,94 @@
+"""The run folder has one owner: ``runfolder.py`` names its files and reads them, tolerantly."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.errors import UserError
+from ark_trainer.runfolder import (
+    DIAGNOSIS,
+    EVENTS,
+    HEARTBEAT,
+    PLAN,
+    PLAN_SCHEMA,
+    RUN_CONFIG,
+    RunFolder,
+    run_end_status,
+)
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
+NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS, DIAGNOSIS}
+# files of the same name that belong to something else than a run folder
+FOREIGN = {"data/collect.py": "an OpenClaw trajectory bundle's own events.jsonl"}
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    """String constants that are exactly a run-folder file name (docstrings and messages aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in NAMES
+    ]
+
+
+def test_only_the_run_folder_module_spells_its_file_names():
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel in ("runfolder.py", *FOREIGN):
+            continue
+        found += [f"{rel}:{line}: {value!r}" for line, value in _literals(path)]
+    assert not found, "use ark_trainer.runfolder for these: " + "; ".join(found)
+    assert _literals(SRC / "runfolder.py"), "the check must see the names where they are defined"
+
+
+def test_missing_and_torn_files_read_as_absent(tmp_path):
+    folder = RunFolder(tmp_path)
+    assert (folder.config(), folder.plan(), folder.events(), folder.heartbeat()) == ({}, {}, [], None)
+    assert not folder.is_run()
+    lines = [{"event": "run_start"}, {"event": "stage_end", "stage": "rft", "status": "ok"}]
+    text = "".join(json.dumps(e) + "\n" for e in lines) + "\n[1, 2]\n" + '{"event": "metr'
+    folder.events_path.write_text(text, encoding="utf-8")
+    (tmp_path / "eval").mkdir()
+    folder.eval_path("rft").write_text("{not json", encoding="utf-8")
+    folder.eval_path("base").write_text(json.dumps({"reward_mean": 0.5}), encoding="utf-8")
+    problems: list[str] = []
+    assert folder.events(problems) == lines  # the torn last line and a non-object line are skipped
+    assert folder.events(since_line=1) == lines[1:]
+    assert folder.n_event_lines() == 5  # a blank line counts: supervise() counts lines as written
+    assert folder.evals(["base", "rft", "grpo"], problems) == {"base": {"reward_mean": 0.5}}
+    assert problems == [f"{EVENTS}: 1 unreadable line(s) skipped", problems[1]]
+    assert problems[1].startswith("eval/rft.json: unreadable")
+    assert folder.is_run()
+
+
+def test_the_status_of_the_last_attempt():
+    assert run_end_status([]) is None
+    first = [{"event": "run_start"}, {"event": "run_end", "status": "failed"}]
+    assert run_end_status(first) == "failed"
+    assert run_end_status([*first, {"event": "run_start"}]) is None  # a second attempt is still going
+    assert run_end_status([*first, {"event": "run_start"}, {"event": "run_end"}]) == "finished"
+
+
+def test_the_plan_carries_its_schema_and_resume_refuses_what_it_cannot_read(tmp_path):
+    folder = RunFolder(tmp_path)
+    stages = [{"name": "grpo", "steps": 3, "learning_rate": 1e-6, "last": True}]
+    folder.write_plan({"strategy": "GRPO", "stages": stages, "schema": 99})
+    saved = json.loads(folder.plan_path.read_text(encoding="utf-8"))
+    assert saved == {"schema": PLAN_SCHEMA, "strategy": "GRPO", "stages": stages}
+    assert folder.saved_plan() == saved and folder.planned_stages() == stages
+    folder.plan_path.write_text(json.dumps({"strategy": "GRPO", "grpo_steps": 3}), encoding="utf-8")
+    with pytest.raises(UserError, match="no stages"):
+        folder.saved_plan()
+    folder.plan_path.write_text(json.dumps({"schema": PLAN_SCHEMA + 1, "stages": stages}), encoding="utf-8")
+    with pytest.raises(UserError, match="newer"):
+        folder.saved_plan()
+    folder.plan_path.write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match="unreadable"):
+        folder.saved_plan()
+    assert folder.plan() == {}  # the tolerant reader: absent
