@@ -47,10 +47,11 @@ class McpEnvironment:
 
     def __init__(self) -> None:
         self.episode = uuid.uuid4().hex[:16]
+        self._score: tuple[float | None] | None = None  # get_reward's answer, until the next call
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode: a new id, and each server's ``reset`` with the row's columns."""
-        self.episode = uuid.uuid4().hex[:16]
+        self.episode, self._score = uuid.uuid4().hex[:16], None
         texts = [
             self._hook(server, "reset", _row_arguments(row, schema))
             for server, schema in self._hooks["reset"]
@@ -58,9 +59,13 @@ class McpEnvironment:
         return "\n".join(t for t in texts if t) or None
 
     def _reward(self) -> float | None:
-        rewards = [_number(self._hook(server, "get_reward", {})) for server, _ in self._hooks["get_reward"]]
-        known = [r for r in rewards if r is not None]
-        return min(known) if known else None
+        """The servers' ``get_reward`` (the lowest when several answer); asked once per finished episode,
+        as the record, the graders and TRL all read it."""
+        if self._score is None:
+            rewards = [_number(self._hook(s, "get_reward", {})) for s, _ in self._hooks["get_reward"]]
+            known = [r for r in rewards if r is not None]
+            self._score = (min(known) if known else None,)
+        return self._score[0]
 
     def _hook(self, server: McpServer, name: str, arguments: dict) -> str:
         try:
@@ -74,6 +79,8 @@ class McpEnvironment:
 
         from ark_trainer.agent.mcp_client import ServerFailure, hub
 
+        if tool not in HOOKS:
+            self._score = None  # the episode goes on: its reward may change
         try:
             result = hub().call(server, tool, arguments, self.timeout, {EPISODE_META: self.episode})
         except ServerFailure as exc:
