@@ -6,7 +6,7 @@ close each export is to the safetensors model it came from, loaded back with tra
 (``gguf_file=``): the share of identical greedy answers on held-out prompts (English questions and the QC
 demo's Chinese dialogues) and the largest logit difference over every position of those answers.
 
-    python bench/gguf_roundtrip.py               # 16 prompts × 32 new tokens (~5 min on 2 busy cores)
+    python bench/gguf_roundtrip.py               # 12 prompts × 24 new tokens (~10 min on 2 cores shared by 8 jobs)
     python bench/gguf_roundtrip.py --quick       # 4 prompts × 8 new tokens: smoke run
 
 Needs the file from ``scripts/setup_models.sh``.
@@ -89,9 +89,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--new_tokens", type=int, default=24)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    n, new = (4, 8) if args.quick else (16, 32)
+    n, new = (4, 8) if args.quick else (args.prompts, args.new_tokens)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     data: dict = {"prompts": n, "new_tokens": new, "source_bytes": GGUF.stat().st_size}
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,6 +111,7 @@ def main() -> None:
         t = time.monotonic()
         resolve_model(str(GGUF), convert_dir=root / "base_model")
         data["reuse_s"] = round(time.monotonic() - t, 2)
+        print("in:", data, flush=True)
         tok = AutoTokenizer.from_pretrained(model.path)
         hf = AutoModelForCausalLM.from_pretrained(model.path, dtype=torch.float32).eval()
         texts = prompts(n)
@@ -118,11 +121,13 @@ def main() -> None:
                 model.path, root / f"smol-{quant}.gguf", quant, pre_tokenizer=model.pre_tokenizer
             )
             row = {"export_s": round(time.monotonic() - t, 1), "bytes": out.size}
+            print(quant, row, flush=True)
             back = AutoModelForCausalLM.from_pretrained(
                 root, gguf_file=out.path.name, dtype=torch.float32
             ).eval()
             row.update(compare(hf, back, tok, texts, new))
             data[quant] = row
+            print(quant, row, flush=True)
             del back
     md = [
         "# GGUF round trip on SmolLM2-135M-Instruct",

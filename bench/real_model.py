@@ -51,7 +51,7 @@ def runtime(folder: Path) -> float:
     """transformers' ``train_runtime`` from a stage's TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(folder))
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     acc.Reload()
     return float(acc.Scalars("train/train_runtime")[-1].value)
 
@@ -73,7 +73,7 @@ def training(a: argparse.Namespace, data: Path, work: Path) -> dict:
     cmd += ["--rft_steps", str(a.rft_steps), "--grpo_steps", str(a.grpo_steps)]
     wall_plain, rss_plain, out = timed(cmd)
     plain_times = json.loads(out.strip().splitlines()[-1])
-    logs = ours / "logs"
+    logs = ours / "logs" / "tensorboard"
     result = {
         "ours": {
             "rft_s_per_step": runtime(logs / "rft") / a.rft_steps,

@@ -128,7 +128,10 @@ def test_demo_on_a_base_model_runs_the_qc_demo_with_the_real_preset(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
     assert plan["auto_defaults"]["model"].startswith("a toy model")  # this tiny one; SmolLM2 is real
-    assert [s["name"] for s in plan["stages"]] == ["rft", "grpo"] and plan["rft_steps"] == 2
+    assert [(s["name"], s["steps"]) for s in plan["stages"]] == [
+        ("rft", 2),
+        ("grpo", 1),
+    ]  # the real preset's share
     run_yaml = (out / "run.yaml").read_text(encoding="utf-8")
     assert "rft_num_samples: 0" in run_yaml and f"model_path: {model}" in run_yaml
     assert not (out / "base_model").exists()  # no toy built
@@ -145,3 +148,20 @@ def test_demo_base_model_is_checked(tmp_path, capsys):
         main(["demo", "--task", "agent", "--base_model", str(tmp_path), "--output_dir", str(tmp_path / "o")])
         == 2
     )
+
+
+def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):
+    from dataclasses import replace
+
+    from ark_trainer.config import to_yaml
+    from ark_trainer.errors import UserError
+    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.stages.registry import stages
+
+    cfg, _ = _cfg(tiny, tmp_path, resume=True)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "run.yaml").write_text(to_yaml(replace(cfg, max_completion_length=96, lora_r=0)), encoding="utf-8")
+    assert check_resume(cfg, out, list(stages().values()))  # unset again: what run.yaml chose stands
+    with pytest.raises(UserError, match="--max_completion_length: 50 differs from 96"):
+        check_resume(replace(cfg, max_completion_length=50), out, list(stages().values()))

@@ -118,6 +118,14 @@ def test_streamed_reply_with_a_line_breaker_is_recorded_whole(sep):
     chunks = [{"choices": [{"delta": {"content": part}}]} for part in ("一", f"二{sep}三", "四")]
     body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\n\n"
     assert reply_of(body.encode(), stream=True)[0] == f"一二{sep}三四"
+    from ark_trainer.deploy.record import usage_of
+
+    last = {
+        "choices": [{"delta": {"content": f"末{sep}"}, "finish_reason": "stop"}],
+        "usage": {"completion_tokens": 4},
+    }
+    body += f"data: {json.dumps(last, ensure_ascii=False)}\n\n"
+    assert usage_of(body.encode(), stream=True) == {"completion_tokens": 4, "finish_reason": "stop"}
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
@@ -230,7 +238,7 @@ def test_openclaw_json_after_log_lines(sep):
 def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     """Raw inside a string it makes that record invalid JSON; line counts and later records stay right."""
     from ark_trainer.deploy.record import read_turns
-    from ark_trainer.runtime.supervisor import _n_lines
+    from ark_trainer.fileio import jsonl_file_lines
 
     good = [raw_line({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)]
     good[1] = '{"messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
@@ -238,4 +246,4 @@ def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     turns = read_turns(tmp_path / "turns.jsonl")
     assert len(turns) == 4 and turns[1] == {"_torn": True}
     assert turns[3]["messages"][0]["content"] == "q3"
-    assert _n_lines(tmp_path / "turns.jsonl") == 4
+    assert len(jsonl_file_lines(tmp_path / "turns.jsonl")) == 4

@@ -132,3 +132,22 @@ def test_a_sound_folder_passes_and_a_real_model_header_reads(assets):
     if real.is_file():  # the lead's dequantized SmolLM2-135M, where this machine has it
         tensors = read_safetensors_header(real)
         assert tensors["model.embed_tokens.weight"]["shape"] == [49152, 576]
+
+
+def test_deeply_nested_json_in_a_model_folder_is_one_line(assets, tmp_path, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(assets["model"], model)
+    (model / "config.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    argv = [
+        "train",
+        "--model_path",
+        str(model),
+        "--data_path",
+        str(assets["train"]),
+        "--output_dir",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "config.json: not valid JSON" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

@@ -197,6 +197,17 @@ def test_data_collect_never_overwrites_another_kind_of_file(tmp_path, capsys):
     assert "is a folder" in refused(capsys, ["data", "collect", "--openclaw", "-o", str(tmp_path)])[0]
 
 
+def test_score_output_file_never_overwrites_another_kind_of_file(assets, tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# mine\n", encoding="utf-8")
+    argv = ["score", "--data_path", str(assets["train"]), "--output_file", str(notes)]
+    assert "exists and is not a JSONL file" in refused(capsys, argv)[0]
+    assert notes.read_text(encoding="utf-8") == "# mine\n"
+    scores = tmp_path / "scores.jsonl"
+    assert main([*argv[:-1], str(scores)]) == 0 and main([*argv[:-1], str(scores)]) == 0  # its own: replaced
+    capsys.readouterr()
+
+
 def test_a_plan_never_proposes_a_system_folder_and_says_when_it_leaves_the_working_folder(
     assets, tmp_path, capsys, monkeypatch
 ):
@@ -333,3 +344,23 @@ def test_a_plan_still_checks_code_graders_for_shape(tmp_path):
     with pytest.raises(UserError) as info:
         load_graders(spec, run_code=False)
     assert [m.split(": ")[1] for m in info.value.messages] == ["source", "function"]
+
+
+@pytest.mark.slow
+def test_a_run_marks_its_folder_and_may_replace_it_later(assets, tmp_path, capsys):
+    out = tmp_path / "run"
+    flags = [
+        "--strategy",
+        "GRPO",
+        "--batch_size",
+        "2",
+        "--num_generations",
+        "2",
+        "--max_completion_length",
+        "4",
+    ]
+    flags += ["--eval_auto", "False", "--save_steps", "0", "--min_free_disk_gb", "0"]
+    assert main([*train_argv(assets, out), *flags]) == 0
+    assert json.loads((out / MARKER).read_text())["kind"] == "run" and (out / "model").is_dir()
+    assert main([*train_argv(assets, out), *flags, "--overwrite_output_dir", "True"]) == 0  # ours: replaced
+    capsys.readouterr()

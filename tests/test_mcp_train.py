@@ -122,7 +122,7 @@ def test_an_agent_trains_on_a_real_mcp_server_end_to_end(time_model, tmp_path):
         "--data_path", str(tmp_path / "train.jsonl"), "--eval_dataset", str(tmp_path / "eval.jsonl"),
         "--output_dir", str(out), "--strategy", "RFT+GRPO", "--max_train_steps", "4", "--rft_steps", "2",
         "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "2", "--rft_min_reward", "0",
-        "--temperature", "0.7", "--max_completion_length", "96", "--max_turns", "3", "--logging_steps", "1",
+        "--temperature", "0.7", "--max_completion_length", "160", "--max_turns", "3", "--logging_steps", "1",
         "--save_steps", "0", "--report_to", "none", "--device", "cpu",
         cwd=tmp_path, timeout=900,
     )  # fmt: skip

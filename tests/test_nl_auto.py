@@ -168,5 +168,5 @@ def test_auto_settings_are_validated(capsys):
     argv = ["train", "--model_path", "m", "--data_path", "d", "--output_dir", "o", "--strategy", "auto"]
     assert main([*argv, "--auto_probe_samples", "1", "--auto_min_pass_rate", "2"]) == 2
     err = capsys.readouterr().err
-    assert "--auto_probe_samples: a group needs at least 2 answers" in err
+    assert "--auto_probe_samples: must be in [2, 256]: a group needs at least 2 answers" in err
     assert "--auto_min_pass_rate: must be in [0, 1], got 2.0" in err

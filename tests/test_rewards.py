@@ -621,7 +621,8 @@ def test_check_model_dir_missing_and_no_config(tmp_path):
         check_model_dir(str(tmp_path), "--rm_model_path")
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     (tmp_path / "model.safetensors").write_bytes(b"")
-    assert check_model_dir(str(tmp_path), "--rm_model_path") == tmp_path
+    with pytest.raises(UserError, match="model_type: missing"):  # the files are read, not only found
+        check_model_dir(str(tmp_path), "--rm_model_path")
 
 
 def test_qc_verdict_with_verdict_only_label_and_trailing_punctuation():
@@ -633,7 +634,6 @@ def test_qc_verdict_with_verdict_only_label_and_trailing_punctuation():
 def test_a_causal_lm_is_refused_as_reward_model(tmp_path):
     from ark_trainer.rewards.reward_model import check_reward_model_dir
 
-    (tmp_path / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
-    (tmp_path / "model.safetensors").write_bytes(b"")
+    save_tiny_qwen(tmp_path)  # a real causal LM folder
     with pytest.raises(UserError, match="not a sequence-classification reward model"):
         check_reward_model_dir(str(tmp_path))

@@ -30,10 +30,13 @@ import yaml
 from ark_trainer.errors import UserError
 from ark_trainer.ranges import (
     ANY,
-    BIG,
     COUNT,
     DEFAULT,
     LEARNING_RATE,
+    MAX_BATCH,
+    MAX_NEW_TOKENS,
+    MAX_SAMPLES,
+    MAX_WEIGHT,
     NON_NEGATIVE,
     PORT,
     POSITIVE,
@@ -151,7 +154,10 @@ class TrainConfig:
     )
     max_train_steps: int = flag(1000, "total optimizer steps, RFT + GRPO", group="strategy", range=COUNT)
     batch_size: int = flag(
-        8, "per-device batch size (completions per step for GRPO)", group="strategy", range=COUNT
+        8,
+        "per-device batch size (completions per step for GRPO)",
+        group="strategy",
+        range=Range(1, MAX_BATCH),
     )
     gradient_accumulation_steps: int = flag(
         1, "micro-batches per optimizer step", group="strategy", range=COUNT
@@ -164,7 +170,7 @@ class TrainConfig:
         "max new tokens per completion (sampling, GRPO and eval); default: from the data's answers in this "
         "model's tokenizer (95th percentile plus a margin), 64 for a toy model (docs/real-models.md)",
         group="strategy",
-        range=COUNT,
+        range=Range(1, MAX_NEW_TOKENS),
     )
     auto_probe_prompts: int = flag(
         32, "--strategy auto: training prompts the base model is probed on", group="strategy", range=COUNT
@@ -173,7 +179,7 @@ class TrainConfig:
         4,
         "--strategy auto: answers sampled per probe prompt (a GRPO group)",
         group="strategy",
-        range=Range(2, BIG, why="a group needs at least 2 answers"),
+        range=Range(2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: a group needs at least 2 answers"),
     )
     auto_min_pass_rate: float = flag(
         0.3,
@@ -197,7 +203,9 @@ class TrainConfig:
         4,
         "completions sampled from the model per training prompt for RFT (0: only the data's own answers)",
         group="RFT",
-        range=ZERO_OK,
+        range=Range(
+            0, MAX_SAMPLES, why=f"must be in [0, {MAX_SAMPLES}] (answers sampled per prompt at once)"
+        ),
     )
     rft_temperature: float = flag(1.0, "sampling temperature for RFT candidates", group="RFT", range=POSITIVE)
     rft_min_reward: float = flag(
@@ -210,13 +218,15 @@ class TrainConfig:
         4,
         "GRPO group size: completions per prompt",
         group="GRPO",
-        range=Range(2, BIG, why="GRPO needs at least 2 completions per prompt"),
+        range=Range(
+            2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: GRPO needs at least 2 completions per prompt"
+        ),
     )
     rollout_steps: int | None = flag(
         None,
         "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)",
         group="GRPO",
-        range=Range(1, None),
+        range=Range(1, 64),  # each step's rollouts are held in memory until it runs
     )
     temperature: float = flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
     beta: float = flag(
@@ -301,7 +311,10 @@ class TrainConfig:
         None, "reward model: local HF sequence-classification checkpoint", group="reward"
     )
     rm_weight: float = flag(
-        1.0, "weight of the reward model in the composite reward", group="reward", range=NON_NEGATIVE
+        1.0,
+        "weight of the reward model in the composite reward",
+        group="reward",
+        range=Range(0.0, MAX_WEIGHT),
     )
     reward_timeout: float = flag(
         60.0,
@@ -349,7 +362,10 @@ class TrainConfig:
 
     # --- scale ---
     num_processes: int = flag(
-        1, "training processes on this machine (>1 relaunches through accelerate)", group="scale", range=COUNT
+        1,
+        "training processes on this machine (>1 relaunches through accelerate)",
+        group="scale",
+        range=Range(1, 1024),
     )
     launcher: str = flag(
         "auto",
@@ -381,7 +397,7 @@ class TrainConfig:
         "LoRA rank; 0 trains all weights; default: 0, or 16 when full fine-tuning would not fit the device's "
         "memory (docs/real-models.md). With LoRA, each learning rate you do not set is 10× its default",
         group="scale",
-        range=ZERO_OK,
+        range=Range(0, 4096),
     )
     lora_alpha: int | None = flag(None, "LoRA alpha (default: 2 × --lora_r)", group="scale", range=COUNT)
     lora_dropout: float = flag(0.05, "LoRA dropout", group="scale", range=SHARE)
@@ -413,7 +429,7 @@ class TrainConfig:
         range=Range(0.0, 1.0, lo_open=True),
     )
     vllm_tensor_parallel_size: int = flag(
-        1, "tensor parallel size of the colocated vLLM engine", group="scale", range=COUNT
+        1, "tensor parallel size of the colocated vLLM engine", group="scale", range=Range(1, 64)
     )
 
     # --- reliability ---

@@ -25,8 +25,8 @@ from ark_trainer.runfolder import EVENTS, PLAN, RUN_CONFIG
 MARKER = ".ark-trainer.json"
 OWN_FILES = (MARKER, ".lock")  # the marker and the run lock (runtime/runlock.py) do not make a folder "used"
 # system trees: refused with everything under them (the temporary folders under /var excepted)
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin")
-SYSTEM_TREES += ("/sys", "/usr", "/var", "/run", "/snap")
+SYSTEM_TREES: tuple[str, ...] = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_TREES += ("/proc", "/sbin", "/sys", "/usr", "/var", "/run", "/snap")
 SYSTEM_ALLOWED = ("/var/tmp", "/var/folders", "/private/var/folders")  # macOS keeps temp folders there
 # top-level folders: refused themselves (a folder of its own under them is fine)
 TOP_FOLDERS = ("/", "/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/Users", "/Volumes")
@@ -34,6 +34,10 @@ SHOWN = 5  # entries named in a refusal
 
 
 def _legacy_run(folder: Path) -> bool:
+    if (folder / "base_model" / "ARK_DEMO_MODEL.md").is_file():  # an earlier demo stopped before its train
+        return True
+    if (folder / "data" / "openclaw_conversations.jsonl").is_file():  # an earlier `run` collected, then stopped
+        return True
     return (folder / RUN_CONFIG).is_file() and any((folder / n).is_file() for n in (PLAN, EVENTS))
 
 
@@ -77,7 +81,7 @@ def marker_kind(folder: Path) -> str | None:
     """The kind the folder's marker names, or None without a readable marker."""
     try:
         data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data.get("kind") if isinstance(data, dict) and data.get("by") == "ark-trainer" else None
 
@@ -179,7 +183,7 @@ def check_output_file(path: str | Path, flag: str) -> None:
             with out.open(encoding="utf-8") as fh:
                 first = fh.readline(1_000_000)
             ok = isinstance(json.loads(first), dict)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             ok = False
         if not ok:
             raise UserError(

@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
-from ark_trainer.metrics import HEADLINE, PASS_RATE, RATES, TASK_ACCURACY, TASK_SUCCESS
+from ark_trainer.metrics import HEADLINE, PASS_RATE, PERCENTS, RATES, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Heading, Image, Para, Table
 from ark_trainer.runfolder import RunFolder
 
-RATES_SHOWN = (*RATES, TASK_SUCCESS)  # shares, shown as percentages (an agent run's task success too)
-HEADLINE_SHOWN = (*HEADLINE, TASK_SUCCESS)  # a metric no model measured (null everywhere) is left out
 N_EACH = 3  # successes and failures shown
 MAX_CHARS = 300
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -43,7 +41,7 @@ def _show(metric: str, value: Any) -> str:
     number = _num(value)
     if number is None:
         return "—"
-    return f"{number * 100:.1f}%" if metric in RATES_SHOWN else f"{number:.3f}"
+    return f"{number * 100:.1f}%" if metric in PERCENTS else f"{number:.3f}"
 
 
 def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
@@ -52,7 +50,7 @@ def changes(metric: str, value: Any, base: Any) -> tuple[str, str]:
     if number is None or reference is None:
         return "—", "—"
     delta = number - reference
-    absolute = f"{delta * 100:+.1f} pts" if metric in RATES_SHOWN else f"{delta:+.3f}"
+    absolute = f"{delta * 100:+.1f} pts" if metric in PERCENTS else f"{delta:+.3f}"
     relative = f"{delta / abs(reference) * 100:+.1f}%" if reference else "— (base is 0)"
     return absolute, relative
 
@@ -67,7 +65,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
     if chart:
         blocks.append(chart)
     rows = []
-    for metric in HEADLINE_SHOWN:
+    for metric in (*HEADLINE, TASK_SUCCESS):  # one no model measured (an agent run's compliance): left out
         base, last = evals["base"].get(metric), evals[final].get(metric)
         if _num(base) is None and _num(last) is None:
             continue
@@ -102,7 +100,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    metrics = [m for m in RATES_SHOWN if any(_num(e.get(m)) is not None for e in evals.values())]
+    metrics = [m for m in (*RATES, TASK_SUCCESS) if any(_num(e.get(m)) is not None for e in evals.values())]
     if not metrics:
         return None
     fig = Figure(figsize=(7.2, 3.4), dpi=100)

@@ -1,10 +1,10 @@
 """One JSON POST with a total deadline: from connecting to the answer's last byte, not per socket read.
 
 ``urllib``'s ``timeout`` bounds each socket operation, so a server that sends its headers and then one byte
-a second holds a caller for as long as it likes. Here a timer shuts the connection's socket down when the
-deadline passes, wherever the request is (connecting, sending, reading headers or the body), and the answer
-is read up to ``max_bytes``. Used by the LLM judge (``rewards/llm_judge.py``) and the planning model
-(``nl/llm.py``); standard library only.
+a second holds a caller for as long as it likes. Here the exchange runs in a daemon thread that the caller
+waits on for ``timeout`` seconds at most; at the deadline the connection's socket is shut down and the body,
+read a piece at a time, stops being read. The answer is read up to ``max_bytes``. Used by the LLM judge
+(``rewards/llm_judge.py``) and the planning model (``nl/llm.py``); standard library only.
 """
 
 from __future__ import annotations
@@ -23,34 +23,23 @@ class AnswerTooLarge(ValueError):
 
 
 class _Deadline:
-    """Shuts down every connection it was given once ``seconds`` have passed."""
+    """The connections of one exchange; :meth:`expire` shuts them down and makes the reader stop."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self) -> None:
         self.expired = False
         self._connections: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
 
     def track(self, conn: http.client.HTTPConnection) -> http.client.HTTPConnection:
         with self._lock:
             self._connections.append(conn)
-            if self.expired:
-                _shut(conn)
         return conn
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
         with self._lock:
             self.expired = True
             for conn in self._connections:
                 _shut(conn)
-
-    def __enter__(self) -> _Deadline:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
 
 
 def _shut(conn: http.client.HTTPConnection) -> None:
@@ -80,7 +69,7 @@ class _HTTPS(urllib.request.HTTPSHandler):
         def connect(host, **kw):
             return self.deadline.track(http.client.HTTPSConnection(host, **kw))
 
-        return self.do_open(connect, req, context=self._context)
+        return self.do_open(connect, req, context=getattr(self, "_context", None))
 
 
 def post_json(
@@ -95,23 +84,56 @@ def post_json(
 
     Raises what ``urllib`` raises (``HTTPError``, ``URLError``, ``OSError``), ``TimeoutError`` when the
     deadline passed, :class:`AnswerTooLarge`, or ``ValueError`` for an answer that is not JSON.
-    ``handlers`` go to the opener too (e.g. one that refuses redirects).
+    ``handlers`` go to the opener too (e.g. one that refuses redirects). The exchange runs in a daemon
+    thread: at the deadline the caller gets its TimeoutError at once, and the thread's socket is shut down
+    (a server still trickling headers keeps only that thread, never the caller).
     """
     data = json.dumps(body, ensure_ascii=False).encode("utf-8")
     request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-    with _Deadline(timeout) as deadline:
-        opener = urllib.request.build_opener(*handlers, _HTTP(deadline), _HTTPS(deadline))
+    deadline = _Deadline()
+    outcome: dict[str, Any] = {}
+
+    def exchange() -> None:
         try:
-            with opener.open(request, timeout=timeout) as response:
-                raw = response.read(max_bytes + 1)
-        except (OSError, http.client.HTTPException) as exc:
-            if deadline.expired:
-                raise TimeoutError(f"no complete answer within {timeout:g}s") from None
-            if isinstance(exc, http.client.HTTPException):
-                raise ConnectionError(f"{type(exc).__name__}: {exc}") from None
-            raise
-        if deadline.expired:  # the shutdown ended the read early: what came is not the whole answer
-            raise TimeoutError(f"no complete answer within {timeout:g}s")
-    if len(raw) > max_bytes:
-        raise AnswerTooLarge(f"more than {max_bytes} bytes")
-    return json.loads(raw.decode("utf-8"))
+            outcome["raw"] = _exchange(request, deadline, timeout, max_bytes, handlers)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=exchange, name="ark-http", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive() or deadline.expired:
+        deadline.expire()
+        raise TimeoutError(f"no complete answer within {timeout:g}s")
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, http.client.HTTPException):  # a garbled status line or headers
+            raise ConnectionError(f"{type(error).__name__}: {error}") from None
+        raise error
+    try:
+        return json.loads(outcome["raw"].decode("utf-8"))
+    except RecursionError:  # thousands of nested brackets: not an answer anyone means
+        raise ValueError("the answer nests too deeply") from None
+
+
+def _exchange(
+    request: urllib.request.Request,
+    deadline: _Deadline,
+    timeout: float,
+    max_bytes: int,
+    handlers: tuple[urllib.request.BaseHandler, ...],
+) -> bytes:
+    """The answer's bytes, read a piece at a time so that an expired deadline stops the reading."""
+    opener = urllib.request.build_opener(*handlers, _HTTP(deadline), _HTTPS(deadline))
+    chunks: list[bytes] = []
+    size = 0
+    with opener.open(request, timeout=timeout) as response:
+        while not deadline.expired:
+            chunk = response.read1(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise AnswerTooLarge(f"more than {max_bytes} bytes")
+    raise TimeoutError("deadline passed")

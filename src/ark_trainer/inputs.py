@@ -38,7 +38,7 @@ def remote_code_class(model_dir: Path) -> str | None:
         path = model_dir / name
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # the model check reports an unreadable config.json
         auto_map = data.get("auto_map") if isinstance(data, dict) else None
         if auto_map:

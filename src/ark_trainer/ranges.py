@@ -58,6 +58,12 @@ NON_NEGATIVE = Range(0.0, None)
 ANY = Range()  # rewards and thresholds: any finite number (a reward may be negative)
 PORT = Range(1, 65535)
 DEFAULT = Range(0, None)
+# counts that multiply memory (answers per prompt, sequences per batch, tokens per answer): bounded well above
+# any real use and well below what a typo (1000000000) would try to allocate
+MAX_SAMPLES = 256  # answers per prompt (RFT, GRPO groups, the auto probe): sampled in one batch
+MAX_BATCH = 8192
+MAX_NEW_TOKENS = 131_072
+MAX_WEIGHT = 1e6  # a reward's weight: larger ones add up to inf, and inf / inf makes every total NaN
 LEARNING_RATE = Range(0.0, 1.0, lo_open=True)
 
 

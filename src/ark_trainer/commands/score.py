@@ -48,13 +48,24 @@ def _score(args: ScoreOptions) -> int:
     from ark_trainer.data.loader import load_jsonl
     from ark_trainer.errors import UserError
     from ark_trainer.fileio import write_jsonl
+    from ark_trainer.ranges import MAX_NEW_TOKENS, MAX_SAMPLES, MAX_WEIGHT
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.scoring import collect_answers, render_text, score_rows, to_json
 
-    if args.num_samples < 1:
-        raise UserError(f"--num_samples: expected an integer ≥ 1, got {args.num_samples}")
+    if not 1 <= args.num_samples <= MAX_SAMPLES:
+        raise UserError(f"--num_samples: expected an integer in [1, {MAX_SAMPLES}], got {args.num_samples}")
+    if not 1 <= args.max_new_tokens <= MAX_NEW_TOKENS:
+        raise UserError(
+            f"--max_new_tokens: expected an integer in [1, {MAX_NEW_TOKENS}], got {args.max_new_tokens}"
+        )
+    if not 0 <= args.rm_weight <= MAX_WEIGHT:  # nan fails this too
+        raise UserError(f"--rm_weight: expected a number in [0, {MAX_WEIGHT:g}], got {args.rm_weight}")
     if args.max_samples is not None and args.max_samples < 1:
         raise UserError(f"--max_samples: expected an integer ≥ 1, got {args.max_samples}")
+    if args.output_file:
+        from ark_trainer.folders import check_output_file
+
+        check_output_file(args.output_file, "--output_file")  # never over a file of another kind
     rows = load_jsonl(args.data_path)[: args.max_samples]
     device = _device(args.device) if args.model_path or args.rm_model_path else "cpu"
     reward = build_reward(args, rows, device)  # the reward train builds from these flags

@@ -208,7 +208,7 @@ def usage_of(body: bytes, stream: bool) -> dict:
         except (ValueError, AttributeError, IndexError):
             return {}
     found: dict = {}
-    for line in body.decode("utf-8", "replace").splitlines():
+    for line in _sse_lines(body.decode("utf-8", "replace")):
         line = line.strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue

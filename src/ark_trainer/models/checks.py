@@ -55,7 +55,7 @@ def read_config(path: Path, flag: str, trust_remote_code: bool = False) -> dict[
         raise _fail(path, f"unreadable ({exc}); {flag} needs a Hugging Face model folder") from None
     try:
         config = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
         raise _fail(path, f"not valid JSON ({exc}); save the model again with save_pretrained") from None
     if not isinstance(config, dict):
         raise _fail(path, f"expected a JSON object, got {type(config).__name__}")
@@ -121,7 +121,7 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
         raise _fail(path, f"unreadable ({exc.strerror or exc})") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise _fail(
             path, "the header is not JSON; not a safetensors file, or damaged: save it again"
         ) from None
@@ -145,13 +145,16 @@ def _tensor_problem(name: str, tensor: Any, data_bytes: int) -> str | None:
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
     ):
         return f"tensor {name!r}: shape {shape!r} is not a list of sizes"
-    ints = isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
-    if not ints or not 0 <= offsets[0] <= offsets[1] <= data_bytes:
-        return f"tensor {name!r}: data_offsets {offsets!r} lie outside the file's {data_bytes} data bytes"
-    if dtype in DTYPE_BYTES and offsets[1] - offsets[0] != math.prod(shape) * DTYPE_BYTES[dtype]:
+    outside = f"tensor {name!r}: data_offsets {offsets!r} lie outside the file's {data_bytes} data bytes"
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+        return outside
+    begin, end = offsets
+    if not 0 <= begin <= end <= data_bytes:
+        return outside
+    if dtype in DTYPE_BYTES and end - begin != math.prod(shape) * DTYPE_BYTES[dtype]:
         return (
             f"tensor {name!r}: {dtype} {shape} needs {math.prod(shape) * DTYPE_BYTES[dtype]} bytes, "
-            f"its offsets hold {offsets[1] - offsets[0]}"
+            f"its offsets hold {end - begin}"
         )
     return None
 
@@ -197,7 +200,7 @@ def check_tokenizer_files(folder: Path) -> None:
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise _fail(
                 path, f"not valid JSON ({exc}); save the tokenizer again with save_pretrained"
             ) from None

@@ -2,7 +2,7 @@
 
 Interface (everything that takes ``--model_path`` goes through it)::
 
-    from ark_trainer.models.source import check_model, resolve_model
+    from ark_trainer.models.source import check_model, convert, resolve_model
 
     src = check_model("SmolLM2.Q4_1.gguf", flag="--model_path")   # checks only: nothing is written
     model = resolve_model("ollama:qwen2.5:0.5b", convert_dir=out / "base_model")
@@ -12,7 +12,11 @@ Interface (everything that takes ``--model_path`` goes through it)::
     model.file      # the GGUF file read (gguf, ollama), else None
     model.sha256    # that file's checksum (gguf, ollama), else None
     model.name      # the GGUF's general.name, or the Ollama model's name:tag
+    model.architecture, model.quantization   # "llama" / "qwen2", "Q4_1" (gguf, ollama)
     model.to_json() # the ``base_model`` entry of plan.json
+
+    # check with everything else first, write later (what ``pipeline.prepare`` does):
+    src = check_model(spec, flag="--model_path"); ...; model = convert(src, out / "base_model")
 
 - An HF folder passes through unchanged (``check_policy_dir``: config.json, safetensors, tokenizer).
 - A GGUF (a path ending ``.gguf``, or any file that starts with the GGUF magic) or an Ollama model
@@ -53,10 +57,6 @@ class ResolvedModel:
     pre_tokenizer: str | None = None  # tokenizer.ggml.pre of the source GGUF (export writes it back)
     template: str | None = None  # the Ollama model's own prompt template (a Go template), when it has one
     converted: bool = False  # this call converted it (False: passed through, or an earlier conversion reused)
-
-    @property
-    def needs_conversion(self) -> bool:
-        return self.kind != "hf" and not (self.path / "config.json").is_file()
 
     def to_json(self) -> dict[str, Any]:
         """``plan.json``'s ``base_model``: source, kind, checksum, file, folder, architecture, quantization."""
@@ -139,10 +139,13 @@ def convert(model: ResolvedModel, convert_dir: Path | None = None) -> ResolvedMo
     """``model`` (from :func:`check_model`) as an HF folder: converted into ``convert_dir`` unless it holds it."""
     if model.kind == "hf":
         return model
-    from ark_trainer.models.gguf import convert_gguf, inspect_gguf
+    from ark_trainer.models.gguf import convert_gguf, converted_record, inspect_gguf
 
     assert model.file is not None and model.sha256 is not None  # check_model sets both for gguf/ollama
     dest = Path(convert_dir) if convert_dir is not None else model.path
+    earlier = converted_record(dest)
+    if earlier and earlier.get("sha256") == model.sha256:  # reused without reading the file again
+        return replace(model, path=dest)
     info = inspect_gguf(model.file)
     record = {"source": model.source, "kind": model.kind, "name": model.name}
     if model.template:

@@ -100,7 +100,7 @@ def extract_object(content: str, where: str) -> dict[str, Any]:
         text = fence.group(1).strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise UserError(f"{where}: the answer is not a JSON object: {content[:120]!r}") from None
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a JSON object of train flags, got {type(data).__name__}")

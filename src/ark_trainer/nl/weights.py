@@ -28,8 +28,12 @@ def parse_weights(text: str) -> dict[str, float]:
             weight = float(value)
         except ValueError:
             weight = -1.0
-        if not sep or not name or weight < 0:
-            raise UserError(f"{FLAG}: {item!r}: expected name=weight with a weight ≥ 0, e.g. qc_compliance=1")
+        from ark_trainer.ranges import MAX_WEIGHT
+
+        if not sep or not name or not 0 <= weight <= MAX_WEIGHT:  # nan and inf fail this too
+            raise UserError(
+                f"{FLAG}: {item!r}: expected name=weight with a weight in [0, {MAX_WEIGHT:g}], e.g. qc_compliance=1"
+            )
         weights[name] = weight
     return weights
 

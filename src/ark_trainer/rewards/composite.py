@@ -85,6 +85,13 @@ class CompositeReward:
     __name__ = TOTAL
 
     def __init__(self, components: Sequence[Component]) -> None:
+        from ark_trainer.ranges import MAX_WEIGHT
+
+        for c in components:  # weights from code or flags: the spec and --reward_weights refuse these already
+            if not 0 <= c.weight <= MAX_WEIGHT:
+                raise UserError(
+                    f"rewards: {c.name!r}: weight {c.weight!r} is not a number in [0, {MAX_WEIGHT:g}]"
+                )
         if not components or sum(c.weight for c in components) <= 0:
             raise UserError("rewards: at least one reward needs a weight > 0")
         names = [c.name for c in components]
@@ -169,6 +176,10 @@ class CompositeReward:
             pairs = [(c.weight, s) for c in self.components if (s := table[c.name][i]) is not None]
             weight = sum(w for w, _ in pairs)
             totals.append(sum(w * s for w, s in pairs) / weight if weight > 0 else None)
+        bad = [t for t in totals if t is not None and as_score(t) is None]
+        if bad:  # bounded weights and scores cannot get here; a total that is not a number never trains
+            totals = [None if t is not None and as_score(t) is None else t for t in totals]
+            self._reject(TOTAL, bad, n)
         return totals
 
     def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:

@@ -318,9 +318,10 @@ class MultiGrader:
         graders: dict[str, Callable],
         formula: ast.Expression | None,
         weights: dict[str, float],
+        where: str = "",
     ) -> None:
         self.__name__ = name
-        self.graders, self.formula, self.weights = graders, formula, weights
+        self.graders, self.formula, self.weights, self.where = graders, formula, weights, where
 
     failed, failure = 0, ""
 
@@ -352,6 +353,13 @@ class MultiGrader:
             return [all(subs[n][i] for n in used) for i in range(len(completions))]
         return [any(subs[n][i] for n in subs if self.weights[n] > 0) for i in range(len(completions))]
 
+    def _formula_failed(self, why: str, values: dict[str, float]) -> None:
+        """Count a sample the formula cannot score ((-1) ** 0.5 is complex; the caller skips it), naming the
+        grader and the formula's line, as ``score`` and the reward guards report."""
+        self.failed += 1
+        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
+        self.failure = f"{self.where}: multi grader {self.__name__!r}: calculate_output {why} (with {shown})"
+
     def _combine(self, row: dict[str, float | None]) -> float | None:
         if self.formula is not None:
             used = {n.id for n in ast.walk(self.formula) if isinstance(n, ast.Name) and n.id in row}
@@ -359,9 +367,18 @@ class MultiGrader:
             if len(values) < len(used):
                 return None
             try:
-                return _evaluate(self.formula, values)
-            except (ZeroDivisionError, OverflowError, ValueError):
+                value: Any = _evaluate(self.formula, values)
+            except ZeroDivisionError:
                 return None
+            except (OverflowError, ValueError, TypeError) as exc:  # TypeError: min/max/float of a complex
+                self._formula_failed(f"{type(exc).__name__}: {exc}", values)
+                return None
+            if isinstance(value, complex) or as_score(value) is None:
+                self._formula_failed(
+                    f"gave {_short(value)}, not a real number within ±{SCORE_LIMIT:g}", values
+                )
+                return None
+            return value
         pairs = [(self.weights[n], s) for n, s in row.items() if s is not None]
         total = sum(w for w, _ in pairs)
         return sum(w * s for w, s in pairs) / total if total > 0 else None

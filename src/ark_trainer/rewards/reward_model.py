@@ -21,7 +21,7 @@ def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
     p = check_model_dir(path, flag)
     try:
         archs = json.loads((p / "config.json").read_text(encoding="utf-8")).get("architectures") or []
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raise UserError(f"{flag}: {path!r}: config.json is not valid JSON") from None
     if archs and not any("SequenceClassification" in a for a in archs):
         raise UserError(

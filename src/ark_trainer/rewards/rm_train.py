@@ -65,9 +65,15 @@ class RMTrainArgs:
     def check(self) -> None:
         if not 0 <= self.eval_ratio < 1:
             raise UserError(f"--eval_ratio: expected a number in [0, 1), got {self.eval_ratio}")
-        for flag in ("batch_size", "gradient_accumulation_steps", "max_length"):
-            if getattr(self, flag) < 1:
-                raise UserError(f"--{flag}: expected an integer ≥ 1, got {getattr(self, flag)}")
+        from ark_trainer.ranges import BIG, MAX_BATCH, MAX_NEW_TOKENS
+
+        for flag, high in (
+            ("batch_size", MAX_BATCH),
+            ("gradient_accumulation_steps", BIG),
+            ("max_length", MAX_NEW_TOKENS),
+        ):
+            if not 1 <= getattr(self, flag) <= high:
+                raise UserError(f"--{flag}: expected an integer in [1, {high}], got {getattr(self, flag)}")
         if self.learning_rate <= 0:
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:

@@ -58,6 +58,7 @@ import regex
 import yaml
 
 from ark_trainer.errors import UserError
+from ark_trainer.ranges import MAX_WEIGHT
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -180,12 +181,26 @@ class _Entry:
             raise self.fail(key, f"expected {_type_name(types)}, got {value!r}")
         return strip_meta(value)
 
-    def number(self, key: str, default: float, *, low: float | None = None, integer: bool = False) -> float:
+    def number(
+        self,
+        key: str,
+        default: float,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        integer: bool = False,
+    ) -> float:
+        if isinstance(self.data.get(key), str):  # YAML 1.1 reads 1.0e308 (no sign in the exponent) as text
+            self.data[key] = number_text(self.data[key], key, self)
         value = self.get(key, int if integer else (int, float), default)
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(key, f"expected a finite number, got {value!r}")
-        if low is not None and value < low:
-            raise self.fail(key, f"expected a number ≥ {low:g}, got {value!r}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            if low is not None and high is not None:
+                bounds = f"in [{low:g}, {high:g}]"
+            else:
+                bounds = f"≥ {low:g}" if low is not None else f"≤ {high:g}"
+            raise self.fail(key, f"expected a number {bounds}, got {value!r}")
         return value
 
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
@@ -200,6 +215,19 @@ class _Entry:
             return g.Template.parse(text)
         except ValueError as exc:
             raise self.fail(key, str(exc)) from None
+
+
+NUMBER_TEXT = regex.compile(r"[-+]?(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][-+]?\d+)?")
+
+
+def number_text(value: str, key: str, entry: _Entry) -> Any:
+    """A number YAML left as text (``1.0e308``, ``1e3``: YAML 1.1 wants a dot and a signed exponent), as the
+    number it spells; other text is kept, for the type check to refuse."""
+    text = value.strip()
+    if not NUMBER_TEXT.fullmatch(text):
+        return value
+    number = float(text.replace("_", ""))
+    return int(number) if number.is_integer() and not regex.search(r"[.eE]", text) else number
 
 
 def _type_name(types) -> str:
@@ -272,7 +300,7 @@ def _top_level(entry: _Entry) -> GraderSpec:
     name = entry.get("name", str, required=True)
     if name == "total":
         raise entry.fail("name", "'total' is the composite's own name; pick another")
-    weight = entry.number("weight", 1.0, low=0.0)
+    weight = entry.number("weight", 1.0, low=0.0, high=MAX_WEIGHT)
     kind, fn = _build(entry, name, allowed_extra={"name", "weight"})
     params = {k: v for k, v in strip_meta(entry.data).items() if k not in ("name", "type", "weight")}
     return GraderSpec(name, kind, float(weight), fn, params, entry.where())
@@ -488,9 +516,12 @@ def _multi(entry: _Entry, name: str) -> Callable:
         for key, value in given.items():
             if key not in built:
                 raise entry.fail("weights", f"{key!r} is not a sub-grader; use {', '.join(built)}")
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise entry.fail("weights", f"{key}: expected a number ≥ 0, got {value!r}")
+            value = number_text(value, key, entry) if isinstance(value, str) else value
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_WEIGHT:
+                raise entry.fail("weights", f"{key}: expected a number in [0, {MAX_WEIGHT:g}], got {value!r}")
+            given[key] = value
         weights = {n: float(given.get(n, 0.0)) for n in built}
         if sum(weights.values()) <= 0:
             raise entry.fail("weights", "at least one weight must be > 0")
-    return g.MultiGrader(name, built, formula, weights)
+    where = entry.where("calculate_output" if formula is not None else "graders")
+    return g.MultiGrader(name, built, formula, weights, where)
