@@ -78,6 +78,40 @@ BEFORE: dict[str, Range] = {
     "vllm_tensor_parallel_size": COUNT,
 }
 
+# the counts that multiply memory (or a weight that could overflow a total) are bounded since; the rest as before
+BEFORE.update(
+    {
+        "batch_size": Range(lo=1, hi=8192, lo_open=False, hi_open=False, why=""),
+        "max_completion_length": Range(lo=1, hi=131072, lo_open=False, hi_open=False, why=""),
+        "auto_probe_samples": Range(
+            lo=2,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [2, 256]: a group needs at least 2 answers",
+        ),
+        "rft_num_samples": Range(
+            lo=0,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [0, 256] (answers sampled per prompt at once)",
+        ),
+        "num_generations": Range(
+            lo=2,
+            hi=256,
+            lo_open=False,
+            hi_open=False,
+            why="must be in [2, 256]: GRPO needs at least 2 completions per prompt",
+        ),
+        "rollout_steps": Range(lo=1, hi=64, lo_open=False, hi_open=False, why=""),
+        "rm_weight": Range(lo=0.0, hi=1000000.0, lo_open=False, hi_open=False, why=""),
+        "num_processes": Range(lo=1, hi=1024, lo_open=False, hi_open=False, why=""),
+        "lora_r": Range(lo=0, hi=4096, lo_open=False, hi_open=False, why=""),
+        "vllm_tensor_parallel_size": Range(lo=1, hi=64, lo_open=False, hi_open=False, why=""),
+    }
+)
+
 
 def test_the_config_is_frozen():
     cfg = TrainConfig(model_path="m", data_path="d", output_dir="o")

@@ -292,6 +292,9 @@ def test_an_agent_named_by_id_uses_its_own_model(tmp_path):
 
 def test_run_keeps_conversations_collected_earlier(tmp_path, capsys):
     _fake_deployment(tmp_path)  # its "model" is not loadable, so the run stops after the collect step
+    from ark_trainer.folders import claim_folder
+
+    claim_folder(tmp_path / "run")  # the earlier run made the folder (and marked it ours)
     data = tmp_path / "run" / "data" / "openclaw_conversations.jsonl"
     data.parent.mkdir(parents=True)
     data.write_text('{"prompt": "earlier", "candidates": ["kept"]}\n')

@@ -171,7 +171,7 @@ def test_grader_kinds_are_registered_once_with_their_keys():
         importlib.import_module(module)
     assert list(spec.KINDS) == [
         *("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi"),
-        *("tool_called", "no_invalid_calls", "max_turns", "env_reward"),
+        *("tool_called", "no_invalid_calls", "max_turns", "env_reward", "answer_from_tool"),
     ]
     assert "pattern" in spec.KINDS["regex"].fields and "rubric" in spec.KINDS["llm_judge"].fields
     assert not hasattr(spec, "BUILDERS") and not hasattr(spec, "FIELDS")  # no parallel tables

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.agent.tools import EnvSpec, ToolError, tool_schema
 from ark_trainer.errors import UserError
 
 FLAG = "--env"
@@ -55,19 +56,6 @@ class Limits:
     max_turns: int = 4
     tool_timeout: float = 5.0
     max_tool_output: int = 500
-
-
-@dataclass
-class EnvSpec:
-    """A loaded, checked environment factory: its tools (name → function) and their JSON schemas."""
-
-    source: str
-    factory: Callable[[], Any]
-    tools: dict[str, Callable]
-    schemas: list[dict]
-    stateful: bool  # a class with reset (and maybe get_reward); False: a list of plain functions
-    class_name: str
-    own_timeouts: bool = False  # the tools apply --tool_timeout themselves (MCP calls: agent/mcp_env.py)
 
 
 _MCP_SPECS: dict[tuple, EnvSpec] = {}
@@ -122,7 +110,7 @@ def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
         source,
         factory,
         tools,
-        [_schema(n, fn, source, flag) for n, fn in tools.items()],
+        [tool_schema(n, fn, source, flag) for n, fn in tools.items()],
         stateful,
         class_name,
     )
@@ -164,32 +152,6 @@ def _module_from_file(path: Path, flag: str) -> Any:
         del sys.modules[name]
         raise UserError(f"{flag}: {path} does not run: {type(exc).__name__}: {exc}") from None
     return module
-
-
-def _schema(name: str, fn: Callable, source: str, flag: str) -> dict:
-    from transformers.utils import get_json_schema
-
-    try:
-        return get_json_schema(_as_tool(fn))
-    except Exception as exc:  # noqa: BLE001 - transformers' docstring and type-hint errors
-        raise UserError(
-            f"{flag}: {source}: tool {name!r}: {str(exc).splitlines()[0]}; give every argument a type hint and "
-            "a docstring with a description and an Args: section"
-        ) from None
-
-
-def _as_tool(fn: Callable) -> Callable:
-    """``fn`` as the model calls it: a method's ``self`` left out of the signature."""
-    params = list(inspect.signature(fn).parameters.values())
-    if params and params[0].name == "self":
-
-        @functools.wraps(fn)
-        def tool(*args, **kwargs):  # pragma: no cover - never called, only described
-            return fn(*args, **kwargs)
-
-        tool.__signature__ = inspect.signature(fn).replace(parameters=params[1:])  # type: ignore[attr-defined]
-        return tool
-    return fn
 
 
 class ToolEnv:
@@ -247,8 +209,6 @@ class ToolEnv:
         if fn is None or problem:
             self.n_invalid += 1
             return self._record(name, arguments, f"error: {problem}", ok=False)
-        from ark_trainer.agent.mcp_env import ToolError
-
         try:
             if self._spec.own_timeouts:
                 result = fn(**arguments)

@@ -29,16 +29,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.agent.mcp_config import McpServer
+from ark_trainer.agent.tools import EnvSpec, ToolError, tool_schema
 from ark_trainer.errors import UserError
 
 log = logging.getLogger("ark_trainer")
 HOOKS = ("reset", "get_reward")
 EPISODE_META = "ark-trainer/episode"
 JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
-
-
-class ToolError(Exception):
-    """A tool answered with an error (``isError``, or a JSON-RPC error); the model reads its text."""
 
 
 class McpEnvironment:
@@ -50,10 +47,11 @@ class McpEnvironment:
 
     def __init__(self) -> None:
         self.episode = uuid.uuid4().hex[:16]
+        self._score: tuple[float | None] | None = None  # get_reward's answer, until the next call
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode: a new id, and each server's ``reset`` with the row's columns."""
-        self.episode = uuid.uuid4().hex[:16]
+        self.episode, self._score = uuid.uuid4().hex[:16], None
         texts = [
             self._hook(server, "reset", _row_arguments(row, schema))
             for server, schema in self._hooks["reset"]
@@ -61,9 +59,13 @@ class McpEnvironment:
         return "\n".join(t for t in texts if t) or None
 
     def _reward(self) -> float | None:
-        rewards = [_number(self._hook(server, "get_reward", {})) for server, _ in self._hooks["get_reward"]]
-        known = [r for r in rewards if r is not None]
-        return min(known) if known else None
+        """The servers' ``get_reward`` (the lowest when several answer); asked once per finished episode,
+        as the record, the graders and TRL all read it."""
+        if self._score is None:
+            rewards = [_number(self._hook(s, "get_reward", {})) for s, _ in self._hooks["get_reward"]]
+            known = [r for r in rewards if r is not None]
+            self._score = (min(known) if known else None,)
+        return self._score[0]
 
     def _hook(self, server: McpServer, name: str, arguments: dict) -> str:
         try:
@@ -77,6 +79,8 @@ class McpEnvironment:
 
         from ark_trainer.agent.mcp_client import ServerFailure, hub
 
+        if tool not in HOOKS:
+            self._score = None  # the episode goes on: its reward may change
         try:
             result = hub().call(server, tool, arguments, self.timeout, {EPISODE_META: self.episode})
         except ServerFailure as exc:
@@ -118,7 +122,6 @@ def _row_arguments(row: dict, schema: dict) -> dict:
 
 def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
     """Start the servers, list their tools and build the run's :class:`EnvSpec` (refused in one line each)."""
-    from ark_trainer.agent.env import EnvSpec
     from ark_trainer.agent.mcp_client import ServerFailure, hub
 
     routes: dict[str, tuple[McpServer, str]] = {}
@@ -155,9 +158,7 @@ def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
         raise UserError(f"{flag}: the MCP servers ({', '.join(s.name for s in servers)}) offer no tools")
     cls = env_class(routes, hooks, methods)
     spec = EnvSpec(source, cls, dict(methods), [], True, cls.__name__)
-    from ark_trainer.agent.env import _schema
-
-    spec.schemas = [_schema(n, fn, source, flag) for n, fn in methods.items()]
+    spec.schemas = [tool_schema(n, fn, source, flag) for n, fn in methods.items()]
     spec.own_timeouts = True
     return spec
 
