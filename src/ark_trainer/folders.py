@@ -36,7 +36,9 @@ SHOWN = 5  # entries named in a refusal
 def _legacy_run(folder: Path) -> bool:
     if (folder / "base_model" / "ARK_DEMO_MODEL.md").is_file():  # an earlier demo stopped before its train
         return True
-    if (folder / "data" / "openclaw_conversations.jsonl").is_file():  # an earlier `run` collected, then stopped
+    if (
+        folder / "data" / "openclaw_conversations.jsonl"
+    ).is_file():  # an earlier `run` collected, then stopped
         return True
     return (folder / RUN_CONFIG).is_file() and any((folder / n).is_file() for n in (PLAN, EVENTS))
 

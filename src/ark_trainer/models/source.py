@@ -143,10 +143,8 @@ def convert(model: ResolvedModel, convert_dir: Path | None = None) -> ResolvedMo
 
     assert model.file is not None and model.sha256 is not None  # check_model sets both for gguf/ollama
     dest = Path(convert_dir) if convert_dir is not None else model.path
-    done = converted_record(dest)
-    if (
-        done and done.get("sha256") == model.sha256
-    ):  # converted earlier: reused without reading the file again
+    earlier = converted_record(dest)
+    if earlier and earlier.get("sha256") == model.sha256:  # reused without reading the file again
         return replace(model, path=dest)
     info = inspect_gguf(model.file)
     record = {"source": model.source, "kind": model.kind, "name": model.name}
