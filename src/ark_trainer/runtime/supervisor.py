@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ark_trainer.errors import UserError
@@ -82,8 +83,12 @@ def supervise(cfg) -> Path:
                     cfg.gradient_accumulation_steps * 2,
                 ],
             }
-            cfg.batch_size //= 2
-            cfg.gradient_accumulation_steps *= 2
+            # the config is frozen: the next attempt runs a new one, half the micro-batch, same effective batch
+            cfg = replace(
+                cfg,
+                batch_size=cfg.batch_size // 2,
+                gradient_accumulation_steps=cfg.gradient_accumulation_steps * 2,
+            )
         reason = kind or f"exit code {code}"
         _restart_event(out, attempt + 1, code, reason, change, f"failed after {time.time() - t0:.0f}s")
         env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
