@@ -117,7 +117,7 @@ def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
 def test_rollout_steps_must_be_positive():
     from ark_trainer.errors import UserError
 
-    with pytest.raises(UserError, match="--rollout_steps: must be in \[1, 64\], got 0"):
+    with pytest.raises(UserError, match=r"--rollout_steps: must be in \[1, 64\], got 0"):
         validate(TrainConfig(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
 
 
