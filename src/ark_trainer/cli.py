@@ -71,6 +71,12 @@ class DemoOptions:
         "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
         "dialogues); see docs/real-models.md",
     )
+    lang: str = opt(
+        "zh",
+        "--task qc: the language of the QC data, zh (Chinese, the default task) or en (English, for a small "
+        "English model such as SmolLM2; the labels stay the same types) (default: zh)",
+        choices=("zh", "en"),
+    )
     tools: str = opt(
         "python",
         "--task agent: the backend's tools as Python methods (python) or from the demo's MCP server over "
@@ -152,6 +158,8 @@ def _cmd_demo(args: DemoOptions) -> int:
         raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
     if args.tools != "python" and args.task != "agent":
         raise UserError("--tools: only with --task agent (the QC demo has no tools)")
+    if args.lang != "zh" and args.task != "qc":
+        raise UserError("--lang: only with --task qc (the agent demo's tasks are in Chinese)")
     out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
     n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
     if args.task == "agent":
@@ -162,7 +170,7 @@ def _cmd_demo(args: DemoOptions) -> int:
     else:
         out = run_demo(
             out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
-            base_model=args.base_model,
+            base_model=args.base_model, lang=args.lang,
         )  # fmt: skip
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
     return 0

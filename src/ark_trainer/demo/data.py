@@ -1,4 +1,5 @@
-"""A synthetic Chinese customer-service quality-inspection (QC) data set, made from templates.
+"""A synthetic customer-service quality-inspection (QC) data set, made from templates, in Chinese (the
+default) or English.
 
 Each row is one short dialogue between a customer (顾客) and an agent (客服), labelled with the one
 violation type of :data:`ark_trainer.rewards.qc.VIOLATION_TYPES` it shows:
@@ -16,9 +17,15 @@ random from a seeded :class:`random.Random` (no global state), so the same seed 
 Training rows may carry ``candidates``: two answers in the canonical format written by a noisy "historical
 agent" (right type half the time, compliant reply half the time), for the RFT stage to score and select.
 
+``lang="en"`` writes the same set in English (``data_en.py``: the same scenarios, cues and structure, for
+a small English model that reads Chinese poorly): "Customer:" / "Agent:" dialogues and answers in
+:func:`ark_trainer.rewards.qc.format_answer`'s English format (``Verdict:`` / ``Type:`` / ``Reply:``). The
+``label`` column keeps the canonical (Chinese) type names in either language, so the graders, the metrics
+and the report read both the same; an English row carries ``"lang": "en"`` (a Chinese row no ``lang``).
+
 Run it::
 
-    PYTHONPATH=src python -m ark_trainer.demo.data OUT_DIR   # writes OUT_DIR/train.jsonl and eval.jsonl
+    PYTHONPATH=src python -m ark_trainer.demo.data OUT_DIR [zh|en]   # writes OUT_DIR/train.jsonl, eval.jsonl
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ import re
 import sys
 import zlib
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.demo.data_en import ENGLISH
+from ark_trainer.demo.phrasebook import Phrasebook, Scenario
+from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line
 from ark_trainer.rewards.qc import CLEAN, VIOLATION_TYPES, format_answer
 
@@ -50,16 +59,6 @@ CANDIDATE_TYPE_ACCURACY = 0.5  # chance a historical candidate names the right t
 CANDIDATE_COMPLIANT_SHARE = 0.5  # chance a historical candidate's reply is compliant
 DIALOGUE_CHARS = (40, 110)  # dialogue length bounds (characters), so a tiny CPU model can read it
 FLAW_KINDS = ("no_apology", "phone", "deflection", "promise")
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Phrasings for one business scenario; ``{order}`` is filled with an order number."""
-
-    complaints: tuple[str, ...]  # the customer's opening complaint
-    follow_ups: tuple[str, ...]  # the customer's second line
-    helps: tuple[str, ...]  # the agent's help, with no apology and no violation
-    fixes: tuple[str, ...]  # a short help clause for a suggested reply (each has a service word)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -235,80 +234,126 @@ GIVEN_NAMES = (*"伟芳娜敏静强磊洋艳勇军杰婷涛明超", "秀英", "�
 PHONE_RE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)")
 
 
+CHINESE = Phrasebook(
+    lang="zh",
+    instruction=INSTRUCTION,
+    customer="顾客：",
+    agent="客服：",
+    scenarios=SCENARIOS,
+    greetings=GREETINGS,
+    apologies=APOLOGIES,
+    cues=CUES,
+    reply_apologies=REPLY_APOLOGIES,
+    type_apologies=TYPE_APOLOGIES,
+    flawed_replies=FLAWED_REPLIES,
+    short_apologies=("抱歉", "不好意思"),
+    surnames=SURNAMES,
+    given_names=GIVEN_NAMES,
+    name_format="{surname}{given}",
+    comma="，",
+    full_stop="。",
+    end_marks="。？！",
+    dialogue_chars=DIALOGUE_CHARS,
+    capitalise=False,
+)
+PHRASEBOOKS: dict[str, Phrasebook] = {"zh": CHINESE, "en": ENGLISH}
+LANGS = tuple(PHRASEBOOKS)  # the languages of the demo data; the first is the default
+
+
+def phrasebook(lang: str) -> Phrasebook:
+    """The phrase tables of ``lang`` (``zh`` or ``en``)."""
+    if lang not in PHRASEBOOKS:
+        raise UserError(f"--lang: {lang!r} is not a language of the demo data; use one of {', '.join(LANGS)}")
+    return PHRASEBOOKS[lang]
+
+
+def row_lang(row: dict) -> str:
+    """The language a generated row is written in (a row without ``lang`` is Chinese)."""
+    return row.get("lang", "zh")
+
+
 def _digits(rng: random.Random, n: int) -> str:
     return "".join(rng.choice("0123456789") for _ in range(n))
 
 
-def _slots(rng: random.Random) -> dict[str, str]:
+def _slots(rng: random.Random, book: Phrasebook = CHINESE) -> dict[str, str]:
     """Random order number, day count, amount, third-party name, phone and ID number for one dialogue."""
     year, month, day = rng.randint(1960, 2004), rng.randint(1, 12), rng.randint(1, 28)
     return {
         "order": rng.choice(("JD", "SF", "TB", "DD")) + _digits(rng, 8),
         "days": str(rng.randint(2, 15)),
         "amount": str(rng.randint(20, 599)),
-        "other": rng.choice(SURNAMES) + rng.choice(GIVEN_NAMES),
+        "other": book.name_format.format(
+            surname=rng.choice(book.surnames), given=rng.choice(book.given_names)
+        ),
         "phone": "1" + rng.choice("3456789") + _digits(rng, 9),
         "idno": f"{_digits(rng, 6)}{year}{month:02d}{day:02d}{_digits(rng, 3)}{rng.choice('0123456789X')}",
     }
 
 
-def _sentence(text: str) -> str:
-    return text if text[-1] in "。？！" else text + "。"
-
-
-def _agent_lines(rng: random.Random, label: str, scenario: Scenario, n_turns: int, slots: dict) -> list[str]:
+def _agent_lines(
+    rng: random.Random, label: str, scenario: Scenario, n_turns: int, slots: dict, book: Phrasebook
+) -> list[str]:
     """The agent's lines: help everywhere, the type's cue in one of them, an apology where the type allows."""
     lines = [h.format(**slots) for h in rng.sample(scenario.helps, n_turns)]
-    if label in CUES:
+    if label in book.cues:
         at = rng.randrange(n_turns)
-        cue = rng.choice(CUES[label]).format(**slots)
-        lines[at] = cue if rng.random() < 0.5 else f"{lines[at]}，{cue}"
+        cue = rng.choice(book.cues[label]).format(**slots)
+        lines[at] = cue if rng.random() < 0.5 else f"{lines[at]}{book.comma}{cue}"
     apologise = label == CLEAN or (label != "未致歉" and rng.random() < 0.5)
     if apologise:
-        lines[0] = f"{rng.choice(APOLOGIES)}，{lines[0]}"
-    return [_sentence(line) for line in lines]
+        lines[0] = f"{rng.choice(book.apologies)}{book.comma}{lines[0]}"
+    return [book.sentence(line) for line in lines]
 
 
-def _dialogue(rng: random.Random, label: str, scenario_name: str) -> str:
-    scenario, slots = SCENARIOS[scenario_name], _slots(rng)
+def _dialogue(rng: random.Random, label: str, scenario_name: str, book: Phrasebook) -> str:
+    scenario, slots = book.scenarios[scenario_name], _slots(rng, book)
     n_turns = rng.choice((1, 2))
-    agent = _agent_lines(rng, label, scenario, n_turns, slots)
+    agent = _agent_lines(rng, label, scenario, n_turns, slots, book)
     customer = [rng.choice(scenario.complaints).format(**slots), rng.choice(scenario.follow_ups)]
-    lines = [] if rng.random() < 0.8 else [f"客服：{rng.choice(GREETINGS)}"]
+    lines = [] if rng.random() < 0.8 else [f"{book.agent}{rng.choice(book.greetings)}"]
     for turn in range(n_turns):
-        lines += [f"顾客：{_sentence(customer[turn])}", f"客服：{agent[turn]}"]
+        lines += [f"{book.customer}{book.sentence(customer[turn])}", f"{book.agent}{agent[turn]}"]
     return "\n".join(lines)
 
 
-def _bounded_dialogue(rng: random.Random, label: str, scenario_name: str) -> str:
-    """A dialogue whose length lies within :data:`DIALOGUE_CHARS` (redrawn until it does)."""
-    low, high = DIALOGUE_CHARS
+def _bounded_dialogue(rng: random.Random, label: str, scenario_name: str, book: Phrasebook) -> str:
+    """A dialogue whose length lies within the phrasebook's ``dialogue_chars`` (redrawn until it does)."""
+    low, high = book.dialogue_chars
     for _ in range(100):
-        text = _dialogue(rng, label, scenario_name)
+        text = _dialogue(rng, label, scenario_name, book)
         if low <= len(text) <= high:
             return text
     return text
 
 
-def compliant_reply(rng: random.Random, scenario: str, label: str | None = None) -> str:
-    """A suggested reply that apologises and offers help (10–30 characters), with nothing forbidden."""
-    apologies = REPLY_APOLOGIES + TYPE_APOLOGIES.get(label or "", ())
-    return f"{rng.choice(apologies)}，{rng.choice(SCENARIOS[scenario].fixes)}。"
+def compliant_reply(rng: random.Random, scenario: str, label: str | None = None, lang: str = "zh") -> str:
+    """A suggested reply that apologises and offers help (Chinese: 10–30 characters), with nothing
+    forbidden."""
+    book = phrasebook(lang)
+    apologies = book.reply_apologies + book.type_apologies.get(label or "", ())
+    reply = f"{rng.choice(apologies)}{book.comma}{rng.choice(book.scenarios[scenario].fixes)}"
+    return book.start(reply) + book.full_stop
 
 
-def flawed_reply(rng: random.Random, scenario: str, question: str = "", kind: str | None = None) -> str:
+def flawed_reply(
+    rng: random.Random, scenario: str, question: str = "", kind: str | None = None, lang: str = "zh"
+) -> str:
     """A suggested reply with one flaw of :data:`FLAW_KINDS`: no apology, a copied phone number, deflection or a
     promise. A phone number in ``question`` is the one copied; otherwise a random one is made up."""
+    book = phrasebook(lang)
     kind = kind or rng.choice(FLAW_KINDS)
     phones = PHONE_RE.findall(question)
-    phone = phones[0] if phones else _slots(rng)["phone"]
-    reply = rng.choice(FLAWED_REPLIES[kind]).format(fix=rng.choice(SCENARIOS[scenario].fixes), phone=phone)
+    phone = phones[0] if phones else _slots(rng, book)["phone"]
+    reply = rng.choice(book.flawed_replies[kind]).format(
+        fix=rng.choice(book.scenarios[scenario].fixes), phone=phone
+    )
     if kind != "no_apology" and rng.random() < 0.5:
-        reply = f"{rng.choice(('抱歉', '不好意思'))}，{reply}"
-    return reply
+        reply = f"{rng.choice(book.short_apologies)}{book.comma}{reply}"
+    return book.start(reply)
 
 
-def _candidates(rng: random.Random, row: dict) -> list[str]:
+def _candidates(rng: random.Random, row: dict, lang: str) -> list[str]:
     """Answers from a noisy historical agent: right type and compliant reply each with probability 1/2."""
     answers = []
     for _ in range(N_CANDIDATES):
@@ -316,10 +361,10 @@ def _candidates(rng: random.Random, row: dict) -> list[str]:
         if rng.random() >= CANDIDATE_TYPE_ACCURACY:
             label = rng.choice([t for t in VIOLATION_TYPES if t != row["label"]])
         if rng.random() < CANDIDATE_COMPLIANT_SHARE:
-            reply = compliant_reply(rng, row["scenario"], label)
+            reply = compliant_reply(rng, row["scenario"], label, lang)
         else:
-            reply = flawed_reply(rng, row["scenario"], row["question"])
-        answers.append(format_answer(label, reply))
+            reply = flawed_reply(rng, row["scenario"], row["question"], lang=lang)
+        answers.append(format_answer(label, reply, lang=lang))
     return answers
 
 
@@ -336,28 +381,41 @@ def _label_plan(n: int, rng: random.Random) -> list[str]:
 
 
 def generate_rows(
-    n: int, seed: int, split: str, with_candidates: bool, *, exclude: Collection[str] = ()
+    n: int,
+    seed: int,
+    split: str,
+    with_candidates: bool,
+    *,
+    exclude: Collection[str] = (),
+    lang: str = "zh",
 ) -> list[dict]:
-    """``n`` labelled rows with distinct questions, none of them in ``exclude``; deterministic in ``seed``."""
+    """``n`` labelled rows with distinct questions, none of them in ``exclude``; deterministic in ``seed``.
+
+    ``lang``: ``zh`` (the default) or ``en``; the labels drawn for a seed are the same in both."""
+    book = phrasebook(lang)
     rng = random.Random(f"ark-demo:{split}:{seed}")
     seen, rows = set(exclude), []
     for i, label in enumerate(_label_plan(n, rng)):
-        scenario = rng.choice(sorted(SCENARIOS))
-        question = f"{INSTRUCTION}\n{_bounded_dialogue(rng, label, scenario)}"
+        scenario = rng.choice(sorted(book.scenarios))
+        question = f"{book.instruction}\n{_bounded_dialogue(rng, label, scenario, book)}"
         while question in seen:
-            question = f"{INSTRUCTION}\n{_bounded_dialogue(rng, label, scenario)}"
+            question = f"{book.instruction}\n{_bounded_dialogue(rng, label, scenario, book)}"
         seen.add(question)
         row: dict = {"id": f"qc-{split}-{i:05d}", "question": question, "label": label, "scenario": scenario}
+        if lang != "zh":
+            row["lang"] = lang
         if with_candidates and rng.random() < CANDIDATE_SHARE:
-            row["candidates"] = _candidates(rng, row)
+            row["candidates"] = _candidates(rng, row, lang)
         rows.append(row)
     return rows
 
 
 def gold_answer(row: dict) -> str:
-    """The ideal answer for a row: its true type and a compliant reply (varied, fixed per question)."""
+    """The ideal answer for a row: its true type and a compliant reply (varied, fixed per question), in the
+    row's language."""
+    lang = row_lang(row)
     rng = random.Random(zlib.crc32(row["question"].encode("utf-8")))
-    return format_answer(row["label"], compliant_reply(rng, row["scenario"], row["label"]))
+    return format_answer(row["label"], compliant_reply(rng, row["scenario"], row["label"], lang), lang=lang)
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -367,14 +425,16 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def write_demo_data(
-    data_dir: Path, n_train: int = 800, n_eval: int = 300, seed: int = 0
+    data_dir: Path, n_train: int = 800, n_eval: int = 300, seed: int = 0, lang: str = "zh"
 ) -> tuple[Path, Path]:
-    """Write ``train.jsonl`` (with candidates) and ``eval.jsonl`` (without) under ``data_dir``.
+    """Write ``train.jsonl`` (with candidates) and ``eval.jsonl`` (without) under ``data_dir``, in ``lang``.
 
     Train and eval come from different seeds, and no eval dialogue repeats a train one."""
-    train = generate_rows(n_train, seed, "train", with_candidates=True)
+    train = generate_rows(n_train, seed, "train", with_candidates=True, lang=lang)
     train_questions = {row["question"] for row in train}
-    eval_rows = generate_rows(n_eval, seed + 1, "eval", with_candidates=False, exclude=train_questions)
+    eval_rows = generate_rows(
+        n_eval, seed + 1, "eval", with_candidates=False, exclude=train_questions, lang=lang
+    )
     assert not train_questions & {row["question"] for row in eval_rows}, "an eval dialogue leaked into train"
     if n_eval >= len(VIOLATION_TYPES):
         assert {row["label"] for row in eval_rows} == set(VIOLATION_TYPES), "a type is missing from eval"
@@ -388,5 +448,5 @@ def write_demo_data(
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "demo_data")
-    for written in write_demo_data(out):
+    for written in write_demo_data(out, lang=sys.argv[2] if len(sys.argv) > 2 else "zh"):
         print(written)

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.demo.data import flawed_reply, generate_rows, gold_answer
+from ark_trainer.demo.data import flawed_reply, generate_rows, gold_answer, row_lang
 from ark_trainer.rewards.qc import CLEAN, format_answer, parse_answer
 
 if TYPE_CHECKING:
@@ -67,6 +67,22 @@ WARMUP_LEARNING_RATE = 1e-2  # high, as tiny from-scratch models tolerate; measu
 # often ends before attention learns to find the cue in the dialogue; 0.08 made every seed tried (0-3) read it.
 INIT_STD = 0.08
 MODEL_CARD = "ARK_DEMO_MODEL.md"
+CARD_WORDS = {  # the model card's examples, in the language of the data the model was made from
+    "zh": {
+        "clean": "`无` / `合规`",
+        "none": "`无`",
+        "deflection": "不归我管 / 自己去…",
+        "promise": "保证 / 双倍赔偿",
+        "format": "结论 / 类型 / 回复",
+    },
+    "en": {
+        "clean": "`none` / `compliant`",
+        "none": "`none`",
+        "deflection": "not my job / go find…",
+        "promise": "guarantee / double compensation",
+        "format": "Verdict / Type / Reply",
+    },
+}
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500) -> PreTrainedTokenizerFast:
@@ -114,17 +130,22 @@ def _warmup_target(rng: random.Random, row: dict) -> str:
         label = CLEAN
     reply = parse_answer(gold_answer(row)).reply
     assert reply is not None  # gold_answer is a canonical answer, which always has a reply
+    lang = row_lang(row)
     if rng.random() < FLAWED_REPLY_SHARE:
-        reply = flawed_reply(rng, row["scenario"], row["question"])
-    return format_answer(label, reply)
+        reply = flawed_reply(rng, row["scenario"], row["question"], lang=lang)
+    return format_answer(label, reply, lang=lang)
 
 
-def warmup_rows(n: int, seed: int, exclude: Iterable[str] = (), strong: bool = False) -> list[dict]:
-    """``n`` conversational prompt/completion rows for the warm-up, with its deliberate flaws.
+def warmup_rows(
+    n: int, seed: int, exclude: Iterable[str] = (), strong: bool = False, lang: str = "zh"
+) -> list[dict]:
+    """``n`` conversational prompt/completion rows for the warm-up, with its deliberate flaws, in ``lang``.
 
     ``strong=True`` warms up on the gold answers instead (a base model that already does the task well,
     used to test ``--strategy auto``)."""
-    rows = generate_rows(n, seed + WARMUP_SEED_OFFSET, "warmup", with_candidates=False, exclude=set(exclude))
+    rows = generate_rows(
+        n, seed + WARMUP_SEED_OFFSET, "warmup", with_candidates=False, exclude=set(exclude), lang=lang
+    )
     rng = random.Random(f"ark-demo:warmup-targets:{seed}")
     return [
         {
@@ -240,7 +261,7 @@ def build_base_model(
     """Make the demo base model in ``out_dir`` (safetensors, tokenizer, generation config, model card).
 
     ``train_rows`` (the demo's training rows) feed the tokenizer; the warm-up uses its own rows, drawn with
-    a different seed and kept apart from ``train_rows``. Loads with ``AutoModelForCausalLM.from_pretrained``.
+    a different seed, in the language of ``train_rows`` (``demo --lang``), and kept apart from them. Loads with ``AutoModelForCausalLM.from_pretrained``.
     ``strong=True`` warms up on the correct answers (no deliberate flaws): a base model for which
     ``--strategy auto`` should pick Only GRPO."""
     from transformers import set_seed
@@ -248,7 +269,9 @@ def build_base_model(
     started = time.monotonic()
     out_dir = Path(out_dir)
     set_seed(seed)
-    warmup = warmup_rows(n_warmup_rows, seed, exclude=[row["question"] for row in train_rows], strong=strong)
+    lang = row_lang(train_rows[0]) if train_rows else "zh"
+    questions = [row["question"] for row in train_rows]
+    warmup = warmup_rows(n_warmup_rows, seed, exclude=questions, strong=strong, lang=lang)
     tokenizer = train_tokenizer(_tokenizer_corpus(train_rows, warmup), vocab_size=vocab_size)
     model = make_model(tokenizer, hidden_size, num_layers)
     history = (
@@ -261,6 +284,7 @@ def build_base_model(
     tokenizer.save_pretrained(out_dir)
     facts = {
         "seed": seed,
+        "data_lang": lang,
         "warmup_target": "gold answers (strong variant)" if strong else "deliberately flawed answers",
         "warmup_steps": warmup_steps,
         "warmup_batch_size": warmup_batch_size,
@@ -287,6 +311,7 @@ def _model_card(config, vocab: int, facts: dict) -> str:
         f"{facts['seed']} + {WARMUP_SEED_OFFSET} (not the train/eval seeds; no train dialogue reused); "
         f"final training loss {facts['final_loss']}"
     )
+    words = CARD_WORDS[facts["data_lang"]]
     return f"""# ark-trainer demo base model: a toy, not a real model
 
 Made by `ark_trainer.demo.model.build_base_model` on CPU in {facts["build_seconds"]} s, from nothing
@@ -305,12 +330,12 @@ checkpoint for real work.
 
 The warm-up targets were written by a *lenient, careless inspector*, so the model is weak but not random:
 
-- {LENIENT_SHARE:.0%} of the violation dialogues are labelled `无` / `合规`, the rest with their right type;
-  clean dialogues are labelled `无`.
+- {LENIENT_SHARE:.0%} of the violation dialogues are labelled {words["clean"]}, the rest with their right type;
+  clean dialogues are labelled {words["none"]}.
 - {FLAWED_REPLY_SHARE:.0%} of the suggested replies are flawed: no apology, a copied phone number,
-  deflection (不归我管 / 自己去…) or an unauthorised promise (保证 / 双倍赔偿).
+  deflection ({words["deflection"]}) or an unauthorised promise ({words["promise"]}).
 
-So it answers in the three-line format (结论 / 类型 / 回复), calls most violations compliant when decoding
+So it answers in the three-line format ({words["format"]}), calls most violations compliant when decoding
 greedily, and often suggests a non-compliant reply; sampled answers name the right type often enough for
 RFT and GRPO to select and reinforce them.
 

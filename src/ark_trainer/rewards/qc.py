@@ -8,7 +8,15 @@ The QC agent reads a customer-service dialogue and answers in three lines::
 
 ``结论`` (verdict) is 合规 (compliant) or 违规 (violation); ``类型`` (type) is one of
 :data:`VIOLATION_TYPES` (``无`` for a clean dialogue); ``回复`` is the reply the agent suggests to the
-customer. The graders below score a completion against the sample's ``label`` column (the true type)
+customer. The same answer in English (``format_answer(..., lang="en")``, for a small English model)::
+
+    Verdict: violation
+    Type: privacy_leak
+    Reply: We are very sorry for the inconvenience, we will process your refund as soon as possible.
+
+with the verdicts and type names of :data:`ENGLISH_VERDICTS` and :data:`ENGLISH_TYPES`; the parser reads
+both languages (English keys case-insensitive) into the canonical Chinese values, and the compliance rules
+and the satisfaction proxy carry English patterns beside the Chinese ones. The graders below score a completion against the sample's ``label`` column (the true type)
 and check the suggested reply against the compliance rules. Every grader follows TRL's reward contract
 ``fn(prompts, completions, **columns) -> list[float | None]``; ``None`` means "not applicable" (e.g. no
 label). Evaluation calls the very same functions, so the reward and the metric cannot drift apart.
@@ -24,12 +32,24 @@ from ark_trainer.rewards.contract import completion_text, register_reward
 CLEAN = "无"
 VIOLATION_TYPES: tuple[str, ...] = ("辱骂", "泄露隐私", "违规承诺", "未致歉", "推诿", CLEAN)
 VERDICT_OK, VERDICT_BAD = "合规", "违规"
+# The English answer's names for the verdicts and types (format_answer(..., lang="en") writes these).
+ENGLISH_VERDICTS = {VERDICT_OK: "compliant", VERDICT_BAD: "violation"}
+ENGLISH_TYPES = {
+    "辱骂": "abuse",
+    "泄露隐私": "privacy_leak",
+    "违规承诺": "unauthorised_promise",
+    "未致歉": "no_apology",
+    "推诿": "deflection",
+    CLEAN: "none",
+}
+ANSWER_LANGS = ("zh", "en")
 
 # Type aliases users put in their own labels (English names, verdict-only labels).
 _LABEL_ALIASES = {
     "abuse": "辱骂",
     "abusive": "辱骂",
     "pii": "泄露隐私",
+    "privacy_leak": "泄露隐私",
     "privacy": "泄露隐私",
     "leak": "泄露隐私",
     "promise": "违规承诺",
@@ -56,6 +76,52 @@ PROMISE_PATTERNS = ("保证", "一定全额", "肯定赔", "百分百", "绝对�
 DEFLECTION_PATTERNS = ("不归我管", "不关我", "自己去", "找别人", "别问我", "我也没办法", "不是我们的问题")
 APOLOGY_PATTERNS = ("抱歉", "对不起", "不好意思", "致歉", "歉意")
 SERVICE_PATTERNS = ("为您", "帮您", "尽快", "马上", "处理", "跟进", "核实", "解决")
+# The same rules in English, matched case-insensitively from the start of a word ("apolog": apologise,
+# apology, apologies).
+ABUSE_WORDS_EN = ("idiot", "stupid", "shut up", "moron", "dumb", "get lost", "useless", "are you blind")
+PROMISE_PATTERNS_EN = (
+    "guarantee",
+    "100%",
+    "for sure",
+    "double compensation",
+    "twice the money",
+    "promise",
+    "out of my own pocket",
+)
+DEFLECTION_PATTERNS_EN = (
+    "not my job",
+    "not my problem",
+    "not our problem",
+    "none of my business",
+    "ask someone else",
+    "go find",
+    "go ask",
+    "nothing i can do",
+)
+APOLOGY_PATTERNS_EN = ("sorry", "apolog", "regret")
+SERVICE_PATTERNS_EN = (
+    "for you",
+    "right away",
+    "as soon as",
+    "follow up",
+    "check",
+    "verify",
+    "resolve",
+    "handle",
+    "process",
+    "look into",
+)
+
+
+def _english_rule(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(rf"\b{re.escape(p)}" for p in patterns), re.IGNORECASE)
+
+
+_ABUSE_EN = _english_rule(ABUSE_WORDS_EN)
+_PROMISE_EN = _english_rule(PROMISE_PATTERNS_EN)
+_DEFLECTION_EN = _english_rule(DEFLECTION_PATTERNS_EN)
+_APOLOGY_EN = _english_rule(APOLOGY_PATTERNS_EN)
+_SERVICE_EN = _english_rule(SERVICE_PATTERNS_EN)
 # 11-digit mainland mobile numbers, 18-character resident ID numbers, e-mail addresses, bank-card-like runs.
 PII_RE = re.compile(
     r"(?<!\d)1[3-9]\d{9}(?!\d)|(?<!\d)\d{17}[\dXx](?!\d)|[\w.+-]+@[\w-]+\.[\w.]+|(?<!\d)\d{16,19}(?!\d)"
@@ -66,6 +132,21 @@ _LINE_RE = {
     "type": re.compile(r"类型[:：]\s*(\S+)"),
     "reply": re.compile(r"回复[:：]\s*(.+)"),
 }
+# The English keys, read where the Chinese key is missing.
+_LINE_RE_EN = {
+    "verdict": re.compile(r"\bverdict\s*[:：]\s*(\S+)", re.IGNORECASE),
+    "type": re.compile(r"\btype\s*[:：]\s*(\S+)", re.IGNORECASE),
+    "reply": re.compile(r"\breply\s*[:：]\s*(.+)", re.IGNORECASE),
+}
+_FROM_ENGLISH = {
+    "verdict": {v: k for k, v in ENGLISH_VERDICTS.items()},
+    "type": {v: k for k, v in ENGLISH_TYPES.items()},
+}
+# A reply is measured in characters when it holds Chinese, else in words: about as long either way.
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+REPLY_CHARS = (6, 60)  # a concise Chinese reply, in characters
+# ... in English, in words: the demo's English replies run ~0.75 words per character of their Chinese twins
+REPLY_WORDS = (4, 48)
 
 
 @dataclass(frozen=True)
@@ -88,19 +169,35 @@ class QCAnswer:
         )
 
 
-def format_answer(violation_type: str, reply: str) -> str:
-    """The canonical QC answer for a violation type and a suggested reply."""
+def format_answer(violation_type: str, reply: str, lang: str = "zh") -> str:
+    """The canonical QC answer for a violation type and a suggested reply, in Chinese (``lang="zh"``) or
+    English (``"en"``: the type is canonical or its English name)."""
+    if lang == "en":
+        kind = normalize_label(violation_type) or violation_type
+        verdict = ENGLISH_VERDICTS[VERDICT_OK if kind == CLEAN else VERDICT_BAD]
+        return f"Verdict: {verdict}\nType: {ENGLISH_TYPES.get(kind, kind)}\nReply: {reply}"
+    if lang != "zh":
+        raise ValueError(f"format_answer: lang {lang!r} is not one of {', '.join(ANSWER_LANGS)}")
     verdict = VERDICT_OK if violation_type == CLEAN else VERDICT_BAD
     return f"结论：{verdict}\n类型：{violation_type}\n回复：{reply}"
 
 
+def _field(text: str, name: str) -> str | None:
+    """One field of an answer: under its Chinese key, else under its English one (mapped to canonical)."""
+    match = _LINE_RE[name].search(text)
+    english = match is None
+    if english:
+        match = _LINE_RE_EN[name].search(text)
+    value = match.group(1).strip() if match else None
+    if not value or name == "reply":
+        return value
+    value = value.rstrip("。.，,;；!！")
+    return _FROM_ENGLISH[name].get(value.lower(), value) if english else value
+
+
 def parse_answer(text: str) -> QCAnswer:
-    fields = {}
-    for name, pattern in _LINE_RE.items():
-        match = pattern.search(text)
-        value = match.group(1).strip() if match else None
-        fields[name] = value.rstrip("。.，,;；!！") if value and name != "reply" else value
-    return QCAnswer(**fields)
+    """The three fields of a completion, in either language; verdict and type as canonical values."""
+    return QCAnswer(**{name: _field(text, name) for name in _LINE_RE})
 
 
 def normalize_label(label: object) -> str | None:
@@ -115,20 +212,33 @@ def normalize_label(label: object) -> str | None:
     return _LABEL_ALIASES.get(label.lower())
 
 
+def _has(reply: str, chinese: tuple[str, ...], english: re.Pattern[str]) -> bool:
+    return any(p in reply for p in chinese) or english.search(reply) is not None
+
+
 def compliance_breaches(reply: str) -> list[str]:
     """Names of the compliance rules a suggested reply breaks (empty when compliant)."""
     breaches = []
-    if any(w in reply for w in ABUSE_WORDS):
+    if _has(reply, ABUSE_WORDS, _ABUSE_EN):
         breaches.append("abuse")
     if PII_RE.search(reply):
         breaches.append("personal_data")
-    if any(p in reply for p in PROMISE_PATTERNS):
+    if _has(reply, PROMISE_PATTERNS, _PROMISE_EN):
         breaches.append("unauthorised_promise")
-    if any(p in reply for p in DEFLECTION_PATTERNS):
+    if _has(reply, DEFLECTION_PATTERNS, _DEFLECTION_EN):
         breaches.append("deflection")
-    if not any(p in reply for p in APOLOGY_PATTERNS):
+    if not _has(reply, APOLOGY_PATTERNS, _APOLOGY_EN):
         breaches.append("missing_apology")
     return breaches
+
+
+def concise(reply: str) -> bool:
+    """The reply's length lies in :data:`REPLY_CHARS` (Chinese) or :data:`REPLY_WORDS` (no Chinese in it)."""
+    if _CJK.search(reply):
+        low, high = REPLY_CHARS
+        return low <= len(reply) <= high
+    low, high = REPLY_WORDS
+    return low <= len(reply.split()) <= high
 
 
 N_COMPLIANCE_RULES = 5
@@ -180,11 +290,11 @@ def qc_satisfaction(prompts, completions, **_) -> list[float | None]:
     for completion in completions:
         reply = _reply_of(completion_text(completion))
         score = 0.0
-        if any(p in reply for p in APOLOGY_PATTERNS):
+        if _has(reply, APOLOGY_PATTERNS, _APOLOGY_EN):
             score += 0.4
-        if any(p in reply for p in SERVICE_PATTERNS):
+        if _has(reply, SERVICE_PATTERNS, _SERVICE_EN):
             score += 0.4
-        if 6 <= len(reply) <= 60 and not any(w in reply for w in ABUSE_WORDS):
+        if concise(reply) and not _has(reply, ABUSE_WORDS, _ABUSE_EN):
             score += 0.2
         scores.append(round(score, 4))
     return scores
