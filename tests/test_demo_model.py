@@ -98,3 +98,32 @@ def test_build_base_model_saves_a_loadable_model(tmp_path, rows):
     ids = torch.tensor([prompt["input_ids"]])
     generated = lm.generate(ids, max_new_tokens=5, do_sample=False)
     assert generated.shape[1] > ids.shape[1]
+
+
+def test_english_warmup_rows_are_english_and_as_flawed():
+    english = data.generate_rows(40, seed=0, split="train", with_candidates=True, lang="en")
+    warm = model.warmup_rows(300, seed=0, exclude=[r["question"] for r in english], lang="en")
+    answers = [w["completion"][0]["content"] for w in warm]
+    assert all(a.startswith("Verdict: ") and qc.parse_answer(a).well_formed for a in answers)
+    assert all(w["prompt"][0]["content"].startswith("Inspect this customer-service dialogue") for w in warm)
+    share_clean = sum(qc.parse_answer(a).type == qc.CLEAN for a in answers) / len(answers)
+    expected = data.TYPE_WEIGHTS[qc.CLEAN] + (1 - data.TYPE_WEIGHTS[qc.CLEAN]) * model.LENIENT_SHARE
+    assert share_clean == pytest.approx(expected, abs=0.08)
+    flawed = sum(score < 1.0 for score in qc.qc_compliance(None, answers)) / len(answers)
+    assert flawed == pytest.approx(model.FLAWED_REPLY_SHARE, abs=0.08)
+
+
+def test_build_base_model_from_english_rows(tmp_path):
+    from transformers import AutoTokenizer
+
+    english = data.generate_rows(24, seed=0, split="train", with_candidates=True, lang="en")
+    out = model.build_base_model(
+        tmp_path / "base", english, hidden_size=32, num_layers=1, warmup_steps=2, n_warmup_rows=16,
+        vocab_size=400, progress=False,
+    )  # fmt: skip
+    card = (out / model.MODEL_CARD).read_text(encoding="utf-8")
+    assert "Verdict / Type / Reply" in card and '"data_lang": "en"' in card and "结论" not in card
+    tok = AutoTokenizer.from_pretrained(out)
+    gold = data.gold_answer(english[0])
+    assert tok.decode(tok(gold, add_special_tokens=False)["input_ids"]) == gold
+    assert len(tok(gold)["input_ids"]) < len(gold)  # letters merge into tokens

@@ -196,6 +196,7 @@ def test_parse_answer_ascii_colon_and_missing_fields():
         ("abuse", "辱骂"),
         ("Abuse", "辱骂"),
         ("PII", "泄露隐私"),
+        ("privacy_leak", "泄露隐私"),
         ("privacy", "泄露隐私"),
         ("promise", "违规承诺"),
         ("unauthorized_promise", "违规承诺"),
@@ -370,6 +371,113 @@ def test_qc_graders_return_one_score_per_completion():
         assert len(fn(["p"] * len(completions), completions)) == len(completions)
     scores = qc_verdict(["p"] * len(completions), completions, label=list(VIOLATION_TYPES))
     assert scores == [1.0] * len(completions)
+
+
+# --- English answers (format_answer(..., lang="en")) ---
+
+GOOD_REPLY_EN = "We are very sorry for the inconvenience, we will process your refund as soon as possible."
+
+
+def test_english_format_and_parse_round_trip():
+    names = {"辱骂": "abuse", "泄露隐私": "privacy_leak", "违规承诺": "unauthorised_promise"}
+    names.update({"未致歉": "no_apology", "推诿": "deflection", "无": "none"})
+    for kind in VIOLATION_TYPES:
+        text = format_answer(kind, GOOD_REPLY_EN, lang="en")
+        verdict = "compliant" if kind == "无" else "violation"
+        assert text == f"Verdict: {verdict}\nType: {names[kind]}\nReply: {GOOD_REPLY_EN}"
+        answer = parse_answer(text)
+        assert (answer.type, answer.reply, answer.well_formed) == (kind, GOOD_REPLY_EN, True)
+        assert answer.verdict == ("合规" if kind == "无" else "违规")
+        assert format_answer(names[kind], GOOD_REPLY_EN, lang="en") == text  # English type names too
+    with pytest.raises(ValueError, match="lang 'fr'"):
+        format_answer("无", GOOD_REPLY_EN, lang="fr")
+
+
+def test_english_keys_and_values_are_case_insensitive():
+    answer = parse_answer("VERDICT: Violation.\ntype : Privacy_Leak\nreply：Sorry, we will check.")
+    assert (answer.verdict, answer.type, answer.reply) == ("违规", "泄露隐私", "Sorry, we will check.")
+    assert parse_answer("Verdict: violation\nType: rude\nReply: sorry").type == "rude"  # not a type
+    assert not parse_answer("Verdict: violation\nType: rude\nReply: sorry").well_formed
+    # Chinese keys win where both are present
+    assert parse_answer("结论：合规\nVerdict: violation").verdict == "合规"
+
+
+@pytest.mark.parametrize(
+    ("completion", "label", "score"),
+    [
+        (format_answer("辱骂", GOOD_REPLY_EN, lang="en"), "辱骂", 1.0),
+        (format_answer("辱骂", GOOD_REPLY_EN, lang="en"), "abuse", 1.0),
+        (format_answer("泄露隐私", GOOD_REPLY_EN, lang="en"), "privacy_leak", 1.0),
+        (format_answer("无", GOOD_REPLY_EN, lang="en"), "无", 1.0),
+        (format_answer("推诿", GOOD_REPLY_EN, lang="en"), "辱骂", 0.5),
+        (format_answer("无", GOOD_REPLY_EN, lang="en"), "辱骂", 0.0),
+        ("Verdict: violation", "violation", 1.0),  # a verdict-only label
+        ("Verdict: compliant\nType: none", "无", 1.0),
+    ],
+)
+def test_qc_verdict_english(completion, label, score):
+    assert one(qc_verdict, completion, label=label) == score
+
+
+@pytest.mark.parametrize(
+    ("reply", "breach"),
+    [
+        ("Sorry, you idiot, we will check.", "abuse"),
+        ("Sorry, just SHUT UP and wait.", "abuse"),
+        ("Sorry, call Mr Smith on 13812345678.", "personal_data"),
+        ("Sorry, his ID number is 11010519491231002X.", "personal_data"),
+        ("Sorry, we guarantee a full refund.", "unauthorised_promise"),
+        ("Sorry, a full refund for sure.", "unauthorised_promise"),
+        ("Sorry, it is 100% solved.", "unauthorised_promise"),
+        ("Sorry, you will get double compensation.", "unauthorised_promise"),
+        ("Sorry, that's not my problem.", "deflection"),
+        ("Sorry, ask someone else.", "deflection"),
+        ("Sorry, go find the courier.", "deflection"),
+        ("We will check it right away.", "missing_apology"),
+    ],
+)
+def test_each_english_compliance_breach(reply, breach):
+    assert compliance_breaches(reply) == [breach]
+    assert one(qc_compliance, format_answer("无", reply, lang="en")) == pytest.approx(0.8)
+
+
+def test_english_compliant_replies():
+    assert compliance_breaches(GOOD_REPLY_EN) == []
+    for apology in ("Sorry", "We apologise", "Our apologies", "Apologies", "We regret the delay"):
+        assert compliance_breaches(f"{apology}, we will handle it.") == []
+    assert compliance_breaches("Sorry, your parcel got lost, we will find it.") == []  # lost, not "get lost"
+    assert one(qc_compliance, format_answer("无", "Shut up, 13812345678, I promise, not my job")) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [
+        (GOOD_REPLY_EN, 1.0),  # apology + service + concise: as the Chinese GOOD_REPLY
+        ("We are very sorry for the inconvenience.", 0.6),  # no concrete help
+        ("We will process your refund as soon as possible.", 0.6),  # no apology
+        ("Okay okay okay okay.", 0.2),  # only concise
+        ("Hm", 0.0),  # too short
+        ("Sorry " + "we will check it " * 13, 0.8),  # too long
+        ("Sorry you moron, we will check right away.", 0.8),  # abuse loses the politeness point
+    ],
+)
+def test_qc_satisfaction_english(reply, score):
+    assert one(qc_satisfaction, format_answer("无", reply, lang="en")) == pytest.approx(score)
+
+
+@pytest.mark.parametrize(
+    ("completion", "score"),
+    [
+        (format_answer("辱骂", GOOD_REPLY_EN, lang="en"), 1.0),
+        ("Verdict: compliant\nType: abuse\nReply: sorry", 0.75),  # verdict and type disagree
+        ("Verdict: violation\nType: rude\nReply: sorry", 0.5),  # type outside the list
+        ("Verdict: violation\nType: abuse", 0.5),
+        ("Verdict: guilty", 0.0),
+        ("Reply: sorry", 0.25),
+    ],
+)
+def test_qc_format_english(completion, score):
+    assert one(qc_format, completion) == score
 
 
 # --- reference_match ---

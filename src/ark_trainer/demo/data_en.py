@@ -16,8 +16,8 @@ SCENARIOS: dict[str, Scenario] = {
     "lost_parcel": Scenario(
         (
             "my parcel {order} shows as delivered, but I never got it",
-            "parcel {order} hasn't moved for days, is it lost",
-            "I can't find my parcel {order}, what is going on",
+            "parcel {order} hasn't moved for days, is it lost?",
+            "I can't find my parcel {order}, what is going on?",
             "it says delivered but nobody at home received it, order {order}",
         ),
         ("how long until I hear back?", "I need it urgently, can you hurry?", "what if it's really lost?"),
@@ -36,8 +36,8 @@ SCENARIOS: dict[str, Scenario] = {
     "refund": Scenario(
         (
             "my refund has not arrived after a week, order {order}",
-            "I sent the return for order {order} back already, where is my money",
-            "my refund was rejected, why, order {order}",
+            "I sent the return for order {order} back already, where is my money?",
+            "my refund for order {order} was rejected, why?",
             "you said I'd get a refund within {days} days, still nothing",
         ),
         (
@@ -62,7 +62,7 @@ SCENARIOS: dict[str, Scenario] = {
             "this month's bill charged me {amount} dollars too much",
             "I was charged {amount} dollars for a service I never signed up for",
             "bill {order} has a duplicate charge",
-            "why is this month's bill suddenly {amount} dollars higher",
+            "why is this month's bill suddenly {amount} dollars higher?",
         ),
         ("can I get the extra money back?", "will this happen again?", "you owe me an explanation."),
         (
@@ -213,14 +213,14 @@ FLAWED_REPLIES: dict[str, tuple[str, ...]] = {
     ),
     "deflection": (
         "that's not my job, ask somewhere else.",
-        "go find the seller about it.",
+        "go find the seller to handle it.",
         "ask someone else about this.",
         "nothing I can do, please try another channel.",
     ),
     "promise": (
         "we guarantee a full refund, don't worry.",
         "a full refund for sure, don't worry.",
-        "100% solved, we cover everything.",
+        "100% resolved for you, we cover everything.",
         "we promise a refund and double compensation.",
     ),
 }
