@@ -26,4 +26,4 @@ export ARK_REQUIRE_BROWSER=1               # so the browser test fails, not skip
 .venv/bin/mypy                              # [tool.mypy] in pyproject.toml: src/, 0 errors
 # the full run (CI) also checks the plain `pip install -e .` that GPU users do, with a real deploy test
 if [ ${#TIER[@]} -eq 0 ] && [ $# -eq 0 ]; then bash scripts/check_pip_install.sh; fi
-.venv/bin/python -m pytest -q ${TIER[@]+"${TIER[@]}"} "$@"
+.venv/bin/python -m pytest -q --durations=15 ${TIER[@]+"${TIER[@]}"} "$@"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,31 @@ def _smoke(scope) -> bool:
     return any(name.lower() == SMOKE_HEADER for name, _ in scope.get("headers") or [])
 
 
+async def tap_bodies(app, scope, receive, send, done: Callable[[bytes, bytes, int], None]) -> None:
+    """Run ASGI ``app`` on one request, collecting its request and response bodies on the way through;
+    ``done(request_body, response_body, status)`` is called once the last response chunk is sent."""
+    request: list[bytes] = []
+    response: list[bytes] = []
+    status = [0]
+
+    async def recv():
+        message = await receive()
+        if message.get("type") == "http.request":
+            request.append(message.get("body", b""))
+        return message
+
+    async def snd(message):
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+        elif message["type"] == "http.response.body":
+            response.append(message.get("body", b""))
+            if not message.get("more_body"):
+                done(b"".join(request), b"".join(response), status[0])
+        await send(message)
+
+    await app(scope, recv, snd)
+
+
 class Recorder:
     """ASGI middleware: passes every request through to ``app`` and records chat completions to ``path``."""
 
@@ -139,26 +165,12 @@ class Recorder:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or (scope.get("method"), scope.get("path")) != ROUTE or _smoke(scope):
             return await self.app(scope, receive, send)
-        request: list[bytes] = []
-        response: list[bytes] = []
-        status = [0]
 
-        async def recv():
-            message = await receive()
-            if message.get("type") == "http.request":
-                request.append(message.get("body", b""))
-            return message
+        def done(request: bytes, response: bytes, status: int) -> None:
+            if status == 200:
+                self._record(request, response)
 
-        async def snd(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            elif message["type"] == "http.response.body":
-                response.append(message.get("body", b""))
-                if not message.get("more_body") and status[0] == 200:
-                    self._record(b"".join(request), b"".join(response))
-            await send(message)
-
-        await self.app(scope, recv, snd)
+        await tap_bodies(self.app, scope, receive, send, done)
 
     def _record(self, request_body: bytes, response_body: bytes) -> None:
         try:
@@ -236,23 +248,9 @@ class BudgetLog:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or (scope.get("method"), scope.get("path")) != ROUTE:
             return await self.app(scope, receive, send)
-        request: list[bytes] = []
-        response: list[bytes] = []
-
-        async def recv():
-            message = await receive()
-            if message.get("type") == "http.request":
-                request.append(message.get("body", b""))
-            return message
-
-        async def snd(message):
-            if message["type"] == "http.response.body":
-                response.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    self._say(b"".join(request), b"".join(response))
-            await send(message)
-
-        await self.app(scope, recv, snd)
+        await tap_bodies(
+            self.app, scope, receive, send, lambda request, response, _status: self._say(request, response)
+        )
 
     def _say(self, request_body: bytes, response_body: bytes) -> None:
         try:
