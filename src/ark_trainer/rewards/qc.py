@@ -16,8 +16,10 @@ customer. The same answer in English (``format_answer(..., lang="en")``, for a s
 
 with the verdicts and type names of :data:`ENGLISH_VERDICTS` and :data:`ENGLISH_TYPES`; the parser reads
 both languages (English keys case-insensitive) into the canonical Chinese values, and the compliance rules
-and the satisfaction proxy carry English patterns beside the Chinese ones. The graders below score a completion against the sample's ``label`` column (the true type)
-and check the suggested reply against the compliance rules. Every grader follows TRL's reward contract
+and the satisfaction proxy carry English patterns beside the Chinese ones.
+
+The graders below score a completion against the sample's ``label`` column (the true type) and check the
+suggested reply against the compliance rules. Every grader follows TRL's reward contract
 ``fn(prompts, completions, **columns) -> list[float | None]``; ``None`` means "not applicable" (e.g. no
 label). Evaluation calls the very same functions, so the reward and the metric cannot drift apart.
 """
