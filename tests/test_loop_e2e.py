@@ -226,7 +226,9 @@ def test_a_supervisor_killed_during_a_round_resumes_and_the_agent_never_sees_a_h
         proc = _start_loop(tmp_path, model, heldout, "--max_rounds", "1")
         proc.wait(timeout=600)
         state = read_json(loop / "state.json")
-        assert [h["round"] for h in state["history"]] == [1] and state["serving"] == 1, state
+        decision = loop / "rounds" / "1" / "decision.json"
+        why = read_json(decision) if decision.is_file() else "no decision.json"
+        assert [h["round"] for h in state["history"]] == [1] and state["serving"] == 1, (state, why)
         assert "resuming" in log.read_text() and _deployment(loop)["pid"] == record["pid"]  # same server
         assert "[ark serve] serving round-1 (reloaded)" in Path(record["log"]).read_text()
     finally:

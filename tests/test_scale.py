@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ark_trainer.cli import main
 from ark_trainer.config import resolve_config
@@ -68,11 +69,16 @@ def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(a
     saved = AutoModelForCausalLM.from_pretrained(str(out / "model"), dtype=torch.float32)
     assert weights_digest(saved) == replicas["grpo"]["digests"][0]
     assert load_file(str(out / "model" / "model.safetensors"))
-    # RFT sampling was sharded and gathered: every training prompt scored once, in order
+    # RFT sampling was sharded and gathered: the prompts its budget samples, each once, in the budget's order
     train_rows = read_jsonl(out / "data" / "train.jsonl") if (out / "data" / "train.jsonl").exists() else None
     scored = read_jsonl(out / "data" / "rft_scored.jsonl")
     if train_rows is not None:
-        assert [s["prompt"] for s in scored] == [r["prompt"] for r in train_rows]
+        from ark_trainer.scoring import budget_order
+
+        selection = next(e for e in events if e["event"] == "rft_selection")
+        seed = yaml.safe_load((out / "run.yaml").read_text())["seed"]
+        order = budget_order(train_rows, selection.get("n_needed"), seed)
+        assert [s["prompt"] for s in scored] == [r["prompt"] for r in order[: len(scored)]]
     assert len(scored) == len({json.dumps(s["prompt"]) for s in scored})
     for name in ("run.yaml", "plan.json", "heartbeat.json", "report.md", "eval/base.json", "eval/grpo.json"):
         assert (out / name).is_file(), name
