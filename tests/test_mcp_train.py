@@ -9,6 +9,7 @@ RFT, GRPO (TRL's tool loop) and evaluation with the server's tools and the grade
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ CITIES = {
     "Paris": "Europe/Paris",
     "Denver": "America/Denver",
 }
+WEEKDAY = r"(Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
 GRADERS = """graders:
   - name: right_zone
     type: tool_called
@@ -88,7 +90,10 @@ def time_model(tmp_path_factory) -> Path:
         f'<tool_call>\n{{"name": "get_current_time", "arguments": {{"timezone": "{tz}"}}}}\n</tool_call>'
         for tz in CITIES.values()
     ]
-    texts = [tools, *calls, *("\n".join(str(m["content"]) for m in e) for e in episodes)]
+    # The tokenizer is trained on the episodes with their clock and weekday made constant: its merges, so the
+    # model's vocabulary and initial weights, stay the same whatever time the server returned today.
+    said = ("\n".join(str(m["content"]) for m in e) for e in episodes)
+    texts = [tools, *calls, *(re.sub(WEEKDAY, "Monday", re.sub(r"\d", "0", t)) for t in said)]
     torch.manual_seed(0)
     small = {"hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2}
     save_tiny_qwen(path, texts=texts, num_hidden_layers=2, max_position_embeddings=1024, **small)
