@@ -51,14 +51,16 @@ GRADERS = """graders:
 """
 
 
-def rows(n: int, greeting: str = "Hi") -> list[dict]:
+def rows(n: int, start: int = 0) -> list[dict]:
+    """``n`` tasks numbered from ``start``: the held-out ones differ from the training ones only in their number
+    (the tiny model learns the calls of its 8 warm-up episodes, and breaks on a greeting it never saw)."""
     names = list(CITIES)
     return [
         {
-            "prompt": [{"role": "user", "content": f"{greeting} {i}, what time is it in {names[i % 4]}?"}],
+            "prompt": [{"role": "user", "content": f"Hi {i}, what time is it in {names[i % 4]}?"}],
             "timezone": CITIES[names[i % 4]],
         }
-        for i in range(n)
+        for i in range(start, start + n)
     ]
 
 
@@ -122,7 +124,7 @@ def time_model(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_an_agent_trains_on_a_real_mcp_server_end_to_end(time_model, tmp_path):
     write_jsonl(tmp_path / "train.jsonl", rows(8))
-    write_jsonl(tmp_path / "eval.jsonl", rows(4, "Hello"))
+    write_jsonl(tmp_path / "eval.jsonl", rows(4, start=8))
     (tmp_path / "graders.yaml").write_text(GRADERS)
     config = {"env": {"mcp_servers": SERVERS}, "reward_config": str(tmp_path / "graders.yaml")}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
