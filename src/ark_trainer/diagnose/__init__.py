@@ -24,7 +24,7 @@ CODES = {
     "dead": "the process is gone without finishing (killed)",
     "disk_full": "too little free disk to save a checkpoint",
     "failed": "the run failed for another reason (the error and the resume command)",
-    "flat_reward": "most GRPO groups had zero reward variance: no learning signal",
+    "flat_reward": "most sampled groups (GRPO, RLOO) had zero reward variance: no learning signal",
     "no_learning": "reward and weights barely moved (learning rate ~0, KL ~0, same answers as before)",
     "kl_blowup": "the KL to the reference grew past 1",
     "entropy_collapse": "token entropy fell near zero: every sample is the same answer",

@@ -1,11 +1,11 @@
-"""Checks that compare the evaluations of a run: base → RFT → GRPO (``eval/<name>.json``).
+"""Checks that compare the evaluations of a run: the base model, then each stage's (``eval/<name>.json``).
 
 - ``no_improvement``: the final model is no better than the base on the run's main metric (the first of
   :data:`ark_trainer.metrics.MAIN` both evaluations have). The pipeline does not deploy such a model unless
   ``--deploy_if_not_better True``.
 - ``eval_regression``: a stage ends worse than the one before it on a headline metric.
-- ``reward_hacking``: the training reward rises while the held-out evaluation falls, or one grader rises
-  while the others fall (the policy found what pays in one grader at the others' expense).
+- ``reward_hacking``: an online-RL stage's training reward rises while its held-out evaluation falls, or
+  one grader rises while the others fall (the policy found what pays in one grader at the others' expense).
 - ``no_learning``: the final model answers the held-out prompts exactly as the model before it did.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ark_trainer.diagnose.finding import Finding, lower, lr_flag, thirds
+from ark_trainer.diagnose.finding import Finding, lower, lr_flag, stage_label, thirds
 from ark_trainer.diagnose.rundata import RunData, num
 from ark_trainer.metrics import HEADLINE, MAIN, RATES
 
@@ -60,7 +60,7 @@ def not_better_than_base(run: RunData) -> Finding | None:
     planned = [
         str(s.get("name")) for s in run.plan.get("stages") or [] if isinstance(s, dict) and s.get("steps")
     ]
-    lrs = [f for f in (lr_flag(n) for n in planned or ("rft", "grpo")) if run.cfg(f) is not None]
+    lrs = [f for f in dict.fromkeys(lr_flag(n) for n in planned or [final]) if run.cfg(f) is not None]
     now = ", ".join(f"--{f} {run.cfg(f)}" for f in lrs)
     fix = (
         f"the learning rates ({now}) may suit another model: try ten times higher, or train longer "
@@ -101,37 +101,45 @@ def check_reward_hacking(run: RunData) -> list[Finding]:
 
 
 def _train_up_eval_down(run: RunData) -> list[Finding]:
-    trend = thirds(run.series("grpo", "reward"))
-    if trend is None or trend[1] - trend[0] <= REWARD_RISE or "grpo" not in run.evals:
+    return [f for stage in run.reward_stages() for f in _reward_up_eval_down(run, stage)]
+
+
+def _reward_up_eval_down(run: RunData, stage: str) -> list[Finding]:
+    trend = thirds(run.series(stage, "reward"))
+    if trend is None or trend[1] - trend[0] <= REWARD_RISE or stage not in run.evals:
         return []
     names = list(run.evals)
-    prev = names[names.index("grpo") - 1] if names.index("grpo") else None
+    prev = names[names.index(stage) - 1] if names.index(stage) else None
     if prev is None:
         return []
     falls = []
     for metric in HEADLINE:
-        a, b = num(run.evals[prev].get(metric)), num(run.evals["grpo"].get(metric))
+        a, b = num(run.evals[prev].get(metric)), num(run.evals[stage].get(metric))
         if a is not None and b is not None and b < a - 1e-9:
             falls.append(f"{metric} {_show(metric, a)} → {_show(metric, b)}")
     if not falls:
         return []
     evidence = (
-        f"GRPO training reward rose {trend[0]:.3f} → {trend[1]:.3f} while held-out {', '.join(falls)} "
-        f"({prev} → grpo): the policy learned what the reward pays for, not the task"
+        f"{stage_label(stage)} training reward rose {trend[0]:.3f} → {trend[1]:.3f} while held-out "
+        f"{', '.join(falls)} ({prev} → {stage}): the policy learned what the reward pays for, not the task"
     )
     fix = (
         "check the graders on failing answers (ark-trainer score --reward_config SPEC --data_path "
         "eval.jsonl --model_path OUT/model), tighten the one that is fooled or lower its weight "
         "(--reward_weights NAME=0.5), and raise --beta to stay nearer the start"
     )
-    return [Finding("reward_hacking", "warning", "grpo", evidence, fix)]
+    return [Finding("reward_hacking", "warning", stage, evidence, fix)]
 
 
 def _one_grader_dominates(run: RunData) -> list[Finding]:
-    keys = {k for e in run.metrics("grpo") for k in e if k.startswith("rewards/") and k.endswith("/mean")}
+    return [f for stage in run.reward_stages() for f in _grader_dominates(run, stage)]
+
+
+def _grader_dominates(run: RunData, stage: str) -> list[Finding]:
+    keys = {k for e in run.metrics(stage) for k in e if k.startswith("rewards/") and k.endswith("/mean")}
     moves = {}
     for key in sorted(keys - {"rewards/total/mean"}):
-        trend = thirds(run.series("grpo", key))
+        trend = thirds(run.series(stage, key))
         if trend is not None:
             moves[key[len("rewards/") : -len("/mean")]] = trend[1] - trend[0]
     risers = [g for g, d in moves.items() if d > REWARD_RISE]
@@ -140,11 +148,11 @@ def _one_grader_dominates(run: RunData) -> list[Finding]:
         return []
     g = risers[0]
     changes = ", ".join(f"{name} {moves[name]:+.3f}" for name in [g, *fallers])
-    evidence = f"during GRPO one grader rose while the others fell: {changes}"
+    evidence = f"during {stage_label(stage)} one grader rose while the others fell: {changes}"
     fix = (
         f"lower the weight of {g} (--reward_weights {g}=0.5) or make it harder to satisfy without the others"
     )
-    return [Finding("reward_hacking", "warning", "grpo", evidence, fix)]
+    return [Finding("reward_hacking", "warning", stage, evidence, fix)]
 
 
 def _answer_key(answer: dict) -> tuple:

@@ -50,6 +50,15 @@ def lr_flag(stage: str) -> str:
     return flags.get(stage, flags[stage_names_in_order()[-1]]).removeprefix("--")
 
 
+def stage_label(stage: str) -> str:
+    """A stage's name for people (``grpo`` → ``GRPO``); the name itself for a stage not registered here (a
+    plug-in that is not installed where the run is diagnosed)."""
+    from ark_trainer.stages.registry import stages
+
+    found = stages().get(stage)
+    return found.label if found is not None else stage
+
+
 def lower(value: Any, factor: float = 10.0, fallback: float = 1e-6) -> str:
     """``value / factor`` written briefly (``1e-05``), for a fix that lowers a rate."""
     number = value if isinstance(value, int | float) and value > 0 else fallback * factor

@@ -15,6 +15,7 @@ from typing import Any
 from ark_trainer.runfolder import RunFolder, run_end_status
 
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
+TRAINING_REWARD = "reward"  # what an online-RL trainer of TRL (GRPOTrainer, RLOOTrainer) logs each step
 
 
 @dataclass
@@ -48,6 +49,12 @@ class RunData:
     def training_stages(self) -> list[str]:
         """The stages that logged metrics, in the order they first did."""
         return list(dict.fromkeys(str(e.get("stage")) for e in self.of("metrics")))
+
+    def reward_stages(self) -> list[str]:
+        """The online-RL stages of the run: those that logged a training reward (TRL's ``reward``, the mean
+        reward of the completions they sampled: GRPO, RLOO, a plug-in's stage built on them), in order.
+        The checks of sampled groups (flat reward, KL, entropy, truncation, reward hacking) read these."""
+        return [s for s in self.training_stages() if any(TRAINING_REWARD in e for e in self.metrics(s))]
 
     def cfg(self, key: str, default: Any = None) -> Any:
         value = self.config.get(key)

@@ -170,6 +170,13 @@ class GRPOStage:
             blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
         return [*blocks, *(Para(w, alert=True) for w in self.report_warnings(run))]
 
+    def flat_reward_fix(self, config: dict) -> str | None:
+        """diagnose's ``flat_reward``: what else helps this stage when most groups are flat (``config``: the
+        run's ``run.yaml``). Dynamic sampling wraps GRPO's trainer only, with one training process."""
+        if config.get("dynamic_sampling_rounds") or int(config.get("num_processes") or 1) != 1:
+            return None
+        return "--dynamic_sampling_rounds 2 (DAPO: flat groups replaced by freshly sampled ones)"
+
     def report_warnings(self, run) -> list[str]:
         from ark_trainer.report import mean
 

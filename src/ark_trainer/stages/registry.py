@@ -74,7 +74,8 @@ class Stage(Protocol):
     plots: tuple[Plot, ...]
 
     # Optional: ``headline_metric`` (str: the report's headline compares it with the base model),
-    # ``report_blocks(run) -> list[Block]`` (its report section) and ``report_warnings(run) -> list[str]``.
+    # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]`` and
+    # ``flat_reward_fix(config) -> str | None`` (one more fix the diagnosis offers when its groups are flat).
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         """Train from ``model_in`` for ``plan.steps`` at ``plan.learning_rate``; save into ``final_dir``.
