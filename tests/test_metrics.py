@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ark_trainer.agent.episode import agent_metrics
-from ark_trainer.metrics import AGENT_METRICS, HEADLINE, compute_metrics, preference, share
+from ark_trainer.metrics import AGENT_METRICS, HEADLINE, agent_metrics, compute_metrics, preference, share
 from ark_trainer.rewards.contract import TOTAL
 
 
@@ -30,3 +29,26 @@ def test_shares_and_preference_skip_what_does_not_apply():
 
 def test_agent_episodes_report_the_agent_metrics():
     assert set(agent_metrics([], [])) == {*AGENT_METRICS, "n"}
+
+
+def test_only_metrics_py_spells_the_metric_names():
+    """A metric name written as a string anywhere else is a second place to keep in step (docstrings,
+    messages and f-strings that mention one aside: only a constant that is exactly the name counts)."""
+    import ast
+    from pathlib import Path
+
+    from ark_trainer.metrics import HELDOUT_REWARD_MEAN
+
+    src = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
+    names = {*HEADLINE, *AGENT_METRICS, HELDOUT_REWARD_MEAN}
+    # the agent demo's check of a scripted policy prints its own summary (with sample_success, mean_reward)
+    foreign = {"metrics.py", "demo/agent_check.py"}
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel in foreign:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert not found, "take these names from ark_trainer.metrics: " + "; ".join(found)

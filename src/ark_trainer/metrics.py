@@ -11,13 +11,20 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
 - ``compliance_rate``: share of answers whose suggested reply keeps all five compliance rules.
 - ``preference_alignment``: share of prompts where the composite reward prefers this model's answer to the
   base model's (a tie counts one half, so the base model scores 50% against itself).
-- an agent run's episodes (``agent/episode.py: agent_metrics``): ``task_success`` (share of tasks whose
+- an agent run's episodes (:func:`agent_metrics`): ``task_success`` (share of tasks whose
   environment reward is 1), ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``.
+- the live loop's gate (``loop/gate.py``) adds ``heldout_reward_mean``: the mean reward on its frozen
+  held-out rows alone.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ark_trainer.rewards.contract import TOTAL
+
+if TYPE_CHECKING:
+    from ark_trainer.agent.episode import EpisodeView
 
 REWARD_MEAN = "reward_mean"
 PASS_RATE = "pass_rate"
@@ -25,11 +32,15 @@ TASK_ACCURACY = "task_accuracy"
 COMPLIANCE_RATE = "compliance_rate"
 PREFERENCE_ALIGNMENT = "preference_alignment"
 TASK_SUCCESS = "task_success"
+TOOL_CALL_VALIDITY = "tool_call_validity"
+MEAN_TURNS = "mean_turns"
+MEAN_TOOL_CALLS = "mean_tool_calls"
+HELDOUT_REWARD_MEAN = "heldout_reward_mean"
 
 RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # shares in [0, 1]
 HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
-AGENT_METRICS = (TASK_SUCCESS, "tool_call_validity", "mean_turns", "mean_tool_calls")  # --env runs only
-PERCENTS = (*RATES, TASK_SUCCESS, "tool_call_validity")  # shown as percentages
+AGENT_METRICS = (TASK_SUCCESS, TOOL_CALL_VALIDITY, MEAN_TURNS, MEAN_TOOL_CALLS)  # --env runs only
+PERCENTS = (*RATES, TASK_SUCCESS, TOOL_CALL_VALIDITY)  # shown as percentages
 MAIN = (TASK_ACCURACY, PASS_RATE, REWARD_MEAN)  # the metric a run is judged by: the first both evals have
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
@@ -75,4 +86,23 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
         COMPLIANCE_RATE: share(table.get(COMPLIANCE_GRADER, [])),
         PREFERENCE_ALIGNMENT: preference(totals, base_totals),
         "components": components,
+    }
+
+
+def agent_metrics(views: list[EpisodeView], env_rewards: list[float | None]) -> dict[str, Any]:
+    """``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls`` and ``n`` of episodes.
+
+    ``task_success`` is the share of episodes whose environment reward is 1.0 (``get_reward() >= 1.0``);
+    ``null`` when the environment has no ``get_reward``. ``tool_call_validity`` is the share of call attempts
+    that parse and fit a tool's schema (``null`` when no episode tried a call).
+    """
+    n = len(views)
+    rewards = [r for r in env_rewards if r is not None]
+    attempts = sum(v.attempts for v in views)
+    return {
+        TASK_SUCCESS: round(sum(r >= 1.0 for r in rewards) / len(rewards), 4) if rewards else None,
+        TOOL_CALL_VALIDITY: round(sum(v.n_valid for v in views) / attempts, 4) if attempts else None,
+        MEAN_TURNS: round(sum(v.turns for v in views) / n, 4) if n else None,
+        MEAN_TOOL_CALLS: round(attempts / n, 4) if n else None,
+        "n": n,
     }

@@ -106,22 +106,3 @@ def _fits(name: Any, arguments: dict, schemas: list[dict] | None) -> bool:
 def final_answer(completion: Any) -> str:
     """The text of the episode's last assistant turn, tool-call blocks left out."""
     return view(completion).final_answer
-
-
-def agent_metrics(views: list[EpisodeView], env_rewards: list[float | None]) -> dict[str, Any]:
-    """``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls`` and ``n`` of episodes.
-
-    ``task_success`` is the share of episodes whose environment reward is 1.0 (``get_reward() >= 1.0``);
-    ``null`` when the environment has no ``get_reward``. ``tool_call_validity`` is the share of call attempts
-    that parse and fit a tool's schema (``null`` when no episode tried a call).
-    """
-    n = len(views)
-    rewards = [r for r in env_rewards if r is not None]
-    attempts = sum(v.attempts for v in views)
-    return {
-        "task_success": round(sum(r >= 1.0 for r in rewards) / len(rewards), 4) if rewards else None,
-        "tool_call_validity": round(sum(v.n_valid for v in views) / attempts, 4) if attempts else None,
-        "mean_turns": round(sum(v.turns for v in views) / n, 4) if n else None,
-        "mean_tool_calls": round(attempts / n, 4) if n else None,
-        "n": n,
-    }

@@ -17,6 +17,8 @@ from pathlib import Path
 from ark_trainer.commands.args import add_dataclass_args, opt
 from ark_trainer.config import TRAIN_GROUPS, TrainConfig, coerce, parse_bool
 from ark_trainer.errors import UserError
+from ark_trainer.loop.gate import TRACKED
+from ark_trainer.metrics import REWARD_MEAN, TASK_ACCURACY
 
 LOOP_GROUP = "live loop"
 
@@ -31,8 +33,8 @@ class LoopOptions(TrainConfig):
     min_improvement: float = opt(0.0, "the main metric must improve by more than this to promote")
     main_metric: str = opt(
         "auto",
-        "the metric that must improve: auto (task_accuracy when the held-out rows are labelled, else "
-        "reward_mean), reward_mean, pass_rate, task_accuracy, compliance_rate, heldout_reward_mean",
+        f"the metric that must improve: auto ({TASK_ACCURACY} when the held-out rows are labelled, else "
+        f"{REWARD_MEAN}), {', '.join(TRACKED)}",
     )
     eval_newest: int = opt(
         4, "newest scored turns of a round evaluated (not trained on) with the held-out set"

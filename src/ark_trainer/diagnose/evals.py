@@ -16,7 +16,7 @@ from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, stage_label, thirds
 from ark_trainer.diagnose.rundata import RunData, num
-from ark_trainer.metrics import HEADLINE, MAIN, RATES
+from ark_trainer.metrics import HEADLINE, MAIN, RATES, TASK_SUCCESS
 
 MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
@@ -167,7 +167,7 @@ def _answer_key(answer: dict) -> tuple:
 
 def _moved(before: dict, after: dict) -> str:
     """A held-out metric that changed by at least ``MOVED`` between two models ("" when none did)."""
-    for metric in ("task_success", *HEADLINE):
+    for metric in (TASK_SUCCESS, *HEADLINE):
         a, b = before.get(metric), after.get(metric)
         if isinstance(a, int | float) and isinstance(b, int | float) and abs(b - a) >= MOVED:
             return metric

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.metrics import COMPLIANCE_RATE, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.metrics import COMPLIANCE_RATE, HELDOUT_REWARD_MEAN, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
 
 # preference_alignment is left out: it compares with the base model, not with the model being served
-TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, "heldout_reward_mean")
+TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, HELDOUT_REWARD_MEAN)
 MAIN_METRICS = ("auto", *TRACKED)
-_REWARD_METRICS = (REWARD_MEAN, PASS_RATE, "heldout_reward_mean")
+_REWARD_METRICS = (REWARD_MEAN, PASS_RATE, HELDOUT_REWARD_MEAN)
 
 
 def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = None) -> dict[str, bool]:
@@ -61,8 +61,8 @@ def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = Non
     )
     return {
         **dict.fromkeys(_REWARD_METRICS, graded),
-        "task_accuracy": any(any_applies(get_reward(n)) for n in ACCURACY_GRADERS),
-        "compliance_rate": any_applies(get_reward(COMPLIANCE_GRADER)),
+        TASK_ACCURACY: any(any_applies(get_reward(n)) for n in ACCURACY_GRADERS),
+        COMPLIANCE_RATE: any_applies(get_reward(COMPLIANCE_GRADER)),
     }
 
 
@@ -73,12 +73,12 @@ def resolve_main_metric(wanted: str, measures: dict[str, bool], where: str) -> s
         raise UserError(f"--main_metric: unknown metric {wanted!r}; use one of {', '.join(MAIN_METRICS)}")
     asked = wanted
     if wanted == "auto":
-        wanted = "task_accuracy" if measures.get("task_accuracy") else "reward_mean"
+        wanted = TASK_ACCURACY if measures.get(TASK_ACCURACY) else REWARD_MEAN
         asked = f"auto ({wanted}: the held-out rows are not labelled)"
     if not measures.get(wanted):
         need = {
-            "task_accuracy": "rows with a label or reference the accuracy graders (qc_verdict, reference_match) read",
-            "compliance_rate": "rows the qc_compliance grader applies to",
+            TASK_ACCURACY: "rows with a label or reference the accuracy graders (qc_verdict, reference_match) read",
+            COMPLIANCE_RATE: "rows the qc_compliance grader applies to",
         }.get(wanted, "rows a grader of the loop's reward applies to (see --reward_config)")
         can = [m for m in TRACKED if measures.get(m)]
         raise UserError(
@@ -106,7 +106,7 @@ def with_heldout(metrics: dict, n_heldout: int) -> dict:
     evaluation set is the frozen held-out rows first, then the newest turns)."""
     rewards = [a.get("reward") for a in (metrics.get("answers") or [])[:n_heldout]]
     scored = [r for r in rewards if r is not None]
-    return {**metrics, "heldout_reward_mean": round(sum(scored) / len(scored), 4) if scored else None}
+    return {**metrics, HELDOUT_REWARD_MEAN: round(sum(scored) / len(scored), 4) if scored else None}
 
 
 def decide(

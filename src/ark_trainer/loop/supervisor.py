@@ -27,6 +27,7 @@ from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_jso
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
+from ark_trainer.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.models.source import check_model, convert
 from ark_trainer.runtime.system import pid_alive
 
@@ -148,9 +149,7 @@ class Loop:
         how = f"--main_metric {self.wanted_metric}"
         if self.wanted_metric == "auto":
             how += (
-                ": the held-out rows are labelled"
-                if main == "task_accuracy"
-                else ": no labelled held-out rows"
+                ": the held-out rows are labelled" if main == TASK_ACCURACY else ": no labelled held-out rows"
             )
         self.log(f"loop: the gate's main metric is {main} ({how})")
         self.s.main_metric = self.state["settings"]["main_metric"] = main
@@ -158,7 +157,7 @@ class Loop:
     @property
     def main_metric(self) -> str:
         """The gate's main metric, resolved from ``auto`` once the held-out set is frozen."""
-        return self.s.main_metric if self.s.main_metric != "auto" else "reward_mean"
+        return self.s.main_metric if self.s.main_metric != "auto" else REWARD_MEAN
 
     def save(self) -> None:
         save_state(self.dir, self.state)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json
-from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT
+from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT, REWARD_MEAN
 from ark_trainer.runfolder import PLAN, RUN_CONFIG, RunFolder
 
 METRICS = (*MAIN, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
@@ -277,7 +277,7 @@ def table_lines(result: dict) -> list[str]:
 def _fmt(metric: str, value, sign: bool = False) -> str:
     if not isinstance(value, float | int):
         return "-"
-    if metric == "reward_mean":
+    if metric == REWARD_MEAN:
         return f"{value:+.3f}" if sign else f"{value:.3f}"
     return f"{100 * value:+.1f}" if sign else f"{100 * value:.1f}%"
 
