@@ -12,6 +12,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.runfolder import (
     DIAGNOSIS,
     EVENTS,
+    EXPORT_RECORD,
     HEARTBEAT,
     PLAN,
     PLAN_SCHEMA,
@@ -21,7 +22,7 @@ from ark_trainer.runfolder import (
 )
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
-NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS, DIAGNOSIS}
+NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS, DIAGNOSIS, EXPORT_RECORD}
 # files of the same name that belong to something else than a run folder
 FOREIGN = {"data/collect.py": "an OpenClaw trajectory bundle's own events.jsonl"}
 
@@ -92,3 +93,28 @@ def test_the_plan_carries_its_schema_and_resume_refuses_what_it_cannot_read(tmp_
     with pytest.raises(UserError, match="unreadable"):
         folder.saved_plan()
     assert folder.plan() == {}  # the tolerant reader: absent
+
+
+def test_the_reports_other_files_are_read_through_the_run_folder_too(tmp_path):
+    """Serving parity (``eval/<stage>-openclaw.json``) and the exports (``export/export.json``): a torn file
+    leaves its part of the report out instead of stopping the report."""
+    from ark_trainer.openclaw.parity import parity_files
+    from ark_trainer.report_model import serve_blocks
+
+    folder = RunFolder(tmp_path)
+    folder.eval_dir.mkdir()
+    folder.model_dir.mkdir()
+    whole = {"name": "rft-openclaw", "n": 2, "task_accuracy": 0.5}
+    folder.eval_path("rft-openclaw").write_text(json.dumps(whole), encoding="utf-8")
+    folder.eval_path("grpo-openclaw").write_text('{"name": "grpo-openc', encoding="utf-8")  # being written
+    folder.eval_path("base").write_text(json.dumps({"n": 2}), encoding="utf-8")
+    assert folder.eval_names() == ["base", "grpo-openclaw", "rft-openclaw"]
+    assert parity_files(tmp_path) == [whole]
+    folder.export_dir.mkdir()
+    record = {"file": str(tmp_path / "export" / "model-f16.gguf"), "quant": "f16"}
+    (folder.export_dir / EXPORT_RECORD).write_text(json.dumps([record, {"no": "file"}]), encoding="utf-8")
+    assert folder.exports() == [record]
+    assert "model-f16.gguf" in str(serve_blocks(tmp_path))
+    (folder.export_dir / EXPORT_RECORD).write_text("[{", encoding="utf-8")
+    problems: list[str] = []
+    assert folder.exports(problems) == [] and problems[0].startswith("export/export.json: unreadable")

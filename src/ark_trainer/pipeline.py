@@ -175,7 +175,7 @@ def _converted(cfg: TrainConfig, out: Path, model):
     from ark_trainer.models.source import convert
 
     claim_folder(out)  # ours before its first file
-    model = convert(model, out / "base_model")
+    model = convert(model, RunFolder(out).base_model_dir)
     if cfg.env:
         check_agent(replace(cfg, model_path=str(model.path)))
     return model

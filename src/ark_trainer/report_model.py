@@ -3,11 +3,11 @@ serve the trained one with Ollama or llama.cpp (``OUT/export/export.json`` once 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.render import Block, Bullets, Code, Heading, Para
+from ark_trainer.runfolder import RunFolder
 
 KIND_NAMES = {"hf": "Hugging Face folder", "gguf": "GGUF file", "ollama": "Ollama model"}
 
@@ -30,20 +30,12 @@ def base_model_line(plan: dict[str, Any]) -> str | None:
     return text
 
 
-def _exports(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "export" / "export.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-    except (OSError, ValueError):
-        return []
-    return [r for r in data if isinstance(r, dict) and r.get("file")] if isinstance(data, list) else []
-
-
 def serve_blocks(run_dir: Path) -> list[Block]:
     """ "Serve it with Ollama or llama.cpp": the exported files, or the command that writes them."""
-    if not (run_dir / "model").is_dir():
+    folder = RunFolder(run_dir)
+    if not folder.model_dir.is_dir():
         return []
-    exports = _exports(run_dir)
+    exports = folder.exports()
     head = Heading("Serve it with Ollama or llama.cpp")
     if not exports:
         return [

@@ -9,7 +9,11 @@
     data/           train.jsonl eval.jsonl stats.json and what the stages selected (rft_scored.jsonl, ...)
     <stage>/        a stage's checkpoints (checkpoint-N/) and, when it is not the last, its final/ model
     model/          the final model
-    eval/           <model>.json: the metrics of the base model and of each stage's model
+    eval/           <model>.json: the metrics of the base model and of each stage's model (and, once
+                    ``eval --through openclaw`` ran, <stage>-openclaw.json: the same through OpenClaw)
+    base_model/     the base model converted to safetensors, when --model_path was a GGUF file or ollama:NAME
+    export/         export.json and the GGUF files ``ark-trainer export`` wrote
+    deploy/         the deploy target's own record, key and server log (``ark-trainer deploy``)
     diagnosis.json  the findings of the end-of-run diagnosis
     logs/           train.log and TensorBoard events, unless --log_dir names another folder
     report.md  report.html  plots/*.png
@@ -36,6 +40,7 @@ PLAN = "plan.json"
 HEARTBEAT = "heartbeat.json"
 EVENTS = "events.jsonl"
 EVAL_DIR, DATA_DIR, MODEL_DIR, LOG_DIR, PLOT_DIR = "eval", "data", "model", "logs", "plots"
+BASE_MODEL_DIR, EXPORT_DIR, EXPORT_RECORD = "base_model", "export", "export.json"  # the latter in export/
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
 DIAGNOSIS, DATA_STATS = "diagnosis.json", "stats.json"  # the latter in data/
 MARKERS = (RUN_CONFIG, EVENTS, HEARTBEAT)  # a folder holding one of them is a run folder
@@ -78,8 +83,20 @@ class RunFolder:
     def plot_dir(self) -> Path:
         return self.out / PLOT_DIR
 
+    @property
+    def eval_dir(self) -> Path:
+        return self.out / EVAL_DIR
+
+    @property
+    def base_model_dir(self) -> Path:
+        return self.out / BASE_MODEL_DIR
+
+    @property
+    def export_dir(self) -> Path:
+        return self.out / EXPORT_DIR
+
     def eval_path(self, name: str) -> Path:
-        return self.out / EVAL_DIR / f"{name}.json"
+        return self.eval_dir / f"{name}.json"
 
     def log_dir(self, given: str | None = None) -> Path:
         """``--log_dir`` when given, else ``OUT/logs``."""
@@ -118,6 +135,26 @@ class RunFolder:
         """``{name: eval}`` of the names that have an eval file, in the order given."""
         found = {name: self.eval(name, problems) for name in dict.fromkeys(names)}
         return {name: data for name, data in found.items() if data}
+
+    def eval_names(self) -> list[str]:
+        """The names of every eval file there is (``eval/<name>.json``), sorted."""
+        try:
+            return sorted(p.stem for p in self.eval_dir.glob("*.json") if p.is_file())
+        except OSError:
+            return []
+
+    def exports(self, problems: Problems = None) -> list[dict[str, Any]]:
+        """The records of ``export/export.json`` (one per file ``ark-trainer export`` wrote); [] without."""
+        path = self.export_dir / EXPORT_RECORD
+        if not path.is_file():
+            return []
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            if problems is not None:
+                problems.append(f"{EXPORT_DIR}/{EXPORT_RECORD}: unreadable ({exc})")
+            return []
+        return [r for r in data if isinstance(r, dict) and r.get("file")] if isinstance(data, list) else []
 
     def data_stats(self, problems: Problems = None) -> dict[str, Any]:
         return read_mapping(self.data_dir / DATA_STATS, problems)

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from ark_trainer.commands.args import add_command, opt
 from ark_trainer.errors import UserError
+from ark_trainer.runfolder import EXPORT_RECORD, RunFolder
 
 FORMATS = ("gguf",)
-EXPORT_RECORD = "export.json"
 
 
 @dataclass
@@ -92,7 +92,7 @@ def merged(folder: Path):
 
 def source_hints(out: Path) -> tuple[str | None, str | None]:
     """(tokenizer.ggml.pre, Ollama template) of the run's base model, when it came from a GGUF or Ollama."""
-    record = out / "base_model" / "ark_source.json"
+    record = RunFolder(out).base_model_dir / "ark_source.json"
     try:
         data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
     except (OSError, ValueError):
@@ -110,7 +110,7 @@ def _sha256(path: Path) -> str:
 
 def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
     """Export ``out``'s model as GGUF plus Modelfile; returns the record also written to export.json."""
-    from ark_trainer.fileio import atomic_write_text, read_json, write_json
+    from ark_trainer.fileio import atomic_write_text, write_json
     from ark_trainer.models.gguf_export import export_gguf, modelfile
 
     out = Path(out)
@@ -119,7 +119,7 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
     dest = (
         Path(dest)
         if dest
-        else (out / "export" if run else out.parent / f"{out.name}-gguf") / f"model-{quant}.gguf"
+        else (RunFolder(out).export_dir if run else out.parent / f"{out.name}-gguf") / f"model-{quant}.gguf"
     )
     pre, template = source_hints(out) if run else (None, None)
     start = time.monotonic()
@@ -139,10 +139,9 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
         "seconds": round(time.monotonic() - start, 1),
     }
     if run:
-        path = out / "export" / EXPORT_RECORD
-        previous = read_json(path) if path.is_file() else []
-        kept = [r for r in previous if isinstance(r, dict) and r.get("file") != record["file"]]
-        write_json(path, [*kept, record])
+        folder = RunFolder(out)
+        kept = [r for r in folder.exports() if r["file"] != record["file"]]
+        write_json(folder.export_dir / EXPORT_RECORD, [*kept, record])
     return record
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.metrics import HEADLINE
-from ark_trainer.runfolder import DATA_DIR, EVAL_DIR, LOG_DIR, MODEL_DIR, PLOT_DIR, RunFolder
+from ark_trainer.runfolder import BASE_MODEL_DIR, DATA_DIR, EVAL_DIR, LOG_DIR, MODEL_DIR, PLOT_DIR, RunFolder
 
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
-SKIP_DIRS = {"checkpoint", MODEL_DIR, LOG_DIR, DATA_DIR, EVAL_DIR, PLOT_DIR, "base_model"}  # and each stage's
+# folders inside a run that are never a run themselves (each stage's folder is skipped too)
+SKIP_DIRS = {"checkpoint", MODEL_DIR, LOG_DIR, DATA_DIR, EVAL_DIR, PLOT_DIR, BASE_MODEL_DIR}
 EVAL_KEYS = ("n", *HEADLINE)
 MAX_EXAMPLES = 4
 

@@ -139,7 +139,7 @@ class _Server:
         from ark_trainer.openclaw.deploy import model_window, served_name
         from ark_trainer.runtime.system import free_port
 
-        folder = self.out / "eval" / "openclaw-serve" / self.stage
+        folder = RunFolder(self.out).eval_dir / "openclaw-serve" / self.stage
         link = folder / "model"
         folder.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
@@ -283,9 +283,10 @@ def _fmt(metric: str, value, sign: bool = False) -> str:
 
 
 def parity_files(out: Path) -> list[dict]:
-    """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table)."""
-    paths = sorted((Path(out) / "eval").glob("*-openclaw.json"))
-    return [read_json(p) for p in paths if "-openclaw-as-" not in p.name]
+    """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table); a torn one is left out."""
+    folder = RunFolder(out)
+    names = [n for n in folder.eval_names() if n.endswith("-openclaw") and "-openclaw-as-" not in n]
+    return [data for data in (folder.eval(n) for n in names) if data.get("name")]
 
 
 def parity_blocks(out: Path) -> list:
