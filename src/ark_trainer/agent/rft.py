@@ -23,6 +23,7 @@ from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.composite import reward_columns
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.scoring import score_completions
 
 log = logging.getLogger("ark_trainer")
@@ -59,7 +60,7 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
             [[ep.env for ep in g] for g in groups],
         )
     selected, scored, stats = select_episodes(rows, groups, scores, cfg.rft_min_reward, env_cls._spec.schemas)
-    data_dir = ctx.out / "data"
+    data_dir = RunFolder(ctx.out).data_dir
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main:  # every process plays every task with the same seed (no sharding of episodes yet)
@@ -105,7 +106,7 @@ def select_episodes(
 
 def earlier_selection(done) -> list[dict] | None:
     """The episodes an earlier attempt selected (``rft_selection`` is logged after the file is written)."""
-    path = done.out / "data" / SELECTED
+    path = RunFolder(done.out).data_dir / SELECTED
     return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None
 
 

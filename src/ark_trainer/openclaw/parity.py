@@ -63,7 +63,7 @@ def _run_config(out: Path) -> dict:
 def eval_rows(out: Path, config: dict) -> list[dict]:
     from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 
-    path = out / "data" / "eval.jsonl"
+    path = RunFolder(out).data_dir / "eval.jsonl"
     if not path.is_file() and config.get("eval_dataset"):
         path = resolve_eval_path(str(config["eval_dataset"]))
     if not path.is_file():
@@ -172,10 +172,10 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
     from ark_trainer.metrics import compute_metrics
     from ark_trainer.scoring import metric_scores
 
-    path = RunFolder(out).eval_path(stage)
-    if not path.is_file():
+    folder = RunFolder(out)
+    if not folder.eval_path(stage).is_file():
         return None
-    answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
+    answers = [a["completion"] for a in folder.eval(stage).get("answers") or []][: len(rows)]
     if len(answers) != len(rows):
         return None
     table = metric_scores(reward, rows, answers)
@@ -185,10 +185,10 @@ def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, ba
 def _base_totals(out: Path, rows, reward) -> list | None:
     from ark_trainer.scoring import metric_scores
 
-    path = RunFolder(out).eval_path("base")
-    if not path.is_file():
+    folder = RunFolder(out)
+    if not folder.eval_path("base").is_file():
         return None
-    answers = [a["completion"] for a in read_json(path).get("answers") or []][: len(rows)]
+    answers = [a["completion"] for a in folder.eval("base").get("answers") or []][: len(rows)]
     return metric_scores(reward, rows, answers)["total"] if len(answers) == len(rows) else None
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational, model_prompt
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import ANSWER_COLUMNS, sample_and_score
 from ark_trainer.stages.registry import StageContext
@@ -165,7 +166,7 @@ def kto_examples(ctx: StageContext, model_in: str) -> PreferenceData:
 
 def earlier(ctx: StageContext, event: str) -> PreferenceData | None:
     """What an earlier attempt of this run built (``--resume``): its rows and the stats it logged."""
-    path = ctx.out / "data" / f"{event}.jsonl"
+    path = RunFolder(ctx.out).data_dir / f"{event}.jsonl"
     if not ctx.done or not ctx.done.has(event) or not path.is_file():
         return None
     stats = next(e for e in reversed(ctx.done.events) if e.get("event") == event)
@@ -182,7 +183,7 @@ def _conversational(ctx: StageContext, model_in: str) -> bool:
 def _record(ctx: StageContext, event: str, rows: list[dict], stats: dict[str, Any]) -> PreferenceData:
     """Write the rows to ``OUT/data/<event>.jsonl`` (main process), then log ``event`` with the numbers."""
     if ranks().is_main:
-        write_jsonl(ctx.out / "data" / f"{event}.jsonl", rows)
+        write_jsonl(RunFolder(ctx.out).data_dir / f"{event}.jsonl", rows)
     ctx.monitor.event(event, **stats)
     log.info("%s: %s", event, ", ".join(f"{k} {v}" for k, v in stats.items()))
     return PreferenceData(rows, stats)

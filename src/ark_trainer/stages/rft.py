@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
+from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import train_and_save, trainer_kwargs
@@ -90,7 +91,7 @@ class RFTStage:
                 plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
             )
             sel = sample_and_select(
-                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, ctx.out / "data", needed
+                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, RunFolder(ctx.out).data_dir, needed
             )
         gc.collect()
         if not sel.sft_rows:
@@ -152,5 +153,5 @@ def _earlier_selection(done) -> list[dict] | None:
     """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
     from ark_trainer.fileio import read_jsonl
 
-    path = done.out / "data" / "rft_scored.jsonl"
+    path = RunFolder(done.out).data_dir / "rft_scored.jsonl"
     return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None
