@@ -57,7 +57,7 @@ def register(sub) -> None:
 
 def model_folder(out: Path) -> Path:
     """The model of a run folder (``OUT/model``), or ``out`` itself when it is a model folder."""
-    for folder in (out / "model", out):
+    for folder in (RunFolder(out).model_dir, out):
         if (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file():
             return folder
     raise UserError(

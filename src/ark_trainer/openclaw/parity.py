@@ -124,7 +124,7 @@ class _Server:
     def _live(self) -> dict | None:
         from ark_trainer.openclaw.deploy import status
 
-        if self.model_dir.resolve() != (self.out / "model").resolve():
+        if self.model_dir.resolve() != RunFolder(self.out).model_dir.resolve():
             return None
         try:
             if status(str(self.out)).get("server") != "healthy":
