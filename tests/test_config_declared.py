@@ -154,3 +154,14 @@ def test_the_allowed_values_are_declared_with_the_flag():
 def test_a_resumed_run_gets_a_new_config_not_a_written_one(tmp_path):
     cfg = resolve_config({"model_path": "m", "data_path": "d", "output_dir": str(tmp_path)})
     assert not cfg.resume and dataclasses.replace(cfg, resume=True).resume and not cfg.resume
+
+
+def test_the_learning_rate_flags_are_the_ones_the_stages_read():
+    # LoRA's 10x learning rates (config.lora_learning_rates) apply to every stage's flag, found by its range
+    from ark_trainer.config import LEARNING_RATES
+    from ark_trainer.stages.registry import stages
+
+    assert LEARNING_RATES == (
+        "rft_learning_rate", "grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"
+    )  # fmt: skip
+    assert {stage.lr_flag for stage in stages().values()} == set(LEARNING_RATES)

@@ -646,9 +646,8 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
-LEARNING_RATES = (
-    "rft_learning_rate", "grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"
-)  # fmt: skip
+LEARNING_RATES = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("range") is LEARNING_RATE)
+"""The stages' learning-rate flags: the fields declared with the :data:`~ark_trainer.ranges.LEARNING_RATE` range."""
 LORA_LR_SCALE = 10
 
 
