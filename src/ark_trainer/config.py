@@ -47,6 +47,7 @@ from ark_trainer.ranges import (
     range_problems,
 )
 from ark_trainer.strategies import canonical_strategy, normalize_strategy
+from ark_trainer.trackers import PACKAGES as TRACKERS
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
 
@@ -494,7 +495,7 @@ class TrainConfig:
     # --- logging ---
     report_to: str = flag(
         "tensorboard",
-        "metrics also to: tensorboard, trackio, wandb, mlflow (comma-separated, installed) or none",
+        f"metrics also to: {', '.join(TRACKERS)} (comma-separated, installed) or none",
         group="logging",
     )
     log_dir: str | None = flag(None, "text log and TensorBoard events (default: OUT/logs)", group="logging")
