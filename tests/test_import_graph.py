@@ -159,3 +159,37 @@ def test_the_ground_floor_imports_nothing_above_it():
         if any(target == a or target.startswith(a + ".") for a in above)
     ]
     assert not wrong, "the model ground floor imports from above it: " + "; ".join(wrong)
+
+
+def _reach(graph: dict[str, set[str]], starts: list[str]) -> set[str]:
+    """Every module that importing ``starts`` may import, through any number of others."""
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+# each floor, and what it must never reach, not even through another module
+FLOORS = {
+    GROUND_FLOOR: tuple(a for a in ABOVE_GROUND if a != "agent"),  # the config's MCP check is agent/'s
+    f"{PACKAGE}.runfolder": ("stages", "rewards", "agent", "pipeline", "deploy", "loop", "models"),
+    f"{PACKAGE}.metrics": ("stages", "pipeline", "deploy", "loop", "evaluate", "scoring", "models"),
+    f"{PACKAGE}.rewards.contract": ("stages", "pipeline", "deploy", "loop", "evaluate", "scoring", "models"),
+}
+
+
+def test_the_floors_reach_nothing_above_them_even_through_other_modules():
+    graph = import_graph()
+    wrong = []
+    for floor, banned in FLOORS.items():
+        members = [m for m in graph if m == floor or m.startswith(floor + ".")]
+        above = tuple(f"{PACKAGE}.{name}" for name in banned)
+        reached = sorted(
+            t for t in _reach(graph, members) if any(t == a or t.startswith(a + ".") for a in above)
+        )
+        wrong += [f"{floor} reaches {target}" for target in reached]
+    assert not wrong, "; ".join(wrong)
