@@ -121,7 +121,7 @@ HELD_OUT = [
 
 # --- tuned: the rules were developed against these ---------------------------------------------------------
 TUNED = [
-    # the issue's own failing examples
+    # requests the first rules got wrong
     ("32G显存，对质检模型做两阶段训练：先奖励微调，再GRPO强化学习", {"strategy": "RFT+GRPO", "batch": 16}),
     (
         "用 /data/qc.jsonl 训练 /models/qwen 的 RFT+GRPO，输出到 /out/v3",

@@ -151,7 +151,8 @@ def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path)
 
 
 def test_pipeline_loop_report_and_resume_name_no_stage():
-    """The issue's check: stage names live in the stage modules and the strategy table only."""
+    """Stage names live in the stage modules and the strategy table only: the pipeline, the report and resume
+    name none."""
     import inspect
     import re
 
