@@ -15,7 +15,8 @@ from typing import Any
 from ark_trainer.runfolder import RunFolder, run_end_status
 
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
-TRAINING_REWARD = "reward"  # what an online-RL trainer of TRL (GRPOTrainer, RLOOTrainer) logs each step
+# what an online-RL trainer of TRL (GRPOTrainer, RLOOTrainer) logs of the groups it samples, and only it
+SAMPLED_GROUP_KEYS = ("reward", "frac_reward_zero_std")
 
 
 @dataclass
@@ -51,10 +52,14 @@ class RunData:
         return list(dict.fromkeys(str(e.get("stage")) for e in self.of("metrics")))
 
     def reward_stages(self) -> list[str]:
-        """The online-RL stages of the run: those that logged a training reward (TRL's ``reward``, the mean
-        reward of the completions they sampled: GRPO, RLOO, a plug-in's stage built on them), in order.
-        The checks of sampled groups (flat reward, KL, entropy, truncation, reward hacking) read these."""
-        return [s for s in self.training_stages() if any(TRAINING_REWARD in e for e in self.metrics(s))]
+        """The online-RL stages of the run: those that logged a training reward of the groups they sampled
+        (TRL's ``reward`` or ``frac_reward_zero_std``: GRPO, RLOO, a plug-in's stage built on them), in
+        order. The checks of sampled groups (flat reward, KL, entropy, truncation, reward hacking) read these."""
+        return [
+            s
+            for s in self.training_stages()
+            if any(key in e for e in self.metrics(s) for key in SAMPLED_GROUP_KEYS)
+        ]
 
     def cfg(self, key: str, default: Any = None) -> Any:
         value = self.config.get(key)
