@@ -32,10 +32,10 @@ def base_model_line(plan: dict[str, Any]) -> str | None:
 
 def serve_blocks(run_dir: Path) -> list[Block]:
     """ "Serve it with Ollama or llama.cpp": the exported files, or the command that writes them."""
-    folder = RunFolder(run_dir)
-    if not folder.model_dir.is_dir():
+    run = RunFolder(run_dir)
+    if not run.model_dir.is_dir():
         return []
-    exports = folder.exports()
+    exports = run.exports()
     head = Heading("Serve it with Ollama or llama.cpp")
     if not exports:
         return [

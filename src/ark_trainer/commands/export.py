@@ -139,9 +139,9 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
         "seconds": round(time.monotonic() - start, 1),
     }
     if run:
-        folder = RunFolder(out)
-        kept = [r for r in folder.exports() if r["file"] != record["file"]]
-        write_json(folder.export_dir / EXPORT_RECORD, [*kept, record])
+        run_folder = RunFolder(out)
+        kept = [r for r in run_folder.exports() if r["file"] != record["file"]]
+        write_json(run_folder.export_dir / EXPORT_RECORD, [*kept, record])
     return record
 
 
