@@ -61,8 +61,12 @@ class DemoOptions:
         choices=("qc", "agent"),
     )
     seed: int = opt(0, "seed for data, model and training (default: 0)")
-    n_train: int | None = opt(None, "training dialogues (default: the demo's size)")
-    n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
+    n_train: int | None = opt(None, "training dialogues or tasks (default: the demo's size)")
+    n_eval: int | None = opt(
+        None,
+        "held-out eval dialogues or tasks (default: 300 for --task qc, 240 for --task agent; with "
+        "--base_model 100 and 60)",
+    )
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
     base_model: str | None = opt(

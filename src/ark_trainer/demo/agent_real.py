@@ -21,7 +21,7 @@ set one (``agent/env.py: check_tokenizer``).
 The training tasks carry ``REAL_CANDIDATES`` candidate episodes each, played by the demo's careless scripted
 agent (``agent_data.with_candidates``: about 40% of them solve their task); RFT replays them in the
 environment and trains on each task's solved one, because a small real model that has never seen the format
-solves nothing itself (SmolLM2-135M-Instruct: 0 of 48 sampled episodes called a tool right). Then GRPO over
+solves nothing itself (SmolLM2-135M-Instruct: 0 of 48 episodes sampled at temperature 1 solved their task). Then GRPO over
 whole episodes, with ``presets/demo_agent_real.yaml``.
 """
 
