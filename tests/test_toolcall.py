@@ -68,3 +68,24 @@ def test_trl_parser_reads_our_format():
     ids = tok(format_tool_calls([CALL]) + "<|im_end|>", add_special_tokens=False)["input_ids"]
     parsed = parse_response(tok, ids, prefix=list(prefix), tools=[lookup_order])
     assert parsed["tool_calls"] == [CALL]
+
+
+def test_the_hint_variant_adds_the_call_format_to_the_system_turn_only():
+    from trl.chat_template_utils import supports_tool_calling
+
+    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE_WITH_HINT, TOOL_FORMAT_HINT
+
+    tok = _tok()
+    plain = tok.apply_chat_template(MSGS, tools=[lookup_order], tokenize=False)
+    tok.chat_template = AGENT_CHAT_TEMPLATE_WITH_HINT
+    assert supports_tool_calling(tok)
+    hinted = tok.apply_chat_template(MSGS, tools=[lookup_order], tokenize=False)
+    assert hinted == plain.replace(
+        "Look up an order.<|im_end|>", f"Look up an order.{TOOL_FORMAT_HINT}<|im_end|>"
+    )
+    assert "To call a tool, write <tool_call>\n" in hinted
+    out = tok.apply_chat_template(
+        MSGS, tools=[lookup_order], return_dict=True, return_assistant_tokens_mask=True
+    )
+    masked = [i for i, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m]
+    assert "To call" not in tok.decode(masked) and "It shipped." in tok.decode(masked)

@@ -61,15 +61,20 @@ class DemoOptions:
         choices=("qc", "agent"),
     )
     seed: int = opt(0, "seed for data, model and training (default: 0)")
-    n_train: int | None = opt(None, "training dialogues (default: the demo's size)")
-    n_eval: int | None = opt(None, "held-out eval dialogues (default: 300)")
+    n_train: int | None = opt(None, "training dialogues or tasks (default: the demo's size)")
+    n_eval: int | None = opt(
+        None,
+        "held-out eval dialogues or tasks (default: 300 for --task qc, 240 for --task agent; with "
+        "--base_model 100 and 60)",
+    )
     max_train_steps: int | None = opt(None, "RFT + GRPO steps (default: tuned)")
     overwrite_output_dir: bool = opt(False, "reuse an output_dir that already holds a run")
     base_model: str | None = opt(
         None,
-        "--task qc on a real model instead of the toy: a Hugging Face folder (or a .gguf file, ollama:NAME "
-        "where train accepts them), with settings for a real model (presets/demo_real.yaml; 100 held-out "
-        "dialogues); see docs/real-models.md",
+        "the demo on a real model instead of the toy: a Hugging Face folder, a .gguf file or ollama:NAME, "
+        "with settings for a real model (--task qc: presets/demo_real.yaml, 100 held-out dialogues; --task "
+        "agent: presets/demo_agent_real.yaml, 60 held-out tasks, the project's tool-call template if the "
+        "model's own renders no tools); see docs/real-models.md and docs/agents.md",
     )
     lang: str = opt(
         "zh",
@@ -154,8 +159,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: DemoOptions) -> int:
     from ark_trainer.demo.run import run_agent_demo, run_demo
 
-    if args.base_model is not None and args.task != "qc":
-        raise UserError("--base_model: runs the QC demo on a real model; use it with --task qc")
     if args.tools != "python" and args.task != "agent":
         raise UserError("--tools: only with --task agent (the QC demo has no tools)")
     if args.lang != "zh" and args.task != "qc":
@@ -165,7 +168,7 @@ def _cmd_demo(args: DemoOptions) -> int:
     if args.task == "agent":
         out = run_agent_demo(
             out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
-            tools=args.tools,
+            tools=args.tools, base_model=args.base_model,
         )  # fmt: skip
     else:
         out = run_demo(

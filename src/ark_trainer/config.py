@@ -728,8 +728,6 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
             f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose "
             f"{' or '.join(EPISODE_STRATEGIES)}"
         )
-    if cfg.env and cfg.rft_num_samples == 0:  # an episode is only ever the model's own
-        problems.append("--rft_num_samples: agent episodes (--env) are sampled from the model; use 1 or more")
     if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:

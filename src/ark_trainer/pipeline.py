@@ -124,6 +124,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
     plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
+    from ark_trainer.agent.rft import check_episode_sources
+
+    check_episode_sources(cfg, train, [s.name for s in plan.stages])
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()

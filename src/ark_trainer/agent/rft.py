@@ -1,9 +1,12 @@
 """RFT on whole episodes: sample N episodes per task with the tools executed, score, keep the best.
 
 Each training task is played ``--rft_num_samples`` times (``--rft_temperature``, up to ``--max_turns``
-turns, ``agent/rollout.py``); every episode is scored by the run's composite reward (environment reward and
-episode graders, with the environments passed as ``environments``); a task's best episode at or above
-``--rft_min_reward`` becomes one training example. The example is tokenized here with the chat template,
+turns, ``agent/rollout.py``), and the candidate episodes its row carries (``candidates``: message lists, or
+texts read as one assistant turn) are replayed in a fresh environment (``rollout.replay``); every episode
+is scored by the run's composite reward (environment reward and episode graders, with the environments
+passed as ``environments``); a task's best episode at or above ``--rft_min_reward`` becomes one training
+example. ``--rft_num_samples 0`` samples nothing and loads no model: the data's candidates alone, as RFT
+on single answers does, for a model too weak to find a solved episode itself. The example is tokenized here with the chat template,
 tools included, and the mask of its assistant turns (``{% generation %}`` markers; TRL's training template
 for known models without them), so TRL's SFTTrainer puts the loss on the assistant turns only, tool results
 and prompts masked. (Tokenizing here, rather than handing TRL a ``messages`` column, keeps each call's
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
+from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, replay, run_episodes
 from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_jsonl, write_jsonl
@@ -37,22 +40,26 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
 
     cfg, rows = ctx.cfg, ctx.train
     env_cls, limits = env
-    model, tok = load_policy(model_path, ctx.rt)
     with ctx.monitor.stage("rft_sampling", total=len(rows)):
-        groups = run_episodes(
-            model,
-            tok,
-            env_cls,
-            rows,
-            limits,
-            num_samples=cfg.rft_num_samples,
-            temperature=cfg.rft_temperature,
-            max_new_tokens=new_tokens(cfg),
-            batch_size=generation_batch(ctx.rt.device, CPU_EPISODE_BATCH),
-            seed=cfg.seed,
-            on_batch=ctx.monitor.progress,
-        )
-        del model
+        groups: list[list] = [[] for _ in rows]
+        if cfg.rft_num_samples:
+            model, tok = load_policy(model_path, ctx.rt)
+            groups = run_episodes(
+                model,
+                tok,
+                env_cls,
+                rows,
+                limits,
+                num_samples=cfg.rft_num_samples,
+                temperature=cfg.rft_temperature,
+                max_new_tokens=new_tokens(cfg),
+                batch_size=generation_batch(ctx.rt.device, CPU_EPISODE_BATCH),
+                seed=cfg.seed,
+                on_batch=ctx.monitor.progress,
+            )
+            del model
+        replayed = [[replay(row, env_cls, c, limits) for c in candidate_episodes(row)] for row in rows]
+        groups = [g + r for g, r in zip(groups, replayed, strict=True)]
         scores = score_completions(
             ctx.reward,
             rows,
@@ -60,6 +67,7 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
             [[ep.env for ep in g] for g in groups],
         )
     selected, scored, stats = select_episodes(rows, groups, scores, cfg.rft_min_reward, env_cls._spec.schemas)
+    stats["n_candidates"] = sum(map(len, replayed))  # of n_scored: the data's episodes, replayed
     data_dir = RunFolder(ctx.out).data_dir
     from ark_trainer.runtime.distributed import ranks
 
@@ -69,6 +77,29 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
     ctx.monitor.event("rft_selection", **stats)
     log.info("RFT selection: %(n_selected)s of %(n_prompts)s tasks kept (episodes)", stats)
     return selected
+
+
+def candidate_episodes(row: dict) -> list[list[dict]]:
+    """The row's candidates as episodes: a message list as it is, a text as one assistant turn."""
+    return [
+        c if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in row.get("candidates", [])
+    ]
+
+
+def check_episode_sources(cfg: Any, rows: list[dict], stage_names: list[str]) -> None:
+    """Before anything is written: episode candidates need ``--env``; RFT over episodes needs samples or
+    candidates to choose from."""
+    from ark_trainer.data.loader import episode_candidate_problems
+
+    if not cfg.env:
+        problems = episode_candidate_problems(rows, cfg.data_path)
+        if problems:
+            raise UserError(*problems)
+    elif "rft" in stage_names and cfg.rft_num_samples == 0 and not any(r.get("candidates") for r in rows):
+        raise UserError(
+            f"--rft_num_samples: 0 plays no episode, and no training row of --data_path {cfg.data_path} carries "
+            "candidate episodes to replay; use 1 or more, or give the rows candidates"
+        )
 
 
 def select_episodes(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ark_trainer.agent.env import Limits, ToolEnv
-from ark_trainer.agent.toolcall import TOOL_CALL_RE, parse_tool_calls
+from ark_trainer.agent.toolcall import TOOL_CALL_RE, format_tool_calls, parse_tool_calls
 from ark_trainer.rewards.composite import reward_columns
 
 # Episodes per ``generate`` call on CPU. Each turn of an episode is short, so a small model's decoding is bound
@@ -94,6 +94,21 @@ def step(ep: Episode, text: str, last_turn: bool) -> None:
         ep.messages.append({"role": "tool", "name": fn["name"], "content": result})
     for body in raw:
         ep.messages.append({"role": "tool", "name": "error", "content": ep.env._malformed(body)})
+
+
+def replay(row: dict, env_cls: type[ToolEnv], candidate: list[dict], limits: Limits) -> Episode:
+    """A candidate episode of the data played again in a fresh environment, as if the model wrote its assistant
+    turns: the calls run through the same limits, and the results are the environment's (the candidate's own
+    ``tool`` messages are not read), so the record is what this environment makes of those turns."""
+    ep = start(row, env_cls)
+    for turn in (m for m in candidate if m["role"] == "assistant"):
+        if ep.done:
+            break
+        calls = format_tool_calls(turn.get("tool_calls") or [])
+        text = "\n".join(part for part in (turn.get("content") or "", calls) if part)
+        step(ep, text, last_turn=ep.turns == limits.max_turns - 1)
+    ep.done = True
+    return ep
 
 
 def run_episodes(

@@ -14,7 +14,10 @@ agree on it. Tool results come back as ``tool`` messages, which the template ren
 ``AGENT_CHAT_TEMPLATE`` is a compact training variant of Qwen2.5's template for tiny models: no default
 system prompt, each tool shown as one line ``- name(arg, ...): description`` instead of its whole JSON
 schema, and ``{% generation %}`` markers around assistant output so that TRL's ``assistant_only_loss`` puts
-the loss on the assistant turns only.
+the loss on the assistant turns only. ``AGENT_CHAT_TEMPLATE_WITH_HINT`` is the same template with two lines
+in the system turn saying how to call a tool (``TOOL_FORMAT_HINT``): for a pretrained ChatML model whose own
+template renders no tools (SmolLM2's), which has never been told the format (``ark-trainer demo --task agent
+--base_model``).
 """
 
 from __future__ import annotations
@@ -25,10 +28,8 @@ from typing import Any
 
 TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
-AGENT_CHAT_TEMPLATE = (
-    "{%- if tools -%}"
-    "{{- '<|im_start|>system\\n' -}}"
-    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif -%}"
+# The system turn's tool list: one line per tool, ``- name(arg, ...): description``.
+_TOOL_LINES = (
     "{{- 'Tools:' -}}"
     "{%- for tool in tools -%}"
     "{%- set f = tool.function if tool.function is defined else tool -%}"
@@ -38,7 +39,34 @@ AGENT_CHAT_TEMPLATE = (
     "{%- endif -%}"
     "{{- ')' -}}{%- if f.description -%}{{- ': ' + f.description -}}{%- endif -%}"
     "{%- endfor -%}"
-    "{{- '<|im_end|>\\n' -}}"
+)
+# What a pretrained model that never saw the format needs to read once (Qwen2.5's template says as much, longer).
+TOOL_FORMAT_HINT = (
+    "\n\nTo call a tool, write <tool_call>\n"
+    '{"name": NAME, "arguments": {ARGUMENT: VALUE}}\n'
+    "</tool_call>; its result comes back in <tool_response></tool_response>."
+)
+
+
+def agent_chat_template(hint: str = "") -> str:
+    """The agent template; ``hint`` is text appended to the tool list in the system turn."""
+    return (
+        "{%- if tools -%}"
+        "{{- '<|im_start|>system\\n' -}}"
+        "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif -%}"
+        + _TOOL_LINES
+        + ("{{- " + _jinja_string(hint) + " -}}" if hint else "")
+        + "{{- '<|im_end|>\\n' -}}"
+        + _TURNS
+    )
+
+
+def _jinja_string(text: str) -> str:
+    """``text`` as a Jinja string literal."""
+    return json.dumps(text)
+
+
+_TURNS = (
     "{%- elif messages[0]['role'] == 'system' -%}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
@@ -69,6 +97,10 @@ AGENT_CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
+
+AGENT_CHAT_TEMPLATE = agent_chat_template()
+# For a pretrained model whose own template renders no tools: the same turns, and the format said once.
+AGENT_CHAT_TEMPLATE_WITH_HINT = agent_chat_template(TOOL_FORMAT_HINT)
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]], int]:

@@ -5,6 +5,11 @@ One sample per line. The prompt is ``prompt`` (text or a chat list), ``question`
 ``answers`` (list of strings), ``chosen`` / ``rejected``, ``reference`` / ``label``. Every other key is
 kept as a column and reaches the reward functions as a keyword argument, as in TRL.
 
+For an agent run (``--env``) a candidate may also be an **episode**: the chat messages after the prompt
+(``assistant`` turns with optional OpenAI ``tool_calls``, and ``tool`` results), which RFT replays through
+the environment and scores with the samples (``agent/rft.py``). Without ``--env`` such a row is refused
+(:func:`episode_candidate_problems`).
+
 The whole file is checked before anything heavy runs, and every problem is reported in one pass as
 ``path:line: field: message``. Every known field is checked for its JSON type and refused when it is
 wrong, never reinterpreted (``{"messages": "hello"}`` is an error, not a one-turn chat); a key given twice
@@ -175,7 +180,7 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
         candidates += [text] if text is not None else []
     for name in ("candidates", "answers"):
         if name in raw:
-            candidates += _string_list(raw[name], name, line, problems)
+            candidates += _candidate_list(raw[name], name, line, problems)
     row: dict[str, Any] = {"prompt": prompt, "candidates": candidates}
     for name in ("chosen", "rejected"):
         if name in raw and raw[name] is not None:
@@ -255,6 +260,77 @@ def _string_list(value: Any, name: str, line: int, problems: _Problems) -> list[
         else:
             out.append(item)
     return out
+
+
+def _candidate_list(value: Any, name: str, line: int, problems: _Problems) -> list:
+    """Candidates: texts, or episodes (lists of messages) for an agent run."""
+    if not isinstance(value, list) or not all(isinstance(item, list) for item in value):
+        return _string_list(value, name, line, problems)
+    episodes = [_episode(item, f"{name}[{i}]", line, problems) for i, item in enumerate(value)]
+    return [e for e in episodes if e]
+
+
+def _episode(value: list, where: str, line: int, problems: _Problems) -> list[dict[str, Any]]:
+    """A candidate episode: assistant turns (text and/or ``tool_calls``) and tool results, assistant first."""
+    if not value or not isinstance(value[0], dict) or value[0].get("role") != "assistant":
+        problems.add(line, where, "an episode is a list of messages that starts with an assistant turn")
+        return []
+    out = []
+    for i, msg in enumerate(value):
+        if isinstance(msg, dict) and msg.get("tool_calls") and msg.get("content") is None:
+            msg = {**msg, "content": ""}  # OpenAI's shape: a turn that only calls tools has no content
+        checked = _message(msg, f"{where}[{i}]", line, problems)
+        if checked is None:
+            continue
+        if checked["role"] not in ("assistant", "tool"):
+            problems.add(line, f"{where}[{i}].role", "an episode holds assistant and tool turns only")
+            continue
+        calls = msg.get("tool_calls")
+        if calls is not None and not _tool_calls_ok(calls):
+            problems.add(
+                line,
+                f"{where}[{i}].tool_calls",
+                'expected a list of {"function": {"name": text, "arguments": object}} calls',
+            )
+            continue
+        out.append({**checked, **({"tool_calls": calls} if calls else {}), **_tool_name(msg)})
+    return out
+
+
+def _tool_calls_ok(calls: Any) -> bool:
+    if not isinstance(calls, list):
+        return False
+    fns = [c.get("function", c) if isinstance(c, dict) else None for c in calls]
+    return all(isinstance(f, dict) and isinstance(f.get("name"), str) and _arguments_ok(f) for f in fns)
+
+
+def _arguments_ok(fn: dict) -> bool:
+    """A call's ``arguments``: an object, or OpenAI's JSON text of one."""
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return False
+    return isinstance(args, dict)
+
+
+def _tool_name(msg: dict) -> dict[str, str]:
+    return {"name": msg["name"]} if msg.get("role") == "tool" and isinstance(msg.get("name"), str) else {}
+
+
+def episode_candidate_problems(rows: list[dict], path: str) -> list[str]:
+    """One line per row whose candidates hold an episode: only an agent run (``--env``) can replay it."""
+    lines = [
+        row.get("_line", "?") for row in rows if any(isinstance(c, list) for c in row.get("candidates", []))
+    ]
+    if not lines:
+        return []
+    more = f" ({len(lines)} rows hold one)" if len(lines) > 1 else ""
+    return [
+        f"{path}:{lines[0]}: candidates: an episode (a list of messages) is a candidate of an agent run "
+        f"only{more}; give --env, or write the answers as text"
+    ]
 
 
 def _answer_text(value: Any, name: str, line: int, problems: _Problems) -> str | None:

@@ -62,6 +62,9 @@ class Flaws:
 
 
 NO_FLAWS = Flaws()
+# The careless agent: the toy base model's warm-up episodes (``agent_model``) and the candidate episodes of
+# the training tasks for a real model (``write_agent_data(n_candidates=...)``).
+CARELESS = Flaws(decoy_id=0.6, wrong_status=0.4, skip_refund=0.5, false_refund=0.4, wrong_issue=0.4)
 
 
 def _other(rng: random.Random, choices: Iterable[str], right: str) -> str:
@@ -161,10 +164,23 @@ def gold_trajectories(rows: Iterable[dict]) -> list[list[dict]]:
     return [play(row)[0] for row in rows]
 
 
+def with_candidates(rows: list[dict], n: int, seed: int, flaws: Flaws = CARELESS) -> list[dict]:
+    """``rows``, each with ``candidates``: ``n`` episodes of the careless agent (the messages after the prompt),
+    some solving the task and some not, for RFT to replay, score and choose from (as the QC data's noisy
+    candidate answers)."""
+    rng = random.Random(f"ark-agent-demo:candidates:{seed}")
+    out = []
+    for row in rows:
+        episodes = [play(row, flaws, rng)[0][len(row["prompt"]) :] for _ in range(n)]
+        out.append({**row, "candidates": episodes})
+    return out
+
+
 def write_agent_data(
-    data_dir: Path, n_train: int = 600, n_eval: int = 240, seed: int = 0
+    data_dir: Path, n_train: int = 600, n_eval: int = 240, seed: int = 0, n_candidates: int = 0
 ) -> tuple[Path, Path]:
-    """Write ``train.jsonl`` and the held-out ``eval.jsonl`` (another seed, no task shared) under ``data_dir``.
+    """Write ``train.jsonl`` and the held-out ``eval.jsonl`` (another seed, no task shared) under ``data_dir``;
+    with ``n_candidates``, each training task carries that many candidate episodes (:func:`with_candidates`).
 
     With 16 order ids the requests themselves repeat (a held-out request may read like a training one), but
     not the tasks: the orders' states come from each row's ``case_seed``."""
@@ -173,7 +189,7 @@ def write_agent_data(
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     train_path, eval_path = data_dir / "train.jsonl", data_dir / "eval.jsonl"
-    write_jsonl(train_path, train)
+    write_jsonl(train_path, with_candidates(train, n_candidates, seed) if n_candidates else train)
     write_jsonl(eval_path, held_out)
     return train_path, eval_path
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.demo.agent_data import Flaws, env_tools, generate_tasks, play, task_key
+from ark_trainer.demo.agent_data import CARELESS, Flaws, env_tools, generate_tasks, play, task_key
 from ark_trainer.demo.agent_env import ORDER_IDS, TICKET_IDS, CustomerServiceEnv
 from ark_trainer.demo.model import MODEL_CARD, make_model, train_tokenizer, warm_up
 
@@ -39,7 +39,7 @@ WARMUP_SEED_OFFSET = 7919  # warm-up tasks come from seed + this: not the train 
 # solves 26% of them greedily, and at least one of 8 samples at temperature 1 solves 50% (18% of the samples).
 # The copying of order ids is learned late (the warm-up loss drops from 0.2 to 0.08 between steps 120 and 240):
 # fewer warm-up steps leave a model that always names the same order.
-WARMUP_FLAWS = Flaws(decoy_id=0.6, wrong_status=0.4, skip_refund=0.5, false_refund=0.4, wrong_issue=0.4)
+WARMUP_FLAWS = CARELESS
 WARMUP_MAX_LENGTH = 256
 # Whole tokens for the format's tags and the tools' names (as Qwen2.5's tokenizer has ``<tool_call>``): shorter
 # episodes for a model with a small window, and one token to choose where the model chooses a tool.

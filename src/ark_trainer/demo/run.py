@@ -19,7 +19,8 @@ with room for the English answers' longer completions (``TOY_EN_COMPLETION_LENGT
 ``--task agent`` does the same for tool-using episodes: customer-service tasks (``demo/agent_data.py``) on a
 synthetic order backend (``demo/agent_env.py``), a tiny base model that knows the tool-call format but chooses
 tools poorly (``demo/agent_model.py``), then ``train --env ark_trainer.demo.agent_env:make_env`` with the
-settings in ``presets/demo_agent.yaml``.
+settings in ``presets/demo_agent.yaml``. ``--task agent --base_model PATH`` runs them on a real model instead
+(``demo/agent_real.py``: its chat template, candidate episodes for RFT, ``presets/demo_agent_real.yaml``).
 """
 
 from __future__ import annotations
@@ -163,16 +164,17 @@ def agent_config_path() -> Path:
 
 def agent_train_flags(
     out: Path,
-    base: Path,
+    base: Path | str,
     train_path: Path,
     eval_path: Path,
     seed: int,
     overwrite: bool,
     tools: str = "python",
+    config: Path | None = None,
 ) -> dict:
     """The ``train`` flags of the agent demo: its preset, its environment, its data and base model."""
     return {
-        "config": str(agent_config_path()),
+        "config": str(config or agent_config_path()),
         "env": agent_mcp_env() if tools == "mcp" else AGENT_ENV,
         "max_turns": AGENT_MAX_TURNS,
         "model_path": str(base),
@@ -202,24 +204,41 @@ def run_agent_demo(
     overwrite: bool = False,
     model_kwargs: dict | None = None,
     tools: str = "python",
+    base_model: str | None = None,
 ) -> Path:
-    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp)."""
+    """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp).
+
+    With ``base_model`` (a real model: ``demo/agent_real.py``) no toy is built: the training tasks carry
+    candidate episodes, the model gets a template that renders tool calls if its own does not, and the
+    settings are ``presets/demo_agent_real.yaml``'s."""
+    from ark_trainer.demo import agent_real
     from ark_trainer.demo.agent_data import write_agent_data
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
 
     _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    real = base_model is not None
+    if base_model is not None:
+        _check_base_model(base_model)
+        n_train = agent_real.REAL_N_TRAIN if n_train is None else n_train
+        n_eval = agent_real.REAL_N_EVAL if n_eval is None else n_eval
+    candidates = agent_real.REAL_CANDIDATES if real else 0
     train_path, eval_path, base = _demo_inputs(
         out,
-        write_agent_data,
+        lambda data_dir, **sizes: write_agent_data(data_dir, n_candidates=candidates, **sizes),
         lambda base, train, eval_path: build_agent_model(
             base, train, seed=seed, held_out=read_jsonl(eval_path), **(model_kwargs or {})
         ),
         seed=seed,
         overwrite=overwrite,
         sizes={"n_train": n_train, "n_eval": n_eval},
+        build=not real,
     )
-    flags = agent_train_flags(out, base, train_path, eval_path, seed, overwrite, tools)
+    model: Path | str = base if base_model is None else agent_real.prepare_model(base_model, out)
+    config = agent_real.config_path() if real else None
+    flags = agent_train_flags(out, model, train_path, eval_path, seed, overwrite, tools, config)
     if max_train_steps is not None:
-        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps))  # plan's default
+        # RFT's share: the real preset's, or the plan's default
+        rft_steps = share_of(max_train_steps, agent_real.rft_share()) if real else share_of(max_train_steps)
+        flags.update(max_train_steps=max_train_steps, rft_steps=rft_steps)
     return train_agent(flags)
