@@ -124,7 +124,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
+    plan = resolve_plan(cfg)
+    extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
