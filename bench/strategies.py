@@ -10,7 +10,7 @@ strategy, on the first seed (``--pilot_every_seed``: on each); after it, each fu
 seconds per step calibrate the next seed's (a short pilot underestimates GRPO with dynamic sampling, whose
 late steps refill more groups). A run whose training time misses the budget by more than 15% is set aside
 (``NAME.off_budget``) and rerun once at the rate it measured. Strategies with an RFT
-stage give it 3/8 of the steps, as ``ark-trainer demo --max_train_steps`` does. TRL and transformers have no
+stage give it ``RFT_SHARE`` (3/8) of the steps, the share the recorded results were measured with. TRL and transformers have no
 wall-time cap on training, hence the calibration; on a shared machine per-step times are noisy, so the
 wall times in the table are what each run really took, next to the budget. The results files are rewritten
 after each seed; rerunning with the same ``--out`` reuses every run (and pilot) that finished.
@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,6 +43,7 @@ OFF_BUDGET = 0.15  # a run whose training time is further than this from the bud
 DEFAULT_STRATEGIES = ("RFT+GRPO", "GRPO", "RFT+DPO", "DPO", "KTO", "RLOO")
 METRICS = ("task_accuracy", "preference_alignment", "compliance_rate")
 NAME = "strategies"
+RFT_SHARE = Fraction(3, 8)  # of a strategy's steps, its RFT stage's (what the recorded results used)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -101,7 +103,6 @@ def final_eval(run: Path, strategy: str) -> dict:
 
 def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: bool = True) -> Path:
     from ark_trainer.config import resolve_config
-    from ark_trainer.demo.run import QC_RFT_SHARE
     from ark_trainer.pipeline import run_train
     from ark_trainer.plan import share_of
     from ark_trainer.strategies import strategy_table
@@ -113,9 +114,7 @@ def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: 
     flags = {**common, "output_dir": str(out), "strategy": strategy, "eval_auto": evaluate}
     if steps is not None:
         flags["max_train_steps"] = steps
-        flags["rft_steps"] = (
-            share_of(steps, QC_RFT_SHARE) if "rft" in strategy_table()[strategy].stages else 0
-        )
+        flags["rft_steps"] = share_of(steps, RFT_SHARE) if "rft" in strategy_table()[strategy].stages else 0
     return Path(run_train(resolve_config(flags)))
 
 

@@ -1,8 +1,10 @@
 """The precision a run picks for the hardware it finds, emulated without a GPU (torch.cuda monkeypatched).
 
 Default (``--mixed_precision auto``): bf16 autocast over fp32 master weights on a bf16-capable GPU, fp16
-autocast over fp32 master weights on an older GPU, fp32 on CPU; pure bf16 weights only when asked for
-with ``--mixed_precision bf16_weights``.
+autocast over fp32 master weights on an older GPU; on CPU fp32, or bf16 autocast for a real model on a CPU
+that computes bf16 natively (chosen with the model, ``auto_defaults.cpu_precision``); pure bf16 weights
+only when asked for with ``--mixed_precision bf16_weights``. The CPU's bf16 support is emulated too
+(``scale.native_cpu_bf16`` monkeypatched), so the expectations hold on any machine.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def fake_gpu(monkeypatch, capability: tuple[int, int] | None) -> None:
         torch.cuda, "is_bf16_supported", lambda *a, **k: bool(capability and capability >= (8, 0))
     )
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+
+
+@pytest.fixture(autouse=True)
+def cpu_without_bf16(monkeypatch):
+    """By default a CPU without native bf16; a test that wants one patches it to True."""
+    from ark_trainer import scale
+
+    monkeypatch.setattr(scale, "native_cpu_bf16", lambda: False)
 
 
 def choice(tmp_path, **flags) -> tuple:
@@ -62,6 +72,68 @@ def choice(tmp_path, **flags) -> tuple:
 def test_the_default_precision_for_each_kind_of_machine(monkeypatch, tmp_path, capability, flags, expected):
     fake_gpu(monkeypatch, capability)
     assert choice(tmp_path, **flags) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({}, ("cpu", "fp32", False, False, torch.float32)),  # auto: decided with the model (below)
+        ({"mixed_precision": "bf16"}, ("cpu", "bf16 autocast, fp32 weights", True, False, torch.float32)),
+        ({"mixed_precision": "bf16_weights"}, ("cpu", "bf16 weights", True, False, torch.bfloat16)),
+        ({"bf16": True}, ("cpu", "fp32", False, False, torch.float32)),  # the GPU flags fall back, as ever
+        ({"fp16": True}, ("cpu", "fp32", False, False, torch.float32)),
+    ],
+)
+def test_a_cpu_with_native_bf16_honours_mixed_precision_bf16(monkeypatch, tmp_path, flags, expected):
+    from ark_trainer import scale
+
+    fake_gpu(monkeypatch, None)
+    monkeypatch.setattr(scale, "native_cpu_bf16", lambda: True)
+    assert choice(tmp_path, **flags) == expected
+
+
+def test_mixed_precision_bf16_on_a_cpu_without_it_warns_and_trains_in_fp32(monkeypatch):
+    fake_gpu(monkeypatch, None)
+    rt = resolve_runtime(TrainConfig(mixed_precision="bf16"))
+    assert rt.precision == "fp32"
+    assert any("this CPU has no native bf16" in w and "fp32" in w for w in rt.warnings)
+
+
+@pytest.mark.parametrize(
+    ("toy", "native", "flags", "expected"),
+    [
+        (False, True, {}, ("bf16", "bf16 autocast, fp32 weights")),  # a real model on a bf16 CPU
+        (True, True, {}, ("no", "fp32")),  # the toy keeps fp32: its figures are tuned to it
+        (False, False, {}, ("no", "fp32")),  # emulated bf16 is slower than fp32
+        (False, True, {"mixed_precision": "no"}, (None, "fp32")),  # the user's choice: not decided here
+        (False, True, {"bf16": True}, (None, "fp32")),
+    ],
+)
+def test_auto_on_cpu_is_chosen_with_the_model(monkeypatch, toy, native, flags, expected):
+    from ark_trainer import scale
+    from ark_trainer.auto_defaults import ModelFacts
+    from ark_trainer.pipeline import with_cpu_precision
+
+    fake_gpu(monkeypatch, None)
+    monkeypatch.setattr(scale, "native_cpu_bf16", lambda: native)
+    facts = ModelFacts(1 if toy else 10**9, toy, "a toy model" if toy else "a real model")
+    monkeypatch.setattr("ark_trainer.auto_defaults.model_facts", lambda path: facts)
+    cfg = TrainConfig(**flags)
+    auto: dict = {}
+    rt = with_cpu_precision(cfg, resolve_runtime(cfg), auto, "unused")
+    value, precision = expected
+    assert auto.get("mixed_precision", {}).get("value") == value and rt.precision == precision
+    assert cfg.mixed_precision == flags.get("mixed_precision", "auto")  # a resource: run.yaml keeps "auto"
+
+
+def test_the_cpu_flags_say_whether_bf16_is_native():
+    from ark_trainer.scale import cpuinfo_has_bf16
+
+    assert cpuinfo_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert cpuinfo_has_bf16("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n")  # AMX
+    assert cpuinfo_has_bf16("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")  # Arm
+    assert not cpuinfo_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512bw\n")
+    assert not cpuinfo_has_bf16("model name\t: bf16 in a name is no flag\n")
 
 
 def test_bf16_weights_is_a_known_value_and_fp8_is_not():

@@ -2,7 +2,7 @@
 
 The toy models ark-trainer builds (the demo's, the tests') and a real pretrained checkpoint want different
 settings: a QC answer of 14 tokens in the toy's vocabulary is 66 in SmolLM2's, and a learning rate that
-moves a 0.2M-parameter model trained from scratch wrecks a pretrained one. So three flags have no fixed
+moves a 0.2M-parameter model trained from scratch wrecks a pretrained one. So these flags have no fixed
 default; :func:`resolve_auto_defaults` picks each from what it measures, and says why:
 
 - ``--max_completion_length``: the data's answers (``candidates``/``answers``, ``chosen``, ``rejected``, a
@@ -16,6 +16,12 @@ default; :func:`resolve_auto_defaults` picks each from what it measures, and say
   machine; ``bench/results/real_demo.md``): full fine-tuning 12.7 s/step and 5.9 GB peak, LoRA rank 16 far
   slower per step (221 s) for 4.4 GB; LoRA saved memory, not time, so it is chosen for memory only. On this
   24 GiB machine the line falls near 700M parameters.
+- the precision on CPU (``--mixed_precision auto``, no ``--fp16/--bf16``; :func:`cpu_precision`): bf16
+  autocast over fp32 weights for a real model where the CPU computes bf16 natively
+  (``scale.native_cpu_bf16``: AVX512-BF16, AMX, Arm BF16), else fp32 (a toy's matrices are too small to
+  gain, and emulated bf16 is slower than fp32). It is recorded in ``plan.json`` but not written into the
+  config: like ``--device`` it is a resource a resumed run may choose again. On a GPU ``auto`` is decided
+  by the GPU (``scale.auto_precision``).
 - learning rates: TRL's defaults (SFT 2e-5; GRPO, DPO, KTO, RLOO 1e-6), which ms-swift's and TRL's own
   recipes use for pretrained checkpoints with full fine-tuning, and 10× those with LoRA
   (``config.lora_learning_rates``); an automatic LoRA scales the learning rates the user did not set.
@@ -166,6 +172,28 @@ def lora_rank(facts: ModelFacts, device: str) -> AutoDefault:
     )
 
 
+def cpu_precision(cfg, facts: ModelFacts, device: str) -> AutoDefault | None:
+    """The precision of ``--mixed_precision auto`` on CPU with no ``--fp16/--bf16``: ``bf16`` (autocast over
+    fp32 weights) for a real model on a CPU with native bf16, else ``no`` (fp32); None where this does not
+    choose (a GPU, an explicit flag)."""
+    from ark_trainer.scale import native_cpu_bf16
+
+    if device != "cpu" or cfg.mixed_precision != "auto" or cfg.fp16 or cfg.bf16:
+        return None
+    if facts.toy:
+        return AutoDefault("no", f"no (fp32): the fixed default for {facts.why}")
+    if not native_cpu_bf16():
+        return AutoDefault(
+            "no",
+            "no (fp32): this CPU has no native bf16 (AVX512-BF16, AMX, Arm BF16); emulated bf16 is slower",
+        )
+    return AutoDefault(
+        "bf16",
+        "bf16 (autocast over fp32 weights): this CPU computes bf16 natively, several times fp32's matrix "
+        "throughput (bench/results/cpu_precision.md)",
+    )
+
+
 def toy_preset(config_path: str | None) -> str | None:
     """The name of the toy-tuned preset ``--config`` points at, if it is one of ours."""
     if not config_path:
@@ -180,9 +208,10 @@ def toy_preset(config_path: str | None) -> str | None:
 def resolve_auto_defaults(
     cfg, tokenizer, rows: list[dict], device: str
 ) -> tuple[dict[str, AutoDefault], list[str]]:
-    """The values of the automatic flags the config leaves unset (``None``), and warnings to show.
+    """The values of the automatic flags the config leaves unset (``AUTO_FLAGS``), and warnings to show.
 
     A toy model keeps the fixed defaults (64 tokens, full fine-tuning): its presets and tests are tuned to them.
+    The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what is trained.
     """
     assert cfg.model_path
     facts = model_facts(cfg.model_path)

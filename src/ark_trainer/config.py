@@ -385,8 +385,9 @@ class TrainConfig:
     )
     mixed_precision: str = flag(
         "auto",
-        "auto (bf16 autocast on GPUs that support it, else fp16 autocast, both with fp32 weights; fp32 on "
-        "CPU), fp16, bf16, bf16_weights (pure bf16 weights: less memory, less stable) or no",
+        "auto (bf16 autocast on GPUs that support it, else fp16 autocast, both with fp32 weights; on CPU, "
+        "bf16 autocast for a real model where the CPU computes bf16 natively, else fp32), fp16, bf16, "
+        "bf16_weights (pure bf16 weights: less memory, less stable) or no",
         group="scale",
         choices=PRECISIONS,
     )

@@ -114,6 +114,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
     cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path))
+    rt = with_cpu_precision(cfg, rt, auto, str(model.path))
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
@@ -123,7 +124,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
-    plan, extra = resolve_plan(cfg), {"rewards": reward.describe(), "auto_defaults": auto}
+    plan = resolve_plan(cfg)
+    extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
     from ark_trainer.agent.rft import check_episode_sources
 
     check_episode_sources(cfg, train, [s.name for s in plan.stages])
@@ -210,6 +212,19 @@ def with_auto_defaults(
         log.info("auto default: --%s %s", name, value.reason)
     resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
     return resolved, describe(chosen, model_facts(model_dir).why), warnings
+
+
+def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
+    """``rt`` computing in bf16 autocast where ``--mixed_precision auto`` on CPU chooses it for this model
+    (``auto_defaults.cpu_precision``), the choice added to ``auto`` (plan.json's ``auto_defaults``)."""
+    from ark_trainer.auto_defaults import cpu_precision, model_facts
+
+    chosen = cpu_precision(cfg, model_facts(model_dir), rt.device)
+    if chosen is None:
+        return rt
+    log.info("auto default: --mixed_precision %s", chosen.reason)
+    auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
+    return replace(rt, bf16=chosen.value == "bf16")
 
 
 def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:

@@ -24,6 +24,8 @@ Everything here maps our flags onto the engines' own options (peft ``LoraConfig`
 from __future__ import annotations
 
 import importlib.util
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
@@ -83,10 +85,45 @@ def _require(what: str, needs: dict[str, bool], fix: str) -> None:
         raise UserError(f"{what}; missing {' and '.join(missing)} ({fix})")
 
 
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # /proc/cpuinfo: x86 AVX512-BF16 and AMX; Arm (Features)
+
+
+@cache
+def native_cpu_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (read once from ``/proc/cpuinfo``)."""
+    try:
+        return cpuinfo_has_bf16(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return False
+
+
+def cpuinfo_has_bf16(cpuinfo: str) -> bool:
+    """Whether a ``/proc/cpuinfo`` text names one of ``CPU_BF16_FLAGS`` in its ``flags``/``Features`` lines."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features") and set(value.split()) & set(CPU_BF16_FLAGS):
+            return True
+    return False
+
+
 def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool, str | None]:
-    """(fp16, bf16, note): explicit --fp16/--bf16 win; otherwise ``--mixed_precision`` decides."""
-    if fp16 or bf16 or device == "cpu":
+    """(fp16, bf16, note): explicit --fp16/--bf16 win; otherwise ``--mixed_precision`` decides.
+
+    On CPU (where ``--fp16/--bf16 True`` have already fallen back to fp32) only ``--mixed_precision bf16`` or
+    ``bf16_weights`` computes in bf16, and only on a CPU with native bf16 (the note says why not otherwise);
+    ``auto`` stays fp32 here: ``auto_defaults.cpu_precision`` decides it once the model is known."""
+    if fp16 or bf16:
         return fp16, bf16, None
+    if device == "cpu":
+        if cfg.mixed_precision not in ("bf16", "bf16_weights"):
+            return False, False, None
+        if native_cpu_bf16():
+            return False, True, None
+        note = (
+            f"--mixed_precision {cfg.mixed_precision}: this CPU has no native bf16 (AVX512-BF16, AMX or Arm "
+            "BF16), where bf16 is emulated and slower; training in fp32"
+        )
+        return False, False, note
     mode = cfg.mixed_precision
     if mode == "auto":
         import torch

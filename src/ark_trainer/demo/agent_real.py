@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -47,14 +46,6 @@ MODEL_FILES = ("config.json", "generation_config.json", "*.safetensors", "*.safe
 
 def config_path() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets" / "demo_agent_real.yaml"))
-
-
-def rft_share() -> Fraction:
-    """RFT's share of ``--max_train_steps`` in the preset (``demo --max_train_steps N`` keeps it)."""
-    import yaml
-
-    preset = yaml.safe_load(config_path().read_text(encoding="utf-8"))
-    return Fraction(preset["rft_steps"], preset["max_train_steps"])
 
 
 def renders_tool_calls(tokenizer: Any) -> bool:

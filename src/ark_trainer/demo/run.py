@@ -35,8 +35,6 @@ from ark_trainer.plan import share_of
 from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
-QC_RFT_SHARE = Fraction(3, 8)  # of `demo --max_train_steps N`, RFT's share in the QC demo (agent: the plan's)
-REAL_RFT_SHARE = Fraction(80, 84)  # ... on a real model: presets/demo_real.yaml's rft_steps / max_train_steps
 REAL_N_EVAL = 100  # held-out dialogues of the demo on a real model (each costs a greedy answer per model)
 REAL_N_TRAIN = 2400  # training dialogues: ~30% of them carry a candidate that is right (~760 RFT targets)
 # The toy's completion budget on English data: its answers run up to 45 of its tokens (Chinese: 27; the
@@ -47,6 +45,15 @@ TOY_EN_COMPLETION_LENGTH = 48
 def demo_config_path(real: bool = False) -> Path:
     name = "demo_real.yaml" if real else "demo.yaml"
     return Path(str(resources.files("ark_trainer") / "presets" / name))
+
+
+def preset_rft_share(preset: Path) -> Fraction:
+    """RFT's share of the steps in a demo preset (its ``rft_steps / max_train_steps``): ``demo
+    --max_train_steps N`` keeps it, so a shorter or longer demo is the same run scaled."""
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    data = read_yaml_file(preset)
+    return Fraction(int(data["rft_steps"]), int(data["max_train_steps"]))
 
 
 def _check_base_model(spec: str) -> None:
@@ -138,7 +145,7 @@ def run_demo(
     if lang == "en" and not real:
         flags["max_completion_length"] = TOY_EN_COMPLETION_LENGTH
     if max_train_steps is not None:
-        share = REAL_RFT_SHARE if real else QC_RFT_SHARE
+        share = preset_rft_share(demo_config_path(real))
         flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, share))
     return run_train(resolve_config(flags))
 
@@ -238,7 +245,6 @@ def run_agent_demo(
     config = agent_real.config_path() if real else None
     flags = agent_train_flags(out, model, train_path, eval_path, seed, overwrite, tools, config)
     if max_train_steps is not None:
-        # RFT's share: the real preset's, or the plan's default
-        rft_steps = share_of(max_train_steps, agent_real.rft_share()) if real else share_of(max_train_steps)
-        flags.update(max_train_steps=max_train_steps, rft_steps=rft_steps)
+        share = preset_rft_share(config or agent_config_path())
+        flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, share))
     return train_agent(flags)

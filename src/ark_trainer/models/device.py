@@ -3,6 +3,11 @@
 Device policy (documented in docs/getting-started.md): ``--device cuda…`` or ``--fp16/--bf16 True`` on a machine
 without a GPU is not an error; the run falls back to CPU in fp32 and says so in one warning line, so the
 reference templates run as written on any machine.
+
+On CPU, bf16 is worth it only where the processor computes it natively (``scale.native_cpu_bf16``: x86
+AVX512-BF16 or AMX, Arm's BF16 extension); elsewhere it is emulated and slower than fp32. There
+``--mixed_precision bf16`` is honoured, and ``auto`` picks bf16 autocast for a real model
+(``auto_defaults.cpu_precision``).
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
     from ark_trainer.scale import auto_precision, check_hardware  # precision, QLoRA, vLLM
 
     check_hardware(cfg, device)
-    fp16, bf16, _ = auto_precision(cfg, device, fp16, bf16)
+    fp16, bf16, note = auto_precision(cfg, device, fp16, bf16)
+    if note and device == "cpu":
+        warnings.append(note)
     return Runtime(
         device=device,
         fp16=fp16,
