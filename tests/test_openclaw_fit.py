@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -35,15 +36,38 @@ def _noise(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(ALPHABET) for _ in range(n))
 
 
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789-") for _ in range(rng.randint(2, 12)))
+
+
+def _wrapped(rng: random.Random, question: str) -> str:
+    """``question`` as OpenClaw wraps it: ``[date] question`` and its runtime note, with the values that change
+    from day to day and machine to machine (the moment, session, host, workspace path, OS, node, model) drawn
+    at random, so the model learns they say nothing: the served request carries today's date and this
+    machine's values, which a tiny model trained on a few fixed ones may read as a different question."""
+    when = datetime(2026, 1, 1) + timedelta(minutes=rng.randrange(6 * 366 * 24 * 60))
+    session, model = _word(rng), "ark-" + _word(rng)
+    path = "/".join(_word(rng) for _ in range(rng.randint(2, 6)))
+    note = " | ".join(
+        [
+            "agent=main", f"session=agent:main:explicit:{session}", f"sessionId={session}",
+            f"host={_word(rng)}", f"repo=/{path}/.openclaw/workspace",
+            f"os=Linux {rng.randint(4, 7)}.{rng.randint(0, 20)}.{rng.randint(0, 99)}-{_word(rng)} (x64)",
+            f"node=v{rng.randint(18, 26)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}", "active_node=unknown",
+            f"model=ark/{model}", f"default_model=ark/{model}", "shell=bash",
+        ]
+    )  # fmt: skip
+    return f"{when:[%a %Y-%m-%d %H:%M UTC]} {question}\n\nRuntime: {note}"
+
+
 def _request(rng: random.Random, question: str) -> list[dict]:
     """A request shaped like OpenClaw's (system prompt, question with its notes, a context note)."""
-    day = f"[{rng.choice(['Mon', 'Tue', 'Wed'])} 2026-12-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:00 UTC]"
     return [
         {
             "role": "system",
             "content": "You are a personal assistant running inside OpenClaw.\n" + _noise(rng, 3000),
         },
-        {"role": "user", "content": f"{day} {question}\n\nRuntime: agent=main | {_noise(rng, 250)}"},
+        {"role": "user", "content": _wrapped(rng, question)},
         {"role": "user", "content": "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\n" + _noise(rng, 220)},
     ]
 
