@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite plus lint. Used by the README and by CI.
 #   bash scripts/test.sh          everything: lint + every test, the slow end-to-end tier included (CI)
-#   bash scripts/test.sh --fast   lint + the fast tier (pytest -m "not slow"): the inner loop, under 2 minutes
+#   bash scripts/test.sh --fast   lint + the fast tier (pytest -m "not slow" on 2 workers): the inner loop, under 2 minutes
 # Any other arguments go to pytest (e.g. bash scripts/test.sh --fast tests/test_data.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TIER=()
 if [ "${1:-}" = "--fast" ]; then
   shift
-  TIER=(-m "not slow")
+  # the fast tier on both cores (pytest-xdist), one torch thread per worker so they do not oversubscribe
+  TIER=(-m "not slow" -n "${ARK_TEST_WORKERS:-2}")
+  export OMP_NUM_THREADS=1
 fi
 bash scripts/setup.sh requirements-test.txt
 bash scripts/setup_openclaw.sh             # Node 24 + OpenClaw into .tools/ (the OpenClaw tests use the real CLI)
