@@ -144,7 +144,7 @@ class Loop:
     def _resolve_main_metric(self, rows: list[dict], where: str) -> None:
         task = None if self.flags.get("reward_config") else [self.reward.components[0].name, "reward_model"]
         measures = gate.heldout_measures(rows, self.reward, task)
-        main = gate.resolve_main_metric(self.wanted_metric, measures, where)
+        main = gate.resolve_main_metric(self.wanted_metric, measures, where, self.s.min_improvement)
         how = f"--main_metric {self.wanted_metric}"
         if self.wanted_metric == "auto":
             how += (
