@@ -306,8 +306,9 @@ def test_bad_ollama_stores_are_refused_in_one_line(files, tmp_path, monkeypatch,
 
 def test_export_command_writes_gguf_modelfile_and_record(files, tmp_path, capsys):
     from ark_trainer.cli import main
+    from ark_trainer.folders import claim_folder
 
-    out = tmp_path / "run"
+    out = claim_folder(tmp_path / "run")  # a run of ours: export/ is written into it
     shutil.copytree(files["qwen2"][0], out / "model")
     assert main(["export", str(out), "--format", "gguf", "--quant", "f16"]) == 0
     printed = capsys.readouterr().out
