@@ -8,6 +8,7 @@ Each of these is now one line, with nothing written.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,33 @@ def test_a_folder_that_is_not_a_run_of_ours_gets_no_export_folder(model, tmp_pat
         f"give its model folder ({project / 'model'}) or -o FILE.gguf"
     ]
     assert not (project / "export").exists()
+
+
+# --- deploy: OUT/deploy/ only in a run of ours, --record only over a JSONL file ------------------------------
+
+
+def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):
+    import shutil
+
+    from ark_trainer.folders import claim_folder
+    from ark_trainer.openclaw.deploy import deploy_folder
+
+    project = tmp_path / "project"
+    shutil.copytree(model, project / "model")
+    served = deploy_folder(project)
+    assert served != project.resolve() and os.readlink(served / "model") == str((project / "model").resolve())
+    assert sorted(p.name for p in project.iterdir()) == ["model"]  # nothing written into the user's folder
+    run = claim_folder(tmp_path / "run")  # a run of ours: its deploy/ goes inside it, as before
+    shutil.copytree(model, run / "model")
+    assert deploy_folder(run) == run.resolve()
+
+
+def test_deploy_record_never_appends_to_a_file_of_another_kind(model, tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# mine\n", encoding="utf-8")
+    lines = refused(capsys, ["deploy", str(model), "--record", str(notes)])
+    assert lines == [
+        f"error: --record: {str(notes)!r} exists and is not a JSONL file; it is not overwritten: give a new file name"
+    ]
+    assert notes.read_text(encoding="utf-8") == "# mine\n"
+    assert "is a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]
