@@ -326,3 +326,41 @@ def test_a_damaged_loop_state_is_one_line_for_rollback_and_status(tmp_path, caps
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {folder / 'state.json'}: {says}"), err
         assert "Traceback" not in err
+
+
+# --- a supervisor's or a round's pid reused by another process after a crash ---
+
+
+@pytest.fixture
+def stranger():
+    """A live process that is not the loop's (what a crashed supervisor's pid may belong to later)."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_path, served, stranger):
+    folder = _promoted_loop(tmp_path, supervisor_pid=stranger.pid)
+    state = load_state(folder)
+    state["supervisor_started"] = "1"  # the supervisor that crashed started long before this process
+    save_state(folder, state)
+    started = time.time()
+    request_rollback(folder, 0, log=lambda *a: None, timeout=20)
+    assert time.time() - started < 5 and served == [0] and load_state(folder)["serving"] == 0
+    from ark_trainer.loop.report import status_lines
+
+    assert "supervisor: not running" in status_lines(folder, load_state(folder))
+    supervisor.stop_loop(folder)
+    assert stranger.poll() is None  # never signalled: it is not the supervisor
+
+
+def test_a_reused_round_pid_is_a_round_that_ended(stranger):
+    from ark_trainer.loop import rounds
+
+    assert rounds.exit_code(stranger.pid, started="1") == -1
+    from ark_trainer.runtime.system import process_start
+
+    assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process

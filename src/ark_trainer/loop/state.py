@@ -3,9 +3,11 @@
 Written only with :func:`ark_trainer.fileio.write_json` (temp file + rename), so a crash leaves the old
 state or the new one, never half of one. Fields: ``serving`` (the round whose model is served: 0 is the
 starting model), ``turns_used`` (recorded lines already taken into rounds), ``training`` (the round in
-training: ``{"round", "pid", "started_at"}`` or null), ``next_round``, ``history`` (one entry per decided
-round: ``{"round", "promoted", "reasons", "main", "decided_at"}``), ``events`` (promotions and rollbacks,
-newest last), ``supervisor_pid`` and the loop's settings at its start (``settings``).
+training: ``{"round", "pid", "started", "started_at"}`` or null), ``next_round``, ``history`` (one entry per
+decided round: ``{"round", "promoted", "reasons", "main", "decided_at"}``), ``events`` (promotions and
+rollbacks, newest last), ``supervisor_pid`` and ``supervisor_started``, and the loop's settings at its start
+(``settings``). A pid is recorded with its process's start time (``runtime.system.process_start``), so a pid
+that another process took over after a crash is never waited for or signalled.
 """
 
 from __future__ import annotations
