@@ -177,9 +177,9 @@ MORE_CASES = {
     "lm_head transposed": (edit_header(_transpose_lm_head), "tensor 'lm_head.weight': the weights hold [16, 300], config.json describes [300, 16]"),
     "heads that do not divide the width": (edit_config(num_attention_heads=3), "the weights hold [8], config.json describes [5]"),
     "more layers than the weights": (_config_without_layer_types(num_hidden_layers=3), "the weights lack model.layers.1."),
-    "layer_types not matching": (edit_config(num_hidden_layers=3), "config.json: transformers cannot build the model it describes"),
-    "tie_word_embeddings as text": (edit_config(tie_word_embeddings="yes"), "config.json: transformers cannot build the model it describes"),
-    "rope_scaling of an unknown type": (edit_config(rope_scaling={"type": "bogus", "factor": 2.0}), "config.json: transformers cannot build the model it describes"),
+    "layer_types not matching": (edit_config(num_hidden_layers=3), "must be equal to the number of `layer_types` (1)"),
+    "tie_word_embeddings as text": (edit_config(tie_word_embeddings="yes"), "Field 'tie_word_embeddings' expected bool, got str"),
+    "rope_scaling of an unknown type": (edit_config(rope_scaling={"type": "bogus", "factor": 2.0}), "config.json: transformers cannot build the model it describes (KeyError: 'bogus')"),
     "index not JSON": (lambda m: shard(m, "{not json"), "model.safetensors.index.json: not valid JSON"),
     "index naming a missing shard": (_index_naming("model-00002-of-00002.safetensors"), "model.safetensors.index.json: weight_map names model-00002-of-00002.safetensors, which is not in the folder"),
     "index naming a file outside": (_index_naming("../../etc/passwd"), "model.safetensors.index.json: weight_map names ../../etc/passwd, which is not a file name in the folder"),
@@ -212,6 +212,18 @@ def test_a_malformed_model_folder_is_one_line_and_writes_nothing(assets, tmp_pat
     assert message in lines[0], lines[0]
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_transformers_warnings_do_not_add_lines(assets, tmp_path):
+    from conftest import run_cli
+
+    model = tmp_path / "model"
+    shutil.copytree(assets["model"], model)
+    edit_config(rope_scaling={"type": "bogus", "factor": 2.0})(model)
+    result = run_cli("train", "--model_path", str(model), "--data_path", str(assets["train"]),
+                     "--output_dir", str(tmp_path / "out"), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_adapter_folder_names_what_it_lacks(assets, tmp_path, capsys):

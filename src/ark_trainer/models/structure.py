@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,25 @@ SHOWN = 3
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+    """The exception's type and first line; a first line that ends in ":" with the line that says why."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+@contextmanager
+def _quiet_transformers():
+    """transformers' own warnings off while it builds a config we may refuse (the refusal is the one line)."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
 
 
 def weight_files(folder: Path, flag: str) -> list[Path]:
@@ -99,11 +117,11 @@ def _skeleton(folder: Path, config: dict):
     import torch
     import transformers
 
+    archs = config.get("architectures") or []
+    cls = getattr(transformers, archs[0], None) if archs and isinstance(archs[0], str) else None
     try:
-        built = transformers.AutoConfig.from_pretrained(str(folder))
-        archs = config.get("architectures") or []
-        cls = getattr(transformers, archs[0], None) if archs and isinstance(archs[0], str) else None
-        with torch.device("meta"):
+        with _quiet_transformers(), torch.device("meta"):
+            built = transformers.AutoConfig.from_pretrained(str(folder))
             if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
                 return cls(built)
             return transformers.AutoModelForCausalLM.from_config(built)
@@ -173,7 +191,8 @@ def check_tokenizer_loads(folder: Path) -> None:
     from transformers import AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        with _quiet_transformers():
+            tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - the tokenizer libraries raise many kinds
         raise UserError(
             f"{folder}: the tokenizer does not load ({_first_line(exc)}); save the tokenizer again with "
