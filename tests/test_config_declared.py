@@ -111,6 +111,15 @@ BEFORE.update(
         "vllm_tensor_parallel_size": Range(lo=1, hi=64, lo_open=False, hi_open=False, why=""),
     }
 )
+# seconds are bounded too (threading refuses a timeout of 1e300 s with an OverflowError)
+BEFORE.update(
+    {
+        "reward_timeout": Range(lo=0.0, hi=1e6),
+        "stall_timeout": Range(lo=0.0, hi=1e6),
+        "tool_timeout": Range(lo=0.0, hi=1e6, lo_open=True),
+        "heartbeat_interval": Range(lo=0.0, hi=1e6, lo_open=True),
+    }
+)
 
 
 def test_the_config_is_frozen():

@@ -47,7 +47,9 @@ def _run_dir(tmp_path: Path) -> Path:
     token, whose text is empty, and the deploy's smoke request then rightly refuses it (seen once in CI)."""
     import torch
 
-    out = tmp_path / "run"
+    from ark_trainer.folders import claim_folder
+
+    out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     torch.manual_seed(0)
     save_tiny_qwen(out / "model")
     return out

@@ -300,3 +300,67 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     # the round's reward grades none of the held-out QC rows: reward_mean sees only the 2 newest turns
     assert gate.with_heldout(base, 12)["heldout_reward_mean"] is None
     assert gate.with_heldout(cand, 12)["heldout_reward_mean"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{garbage", "unreadable (Expecting property name enclosed in double quotes"),
+        ("[]", "it holds a JSON list, not an object, so it is not a loop's state"),
+        ('{"serving": 0}', "history: expected list, got NoneType, so it is not a loop's state"),
+        ('{"kind": "ark-trainer-loop", "serving": 0, "history": [1], "settings": {}, "model_path": "m"}',
+         "history: expected a list of {round, promoted, ...} objects"),
+        ("[" * 50_000 + "]" * 50_000, "unreadable (nested too deeply)"),
+    ],
+)  # fmt: skip
+def test_a_damaged_loop_state_is_one_line_for_rollback_and_status(tmp_path, capsys, text, says):
+    from ark_trainer.cli import main
+    from ark_trainer.folders import claim_folder
+
+    folder = claim_folder(tmp_path / "loop", "loop")
+    (folder / "rounds").mkdir()
+    (folder / "state.json").write_text(text, encoding="utf-8")
+    for argv in (["loop", "--output_dir", str(folder), "--rollback", "0"], ["status", str(folder)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {folder / 'state.json'}: {says}"), err
+        assert "Traceback" not in err
+
+
+# --- a supervisor's or a round's pid reused by another process after a crash ---
+
+
+@pytest.fixture
+def stranger():
+    """A live process that is not the loop's (what a crashed supervisor's pid may belong to later)."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_path, served, stranger):
+    folder = _promoted_loop(tmp_path, supervisor_pid=stranger.pid)
+    state = load_state(folder)
+    state["supervisor_started"] = "1"  # the supervisor that crashed started long before this process
+    save_state(folder, state)
+    started = time.time()
+    request_rollback(folder, 0, log=lambda *a: None, timeout=20)
+    assert time.time() - started < 5 and served == [0] and load_state(folder)["serving"] == 0
+    from ark_trainer.loop.report import status_lines
+
+    assert "supervisor: not running" in status_lines(folder, load_state(folder))
+    supervisor.stop_loop(folder)
+    assert stranger.poll() is None  # never signalled: it is not the supervisor
+
+
+def test_a_reused_round_pid_is_a_round_that_ended(stranger):
+    from ark_trainer.loop import rounds
+
+    assert rounds.exit_code(stranger.pid, started="1") == -1
+    from ark_trainer.runtime.system import process_start
+
+    assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process

@@ -87,6 +87,108 @@ CASES = {
 }  # fmt: skip
 
 
+def edit_blob(change: Callable[[dict, bytes], tuple[dict, bytes]]) -> Callable[[Path], None]:
+    """Rewrite header and tensor bytes together (``change`` returns the new pair)."""
+
+    def edit(m: Path) -> None:
+        blob = (m / "model.safetensors").read_bytes()
+        (n,) = struct.unpack("<Q", blob[:8])
+        header, data = change(json.loads(blob[8 : 8 + n]), blob[8 + n :])
+        (m / "model.safetensors").write_bytes(safetensors(header, data))
+
+    return edit
+
+
+def _overlap(header: dict, data: bytes) -> tuple[dict, bytes]:
+    """The embedding matrix (300 × 16) shares its bytes with lm_head (300 × 16): both are valid alone."""
+    header["model.embed_tokens.weight"]["data_offsets"] = list(header["lm_head.weight"]["data_offsets"])
+    return header, data
+
+
+def _drop(name: str) -> Callable[[dict, bytes], tuple[dict, bytes]]:
+    """A well-formed file without tensor ``name`` (the others' bytes moved up)."""
+
+    def change(header: dict, data: bytes) -> tuple[dict, bytes]:
+        tensors = sorted(
+            ((k, v) for k, v in header.items() if k != "__metadata__"), key=lambda kv: kv[1]["data_offsets"]
+        )
+        out, new, at = {}, b"", 0
+        for key, t in tensors:
+            if key == name:
+                continue
+            begin, end = t["data_offsets"]
+            out[key] = {**t, "data_offsets": [at, at + end - begin]}
+            new, at = new + data[begin:end], at + end - begin
+        return out, new
+
+    return change
+
+
+def shard(m: Path, index: object, keep_file: bool = False) -> None:
+    """The weights as one shard named by ``model.safetensors.index.json`` (``index``: its text or data)."""
+    (m / "model.safetensors").rename(m / "model-00001-of-00002.safetensors")
+    text = index if isinstance(index, str) else json.dumps(index)
+    (m / "model.safetensors.index.json").write_text(text)
+
+
+def _index_naming(second: str) -> Callable[[Path], None]:
+    def edit(m: Path) -> None:
+        header = json.loads(
+            (m / "model.safetensors").read_bytes()[8:][
+                : struct.unpack("<Q", (m / "model.safetensors").read_bytes()[:8])[0]
+            ]
+        )
+        names = [k for k in header if k != "__metadata__"]
+        weight_map = {n: ("model-00001-of-00002.safetensors" if i else second) for i, n in enumerate(names)}
+        shard(m, {"metadata": {}, "weight_map": weight_map})
+
+    return edit
+
+
+def _transpose_lm_head(header: dict) -> None:
+    header["lm_head.weight"]["shape"] = header["lm_head.weight"]["shape"][::-1]
+
+
+def _config_without_layer_types(**changes) -> Callable[[Path], None]:
+    def edit(m: Path) -> None:
+        config = json.loads((m / "config.json").read_text())
+        config.pop("layer_types", None)
+        config.update(changes)
+        (m / "config.json").write_text(json.dumps(config))
+
+    return edit
+
+
+def _write(name: str, text: str) -> Callable[[Path], None]:
+    return lambda m: (m / name).write_text(text)
+
+
+def _adapter_only(m: Path) -> None:
+    (m / "model.safetensors").rename(m / "adapter_model.safetensors")
+
+
+# what the safetensors library and transformers refuse deep inside loading (a traceback, a run folder left
+# half-written): found here, from the headers and a skeleton of the model on the meta device
+MORE_CASES = {
+    "two tensors share bytes": (edit_blob(_overlap), "model.safetensors: tensor 'model.embed_tokens.weight': data_offsets"),
+    "bytes after the last tensor": (edit_blob(lambda h, d: (h, d + bytes(64))), "but the file has"),
+    "metadata that is not text": (edit_header(lambda h: h.update({"__metadata__": {"format": {"x": 1}}})), "__metadata__: format: expected text"),
+    "a tensor missing": (edit_blob(_drop("model.layers.0.mlp.down_proj.weight")), "the weights lack model.layers.0.mlp.down_proj.weight"),
+    "lm_head transposed": (edit_header(_transpose_lm_head), "tensor 'lm_head.weight': the weights hold [16, 300], config.json describes [300, 16]"),
+    "heads that do not divide the width": (edit_config(num_attention_heads=3), "the weights hold [8], config.json describes [5]"),
+    "more layers than the weights": (_config_without_layer_types(num_hidden_layers=3), "the weights lack model.layers.1."),
+    "layer_types not matching": (edit_config(num_hidden_layers=3), "must be equal to the number of `layer_types` (1)"),
+    "tie_word_embeddings as text": (edit_config(tie_word_embeddings="yes"), "Field 'tie_word_embeddings' expected bool, got str"),
+    "rope_scaling of an unknown type": (edit_config(rope_scaling={"type": "bogus", "factor": 2.0}), "config.json: transformers cannot build the model it describes (KeyError: 'bogus')"),
+    "index not JSON": (lambda m: shard(m, "{not json"), "model.safetensors.index.json: not valid JSON"),
+    "index naming a missing shard": (_index_naming("model-00002-of-00002.safetensors"), "model.safetensors.index.json: weight_map names model-00002-of-00002.safetensors, which is not in the folder"),
+    "index naming a file outside": (_index_naming("../../etc/passwd"), "model.safetensors.index.json: weight_map names ../../etc/passwd, which is not a file name in the folder"),
+    "tokenizer.json of another kind": (_write("tokenizer.json", json.dumps({"version": "1.0", "model": {"type": "Bogus"}})), "the tokenizer does not load"),
+    "chat template that is not Jinja": (_write("chat_template.jinja", "{% for m in messages %}{{ m['content'] }"), "chat_template.jinja: the chat template is not valid Jinja"),
+}  # fmt: skip
+CASES.update(MORE_CASES)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_malformed_model_folder_is_one_line_and_writes_nothing(assets, tmp_path, capsys, case):
     breaks, message = CASES[case]
@@ -110,6 +212,32 @@ def test_a_malformed_model_folder_is_one_line_and_writes_nothing(assets, tmp_pat
     assert message in lines[0], lines[0]
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_transformers_warnings_do_not_add_lines(assets, tmp_path):
+    from conftest import run_cli
+
+    model = tmp_path / "model"
+    shutil.copytree(assets["model"], model)
+    edit_config(rope_scaling={"type": "bogus", "factor": 2.0})(model)
+    result = run_cli("train", "--model_path", str(model), "--data_path", str(assets["train"]),
+                     "--output_dir", str(tmp_path / "out"), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_adapter_folder_names_what_it_lacks(assets, tmp_path, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(assets["model"], model)
+    _adapter_only(model)
+    argv = ["train", "--model_path", str(model), "--data_path", str(assets["train"])]
+    assert main([*argv, "--output_dir", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        f"error: --model_path: {str(model)!r} has no model.safetensors (nor model.safetensors.index.json naming "
+        "its shards); a LoRA adapter folder needs its base model merged in: save the merged model with save_pretrained"
+    ]
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_reward_model_folder_is_checked_the_same_way(assets, tmp_path, capsys):
@@ -151,3 +279,20 @@ def test_deeply_nested_json_in_a_model_folder_is_one_line(assets, tmp_path, caps
     err = capsys.readouterr().err
     assert "config.json: not valid JSON" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "manifest", ["[" * 100_000 + "]" * 100_000, '{"layers": ' + "[" * 50_000 + "]" * 50_000 + "}"]
+)
+def test_an_ollama_manifest_nested_too_deep_is_one_line(assets, tmp_path, capsys, monkeypatch, manifest):
+    store = tmp_path / "ollama"
+    path = store / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "latest"
+    path.parent.mkdir(parents=True)
+    path.write_text(manifest)
+    monkeypatch.setenv("OLLAMA_MODELS", str(store))
+    argv = ["train", "--model_path", "ollama:tiny", "--data_path", str(assets["train"])]
+    assert main([*argv, "--output_dir", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"manifest {path} is not valid JSON" in lines[0], err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

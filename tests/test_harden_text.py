@@ -176,3 +176,21 @@ def test_an_invisible_hint_is_not_a_correction_target():
     from ark_trainer.loop.feedback import Rules, judge
 
     assert judge("不对，应该回答：\u200b\ufeff", Rules()) == (-1, None)
+
+
+@pytest.mark.parametrize("field", ["label", "reference"])
+@pytest.mark.parametrize("blank", ["\u200b\ufeff", "  ", "\u3164", ""])
+def test_a_blank_label_or_reference_is_refused(tmp_path, field, blank):
+    """A label nobody can read would grade every answer against nothing; null says "no label"."""
+    path = tmp_path / "rows.jsonl"
+    rows = [
+        {"question": "客服：您好", field: "无"},
+        {"question": "客服：您好", field: blank},
+        {"question": "q", field: None},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        load_jsonl(path)
+    assert info.value.messages == [
+        f"{path}:2: {field}: empty text (only whitespace or invisible characters); write it, or null for none"
+    ]

@@ -183,6 +183,64 @@ def test_loop_refuses_a_project_folder(assets, tmp_path, capsys):
     assert snapshot(out) == before
 
 
+def test_a_user_file_named_like_our_lock_or_marker_does_not_make_a_folder_empty(assets, tmp_path, capsys):
+    for name, text in ((".lock", "my lock file\n"), (MARKER, '{"by": "someone else"}')):
+        out = tmp_path / name.strip(".")
+        out.mkdir()
+        (out / name).write_text(text, encoding="utf-8")
+        lines = refused(capsys, train_argv(assets, out))
+        assert len(lines) == 1 and f"holds {name} and no ark-trainer run" in lines[0], lines
+        assert (out / name).read_text(encoding="utf-8") == text
+    lock = tmp_path / "lock_of_ours"  # our own lock, left by a run killed before it wrote anything
+    lock.mkdir()
+    (lock / ".lock").write_text('{"pid": 1, "host": "h", "started_at": "t"}\n', encoding="utf-8")
+    check_folder(lock, "--output_dir")
+
+
+@pytest.mark.parametrize("where", ["/var/tmp", "/private/tmp", "/private/var/tmp", "/dev/shm"])
+def test_the_shared_temporary_folders_themselves_are_refused(where):
+    with pytest.raises(UserError, match="is a system folder"):  # checked alone: nothing could be written
+        check_folder(where, "--output_dir")
+    if where == "/var/tmp":
+        check_folder("/var/tmp/my-own-run", "--output_dir")  # a folder of its own there is fine
+
+
+def test_another_tools_run_yaml_with_events_or_a_plan_is_not_a_run_of_ours(assets, tmp_path, capsys):
+    for other in ("events.jsonl", "plan.json"):
+        out = tmp_path / other.split(".")[0]
+        out.mkdir()
+        (out / "run.yaml").write_text("apiVersion: v1\nkind: Pod\n", encoding="utf-8")
+        (out / other).write_text('{"a": 1}\n', encoding="utf-8")
+        (out / "report.md").write_text("# my own report\n", encoding="utf-8")
+        before = snapshot(out)
+        lines = refused(capsys, train_argv(assets, out, "--overwrite_output_dir", "True"))
+        assert len(lines) == 1 and "and no ark-trainer run" in lines[0], lines
+        assert snapshot(out) == before
+        assert refused(capsys, ["report", str(out)]) == [
+            f"error: {out}: not a run folder of ark-trainer (no {MARKER}, no run.yaml of a train run); pass "
+            "the --output_dir of a train run"
+        ]
+        assert snapshot(out) == before
+
+
+def test_a_plan_says_when_its_log_folder_leaves_the_working_folder(assets, tmp_path, capsys, monkeypatch):
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    base = ["--model_path", str(assets["model"]), "--data_path", str(assets["train"])]
+    lines = refused(capsys, ["plan", "RFT+GRPO，日志 /etc/ark", *base])
+    assert lines == [
+        "error: request: --log_dir: '/etc/ark' is a system folder; give a folder of its own, e.g. ./runs/NAME"
+    ]
+    assert main(["plan", "only GRPO, logs ../../../elsewhere", *base, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["log_dir"] == "../../../elsewhere"
+    assert any(
+        a.startswith("--log_dir ../../../elsewhere is outside the working folder")
+        for a in plan["assumptions"]
+    )
+
+
 def test_data_collect_never_overwrites_another_kind_of_file(tmp_path, capsys):
     notes = tmp_path / "notes.md"
     notes.write_text("# mine\n", encoding="utf-8")

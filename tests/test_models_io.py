@@ -190,6 +190,21 @@ def _missing_file(tmp: Path, files: dict) -> Path:
     return tmp / "nowhere.gguf"
 
 
+def _patched(offset: int, fmt: str, value: int | None = None, name: str = "patched.gguf"):
+    """A copy of the tiny llama GGUF with the header field at ``offset`` (``struct`` ``fmt``) set to
+    ``value``, or incremented by one when None: a version, a tensor or key/value count that lies."""
+    import struct
+
+    def make(tmp: Path, files: dict) -> Path:
+        data = bytearray(files["llama"][1].read_bytes())
+        (old,) = struct.unpack_from(fmt, data, offset)
+        struct.pack_into(fmt, data, offset, old + 1 if value is None else value)
+        (tmp / name).write_bytes(bytes(data))
+        return tmp / name
+
+    return make
+
+
 BAD_FILES = {
     "garbage": (_garbage, "not a GGUF file"),
     "wrong magic": (_wrong_magic, "not a GGUF file"),
@@ -198,6 +213,11 @@ BAD_FILES = {
     "architecture": (_unsupported_arch, "architecture 'gpt2' is not supported (supported: llama, qwen2)"),
     "quantization": (_unsupported_quant, "quantization I8 cannot be dequantized"),
     "missing": (_missing_file, "no such file"),
+    "version 99": (_patched(4, "<I", 99), "version 99"),
+    "tensor count 2^60": (_patched(8, "<Q", 2**60), "truncated or corrupt GGUF"),
+    "one tensor more than written": (_patched(8, "<Q"), "truncated or corrupt GGUF"),
+    "key/value count 2^60": (_patched(16, "<Q", 2**60), "truncated or corrupt GGUF"),
+    "a key 2^62 bytes long": (_patched(24, "<Q", 2**62), "truncated or corrupt GGUF"),
 }
 
 
@@ -286,8 +306,9 @@ def test_bad_ollama_stores_are_refused_in_one_line(files, tmp_path, monkeypatch,
 
 def test_export_command_writes_gguf_modelfile_and_record(files, tmp_path, capsys):
     from ark_trainer.cli import main
+    from ark_trainer.folders import claim_folder
 
-    out = tmp_path / "run"
+    out = claim_folder(tmp_path / "run")  # a run of ours: export/ is written into it
     shutil.copytree(files["qwen2"][0], out / "model")
     assert main(["export", str(out), "--format", "gguf", "--quant", "f16"]) == 0
     printed = capsys.readouterr().out

@@ -140,9 +140,10 @@ def test_the_reference_sentence_trains_the_deployed_model_on_its_conversations(o
     import torch
 
     from ark_trainer.fileio import read_json
+    from ark_trainer.folders import claim_folder
     from conftest import save_tiny_qwen
 
-    deployed = tmp_path / "demo"
+    deployed = claim_folder(tmp_path / "demo")  # a run of ours: deploy writes its deploy/ inside it
     torch.manual_seed(
         0
     )  # a random model may greedily repeat a special token, which the smoke request refuses

@@ -168,7 +168,9 @@ def test_train_deploy_agent_collect_rollback(openclaw, tmp_path, monkeypatch, ca
 
 @pytest.mark.slow
 def test_a_model_that_fails_the_smoke_request_leaves_the_config_alone(openclaw, tmp_path, capsys):
-    out = tmp_path / "run"
+    from ark_trainer.folders import claim_folder
+
+    out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     (out / "model").mkdir(parents=True)
     (out / "model" / "config.json").write_text('{"model_type": "no-such-architecture"}')
     (out / "model" / "model.safetensors").write_bytes(b"not weights")

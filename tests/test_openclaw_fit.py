@@ -20,6 +20,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json
+from ark_trainer.folders import claim_folder
 
 QA = {
     "What is the capital of France?": "Paris is the capital of France.",
@@ -161,7 +162,7 @@ def _answer(openclaw, question: str, session: str) -> dict:
 
 @pytest.mark.slow
 def test_two_questions_through_openclaw_get_their_own_answers(openclaw, tmp_path, capsys):
-    out = tmp_path / "run"
+    out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     train_tiny_chat_model(out / "model", answering_examples())
     assert main(["deploy", str(out)]) == 0
     record = read_json(out / "deploy" / "deploy.json")
@@ -182,7 +183,7 @@ def test_two_questions_through_openclaw_get_their_own_answers(openclaw, tmp_path
 def test_openclaw_runs_the_tool_the_deployed_model_calls(openclaw, tmp_path, capsys):
     from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 
-    out = tmp_path / "run"
+    out = claim_folder(tmp_path / "run")
     train_tiny_chat_model(out / "model", tool_examples(), AGENT_CHAT_TEMPLATE, steps=160)
     assert main(["deploy", str(out)]) == 0
     record = read_json(out / "deploy" / "deploy.json")

@@ -88,7 +88,9 @@ def test_a_trained_qc_model_gives_the_right_verdict_through_the_agent(openclaw, 
     rows = [r for r in generate_rows(40, 3, "eval", with_candidates=False) if len(r["question"]) < 260]
     pick = [next(r for r in rows if r["label"] == "无"), next(r for r in rows if r["label"] == "辱骂")]
     examples = [([{"role": "user", "content": r["question"]}], gold_answer(r)) for r in pick] * 32
-    out = tmp_path / "run"
+    from ark_trainer.folders import claim_folder
+
+    out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     train_tiny_chat_model(out / "model", examples, steps=160, window=512)
     assert read_json(out / "model" / "ark_prompt_shape.json")["shape"] == "bare"  # bare task prompts
     assert main(["deploy", str(out)]) == 0

@@ -40,7 +40,9 @@ from ark_trainer.ranges import (
     NON_NEGATIVE,
     PORT,
     POSITIVE,
+    POSITIVE_SECONDS,
     PROB,
+    SECONDS,
     SHARE,
     ZERO_OK,
     Range,
@@ -321,7 +323,7 @@ class TrainConfig:
         60.0,
         "seconds a reward call may take before its samples are skipped",
         group="reward",
-        range=NON_NEGATIVE,
+        range=SECONDS,
     )
 
     # --- evaluation ---
@@ -352,7 +354,7 @@ class TrainConfig:
         5.0,
         "--env: seconds a tool call may take; then the model reads an error",
         group="agent",
-        range=POSITIVE,
+        range=POSITIVE_SECONDS,
     )
     max_tool_output: int = flag(
         500,
@@ -458,7 +460,7 @@ class TrainConfig:
         0.0,
         "exit non-zero after this many seconds without progress (0 = off)",
         group="reliability",
-        range=NON_NEGATIVE,
+        range=SECONDS,
     )
     max_bad_steps: int = flag(
         3,
@@ -480,7 +482,7 @@ class TrainConfig:
     )
     auto_heartbeat: bool = flag(True, "rewrite OUT/heartbeat.json every few seconds", group="reliability")
     heartbeat_interval: float = flag(
-        5.0, "seconds between heartbeat writes", group="reliability", range=POSITIVE
+        5.0, "seconds between heartbeat writes", group="reliability", range=POSITIVE_SECONDS
     )
 
     # --- OpenClaw ---

@@ -4,10 +4,14 @@ Every command that writes a folder (``train``/``run``/``demo --output_dir``, ``r
 ``loop --output_dir``) asks :func:`check_folder` before it writes anything, and :func:`claim_folder` when it
 creates the folder. A folder is *ours* when it holds the marker ``.ark-trainer.json`` (written at creation,
 naming the kind of folder) or, for folders made by earlier versions, the files that kind always has (a run:
-``run.yaml`` with ``plan.json`` or ``events.jsonl``). Anything else that is not empty is refused in one line
-naming what is there: ``--overwrite_output_dir`` replaces a run of ours, never a folder of other files.
+``run.yaml`` holding train flags, with ``plan.json`` or ``events.jsonl``; another tool's ``run.yaml`` does not
+count). Anything else that is not empty is refused in one line naming what is there:
+``--overwrite_output_dir`` replaces a run of ours, never a folder of other files. A ``.lock`` or a marker
+file counts as ours only when it reads as ours (a user's own ``.lock`` makes a folder used, not empty).
 
-``/``, the home folder and system folders (``/etc``, ``/usr``, ``/bin``, ``/var``, …) are refused outright.
+``/``, the home folder and system folders (``/etc``, ``/usr``, ``/bin``, ``/var``, …) are refused outright,
+and so are the shared temporary folders themselves (``/tmp``, ``/var/tmp``; a folder of its own under them is
+fine).
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ OWN_FILES = (MARKER, ".lock")  # the marker and the run lock (runtime/runlock.py
 SYSTEM_TREES: tuple[str, ...] = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_TREES += ("/proc", "/sbin", "/sys", "/usr", "/var", "/run", "/snap")
 SYSTEM_ALLOWED = ("/var/tmp", "/var/folders", "/private/var/folders")  # macOS keeps temp folders there
-# top-level folders: refused themselves (a folder of its own under them is fine)
-TOP_FOLDERS = ("/", "/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/Users", "/Volumes")
+# top-level and shared folders: refused themselves (a folder of its own under them is fine)
+TOP_FOLDERS: tuple[str, ...] = ("/", "/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/Users")
+TOP_FOLDERS += ("/Volumes", "/var/tmp", "/private", "/private/tmp", "/private/var/tmp")
+# keys every run.yaml of ours has had: another tool's run.yaml (a Kubernetes pod, a CI job) has none of them
+RUN_YAML_KEYS = ("model_path", "data_path", "output_dir", "task_name", "strategy", "max_train_steps")
 SHOWN = 5  # entries named in a refusal
 
 
@@ -40,7 +47,32 @@ def _legacy_run(folder: Path) -> bool:
         folder / "data" / "openclaw_conversations.jsonl"
     ).is_file():  # an earlier `run` collected, then stopped
         return True
-    return (folder / RUN_CONFIG).is_file() and any((folder / n).is_file() for n in (PLAN, EVENTS))
+    return _our_run_yaml(folder / RUN_CONFIG) and any((folder / n).is_file() for n in (PLAN, EVENTS))
+
+
+def _our_run_yaml(path: Path) -> bool:
+    """``run.yaml`` as a run of ours writes it: a mapping of train flags (a few kB)."""
+    from ark_trainer.errors import UserError
+    from ark_trainer.yamlsafe import MAX_BYTES, safe_load
+
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_BYTES:
+            return False
+        data = safe_load(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, UserError):
+        return False
+    if not isinstance(data, dict) or not data:
+        return False
+    from ark_trainer.config import TrainConfig
+
+    flags = set(TrainConfig.__dataclass_fields__)
+    return any(key in data for key in RUN_YAML_KEYS) or all(key in flags for key in data)
+
+
+def holds_our_run_config(folder: Path) -> bool:
+    """Whether ``folder`` is marked a run of ours or its ``run.yaml`` is one of ours (``report`` rewrites
+    report.md only there)."""
+    return marker_kind(folder) == "run" or _our_run_yaml(folder / RUN_CONFIG)
 
 
 def _legacy_reward_model(folder: Path) -> bool:
@@ -70,10 +102,13 @@ def system_problem(path: str | Path, flag: str) -> str | None:
     """Why ``path`` may never hold a run (``/``, the home folder, a system folder), or None."""
     where = _resolved(path)
     shown = repr(str(path)) if str(where) == str(path) else f"{str(path)!r} ({where})"
+    system = f"{flag}: {shown} is a system folder; give a folder of its own, e.g. ./runs/NAME"
+    if str(where) in TOP_FOLDERS:
+        return system
     if any(_inside(where, t) for t in SYSTEM_ALLOWED):
         return None
-    if str(where) in TOP_FOLDERS or any(_inside(where, t) for t in SYSTEM_TREES):
-        return f"{flag}: {shown} is a system folder; give a folder of its own, e.g. ./runs/NAME"
+    if any(_inside(where, t) for t in SYSTEM_TREES):
+        return system
     if where == _resolved(Path.home()):
         return f"{flag}: {shown} is your home folder; give a folder of its own, e.g. ~/runs/NAME"
     return None
@@ -86,6 +121,18 @@ def marker_kind(folder: Path) -> str | None:
     except (OSError, ValueError, RecursionError):
         return None
     return data.get("kind") if isinstance(data, dict) and data.get("by") == "ark-trainer" else None
+
+
+def _own_file(path: Path) -> bool:
+    """The marker or the run lock as we write them (a user's own ``.lock`` or ``.ark-trainer.json`` is not)."""
+    if path.name == MARKER:
+        return marker_kind(path.parent) is not None
+    try:
+        text = path.read_text(encoding="utf-8") if path.stat().st_size <= 4096 else "x"
+        data = json.loads(text) if text.strip() else {"pid": None}  # empty: a lock taken, not yet written
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and "pid" in data
 
 
 def owned(folder: Path, kind: str) -> bool:
@@ -118,7 +165,7 @@ def check_folder(path: str | Path, flag: str, kind: str = "run") -> None:
 
 def _check_contents(out: Path, flag: str, kind: str) -> None:
     try:
-        entries = [e for e in out.iterdir() if e.name not in OWN_FILES]
+        entries = [e for e in out.iterdir() if not (e.name in OWN_FILES and e.is_file() and _own_file(e))]
     except OSError as exc:
         raise UserError(
             f"{flag}: cannot read {str(out)!r} ({exc.strerror or exc}); pick another folder"

@@ -65,6 +65,10 @@ MAX_BATCH = 8192
 MAX_NEW_TOKENS = 131_072
 MAX_WEIGHT = 1e6  # a reward's weight: larger ones add up to inf, and inf / inf makes every total NaN
 LEARNING_RATE = Range(0.0, 1.0, lo_open=True)
+# seconds: a wait longer than ~11 days is a typo, and threading refuses timeouts past ~292 years (OverflowError)
+MAX_SECONDS = 1e6
+SECONDS = Range(0.0, MAX_SECONDS)  # 0: off
+POSITIVE_SECONDS = Range(0.0, MAX_SECONDS, lo_open=True)
 
 
 def range_problems(values: dict[str, Any], ranges: Mapping[str, Range]) -> list[str]:

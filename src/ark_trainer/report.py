@@ -74,6 +74,13 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
         raise UserError(
             f"{run_dir}: not a run directory (no {RUN_CONFIG}); pass the --output_dir of a train run"
         )
+    from ark_trainer.folders import MARKER, holds_our_run_config
+
+    if not holds_our_run_config(run_dir):  # another tool's run.yaml: its report.md is not ours to replace
+        raise UserError(
+            f"{run_dir}: not a run folder of ark-trainer (no {MARKER}, no run.yaml of a train run); pass the "
+            "--output_dir of a train run"
+        )
     run = load_run(run_dir)
     title = _title(run)
     from ark_trainer.diagnose.run_end import report_blocks

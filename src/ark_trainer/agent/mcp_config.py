@@ -81,24 +81,42 @@ def servers_from_source(source: Any, flag: str = "--env") -> list[McpServer]:
     return parse_servers(_servers_mapping(data, f"{flag}: {path}"), f"{flag}: {path}")
 
 
+MAX_FILE_BYTES = 1_000_000  # a few servers' commands
+
+
 def _read_file(path: Path, flag: str) -> dict:
+    """The file's object: YAML within the bounds of every YAML config (``yamlsafe``), JSON5 within
+    :data:`MAX_FILE_BYTES` and not nested thousands deep."""
     if not path.is_file():
         raise UserError(f"{flag}: no such file {str(path)!r}; give mcp:path/to/servers.json")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
+    if path.suffix in (".yaml", ".yml"):
+        from ark_trainer.yamlsafe import read_yaml_file
 
-            data = yaml.safe_load(text)
-        else:
-            import json5
-
-            data = json5.loads(text)
-    except Exception as exc:  # noqa: BLE001 - json5 and yaml raise several kinds
-        raise UserError(f"{flag}: {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+        try:
+            data = read_yaml_file(path)
+        except UserError as exc:
+            raise UserError(*(f"{flag}: {m}" for m in exc.messages)) from None
+    else:
+        data = _read_json5(path, flag)
     if not isinstance(data, dict):
         raise UserError(f"{flag}: {path}: expected an object with mcp_servers, got {type(data).__name__}")
     return data
+
+
+def _read_json5(path: Path, flag: str) -> Any:
+    import json5
+
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise UserError(f"{flag}: {path}: {size} bytes; an MCP server file is at most {MAX_FILE_BYTES} bytes")
+    try:
+        return json5.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise UserError(
+            f"{flag}: {path}: not valid JSON (nested too deeply); write the servers out flat"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - json5 raises several kinds
+        raise UserError(f"{flag}: {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
 
 
 def _servers_mapping(data: dict, where: str) -> dict:
@@ -152,8 +170,14 @@ def _server(name: str, spec: dict, at: str) -> McpServer:
         raise UserError(f"{at}: env: expected a mapping of variable names to values")
     tool_filter = spec.get("toolFilter") or {}
     timeout_ms = spec.get("connectionTimeoutMs")
-    if timeout_ms is not None and (not isinstance(timeout_ms, int | float) or timeout_ms <= 0):
-        raise UserError(f"{at}: connectionTimeoutMs: expected a positive number of milliseconds")
+    if timeout_ms is not None and (
+        isinstance(timeout_ms, bool)
+        or not isinstance(timeout_ms, int | float)
+        or not 0 < timeout_ms <= 3_600_000
+    ):  # nan fails this too
+        raise UserError(
+            f"{at}: connectionTimeoutMs: expected a positive number of milliseconds, at most 3600000"
+        )
     return McpServer(
         name,
         str(spec["command"]),

@@ -83,6 +83,10 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
+    if args.record:
+        from ark_trainer.folders import check_output_file
+
+        check_output_file(args.record, "--record")  # the turns are appended: never to a file of another kind
     deploy.deploy(
         serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record,
         prompt_shape=args.prompt_shape, system_chars=args.system_chars,

@@ -8,13 +8,17 @@ which the report shows. Serve it with::
     cd OUT/export && ollama create NAME -f Modelfile && ollama run NAME
     llama-server -m OUT/export/model-f16.gguf --port 8080
 
-``OUT`` may also be a Hugging Face model folder itself (config.json + safetensors).
+``OUT`` may also be a Hugging Face model folder itself (config.json + safetensors); its export goes into a
+new folder beside it (``NAME-gguf/``). Where it writes is checked before anything is converted
+(:func:`check_destination`): ``OUT/export/`` only in a run (or loop) of ours, ``-o`` a ``.gguf`` name that is
+new or a GGUF file already, outside system folders, and a ``Modelfile`` only where none of the user's is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -108,6 +112,72 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+MODELFILE_HEAD = "# ollama create NAME -f Modelfile"  # the first line of every Modelfile we write
+OURS_IN_EXPORT = re.compile(r"model-[\w.]+\.gguf|Modelfile|export\.json|\..*\.partial")
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def _our_modelfile(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return fh.readline(200).startswith(MODELFILE_HEAD)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def check_destination(out: Path, dest: Path | None, quant: str) -> Path:
+    """The GGUF file to write (``dest``, else the default), refused in one line where it would touch a file
+    or folder that is not ours; writes nothing."""
+    from ark_trainer.folders import owned, system_problem
+
+    folder = model_folder(out)
+    if dest is None and folder != out and not (owned(out, "run") or owned(out, "loop")):
+        raise UserError(
+            f"export: {out} is not a run folder of ark-trainer, so export/ is not written into it; give its model "
+            f"folder ({folder}) or -o FILE.gguf"
+        )
+    flag = "-o" if dest is not None else "export"
+    if dest is None:
+        where = RunFolder(out).export_dir if folder != out else out.parent / f"{out.name}-gguf"
+        others = (
+            sorted(p.name for p in where.iterdir() if not OURS_IN_EXPORT.fullmatch(p.name))
+            if where.is_dir()
+            else []
+        )
+        if others and folder == out:
+            raise UserError(
+                f"export: {where} holds {', '.join(others[:5])}, not only an export of ours; give -o FILE.gguf elsewhere"
+            )
+        dest = where / f"model-{quant}.gguf"
+    problem = system_problem(dest.parent, flag)
+    if problem:
+        raise UserError(problem.replace(repr(str(dest.parent)), repr(str(dest)), 1))
+    if dest.is_dir():
+        raise UserError(
+            f"{flag}: {str(dest)!r} is a folder; give a file path, e.g. {str(dest / 'model.gguf')!r}"
+        )
+    if dest.suffix.lower() != ".gguf":
+        raise UserError(f"{flag}: {str(dest)!r}: give a file name ending in .gguf")
+    if dest.exists() and not _is_gguf(dest):
+        raise UserError(
+            f"{flag}: {str(dest)!r} exists and is not a GGUF file; it is not overwritten: give a new file name"
+        )
+    beside = dest.parent / "Modelfile"
+    if beside.exists() and not _our_modelfile(beside):
+        raise UserError(
+            f"{flag}: {beside} is not a Modelfile ark-trainer wrote; it is not overwritten: give -o a file in "
+            "another folder"
+        )
+    return dest
+
+
 def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
     """Export ``out``'s model as GGUF plus Modelfile; returns the record also written to export.json."""
     from ark_trainer.fileio import atomic_write_text, write_json
@@ -116,11 +186,7 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
     out = Path(out)
     folder = model_folder(out)
     run = folder != out
-    dest = (
-        Path(dest)
-        if dest
-        else (RunFolder(out).export_dir if run else out.parent / f"{out.name}-gguf") / f"model-{quant}.gguf"
-    )
+    dest = check_destination(out, Path(dest) if dest else None, quant)
     pre, template = source_hints(out) if run else (None, None)
     start = time.monotonic()
     with merged(folder) as full:

@@ -19,6 +19,7 @@ from ark_trainer.config import TRAIN_GROUPS, TrainConfig, coerce, parse_bool
 from ark_trainer.errors import UserError
 from ark_trainer.loop.gate import TRACKED
 from ark_trainer.metrics import REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.ranges import Range
 
 LOOP_GROUP = "live loop"
 
@@ -88,9 +89,36 @@ def _loop_values(given: dict) -> dict:
     return out
 
 
+def _bounds() -> dict[str, Range]:
+    from ark_trainer.ranges import BIG, MAX_SECONDS, MAX_WEIGHT
+
+    return {  # nan fails every range: "--min_improvement nan" once promoted every round
+        "min_new_turns": Range(1, BIG), "every": Range(0.0, MAX_SECONDS), "max_regression": Range(0.0, MAX_WEIGHT),
+        "min_improvement": Range(0.0, MAX_WEIGHT), "eval_newest": Range(0, BIG), "heldout_size": Range(1, BIG),
+        "max_rounds": Range(0, BIG), "poll": Range(0.0, 3600.0, lo_open=True),
+    }  # fmt: skip
+
+
+def check_loop_options(opts: dict) -> None:
+    """The loop's own numbers, each in its range (one line naming the flag), before anything runs."""
+    for name, rng in _bounds().items():
+        value = opts[name]
+        if value not in rng:
+            kind = "an integer" if isinstance(value, int) else "a number"
+            raise UserError(f"--{name}: expected {kind} {rng.text()}, got {value}")
+    from ark_trainer.loop.gate import check_gain
+
+    check_gain(opts["main_metric"], opts["min_improvement"])  # auto: once the held-out set says what it is
+    if opts["port"]:  # 0 or none: a free one
+        from ark_trainer.deploy.process import check_port_range
+
+        check_port_range(opts["port"])
+
+
 def _cmd_loop(namespace) -> int:
     given = {k: v for k, v in vars(namespace).items() if k not in ("command", "func")}
     opts = _loop_values(given)
+    check_loop_options(opts)
     flags = {k: coerce(k, v, f"--{k}") for k, v in given.items() if k not in LOOP_FIELDS}
     if not flags.get("output_dir"):
         raise UserError("loop: --output_dir is required (the loop's folder, LOOP)")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ark_trainer.commands.args import add_command, opt
 
+MAX_TEMPERATURE = 100.0  # far past any useful sampling; inf and nan are refused
+
 
 @dataclass
 class ScoreOptions:
@@ -48,7 +50,7 @@ def _score(args: ScoreOptions) -> int:
     from ark_trainer.data.loader import load_jsonl
     from ark_trainer.errors import UserError
     from ark_trainer.fileio import write_jsonl
-    from ark_trainer.ranges import MAX_NEW_TOKENS, MAX_SAMPLES, MAX_WEIGHT
+    from ark_trainer.ranges import MAX_NEW_TOKENS, MAX_SAMPLES, MAX_WEIGHT, SECONDS
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.scoring import collect_answers, render_text, score_rows, to_json
 
@@ -60,6 +62,13 @@ def _score(args: ScoreOptions) -> int:
         )
     if not 0 <= args.rm_weight <= MAX_WEIGHT:  # nan fails this too
         raise UserError(f"--rm_weight: expected a number in [0, {MAX_WEIGHT:g}], got {args.rm_weight}")
+    if args.model_path and args.num_samples > 1 and not 0 < args.temperature <= MAX_TEMPERATURE:
+        raise UserError(
+            f"--temperature: expected a number > 0 to sample {args.num_samples} answers, got {args.temperature} "
+            "(--num_samples 1 answers greedily)"
+        )
+    if args.reward_timeout not in SECONDS:  # nan and inf fail this too
+        raise UserError(f"--reward_timeout: expected a number {SECONDS.text()}, got {args.reward_timeout}")
     if args.max_samples is not None and args.max_samples < 1:
         raise UserError(f"--max_samples: expected an integer ≥ 1, got {args.max_samples}")
     if args.output_file:

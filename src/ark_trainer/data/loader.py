@@ -192,6 +192,10 @@ def _normalise(raw: dict[str, Any], line: int, problems: _Problems) -> dict[str,
             problems.add(line, name, "reserved column name (TRL uses it); rename the column")
             continue
         _check_scalar(name, value, line, problems)
+        if name in ("label", "reference") and isinstance(value, str) and is_blank(value):
+            problems.add(
+                line, name, "empty text (only whitespace or invisible characters); write it, or null for none"
+            )
         row[name] = value
     return row if len(problems.items) == n_before else None
 

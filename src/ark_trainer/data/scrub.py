@@ -1,13 +1,15 @@
 """Scrub secrets and personal data from text before it is written as training data.
 
 Each kind of finding becomes a fixed placeholder (``[PRIVATE_KEY]``, ``[API_KEY]``, ``[TOKEN]``,
-``[PASSWORD]``, ``[EMAIL]``, ``[ID_NUMBER]``, ``[CARD_NUMBER]``, ``[PHONE]``, ``[IP]``) and is counted, so
+``[PASSWORD]``, ``[CODE]``, ``[SEED_PHRASE]``, ``[EMAIL]``, ``[ID_NUMBER]``, ``[CARD_NUMBER]``, ``[PHONE]``,
+``[IP]``) and is counted, so
 the caller can report what was removed. Order matters: whole PEM blocks first, then keys and tokens (so a
 token with digits is not half-eaten by the phone rule), then e-mail, ID and card numbers, then phones.
 
 The rules match on a *probe* of the text: full-width forms (``１３８``, ``：``, ``＠``) and Chinese digits
 (``一八六``, ``幺``, ``壹``, ``〇``) folded to ASCII, JSON escapes (``\\n``) blanked, and invisible characters
-(zero-width space and joiners, the BOM, bidi marks, soft hyphen, and their ``\\u200b`` escapes) left out,
+(zero-width space and joiners, the BOM, bidi marks, soft hyphen, the Hangul fillers and the braille blank,
+and their ``\\u200b`` escapes) left out,
 so ``１３８１２３４５６７８``, ``幺八六一二三四五六七八``, a key split by a zero-width space and a key after an
 escaped newline inside a tool call's JSON are found; the replacement is applied to the original text by
 position (a finding's invisible characters go with it). Digit rules refuse to match inside a longer
@@ -18,12 +20,17 @@ What is covered, by kind: PEM private keys; API keys by their vendors' prefixes 
 Alibaba, Tencent, Google, GitHub, GitLab, Slack, Hugging Face, Groq, npm, Stripe) and AWS secret shapes;
 bearer tokens and JWTs; any value after a key name (``api_key=``, ``"client_secret": ``) or a Chinese label
 with or without a colon (``密钥``, ``接口密钥 sk…``, ``令牌``, ``口令 hunter22``, ``密码abc123``,
-``支付密码是 …``); verification codes and card security codes after their label (``验证码 123456``,
-``CVV 123``); e-mail addresses, also IDN and spelled out (``name at gmail dot com``, ``name[at]qq[dot]com``,
-``name 艾特 163 点 com``); Chinese resident ID numbers; card numbers; phone numbers (Chinese mobiles with
-spaces, dashes, dots or slashes, landlines, international and North American forms); IPv4 addresses.
+``支付密码是 …``, ``password是 …``); a card PIN (``PIN 1234``, ``my PIN is 1234``); verification codes and
+card security codes after their label (``验证码 123456``, ``CVV 123``); wallet seed phrases after their
+label (``助记词：`` / ``seed phrase:`` and 12-24 words); e-mail addresses, also IDN and spelled out
+(``name at gmail dot com``, ``name[at]qq[dot]com``, ``name 艾特 163 点 com``, ``name @ gmail . com``,
+``bob dot smith at …``); Chinese resident ID numbers; card numbers; phone numbers (Chinese mobiles with
+spaces, dashes of any width, dots, slashes, underscores, commas, a bracketed prefix or a separator between
+every digit, landlines, international and North American forms); IPv4 addresses.
 Not covered: secrets without a label or a known shape (a bare random word), numbers spelled as Chinese
-words with units (``一百八十六``), personal names and street addresses.
+words with units or counts (``一百八十六``, ``六个八``), labels spelled a letter at a time
+(``p a s s w o r d``), e-mails without a top-level domain (``bob at gmail``) or with ``_at_``/``period``
+for the signs, personal names and street addresses.
 
     s = Scrubber(); clean = s.text("mail bob@corp.com"); s.counts  # {"email": 1}
 """
@@ -46,8 +53,9 @@ _FOLD = str.maketrans(_WIDTH | _CHINESE_DIGITS)
 _ESCAPE = re.compile(r"\\[nrtbf]")
 # Characters that render as nothing (and their JSON escapes): a key split by one must still be found.
 _INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\U000e0000-\U000e0fff]"
-    r"|\\u(?:00ad|200[b-f]|202[a-e]|206[0-9a-f]|feff)",
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff]"  # and the blanks: Hangul fillers, the braille blank
+    r"|\\u(?:00ad|115f|1160|200[b-f]|202[a-e]|206[0-9a-f]|2800|3164|feff|ffa0)",
     re.I,
 )
 
@@ -104,6 +112,11 @@ def _token_like(value: str) -> bool:
     )
 
 
+def _seed_words(value: str) -> bool:
+    """12, 15, 18, 21 or 24 words: a wallet's seed phrase (the match stops at the 24th at most)."""
+    return len(value.split()) in (12, 15, 18, 21, 24)
+
+
 def _password_like(value: str) -> bool:
     """After "password is"/"密码是": a value with a digit or symbol (not "the password is wrong")."""
     return any(not c.isalpha() for c in value) and any(c.isascii() and c.isalnum() for c in value)
@@ -127,10 +140,13 @@ _CODE_LABEL = (
     r"(?:短信|手机|动态|邮箱|支付)?(?:验证码|驗證碼|校验码|校驗碼|动态码|安全码)"
     r"|(?<![A-Za-z])(?i:cvv2?|cvc2?|cvn|otp|verification code|security code|one-time (?:pass)?code)(?![A-Za-z])"
 )
-_LOCAL = r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+_LOCAL = (
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+    r"(?:(?:\s+(?i:dot)\s+|\s*[\[({<]\s*(?i:dot)\s*[\])}>]\s*)[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}){0,3}"
+)  # bob.smith, bob dot smith
 _AT_MARK = r"(?:\s*[\[({<]\s*(?i:at|@)\s*[\])}>]\s*|\s*艾特\s*)"  # [at] (at) {at} <at> 艾特
 _AT_WORD = r"(?:\s+(?i:at)\s+|\s+@\s*|\s*@\s+)"  # " at ", " @ "
-_DOT_SPELLED = r"(?:\s*[\[({<]\s*(?i:dot)\s*[\])}>]\s*|\s+(?i:dot)\s+|\s*点\s*)"
+_DOT_SPELLED = r"(?:\s*[\[({<]\s*(?i:dot)\s*[\])}>]\s*|\s+(?i:dot)\s+|\s*点\s*|\s+\.\s*|\.\s+)"
 _LABEL = r"[A-Za-z0-9][A-Za-z0-9\-]{0,62}"
 _TLD = r"(?i:com|net|org|edu|gov|cn|io|co|uk|de|jp|me|info|biz|top|xyz|dev|ai|app|hk|tw|sg|us|ru|fr)(?![A-Za-z0-9])"
 _DOMAIN_ANY = (
@@ -138,6 +154,9 @@ _DOMAIN_ANY = (
 )
 _DOMAIN_SPELLED = _LABEL + r"(?:(?:" + _DOT_SPELLED + r"|\.)" + _LABEL + r"){0,3}" + _DOT_SPELLED + _TLD
 _WEBMAIL = r"(?i:gmail|googlemail|qq|163|126|yeah|sina|sohu|aliyun|foxmail|outlook|hotmail|live|yahoo|icloud|proton(?:mail)?)\.(?i:com|cn|net|me)(?![A-Za-z0-9])"
+# between the groups of a mobile: a space, or one separator (with a space either side or not)
+_WORD = r"(?-i:[a-z]{3,8})"  # a word of a wallet's seed phrase (BIP-39 words have 3 to 8 letters)
+_PHONE_SEP = r"(?:\s?[\-./·_,~\u2010-\u2015\u2212]\s?|\s)?"
 _NOT_DIGIT_RUN = r"(?<![0-9A-Za-z])(?<!\d[ -])"  # a number starts here, not inside a longer (grouped) one
 _END_DIGIT_RUN = r"(?![0-9A-Za-z])(?![ -]\d)"
 
@@ -185,10 +204,17 @@ RULES: list[Rule] = [
         "password",
         "[PASSWORD]",
         re.compile(
-            r"(?:(?i:password|passcode)\s+(?:is|was)\s+|(?:密码|密碼|口令)\s*(?:是|为|為)\s*)[\"'“]?"
+            r"(?:(?i:password|passcode)\s+(?:is|was)\s+|(?:(?i:password|passcode)|密码|密碼|口令)\s*(?:是|为|為)\s*)[\"'“]?"
             + _PASSWORD_VALUE
         ),
         _password_like,
+    ),
+    Rule(  # PIN: 1234 / PIN 482913 / my PIN is 1234 / pin=9876: a card PIN, digits only
+        "password",
+        "[PASSWORD]",
+        re.compile(
+            r"(?<![A-Za-z])(?i:pin)(?:\s*(?:[:=]|(?i:is|was)(?![A-Za-z])|是|为)\s*|\s+)(?P<v>\d{4,12})(?!\d)"
+        ),
     ),
     Rule(  # 密码abc123 / 口令 hunter22 / 支付密码 889900: a Chinese label without a colon
         "password",
@@ -199,6 +225,18 @@ RULES: list[Rule] = [
             + r"(?P<v>(?![:=])[^\s\"'`,;:=\\<>\[\]，。；、“”‘’\u3000-\u9fff]{4,})"
         ),
         _password_like,
+    ),
+    Rule(  # 助记词：abandon ability … (12 to 24 words of 3-8 letters, as wallets write them)
+        "seed_phrase",
+        "[SEED_PHRASE]",
+        re.compile(
+            r"(?:(?:助记词|助記詞|(?i:(?:secret\s+)?(?:seed|recovery)\s+phrase))(?:\s*(?:[:=]|是|为|(?i:is))\s*|\s+)"
+            r"|(?i:mnemonic(?:\s+phrase)?)\s*(?:[:=]|是|为|(?i:is))\s*)[\"'“]?"
+            r"(?P<v>"
+            + "|".join(rf"{_WORD}(?:\s+{_WORD}){{{n - 1}}}" for n in (24, 21, 18, 15, 12))
+            + r")(?![A-Za-z])"
+        ),
+        _seed_words,
     ),
     Rule(  # 接口密钥 abcd1234… / 密钥：… / 令牌是 …: the label is kept
         "token",
@@ -273,7 +311,11 @@ RULES: list[Rule] = [
         "phone",
         "[PHONE]",
         re.compile(
-            r"(?<![\d+.])(?:(?:\+|00)86[ -]?|\(\+?86\)[ -]?)?1[3-9]\d(?:[ \-./·]?\d{4}){2}(?![\d.]\d|\d)"  # 138-1234-5678
+            r"(?<![\d+.])(?:(?:\+|00)86[ -]?|\(\+?86\)[ -]?)?(?:\(1[3-9]\d\)|1[3-9]\d)(?:"
+            + _PHONE_SEP
+            + r"\d{4}){2}"
+            r"(?![\d.]\d|\d)"  # 138-1234-5678, 138_1234_5678, 138 – 1234 – 5678, (138)1234-5678
+            r"|(?<![\d+.\-])1[ \-][3-9](?:[ \-]\d){9}(?![\d]|[ \-]\d)"  # 1 3 8 1 2 3 4 5 6 7 8
             r"|(?<![\d+])(?:\+?86[ -]?)?0\d{2,3}[ -](?:\d{7,8}|\d{3,4}[ -]\d{4})(?!\d)"  # landline 010-12345678
             r"|(?<![\w+])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,4}(?!\d)"  # international +1 415 555 0100
             r"|(?<![\d-])\(?\d{3}\)?[ -.]\d{3}[ -.]\d{4}(?![\d-])"  # North American (415) 555-0100

@@ -65,17 +65,26 @@ def _check_base_model(spec: str) -> None:
         )
 
 
-def _check_demo_args(out: Path, overwrite: bool, **sizes: int | None) -> None:
-    from ark_trainer.folders import check_folder
+MAX_DEMO_ROWS = 100_000  # dialogues generated in memory before training starts
 
+
+def _check_demo_args(out: Path, overwrite: bool, seed: int = 0, **sizes: int | None) -> None:
+    from ark_trainer.config import RANGES
+    from ark_trainer.folders import check_folder
+    from ark_trainer.ranges import COUNT, Range, range_problems
+
+    rows = Range(1, MAX_DEMO_ROWS)
+    bounds = {"n_train": rows, "n_eval": rows, "max_train_steps": COUNT, "seed": RANGES["seed"]}
+    for name, value in {**sizes, "seed": seed}.items():  # checked first: nothing is written before
+        if value is not None and value < 1 and name != "seed":
+            raise UserError(f"--{name}: must be ≥ 1, got {value}")
+        if problems := range_problems({name: value}, {name: bounds[name]}):
+            raise UserError(*problems)
     check_folder(out, "--output_dir")  # new, empty or a run of ours: never a folder of other files
     if RunFolder(out).config_path.exists() and not overwrite:
         raise UserError(
             f"--output_dir: {out} already holds a run; pick a new folder or pass --overwrite_output_dir True"
         )
-    for name, value in sizes.items():
-        if value is not None and value < 1:
-            raise UserError(f"--{name}: must be ≥ 1, got {value}")
 
 
 def _demo_inputs(
@@ -117,7 +126,7 @@ def run_demo(
     from ark_trainer.demo.model import build_base_model
     from ark_trainer.pipeline import run_train
 
-    _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    _check_demo_args(out, overwrite, seed, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
     phrasebook(lang)  # an unknown language fails here, before anything is written
     real = base_model is not None
     if base_model is not None:
@@ -223,7 +232,7 @@ def run_agent_demo(
     from ark_trainer.demo.agent_model import build_agent_model
     from ark_trainer.fileio import read_jsonl
 
-    _check_demo_args(out, overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
+    _check_demo_args(out, overwrite, seed, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
     real = base_model is not None
     if base_model is not None:
         _check_base_model(base_model)

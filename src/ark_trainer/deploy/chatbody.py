@@ -5,11 +5,14 @@
 400 with the field and the reason; :func:`body_problem` says the same in one line, and
 :class:`ark_trainer.deploy.gate.Gate` answers 400 with it.
 
-Checked: the body is a JSON object (UTF-8, no lone surrogates); ``messages`` is a non-empty list of
-objects; each ``role`` is one of OpenAI's (system, developer, user, assistant, tool, function); each
-``content`` is text, a list of content parts (objects with a ``type``; a ``text`` part holds text), or null
-for an assistant message (one with tool calls); ``tool_calls`` is a list of objects. The rest of the body
-(sampling parameters, tools) is left to the server.
+Checked: the body is a JSON object (UTF-8, no lone surrogates); ``messages`` is a non-empty list of at most
+:data:`MAX_MESSAGES` objects, at least one of them a user or assistant turn; each ``role`` is one of OpenAI's
+(system, developer, user, assistant, tool, function); each ``content`` is text, a list of content parts
+(objects with a ``type``; a ``text`` part holds text), or null for an assistant message (one with tool
+calls); a ``name`` is text; ``tool_calls`` is a list of objects whose ``function`` has a name and its
+arguments as text. The parameters transformers reads without checking (a ``"temperature": "hot"`` or a
+``"seed": "x"`` was a 500) have OpenAI's types and ranges (:data:`NUMBERS`, :data:`SWITCHES`), and so do
+``stop``, ``tools``, ``tool_choice``, ``response_format`` and ``model``. Other keys are left to the server.
 """
 
 from __future__ import annotations
@@ -18,6 +21,16 @@ import json
 from typing import Any
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+MAX_MESSAGES = 10_000  # 200,000 short messages held the server for minutes
+INT64 = 2**63
+# name → (low, high, integer): OpenAI's ranges; an integer outside int64 overflows torch's seed
+NUMBERS: dict[str, tuple[float, float, bool]] = {
+    "max_tokens": (1, 2**31 - 1, True), "max_completion_tokens": (1, 2**31 - 1, True), "n": (1, 128, True),
+    "temperature": (0, 2, False), "top_p": (0, 1, False), "frequency_penalty": (-2, 2, False),
+    "presence_penalty": (-2, 2, False), "seed": (-INT64, INT64 - 1, True), "top_logprobs": (0, 20, True),
+}  # fmt: skip
+SWITCHES = ("stream", "logprobs", "parallel_tool_calls")
+TOOL = "{type: function, function: {name, ...}}"
 _KINDS = {str: "string", int: "number", float: "number", bool: "boolean", list: "list", dict: "object"}
 
 
@@ -40,10 +53,17 @@ def body_problem(body: bytes) -> str | None:
     if not isinstance(messages, list) or not messages:
         got = "none" if "messages" not in data else _kind(messages)
         return f"messages: expected a non-empty list of {{role, content}} messages, got {got}"
+    if len(messages) > MAX_MESSAGES:
+        return f"messages: {len(messages)} messages; at most {MAX_MESSAGES} in one request"
     for i, message in enumerate(messages):
         problem = _message_problem(message)
         if problem:
             return f"messages[{i}]{problem}"
+    if not any(m.get("role") in ("user", "assistant") for m in messages):
+        return "messages: holds no user or assistant message; send the user's turn"
+    problem = _params_problem(data)
+    if problem:
+        return problem
     bad = first_lone_surrogate(data)
     if bad is not None:
         return f"{bad[0]}: holds a lone surrogate ({bad[1]}), which is not a character; send UTF-8 text"
@@ -69,7 +89,73 @@ def _message_problem(message: Any) -> str | None:
                 return f".content[{j}]: expected a content part (an object with a 'type'), got {_kind(part)}"
             if part["type"] == "text" and not isinstance(part.get("text"), str):
                 return f".content[{j}].text: expected text, got {_kind(part.get('text'))}"
+    if "name" in message and not isinstance(message["name"], str):
+        return f".name: expected text, got {_kind(message['name'])}"
     calls = message.get("tool_calls")
     if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)):
         return f".tool_calls: expected a list of tool-call objects, got {_kind(calls)}"
+    for j, call in enumerate(calls or []):
+        function = call.get("function")
+        if not (
+            isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments", ""), str)
+        ):
+            got = _kind(function.get("arguments")) if isinstance(function, dict) else _kind(function)
+            return (
+                f".tool_calls[{j}].function: expected an object with a name and arguments (text), got {got}"
+            )
+    return None
+
+
+def _params_problem(data: dict) -> str | None:
+    """``key: reason`` for the first sampling or tool parameter of the wrong type or range, or None."""
+    for key, (low, high, integer) in NUMBERS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        kinds = int if integer else int | float
+        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            what = (
+                f"an integer in [{int(low)}, {int(high)}]" if integer else f"a number in [{low:g}, {high:g}]"
+            )
+            shown = value if isinstance(value, int | float) and not isinstance(value, bool) else _kind(value)
+            return f"{key}: expected {what}, got {shown}"
+    for key in SWITCHES:
+        if key in data and data[key] is not None and not isinstance(data[key], bool):
+            return f"{key}: expected true or false, got {_kind(data[key])}"
+    return _stop_problem(data.get("stop")) or _tools_problem(data) or _other_problem(data)
+
+
+def _stop_problem(stop: Any) -> str | None:
+    if stop is None or isinstance(stop, str):
+        return None
+    if isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop):
+        return None
+    return f"stop: expected text or a list of up to 4 texts, got {_kind(stop)}"
+
+
+def _tools_problem(data: dict) -> str | None:
+    tools = data.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            return f"tools: expected a list of {TOOL} objects, got {_kind(tools)}"
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                return f"tools[{i}]: expected a {TOOL} object, got {_kind(tool)}"
+            function = tool.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                return f"tools[{i}].function: expected an object with a name, got {_kind(function)}"
+    choice = data.get("tool_choice")
+    if choice is not None and choice not in ("none", "auto", "required") and not isinstance(choice, dict):
+        return f"tool_choice: expected none, auto, required or an object, got {_kind(choice)}"
+    return None
+
+
+def _other_problem(data: dict) -> str | None:
+    response_format = data.get("response_format")
+    if response_format is not None and not isinstance(response_format, dict):
+        return f"response_format: expected an object, got {_kind(response_format)}"
+    if "model" in data and not isinstance(data["model"], str):
+        return f"model: expected text, got {_kind(data['model'])}"
     return None

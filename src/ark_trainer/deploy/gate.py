@@ -13,8 +13,9 @@ CORS preflight). :class:`Gate` wraps its ASGI app and answers before transformer
 - 404 for any route but ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /health`` (so
   ``/load_model``, ``/reset`` and the rest are gone);
 - 415 for a POST whose body is not ``application/json``;
-- 400 for a chat body of the wrong shape (``"messages": "hi"``, a content object, an unknown role), with
-  the field and the reason (:mod:`ark_trainer.deploy.chatbody`), before transformers sees it.
+- 400 for a chat body of the wrong shape (``"messages": "hi"``, a content object, an unknown role, a
+  ``"temperature": "hot"``), with the field and the reason (:mod:`ark_trainer.deploy.chatbody`), before
+  transformers sees it; 413 for a body over :data:`MAX_BODY_BYTES`, read no further.
 """
 
 from __future__ import annotations
@@ -28,15 +29,22 @@ CHAT = ("POST", "/v1/chat/completions")
 ROUTES = {CHAT, ("GET", "/v1/models"), ("GET", "/health")}
 
 
+MAX_BODY_BYTES = 32 * 1024 * 1024  # a long agent conversation is a few MB; more is read no further
+
+
 async def _read_body(receive):
-    """The whole request body, and a ``receive`` that hands it to the app again (then waits as before)."""
+    """The whole request body (None past :data:`MAX_BODY_BYTES`), and a ``receive`` that hands it to the
+    app again (then waits as before)."""
     chunks: list[bytes] = []
-    more = True
+    size, more = 0, True
     while more:
         message = await receive()
         if message["type"] != "http.request":  # the client went away: let the app see it
             return b"".join(chunks), _replay([message], receive)
         chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY_BYTES:
+            return None, receive
         more = message.get("more_body", False)
     body = b"".join(chunks)
     return body, _replay([{"type": "http.request", "body": body, "more_body": False}], receive)
@@ -64,8 +72,11 @@ class Gate:
         refusal = self.refusal(scope)
         if refusal is None and (scope.get("method"), scope.get("path")) == CHAT:
             body, receive = await _read_body(receive)
-            problem = body_problem(body)
-            refusal = (400, problem) if problem else None
+            if body is None:
+                refusal = (413, f"the body is over {MAX_BODY_BYTES} bytes; send a shorter conversation")
+            else:
+                problem = body_problem(body)
+                refusal = (400, problem) if problem else None
         if refusal is None:
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":

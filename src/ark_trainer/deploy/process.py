@@ -103,8 +103,16 @@ def port_in_use_error(port: int, flag: str = "--port") -> UserError:
     )
 
 
+def check_port_range(port: int, flag: str = "--port") -> None:
+    """A TCP port number (binding one outside 1..65535 raises OverflowError)."""
+    if not 1 <= port <= 65535:
+        raise UserError(f"{flag}: expected 1..65535 (or leave it out to have a free one picked), got {port}")
+
+
 def check_port(port: int, flag: str = "--port") -> None:
-    """Refuse a port something else already holds, before anything is started or written."""
+    """Refuse a port outside TCP's range or one something else already holds, before anything is started
+    or written."""
+    check_port_range(port, flag)
     if port_taken(HOST, port):
         raise port_in_use_error(port, flag)
 

@@ -6,7 +6,7 @@ started from it), the last stage's ``eval/<stage>.json`` is the candidate. The c
 when
 
 - its main metric (``--main_metric``) is higher than the served model's by more than
-  ``--min_improvement`` (default 0: any gain), and
+  ``--min_improvement`` (default 0: any gain; 1 or more on a share is refused when the loop starts), and
 - no tracked metric (``reward_mean``, ``pass_rate``, ``task_accuracy``, ``compliance_rate``, and
   ``heldout_reward_mean``: the mean reward on the frozen held-out rows alone, so the newest turns cannot
   hide a drift; those both evaluations report) is lower by more than ``--max_regression`` (absolute,
@@ -66,9 +66,15 @@ def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = Non
     }
 
 
-def resolve_main_metric(wanted: str, measures: dict[str, bool], where: str) -> str:
+SHARES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE)  # in [0, 1]: none improves by 1 or more
+
+
+def resolve_main_metric(
+    wanted: str, measures: dict[str, bool], where: str, min_improvement: float = 0.0
+) -> str:
     """``wanted`` (``auto``: task_accuracy on labelled rows, else reward_mean), refused in one line when
-    the held-out set cannot measure it: a gate on it could never pass."""
+    the held-out set cannot measure it, or when it is a share that ``min_improvement`` asks to gain 1 or
+    more of: a gate on it could never pass."""
     if wanted not in MAIN_METRICS:
         raise UserError(f"--main_metric: unknown metric {wanted!r}; use one of {', '.join(MAIN_METRICS)}")
     asked = wanted
@@ -86,7 +92,18 @@ def resolve_main_metric(wanted: str, measures: dict[str, bool], where: str) -> s
             f"could ever pass the gate; choose one it measures ({', '.join(can) or 'none'}), or give "
             "--eval_dataset rows that carry it"
         )
+    check_gain(wanted, min_improvement)
     return wanted
+
+
+def check_gain(metric: str, min_improvement: float) -> None:
+    """Refuse a ``--min_improvement`` no round could reach on ``metric`` (a share gains less than 1)."""
+    if metric in SHARES and min_improvement >= 1:
+        raise UserError(
+            f"--min_improvement {min_improvement:g}: {metric} is a share (0 to 1), so it can never improve by "
+            f"more than {min_improvement:g} and no round could ever pass the gate; give a smaller "
+            "--min_improvement (e.g. 0.02)"
+        )
 
 
 @dataclass
@@ -122,12 +139,12 @@ def decide(
         reasons.append(
             f"{main}: missing from an evaluation (current {now.get(main)}, candidate {new.get(main)})"
         )
-    elif new[main] - now[main] <= min_improvement:
+    elif not new[main] - now[main] > min_improvement:  # written so that nan never promotes
         reasons.append(
             f"{main}: {new[main]:.4f} does not improve on {now[main]:.4f} (by > {min_improvement})"
         )
     for key in tracked:
-        if key in now and key in new and now[key] - new[key] > max_regression:
+        if key in now and key in new and not now[key] - new[key] <= max_regression:
             reasons.append(f"{key}: regressed {now[key]:.4f} -> {new[key]:.4f} (more than {max_regression})")
     if not reasons:
         reasons.append(

@@ -175,14 +175,15 @@ def start_training(folder: Path, argv: list[str]) -> int:
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
-def exit_code(pid: int) -> int | None:
-    """The round process's exit code once it ended (None while it runs; -1 if not ours to reap)."""
+def exit_code(pid: int, started: str | None = None) -> int | None:
+    """The round process's exit code once it ended (None while it runs; -1 if not ours to reap, or when its
+    pid now belongs to another process: ``started`` is when the round's process started)."""
     proc = _CHILDREN.get(pid)
     if proc is not None:
         return proc.poll()
-    from ark_trainer.runtime.system import pid_alive
+    from ark_trainer.runtime.system import same_process
 
-    return None if pid_alive(pid) else -1
+    return None if same_process(pid, started) else -1
 
 
 def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:

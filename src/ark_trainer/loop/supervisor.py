@@ -29,7 +29,7 @@ from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
 from ark_trainer.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.models.source import check_model, convert
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.runtime.system import pid_alive, process_start, same_process
 
 ROLLBACK_REQUEST = "rollback.json"
 
@@ -103,11 +103,11 @@ class Loop:
             self.state = state
             self._build_reward()
         other = state.get("supervisor_pid")
-        if other and other != os.getpid() and pid_alive(other):
+        if other and other != os.getpid() and same_process(other, state.get("supervisor_started")):
             raise UserError(
                 f"loop: {self.dir} is already supervised by pid {other}; stop it with --stop first"
             )
-        state["supervisor_pid"] = os.getpid()
+        state["supervisor_pid"], state["supervisor_started"] = os.getpid(), process_start(os.getpid())
         self.save()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
         serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
@@ -145,7 +145,7 @@ class Loop:
     def _resolve_main_metric(self, rows: list[dict], where: str) -> None:
         task = None if self.flags.get("reward_config") else [self.reward.components[0].name, "reward_model"]
         measures = gate.heldout_measures(rows, self.reward, task)
-        main = gate.resolve_main_metric(self.wanted_metric, measures, where)
+        main = gate.resolve_main_metric(self.wanted_metric, measures, where, self.s.min_improvement)
         how = f"--main_metric {self.wanted_metric}"
         if self.wanted_metric == "auto":
             how += (
@@ -187,9 +187,9 @@ class Loop:
                 f"loop: the rollback asked for could not be served ({exc}); `loop --rollback` retries it"
             )
         training = self.state.get("training")
-        if self.stopping and training and pid_alive(training["pid"]):
+        if self.stopping and training and same_process(training["pid"], training.get("started")):
             os.killpg(training["pid"], signal.SIGTERM)  # restarted from its turns on the next start
-        self.state["supervisor_pid"] = None
+        self.state["supervisor_pid"] = self.state["supervisor_started"] = None
         self.save()
         self.log(
             "loop: stopped; the server keeps serving (`ark-trainer loop --output_dir LOOP --stop` stops it)"
@@ -258,7 +258,7 @@ class Loop:
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
         argv = rounds.train_argv(folder, model, self.flags, n)
         pid = rounds.start_training(folder, argv)
-        self.state.update(training={"round": n, "pid": pid, "started_at": now(), "turns_to": total,
+        self.state.update(training={"round": n, "pid": pid, "started": process_start(pid), "started_at": now(), "turns_to": total,
                                     "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
                                     "corrections_dropped": dict(self.dropped)})  # fmt: skip
         self.state["next_round"] = n + 1
@@ -273,7 +273,7 @@ class Loop:
 
     def _check_round(self) -> None:
         training = self.state["training"]
-        code = rounds.exit_code(training["pid"])
+        code = rounds.exit_code(training["pid"], training.get("started"))
         if code is None:
             return
         n, folder = training["round"], self.dir / "rounds" / str(training["round"])
@@ -359,8 +359,10 @@ def claim_rollback_request(folder: Path) -> int | None:
 
 
 def _supervised_by(folder: Path, pid: int) -> bool:
-    """``pid`` is alive and still the loop's supervisor (it clears ``supervisor_pid`` when it stops)."""
-    return (load_state(folder) or {}).get("supervisor_pid") == pid and pid_alive(pid)
+    """``pid`` is alive and still the loop's supervisor (it clears ``supervisor_pid`` when it stops; a pid
+    reused by another process after a crash is not it)."""
+    state = load_state(folder) or {}
+    return state.get("supervisor_pid") == pid and same_process(pid, state.get("supervisor_started"))
 
 
 def servable_rounds(folder: Path, state: dict) -> list[int]:
@@ -379,7 +381,7 @@ def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> N
             f"--rollback: round {n} was never promoted; choose one of {servable_rounds(folder, state)}"
         )
     pid = state.get("supervisor_pid")
-    if pid and pid_alive(pid):
+    if pid and same_process(pid, state.get("supervisor_started")):
         if _through_supervisor(folder, n, pid, timeout):
             log(f"loop: serving round {n}")
             return
@@ -403,7 +405,7 @@ def _through_supervisor(folder: Path, n: int, pid: int, timeout: float) -> bool:
         if (load_state(folder) or {}).get("serving") == n and not (folder / ROLLBACK_REQUEST).exists():
             return True
         gone = not _supervised_by(folder, pid)  # stopped, or stopping: it will not look again
-        if gone and (claim_rollback_request(folder) is not None or not pid_alive(pid)):
+        if gone and (claim_rollback_request(folder) is not None or not _supervised_by(folder, pid)):
             return (load_state(folder) or {}).get("serving") == n
         time.sleep(0.2)
     raise UserError(f"loop --rollback: the supervisor (pid {pid}) did not switch within {timeout:.0f}s")
@@ -419,7 +421,7 @@ def stop_loop(folder: Path) -> str:
         raise UserError(f"loop --stop: {folder} is not a loop folder (no state.json)")
     pid = state.get("supervisor_pid")
     said = []
-    if pid and pid_alive(pid):
+    if pid and same_process(pid, state.get("supervisor_started")):  # never a process that reused its pid
         os.kill(pid, signal.SIGTERM)
         deadline = time.time() + 30
         while pid_alive(pid) and time.time() < deadline:

@@ -4,7 +4,10 @@
 Nothing is loaded and nothing is written: each problem is one line naming the file, the field and the fix, so
 a malformed folder (an empty ``model.safetensors``, a header that declares 2^60 bytes or is not JSON, a
 ``config.json`` that is not JSON, ``max_position_embeddings: "512"``, an unknown ``model_type``, an absurd
-``vocab_size``) is refused before a run folder exists, instead of a traceback halfway through the run.
+``vocab_size``, tensors that overlap or leave a gap, ``__metadata__`` that is not text) is refused before a run
+folder exists, instead of a traceback halfway through the run. The files are then checked together, as
+transformers will use them (the shards an index names, the model config.json builds, the tokenizer and
+its chat template): :mod:`ark_trainer.models.structure`.
 The safetensors format: 8 bytes little-endian header length N, N bytes of JSON (``name → {dtype, shape,
 data_offsets: [begin, end]}`` plus an optional ``__metadata__``), then the tensor bytes.
 """
@@ -130,9 +133,41 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     data_bytes = size - 8 - length
     problems = [p for name, t in tensors.items() if (p := _tensor_problem(name, t, data_bytes))]
+    problems = problems or [
+        *_metadata_problems(header.get("__metadata__")),
+        *_layout_problems(tensors, data_bytes),
+    ]
     if problems:
         raise _fail(path, f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}")
     return tensors
+
+
+def _metadata_problems(metadata: Any) -> list[str]:
+    """``__metadata__``: absent, or an object of text values (the safetensors library refuses anything else)."""
+    if metadata is None:
+        return []
+    if not isinstance(metadata, dict):
+        return [f"__metadata__: expected an object of text values, got {type(metadata).__name__}"]
+    return [
+        f"__metadata__: {key}: expected text, got {type(value).__name__}; save it again"
+        for key, value in metadata.items()
+        if not isinstance(value, str)
+    ]
+
+
+def _layout_problems(tensors: dict[str, dict[str, Any]], data_bytes: int) -> list[str]:
+    """The tensors, in offset order, cover the data bytes exactly: each starts where the one before ends
+    (tensors sharing bytes, or a gap, are what the safetensors library refuses at load)."""
+    at = 0
+    for name, t in sorted(tensors.items(), key=lambda kv: tuple(kv[1]["data_offsets"])):
+        begin, end = t["data_offsets"]
+        if begin != at:
+            how = "overlap the tensor before it" if begin < at else "leave a gap after the tensor before it"
+            return [f"tensor {name!r}: data_offsets {[begin, end]} {how} (which ends at {at}); save it again"]
+        at = end
+    if at != data_bytes:
+        return [f"the tensors end at byte {at} but the file has {data_bytes} data bytes; save it again"]
+    return []
 
 
 def _tensor_problem(name: str, tensor: Any, data_bytes: int) -> str | None:
@@ -182,14 +217,18 @@ def check_weights_match(folder: Path, config: dict, tensors: dict[str, dict[str,
 
 
 def check_model_files(folder: Path, flag: str, trust_remote_code: bool = False) -> None:
-    """``config.json`` and every ``*.safetensors`` header of ``folder``, checked (see the module docstring)."""
+    """``config.json`` and the header of every safetensors file transformers will read, checked on their
+    own and then together (:mod:`ark_trainer.models.structure`); see the module docstring."""
+    from ark_trainer.models.structure import check_structure, weight_files
+
     config = read_config(folder / "config.json", flag, trust_remote_code)
     tensors: dict[str, dict[str, Any]] = {}
-    for weights in sorted(folder.glob("*.safetensors")):
+    for weights in weight_files(folder, flag):
         tensors.update(read_safetensors_header(weights))
     if not tensors:
         raise _fail(folder, f"{flag}: the .safetensors files hold no tensors; save the model again")
     check_weights_match(folder, config, tensors)
+    check_structure(folder, config, tensors)
 
 
 def check_tokenizer_files(folder: Path) -> None:
@@ -206,3 +245,6 @@ def check_tokenizer_files(folder: Path) -> None:
             ) from None
         if not isinstance(data, dict):
             raise _fail(path, f"expected a JSON object, got {type(data).__name__}")
+    from ark_trainer.models.structure import check_tokenizer_loads
+
+    check_tokenizer_loads(folder)

@@ -64,7 +64,7 @@ class OllamaModel:
     def params(self) -> dict[str, Any]:
         try:
             data = json.loads(self.layers.get("params") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -132,9 +132,18 @@ def verify(model: OllamaModel, sha256: str, flag: str = "--model_path") -> None:
         )
 
 
+MAX_MANIFEST_BYTES = 1_000_000  # a manifest names a few layers
+
+
 def _layers(path: Path, flag: str, text: str) -> list[dict]:
     try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ValueError(f"over {MAX_MANIFEST_BYTES} bytes")
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:  # thousands of nested brackets
+        raise UserError(
+            f"{flag}: {text}: manifest {path} is not valid JSON (nested too deeply); run `ollama pull` for it again"
+        ) from None
     except (OSError, ValueError) as exc:
         raise UserError(
             f"{flag}: {text}: manifest {path} is not valid JSON ({exc}); run `ollama pull` for it again"

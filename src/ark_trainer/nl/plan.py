@@ -132,17 +132,20 @@ def _llm_flags(
     return flags, assumptions
 
 
-def outside_working_folder(path: str) -> list[str]:
+WRITTEN_FOLDERS = ("output_dir", "log_dir")  # the folders a run writes into
+
+
+def outside_working_folder(path: str, flag: str = "--output_dir") -> list[str]:
     """A refusal for a system or home folder; a note for a folder outside the working folder."""
     from ark_trainer.folders import system_problem
 
-    problem = system_problem(path, "--output_dir")
+    problem = system_problem(path, flag)
     if problem:
         raise UserError(f"request: {problem}")
     where, here = Path(path).expanduser().resolve(), Path.cwd().resolve()
     if where == here or here in where.parents:
         return []
-    return [f"--output_dir {path} is outside the working folder {here}: the run writes to {where}"]
+    return [f"{flag} {path} is outside the working folder {here}: the run writes to {where}"]
 
 
 def _run_reward(flags: dict[str, Any]):
@@ -191,8 +194,9 @@ def plan_request(
     if not (flags.get("output_dir") or from_yaml.get("output_dir")):
         flags["output_dir"] = f"runs/{safe_folder_name(str(flags.get('task_name') or TrainConfig.task_name))}"
         assumptions.append(f"no output folder named: --output_dir {flags['output_dir']}")
-    elif "output_dir" in flags and "output_dir" not in overrides:  # read from the request (or its model)
-        assumptions += outside_working_folder(str(flags["output_dir"]))
+    for name in WRITTEN_FOLDERS:  # read from the request (or its model), not given as a flag
+        if flags.get(name) and name not in overrides:
+            assumptions += outside_working_folder(str(flags[name]), f"--{name}")
     for name, what in DEFAULTS_NOTED.items():
         if name not in flags and name not in from_yaml:
             assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")

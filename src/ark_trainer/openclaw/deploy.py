@@ -204,13 +204,20 @@ def _check_request(out: Path, agent: str | None) -> None:
 
 
 def deploy_folder(spec: str | Path) -> Path:
-    """The folder to deploy from: a run's ``--output_dir`` as it is; a model folder given directly (a
-    ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``) gets a deploy folder
-    of its own, ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (the model's
-    own folder is never written to)."""
+    """The folder to deploy from: a run's (or loop's) ``--output_dir`` of ours as it is; a model folder given
+    directly (a ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``), or the
+    ``model/`` of any other folder, gets a deploy folder of its own,
+    ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (a folder that is not ours
+    is never written to)."""
+    from ark_trainer.folders import owned
+
     path = Path(spec).expanduser()
-    if (path / "model").exists() or not (path / "config.json").is_file():
-        return path.resolve()  # a run folder (or nothing: _check_request says what is missing)
+    if (path / "model").exists() and (owned(path, "run") or owned(path, "loop")):
+        return path.resolve()  # a run (or loop) folder of ours: its deploy/ goes inside it
+    if (path / "model" / "config.json").is_file():
+        path = path / "model"  # another folder holding a model: it is served, its folder is not written to
+    if not (path / "config.json").is_file():
+        return Path(spec).expanduser().resolve()  # nothing to serve: _check_request says what is missing
     model_dir = path.resolve()
     out = cli.state_dir() / "ark-trainer" / "models" / served_name(model_dir).removeprefix("ark-")
     link = out / "model"

@@ -259,12 +259,24 @@ _FUNCS: dict[str, Callable[..., float]] = {
 _ARITY = {"min": (2, 32), "max": (2, 32), "abs": (1, 1), "clip": (1, 3)}  # clip(x, lo=0, hi=1)
 
 
+MAX_FORMULA_CHARS = 1000
+MAX_FORMULA_DEPTH = 100  # operators and calls nested in one another (the evaluation recurses this deep)
+
+
 def check_formula(text: str, names: set[str]) -> ast.Expression:
-    """Parse a ``calculate_output`` formula: numbers, grader names, + - * / **, min/max/abs/clip."""
+    """Parse a ``calculate_output`` formula: numbers, grader names, + - * / **, min/max/abs/clip; at most
+    :data:`MAX_FORMULA_CHARS` characters nested at most :data:`MAX_FORMULA_DEPTH` deep (Python's parser
+    fails on a formula nested thousands deep with a MemoryError or RecursionError)."""
+    if len(text) > MAX_FORMULA_CHARS:
+        raise ValueError(f"too long ({len(text)} characters; at most {MAX_FORMULA_CHARS}); write it shorter")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"not a valid formula ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"nests too deeply (at most {MAX_FORMULA_DEPTH} levels); write it flatter") from None
+    if _depth(tree) > MAX_FORMULA_DEPTH:
+        raise ValueError(f"nests too deeply (at most {MAX_FORMULA_DEPTH} levels); write it flatter")
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             if node.id not in names and node.id not in _FUNCS:
@@ -286,6 +298,16 @@ def check_formula(text: str, names: set[str]) -> ast.Expression:
         if isinstance(node, ast.Constant) and not isinstance(node.value, int | float):
             raise ValueError(f"constant {node.value!r} is not a number")
     return tree
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep the formula's operators and calls nest (iterative: the tree may be deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack += [(child, depth + 1) for child in ast.iter_child_nodes(node)]
+    return deepest
 
 
 def _evaluate(node: ast.AST, env: dict[str, float]) -> float:

@@ -46,6 +46,7 @@ from typing import Any
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import json_line, jsonl_file_lines
 from ark_trainer.httpclient import AnswerTooLarge, post_json
+from ark_trainer.ranges import MAX_NEW_TOKENS
 from ark_trainer.rewards.contract import RewardUnavailable
 from ark_trainer.rewards.graders import Template, contexts
 
@@ -56,6 +57,8 @@ _NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*\d+(?:\.\d+)?)?\s*\.?\s
 _JSON_RE = re.compile(r"\{[^{}]*\}")
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _FATAL_STATUS = {401, 403, 404}  # the key or the URL is wrong: every sample would fail alike
+# bounds of a judge's settings: one call (all its tries) must end in a time a run can wait for
+MAX_TIMEOUT, MAX_RETRIES, MAX_BACKOFF, MAX_CONCURRENCY = 3600, 10, 600, 256
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -306,11 +309,11 @@ def build_judge(entry, name: str) -> LLMJudge:
         score_range=(lo, hi),
         api_key_env=entry.get("api_key_env", str, None),
         temperature=float(entry.number("temperature", 0.0, low=0.0)),
-        max_tokens=int(entry.number("max_tokens", 64, low=1, integer=True)),
-        timeout=float(entry.number("timeout", 30.0, low=0.001)),
-        max_retries=int(entry.number("max_retries", 3, low=0, integer=True)),
-        backoff=float(entry.number("backoff", 1.0, low=0.0)),
-        concurrency=int(entry.number("concurrency", 4, low=1, integer=True)),
+        max_tokens=int(entry.number("max_tokens", 64, low=1, high=MAX_NEW_TOKENS, integer=True)),
+        timeout=float(entry.number("timeout", 30.0, low=0.001, high=MAX_TIMEOUT)),
+        max_retries=int(entry.number("max_retries", 3, low=0, high=MAX_RETRIES, integer=True)),
+        backoff=float(entry.number("backoff", 1.0, low=0.0, high=MAX_BACKOFF)),
+        concurrency=int(entry.number("concurrency", 4, low=1, high=MAX_CONCURRENCY, integer=True)),
         cache=cache,
         on_failure=entry.choice("on_failure", ("skip", "zero"), "skip"),
         where=entry.where(),

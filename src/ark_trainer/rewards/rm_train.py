@@ -74,13 +74,16 @@ class RMTrainArgs:
         ):
             if not 1 <= getattr(self, flag) <= high:
                 raise UserError(f"--{flag}: expected an integer in [1, {high}], got {getattr(self, flag)}")
-        if self.learning_rate <= 0:
+        if not 0 < self.learning_rate < math.inf:  # nan fails this too
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
-        if self.max_steps <= 0 and self.num_train_epochs <= 0:
+        if self.max_steps <= 0 and not 0 < self.num_train_epochs < math.inf:
             raise UserError("--num_train_epochs: expected a number > 0 (or give --max_steps)")
+        from ark_trainer.config import RANGES
+        from ark_trainer.ranges import range_problems
         from ark_trainer.scale import lora_problems
 
-        if problems := lora_problems(self):
+        lora = {n: RANGES[n] for n in ("lora_r", "lora_alpha")}  # train's: a rank of 1e9 allocates 64 GB
+        if problems := range_problems(vars(self), lora) or lora_problems(self):
             raise UserError(*problems)
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")

@@ -377,7 +377,7 @@ def _regex(entry: _Entry, name: str) -> Callable:
         entry.template("input", "{{sample.output_text}}"),
         pattern,
         entry.choice("expect", ("match", "no_match"), "match"),
-        float(entry.number("timeout", 1.0, low=0.001)),
+        float(entry.number("timeout", 1.0, low=0.001, high=3600)),  # threading refuses huge timeouts
     )
 
 

@@ -25,6 +25,24 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, field 22 of ``/proc/PID/stat``), or None without
+    ``/proc``. With the pid it names one process: a pid is reused once its process has died."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def same_process(pid: int | None, started: str | None) -> bool:
+    """``pid`` is alive and is the process that started at ``started`` (None: not recorded, the pid alone
+    decides), so a crashed process's pid, reused by another, is not taken for it."""
+    if not pid or not pid_alive(pid):
+        return False
+    now = process_start(pid)
+    return started is None or now is None or now == started
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` right now (the OS picks it)."""
     with socket.socket() as s:

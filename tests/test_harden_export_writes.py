@@ -1,0 +1,130 @@
+"""``export`` writes a GGUF file and a Modelfile only where it may: never over a user's file, never in a
+system folder, never into a folder it did not make.
+
+It once wrote ``-o notes.md`` over the user's notes with GGUF bytes (and a Modelfile beside it), wrote
+``-o /etc/x.gguf`` and ``/etc/Modelfile``, and gave an ``IsADirectoryError`` traceback for ``-o FOLDER``.
+Each of these is now one line, with nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.cli import main
+from model_files import save_tiny
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("export_writes") / "tiny-hf", "qwen2")
+
+
+def refused(capsys, argv: list[str]) -> list[str]:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines
+
+
+def test_a_file_of_another_kind_is_never_overwritten(model, tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# mine\n", encoding="utf-8")
+    assert refused(capsys, ["export", str(model), "-o", str(notes)]) == [
+        f"error: -o: {str(notes)!r}: give a file name ending in .gguf"
+    ]
+    fake = tmp_path / "mine.gguf"
+    fake.write_text("not a model\n", encoding="utf-8")
+    assert refused(capsys, ["export", str(model), "-o", str(fake)]) == [
+        f"error: -o: {str(fake)!r} exists and is not a GGUF file; it is not overwritten: give a new file name"
+    ]
+    assert (
+        notes.read_text(encoding="utf-8") == "# mine\n"
+        and fake.read_text(encoding="utf-8") == "not a model\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.gguf", "notes.md"]
+
+
+def test_a_modelfile_of_the_users_own_is_never_overwritten(model, tmp_path, capsys):
+    (tmp_path / "Modelfile").write_text("FROM llama3\nSYSTEM mine\n", encoding="utf-8")
+    lines = refused(capsys, ["export", str(model), "-o", str(tmp_path / "m.gguf")])
+    assert lines == [
+        f"error: -o: {tmp_path / 'Modelfile'} is not a Modelfile ark-trainer wrote; it is not overwritten: "
+        "give -o a file in another folder"
+    ]
+    assert (tmp_path / "Modelfile").read_text(encoding="utf-8") == "FROM llama3\nSYSTEM mine\n"
+    assert not (tmp_path / "m.gguf").exists()
+
+
+@pytest.mark.parametrize("where", ["/etc/x.gguf", "/usr/lib/x.gguf", "/x.gguf"])
+def test_a_system_folder_is_refused(model, capsys, where):
+    lines = refused(capsys, ["export", str(model), "-o", where])
+    assert "is a system folder" in lines[0], lines
+    assert not Path(where).exists()
+
+
+def test_a_folder_as_the_file_is_one_line(model, tmp_path, capsys):
+    assert refused(capsys, ["export", str(model), "-o", str(tmp_path)]) == [
+        f"error: -o: {str(tmp_path)!r} is a folder; give a file path, e.g. {str(tmp_path / 'model.gguf')!r}"
+    ]
+
+
+def test_the_default_folder_beside_a_model_is_ours_or_left_alone(model, tmp_path, capsys):
+    import shutil
+
+    hf = shutil.copytree(model, tmp_path / "hf")
+    beside = tmp_path / "hf-gguf"
+    beside.mkdir()
+    (beside / "notes.txt").write_text("mine", encoding="utf-8")
+    lines = refused(capsys, ["export", str(hf)])
+    assert lines == [
+        f"error: export: {beside} holds notes.txt, not only an export of ours; give -o FILE.gguf elsewhere"
+    ]
+    assert sorted(p.name for p in beside.iterdir()) == ["notes.txt"]
+
+
+def test_a_folder_that_is_not_a_run_of_ours_gets_no_export_folder(model, tmp_path, capsys):
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(model, project / "model")
+    (project / "report.md").write_text("# mine\n", encoding="utf-8")
+    lines = refused(capsys, ["export", str(project)])
+    assert lines == [
+        f"error: export: {project} is not a run folder of ark-trainer, so export/ is not written into it; "
+        f"give its model folder ({project / 'model'}) or -o FILE.gguf"
+    ]
+    assert not (project / "export").exists()
+
+
+# --- deploy: OUT/deploy/ only in a run of ours, --record only over a JSONL file ------------------------------
+
+
+def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):
+    import shutil
+
+    from ark_trainer.folders import claim_folder
+    from ark_trainer.openclaw.deploy import deploy_folder
+
+    project = tmp_path / "project"
+    shutil.copytree(model, project / "model")
+    served = deploy_folder(project)
+    assert served != project.resolve() and os.readlink(served / "model") == str((project / "model").resolve())
+    assert sorted(p.name for p in project.iterdir()) == ["model"]  # nothing written into the user's folder
+    run = claim_folder(tmp_path / "run")  # a run of ours: its deploy/ goes inside it, as before
+    shutil.copytree(model, run / "model")
+    assert deploy_folder(run) == run.resolve()
+
+
+def test_deploy_record_never_appends_to_a_file_of_another_kind(model, tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# mine\n", encoding="utf-8")
+    lines = refused(capsys, ["deploy", str(model), "--record", str(notes)])
+    assert lines == [
+        f"error: --record: {str(notes)!r} exists and is not a JSONL file; it is not overwritten: give a new file name"
+    ]
+    assert notes.read_text(encoding="utf-8") == "# mine\n"
+    assert "is a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]
