@@ -36,7 +36,7 @@ from ark_trainer.runfolder import RunFolder
 
 log = logging.getLogger("ark_trainer")
 REAL_N_EVAL = 100  # held-out dialogues of the demo on a real model (each costs a greedy answer per model)
-REAL_N_TRAIN = 2400  # training dialogues: ~30% of them carry a candidate that is right (~760 RFT targets)
+REAL_N_TRAIN = 4000  # training dialogues: ~32% of them carry a candidate that is right (~1,300 RFT targets)
 # The toy's completion budget on English data: its answers run up to 45 of its tokens (Chinese: 27; the
 # preset's 40 is tuned for those).
 TOY_EN_COMPLETION_LENGTH = 48
