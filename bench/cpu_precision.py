@@ -2,7 +2,7 @@
 
 Measures, each setting in a fresh process (peak RSS is per process):
 
-1. **Training**: TRL ``SFTTrainer`` steps on the QC demo's gold answers (as RFT trains), fp32 against bf16
+1. **Training**: TRL ``SFTTrainer`` steps on the QC demo's gold answers (as RFT trains; ``lora_cpu.one``), fp32 against bf16
    autocast over fp32 weights (what ``train`` runs under ``bf16``), gradient checkpointing off as ``train``
    runs them: seconds per step (the first, warm-up, left out), peak RSS and the loss after the same steps.
 2. **Generation**: greedy answers to the demo's held-out prompts with our batched ``generate``
@@ -20,63 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import src_env, write_results  # noqa: E402
-
-
-def train_steps(model_path: str, bf16: bool, steps: int, batch: int) -> dict:
-    """``steps`` SFT steps in this process; seconds per step, peak RSS, the losses."""
-    import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
-
-    from ark_trainer.demo.data import generate_rows, gold_answer
-
-    rows = generate_rows(batch * (steps + 1), 0, "train", with_candidates=False)
-    data = [
-        {
-            "prompt": [{"role": "user", "content": r["question"]}],
-            "completion": [{"role": "assistant", "content": gold_answer(r)}],
-        }
-        for r in rows
-    ]
-    times: list[float] = []
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            self.t = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            times.append(time.perf_counter() - self.t)
-
-    with tempfile.TemporaryDirectory() as out:
-        args = SFTConfig(
-            output_dir=out, max_steps=steps, per_device_train_batch_size=batch, learning_rate=1e-4,
-            logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-            completion_only_loss=True, max_length=None, gradient_checkpointing=False, bf16=bf16, seed=0,
-            model_init_kwargs={"dtype": torch.float32},  # fp32 master weights, as train loads them
-        )  # fmt: skip
-        trainer = SFTTrainer(
-            model=model_path, args=args, train_dataset=Dataset.from_list(data), callbacks=[Timer()]
-        )
-        trainer.train()
-        losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
-    steady = times[1:] or times
-    return {
-        "bf16": bf16,
-        "seconds_per_step": round(sum(steady) / len(steady), 3),
-        "first_step_s": round(times[0], 3),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "losses": losses,
-    }
+from lora_cpu import one as train_steps  # noqa: E402  (SFT steps in this process: s/step, RSS, losses)
 
 
 def greedy(model_path: str, bf16: bool, prompts: int, new_tokens: int) -> dict:
@@ -119,7 +70,7 @@ def main() -> None:
     a = ap.parse_args()
     steps, batch, prompts, new_tokens = (2, 2, 4, 16) if a.quick else (6, 8, 32, 96)
     if a.child == "train":
-        print(json.dumps(train_steps(a.model_path, a.bf16, steps, batch)))
+        print(json.dumps(train_steps(a.model_path, 0, steps, batch, bf16=a.bf16, lr=1e-4)))
         return
     if a.child == "greedy":
         print(json.dumps(greedy(a.model_path, a.bf16, prompts, new_tokens)))

@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import src_env, write_results  # noqa: E402
 
 
-def one(model_path: str, lora_r: int, steps: int, batch: int) -> dict:
-    """Train ``steps`` SFT steps in this process; returns seconds per step and peak RSS."""
+def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False, lr: float = 1e-5) -> dict:
+    """Train ``steps`` SFT steps in this process (``bf16``: autocast over fp32 weights, as ``train`` runs it
+    under bf16); returns seconds per step, peak RSS and the losses."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -53,9 +54,10 @@ def one(model_path: str, lora_r: int, steps: int, batch: int) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         args = SFTConfig(
-            output_dir=out, max_steps=steps, per_device_train_batch_size=batch, learning_rate=1e-5,
+            output_dir=out, max_steps=steps, per_device_train_batch_size=batch, learning_rate=lr,
             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-            completion_only_loss=True, max_length=None, gradient_checkpointing=False,
+            completion_only_loss=True, max_length=None, gradient_checkpointing=False, bf16=bf16, seed=0,
+            model_init_kwargs={"dtype": torch.float32},  # fp32 master weights, as train loads them
         )  # fmt: skip
         peft = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear") if lora_r else None
         trainer = SFTTrainer(
@@ -63,6 +65,7 @@ def one(model_path: str, lora_r: int, steps: int, batch: int) -> dict:
             callbacks=[Timer()],
         )  # fmt: skip
         trainer.train()
+        losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
     steady = times[1:] or times  # the first step pays for warm-up
@@ -73,6 +76,8 @@ def one(model_path: str, lora_r: int, steps: int, batch: int) -> dict:
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "trainable_params": trainable,
         "params": total,
+        "bf16": bf16,
+        "losses": losses,
     }
 
 
@@ -102,15 +107,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--batch_size", type=int, default=8)
     ap.add_argument("--lora_r", type=int, default=16)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast over fp32 weights in both settings")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child: one setting
     a = ap.parse_args()
     if a.one is not None:
-        print(json.dumps(one(a.model_path, a.one, a.steps, a.batch_size)))
+        print(json.dumps(one(a.model_path, a.one, a.steps, a.batch_size, bf16=a.bf16)))
         return
     runs = []
     for r in (0, a.lora_r):
         cmd = [sys.executable, __file__, "--model_path", a.model_path, "--steps", str(a.steps)]
-        cmd += ["--batch_size", str(a.batch_size), "--one", str(r)]
+        cmd += ["--batch_size", str(a.batch_size), "--one", str(r), *(["--bf16"] if a.bf16 else [])]
         done = subprocess.run(cmd, env=src_env(), capture_output=True, text=True, check=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(runs[-1], flush=True)
@@ -119,7 +125,8 @@ def main() -> None:
     md = [
         "# LoRA against full fine-tuning on CPU (SFT steps on the QC demo's answers)",
         f"Model: `{a.model_path}` ({full['params'] / 1e6:.1f}M parameters); batch {a.batch_size}, "
-        f"{a.steps} steps each (the first one, warm-up, left out of the mean).",
+        f"{a.steps} steps each (the first one, warm-up, left out of the mean); "
+        f"{'bf16 autocast over fp32 weights' if a.bf16 else 'fp32'}.",
         "",
         "| training | trainable params | s/step | peak RSS (MiB) |",
         "|---|---|---|---|",

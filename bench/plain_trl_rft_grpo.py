@@ -32,6 +32,9 @@ def main() -> None:
         ("grpo_learning_rate", float, 1e-6), ("rft_min_reward", float, 0.9), ("seed", int, 0),
     ):  # fmt: skip
         ap.add_argument(f"--{name}", type=kind, default=default)
+    ap.add_argument(
+        "--bf16", action="store_true", help="bf16 autocast over fp32 weights (as train under bf16)"
+    )
     a = ap.parse_args()
     with open(a.data_path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
@@ -51,7 +54,7 @@ def main() -> None:
     shared = {
         "per_device_train_batch_size": a.batch_size, "gradient_accumulation_steps": 1, "warmup_steps": 0.0,
         "lr_scheduler_type": "linear", "logging_steps": 1, "save_strategy": "no", "seed": a.seed,
-        "report_to": "none", "use_cpu": not torch.cuda.is_available(), "fp16": False, "bf16": False,
+        "report_to": "none", "use_cpu": not torch.cuda.is_available(), "fp16": False, "bf16": a.bf16,
         "dataloader_num_workers": 0, "gradient_checkpointing": False,
         "model_init_kwargs": {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False},
     }  # fmt: skip

@@ -70,6 +70,7 @@ def training(a: argparse.Namespace, data: Path, work: Path) -> dict:
     wall_ours, rss_ours, _ = timed(cmd)
     plain = work / "plain"
     cmd = [sys.executable, str(HERE / "plain_trl_rft_grpo.py"), "--output_dir", str(plain), *common]
+    cmd += ["--bf16"] if a.bf16 else []  # the same precision on both sides
     cmd += ["--rft_steps", str(a.rft_steps), "--grpo_steps", str(a.grpo_steps)]
     wall_plain, rss_plain, out = timed(cmd)
     plain_times = json.loads(out.strip().splitlines()[-1])
@@ -102,7 +103,7 @@ def generation(a: argparse.Namespace, rows: list[dict]) -> dict:
     from ark_trainer.models.loading import load_policy
     from ark_trainer.models.prompts import render_prompt
 
-    model, tok = load_policy(a.model_path, Runtime("cpu", False, False, []))
+    model, tok = load_policy(a.model_path, Runtime("cpu", False, a.bf16, []))  # the weights eval loads
     prompts = [[{"role": "user", "content": r["question"]}] for r in rows[: a.gen_prompts]]
 
     def count(texts: list[str]) -> int:
@@ -143,6 +144,7 @@ def lora(a: argparse.Namespace) -> dict:
         a.model_path,
         "--steps",
         str(a.lora_steps),
+        *(["--bf16"] if a.bf16 else []),
     ]
     subprocess.run(cmd, env=src_env(), check=True, capture_output=True)
     return json.loads((HERE / "results" / "lora_cpu.json").read_text(encoding="utf-8"))["runs"]
@@ -153,6 +155,9 @@ def main() -> None:
     ap.add_argument("--model_path", required=True)
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
+    from ark_trainer.scale import native_cpu_bf16
+
+    a.bf16 = native_cpu_bf16()  # what train's --mixed_precision auto picks for a real model on this CPU
     a.batch_size, a.max_completion_length = 8, 96
     a.rft_steps, a.grpo_steps, a.gen_prompts, a.lora_steps = (2, 1, 2, 2) if a.quick else (8, 3, 8, 4)
     from ark_trainer.demo.data import write_demo_data
@@ -166,7 +171,8 @@ def main() -> None:
     runs = lora(a)
     md = [
         "# Our RFT+GRPO against raw TRL, generation and LoRA, on SmolLM2-135M-Instruct",
-        f"Model `{a.model_path}`, fp32 on CPU, batch {a.batch_size}, completions up to {a.max_completion_length} "
+        f"Model `{a.model_path}`, {'bf16 autocast over fp32 weights' if a.bf16 else 'fp32'} on CPU (what "
+        "`--mixed_precision auto` picks here, on both sides; generation with the weights evaluation loads), batch {a.batch_size}, completions up to {a.max_completion_length} "
         f"tokens, RFT {a.rft_steps} steps then GRPO {a.grpo_steps} steps (4 generations), gradient "
         "checkpointing off on both sides; the demo's QC data (400 training dialogues).",
         "",

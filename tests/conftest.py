@@ -88,3 +88,24 @@ def tiny_qc_assets(root: Path) -> dict[str, Path]:
     write_jsonl(root / "train.jsonl", rows)
     write_jsonl(root / "eval.jsonl", rows[:2])
     return {"model": model, "train": root / "train.jsonl", "eval": root / "eval.jsonl", "root": root}
+
+
+def refused(capsys, argv: list[str]) -> list[str]:
+    """Run ``argv`` in-process; assert exit 2 with only one-line ``error:`` messages and no traceback; return
+    the lines (the promise for bad input: one line naming the file, field or flag, nothing written)."""
+    from ark_trainer.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert lines and all(line.startswith("error: ") for line in lines), err
+    assert "Traceback" not in err
+    return lines
+
+
+def train_argv(a: dict, out: Path, *extra: str) -> list[str]:
+    """``train`` on ``tiny_qc_assets`` into ``out``, two steps on CPU, plus ``extra``."""
+    return [
+        "train", "--model_path", str(a["model"]), "--data_path", str(a["train"]), "--output_dir", str(out),
+        "--device", "cpu", "--max_train_steps", "2", *extra,
+    ]  # fmt: skip

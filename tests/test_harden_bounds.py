@@ -16,29 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.cli import main
-from conftest import tiny_qc_assets
+from conftest import refused, tiny_qc_assets, train_argv
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
     return tiny_qc_assets(tmp_path_factory.mktemp("bounds_assets"))
-
-
-def refused(capsys, argv: list[str]) -> list[str]:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert lines and all(line.startswith("error: ") for line in lines), err
-    assert "Traceback" not in err
-    return lines
-
-
-def train(a: dict, out: Path, *extra: str) -> list[str]:
-    return [
-        "train", "--model_path", str(a["model"]), "--data_path", str(a["train"]), "--output_dir", str(out),
-        "--device", "cpu", "--max_train_steps", "2", *extra,
-    ]  # fmt: skip
 
 
 # --- seconds ---------------------------------------------------------------------------------------------------
@@ -47,7 +30,7 @@ def train(a: dict, out: Path, *extra: str) -> list[str]:
 @pytest.mark.parametrize("flag", ["reward_timeout", "tool_timeout", "stall_timeout", "heartbeat_interval"])
 @pytest.mark.parametrize("value", ["1e12", "1e300"])
 def test_train_seconds_are_bounded(assets, tmp_path, capsys, flag, value):
-    lines = refused(capsys, train(assets, tmp_path / "out", f"--{flag}", value))
+    lines = refused(capsys, train_argv(assets, tmp_path / "out", f"--{flag}", value))
     assert len(lines) == 1 and lines[0].startswith(f"error: --{flag}: must be in "), lines
     assert "1e+06]" in lines[0] and not (tmp_path / "out").exists()
 
@@ -248,6 +231,6 @@ def test_a_formula_too_long_or_too_deep_is_one_line_naming_the_grader(assets, tm
 def test_an_mcp_server_file_is_bounded(assets, tmp_path, capsys, name, text, says):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    lines = refused(capsys, train(assets, tmp_path / "out", "--env", f"mcp:{path}"))
+    lines = refused(capsys, train_argv(assets, tmp_path / "out", "--env", f"mcp:{path}"))
     assert len(lines) == 1 and says in lines[0], lines
     assert not (tmp_path / "out").exists()

@@ -23,28 +23,12 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
-from conftest import tiny_qc_assets
+from conftest import refused, tiny_qc_assets, train_argv
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
     return tiny_qc_assets(tmp_path_factory.mktemp("limits_assets"))
-
-
-def refused(capsys, argv: list[str]) -> list[str]:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert lines and all(line.startswith("error: ") for line in lines), err
-    assert "Traceback" not in err
-    return lines
-
-
-def train(a: dict, out: Path, *extra: str) -> list[str]:
-    return [
-        "train", "--model_path", str(a["model"]), "--data_path", str(a["train"]), "--output_dir", str(out),
-        "--device", "cpu", "--max_train_steps", "2", *extra,
-    ]  # fmt: skip
 
 
 def alias_bomb(levels: int = 24, indent: str = "") -> str:
@@ -73,7 +57,7 @@ def test_hostile_reward_yaml_is_refused_at_once(assets, tmp_path, capsys, text, 
     spec = tmp_path / "rewards.yaml"
     spec.write_text(text, encoding="utf-8")
     started = time.monotonic()
-    lines = refused(capsys, train(assets, tmp_path / "out", "--reward_config", str(spec)))
+    lines = refused(capsys, train_argv(assets, tmp_path / "out", "--reward_config", str(spec)))
     assert time.monotonic() - started < 30  # it was a MemoryError after 54 s
     assert len(lines) == 1 and lines[0].startswith(f"error: {spec}:") and says in lines[0], lines
     assert not (tmp_path / "out").exists()
@@ -85,7 +69,7 @@ def test_hostile_reward_yaml_is_refused_at_once(assets, tmp_path, capsys, text, 
 def test_hostile_config_yaml_is_refused_at_once(assets, tmp_path, capsys, text):
     config = tmp_path / "run.yaml"
     config.write_text(text, encoding="utf-8")
-    lines = refused(capsys, train(assets, tmp_path / "out", "--config", str(config)))
+    lines = refused(capsys, train_argv(assets, tmp_path / "out", "--config", str(config)))
     assert lines[0].startswith(f"error: {config}"), lines
     assert any(w in lines[0] for w in ("alias bomb", "nested deeper", "bytes; a YAML config is at most")), (
         lines
@@ -206,7 +190,7 @@ def test_a_trickling_planning_model_is_cut_off(trickle_server, capsys, monkeypat
     ],
 )
 def test_counts_that_multiply_memory_have_ranges(assets, tmp_path, capsys, flag, value, says):
-    lines = refused(capsys, train(assets, tmp_path / "out", f"--{flag}", value))
+    lines = refused(capsys, train_argv(assets, tmp_path / "out", f"--{flag}", value))
     assert len(lines) == 1 and lines[0].startswith(f"error: {says}"), lines
 
 
@@ -268,7 +252,7 @@ def test_multi_weights_and_reward_weights_are_bounded(assets, tmp_path, capsys):
     lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
     assert "weights: a: expected a number in [0, 1e+06], got 1e+308" in lines[0]
     for bad in ("qc_verdict=1e308", "qc_verdict=nan", "qc_verdict=inf"):
-        lines = refused(capsys, train(assets, tmp_path / "out", "--reward_weights", bad))
+        lines = refused(capsys, train_argv(assets, tmp_path / "out", "--reward_weights", bad))
         assert any("expected name=weight with a weight in [0, 1e+06]" in line for line in lines), lines
 
 

@@ -22,7 +22,7 @@ from ark_trainer.cli import main
 from ark_trainer.config import field_types
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER
-from conftest import save_tiny_qwen, tiny_qc_assets
+from conftest import refused, save_tiny_qwen, tiny_qc_assets
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 NUMERIC = sorted(n for n, kind in field_types().items() if kind in (int, float))
@@ -43,16 +43,6 @@ def base(a: dict, out: Path) -> list[str]:
         "--output_dir",
         str(out),
     ]
-
-
-def refused(capsys, argv: list[str]) -> list[str]:
-    """Run ``argv``; assert exit 2 with only one-line ``error:`` messages; return them."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert lines and all(line.startswith("error: ") for line in lines), err
-    assert "Traceback" not in err
-    return lines
 
 
 def train_flags(a: dict, out: Path, steps: int = 4, **extra) -> list[str]:

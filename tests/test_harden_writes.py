@@ -20,21 +20,12 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.folders import MARKER, check_folder, claim_folder, owned
-from conftest import tiny_qc_assets
+from conftest import refused, tiny_qc_assets
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
     return tiny_qc_assets(tmp_path_factory.mktemp("writes_assets"))
-
-
-def refused(capsys, argv: list[str]) -> list[str]:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert lines and all(line.startswith("error: ") for line in lines), err
-    assert "Traceback" not in err
-    return lines
 
 
 def project(root: Path) -> dict[str, bytes]:

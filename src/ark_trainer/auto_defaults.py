@@ -189,8 +189,8 @@ def cpu_precision(cfg, facts: ModelFacts, device: str) -> AutoDefault | None:
         )
     return AutoDefault(
         "bf16",
-        "bf16 (autocast over fp32 weights): this CPU computes bf16 natively, several times fp32's matrix "
-        "throughput (bench/results/cpu_precision.md)",
+        "bf16 (autocast over fp32 weights): this CPU computes bf16 natively (SmolLM2-135M on 2 such cores: "
+        "training steps 1.3× and greedy decoding 1.6× as fast as fp32, bench/results/cpu_precision.md)",
     )
 
 
