@@ -172,7 +172,8 @@ def main() -> None:
     md = [
         "# Our RFT+GRPO against raw TRL, generation and LoRA, on SmolLM2-135M-Instruct",
         f"Model `{a.model_path}`, {'bf16 autocast over fp32 weights' if a.bf16 else 'fp32'} on CPU (what "
-        "`--mixed_precision auto` picks here, on both sides; generation with the weights evaluation loads), batch {a.batch_size}, completions up to {a.max_completion_length} "
+        "`--mixed_precision auto` picks here, on both sides; generation with the weights evaluation loads), "
+        f"batch {a.batch_size}, completions up to {a.max_completion_length} "
         f"tokens, RFT {a.rft_steps} steps then GRPO {a.grpo_steps} steps (4 generations), gradient "
         "checkpointing off on both sides; the demo's QC data (400 training dialogues).",
         "",
