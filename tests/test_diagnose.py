@@ -276,7 +276,10 @@ def test_slow_generation_is_a_warning_on_gpu_and_info_on_cpu(constant_run, tmp_p
 def test_no_improvement_is_judged_on_finished_runs_only(constant_run, tmp_path):
     worse = {"base": evaluation("base", 0.5), "rft": evaluation("rft", 0.4)}
     run = synthetic_run(constant_run, tmp_path / "run", [metric(s) for s in range(1, 11)], worse)
-    assert "below the base on task_accuracy: 50.0% → 40.0%" in codes(run)["no_improvement"]["evidence"]
+    found = codes(run)["no_improvement"]
+    assert "below the base on task_accuracy: 50.0% → 40.0%" in found["evidence"]
+    # worse than the base: the advice agrees with eval_regression's (lower the rate), never "ten times higher"
+    assert "training made it worse: lower the learning rates" in found["fix"] and "higher" not in found["fix"]
     beat = json.loads((run / "heartbeat.json").read_text())
     (run / "heartbeat.json").write_text(json.dumps({**beat, "state": "failed"}))
     assert "no_improvement" not in codes(run)  # RFT was not meant to be the final model

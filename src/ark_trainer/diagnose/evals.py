@@ -62,10 +62,12 @@ def not_better_than_base(run: RunData) -> Finding | None:
     ]
     lrs = [f for f in dict.fromkeys(lr_flag(n) for n in planned or [final]) if run.cfg(f) is not None]
     now = ", ".join(f"--{f} {run.cfg(f)}" for f in lrs)
-    fix = (
-        f"the learning rates ({now}) may suit another model: try ten times higher, or train longer "
-        "(--max_train_steps); --openclaw_env True deploys such a model only with --deploy_if_not_better True"
-    )
+    if after < before:  # type: ignore[operator]  # training moved it, the wrong way: not a rate too small
+        advice = f"training made it worse: lower the learning rates ({now}) or train fewer steps"
+    else:
+        advice = f"the learning rates ({now}) may suit another model: try ten times higher, or train longer"
+        advice += " (--max_train_steps)"
+    fix = f"{advice}; --openclaw_env True deploys such a model only with --deploy_if_not_better True"
     return Finding("no_improvement", "warning", final, evidence, fix)
 
 
