@@ -112,22 +112,15 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-MODELFILE_HEAD = "# ollama create NAME -f Modelfile"  # the first line of every Modelfile we write
 OURS_IN_EXPORT = re.compile(r"model-[\w.]+\.gguf|Modelfile|export\.json|\..*\.partial")
 
 
-def _is_gguf(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(4) == b"GGUF"
-    except OSError:
-        return False
-
-
 def _our_modelfile(path: Path) -> bool:
+    from ark_trainer.models.gguf_export import MODELFILE_HEAD
+
     try:
         with path.open(encoding="utf-8") as fh:
-            return fh.readline(200).startswith(MODELFILE_HEAD)
+            return fh.readline(200).startswith(MODELFILE_HEAD)  # the first line of every Modelfile we write
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -136,6 +129,7 @@ def check_destination(out: Path, dest: Path | None, quant: str) -> Path:
     """The GGUF file to write (``dest``, else the default), refused in one line where it would touch a file
     or folder that is not ours; writes nothing."""
     from ark_trainer.folders import owned, system_problem
+    from ark_trainer.models.gguf import is_gguf_file
 
     folder = model_folder(out)
     if dest is None and folder != out and not (owned(out, "run") or owned(out, "loop")):
@@ -165,7 +159,7 @@ def check_destination(out: Path, dest: Path | None, quant: str) -> Path:
         )
     if dest.suffix.lower() != ".gguf":
         raise UserError(f"{flag}: {str(dest)!r}: give a file name ending in .gguf")
-    if dest.exists() and not _is_gguf(dest):
+    if dest.exists() and not is_gguf_file(dest):
         raise UserError(
             f"{flag}: {str(dest)!r} exists and is not a GGUF file; it is not overwritten: give a new file name"
         )

@@ -28,6 +28,17 @@ from ark_trainer.fileio import read_json, write_json
 log = logging.getLogger("ark_trainer")
 
 MAGIC = b"GGUF"
+
+
+def is_gguf_file(path: Path) -> bool:
+    """Whether ``path`` is a file that starts with the GGUF magic (False when it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == MAGIC
+    except OSError:
+        return False
+
+
 SUPPORTED_ARCHITECTURES = (
     "llama",
     "qwen2",

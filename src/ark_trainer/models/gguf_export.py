@@ -261,10 +261,13 @@ CHATML_GO_TEMPLATE = """{{- if .System }}<|im_start|>system
 """
 
 
+MODELFILE_HEAD = "# ollama create NAME -f Modelfile"  # the first line of every Modelfile written here
+
+
 def modelfile(gguf_name: str, exported: ExportedGguf, ollama_template: str | None = None) -> str:
     """An Ollama ``Modelfile`` for the file: FROM, TEMPLATE (Ollama's Go syntax), SYSTEM, PARAMETER stop."""
     jinja = exported.chat_template or ""
-    lines = ["# ollama create NAME -f Modelfile  (then: ollama run NAME)", f"FROM ./{gguf_name}"]
+    lines = [f"{MODELFILE_HEAD}  (then: ollama run NAME)", f"FROM ./{gguf_name}"]
     stops = [exported.eos_token] if exported.eos_token else []
     if ollama_template:
         lines.append(f'TEMPLATE """{ollama_template}"""')

@@ -72,13 +72,9 @@ def model_kind(spec: str) -> str:
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         return "gguf"
-    if path.is_file():
-        from ark_trainer.models.gguf import MAGIC
+    from ark_trainer.models.gguf import is_gguf_file
 
-        with path.open("rb") as fh:
-            if fh.read(4) == MAGIC:
-                return "gguf"
-    return "hf"
+    return "gguf" if path.is_file() and is_gguf_file(path) else "hf"
 
 
 def check_model(spec: str, *, flag: str = "--model_path", trust_remote_code: bool = False) -> ResolvedModel:
