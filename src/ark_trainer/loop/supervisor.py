@@ -380,9 +380,9 @@ def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> N
         raise UserError(
             f"--rollback: round {n} was never promoted; choose one of {servable_rounds(folder, state)}"
         )
-    pid = state.get("supervisor_pid")
-    if pid and same_process(pid, state.get("supervisor_started")):
-        if _through_supervisor(folder, n, pid, timeout):
+    pid, started = state.get("supervisor_pid"), state.get("supervisor_started")
+    if pid and same_process(pid, started):
+        if _through_supervisor(folder, n, pid, started, timeout):
             log(f"loop: serving round {n}")
             return
         log(f"loop: the supervisor (pid {pid}) stopped without switching; switching here")
@@ -396,7 +396,7 @@ def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> N
     log(f"loop: serving round {n}")
 
 
-def _through_supervisor(folder: Path, n: int, pid: int, timeout: float) -> bool:
+def _through_supervisor(folder: Path, n: int, pid: int, started: str | None, timeout: float) -> bool:
     """Ask the running supervisor to serve round ``n``; True once it does, False when it stopped (or is
     stopping) without doing it, so the caller switches itself instead of waiting for nobody."""
     write_json(folder / ROLLBACK_REQUEST, {"round": n, "asked_at": now()})
@@ -405,7 +405,8 @@ def _through_supervisor(folder: Path, n: int, pid: int, timeout: float) -> bool:
         if (load_state(folder) or {}).get("serving") == n and not (folder / ROLLBACK_REQUEST).exists():
             return True
         gone = not _supervised_by(folder, pid)  # stopped, or stopping: it will not look again
-        if gone and (claim_rollback_request(folder) is not None or not _supervised_by(folder, pid)):
+        # it stopped: switch here if the request is still ours to take, or once its process has ended
+        if gone and (claim_rollback_request(folder) is not None or not same_process(pid, started)):
             return (load_state(folder) or {}).get("serving") == n
         time.sleep(0.2)
     raise UserError(f"loop --rollback: the supervisor (pid {pid}) did not switch within {timeout:.0f}s")
