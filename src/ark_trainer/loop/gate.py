@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.metrics import COMPLIANCE_RATE, HELDOUT_REWARD_MEAN, PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.metrics import (
+    COMPLIANCE_RATE,
+    HELDOUT_REWARD_MEAN,
+    PASS_RATE,
+    RATES,
+    REWARD_MEAN,
+    TASK_ACCURACY,
+)
 
 # preference_alignment is left out: it compares with the base model, not with the model being served
 TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, HELDOUT_REWARD_MEAN)
@@ -66,9 +73,6 @@ def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = Non
     }
 
 
-SHARES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE)  # in [0, 1]: none improves by 1 or more
-
-
 def resolve_main_metric(
     wanted: str, measures: dict[str, bool], where: str, min_improvement: float = 0.0
 ) -> str:
@@ -98,7 +102,7 @@ def resolve_main_metric(
 
 def check_gain(metric: str, min_improvement: float) -> None:
     """Refuse a ``--min_improvement`` no round could reach on ``metric`` (a share gains less than 1)."""
-    if metric in SHARES and min_improvement >= 1:
+    if metric in RATES and min_improvement >= 1:  # a share in [0, 1] never improves by 1 or more
         raise UserError(
             f"--min_improvement {min_improvement:g}: {metric} is a share (0 to 1), so it can never improve by "
             f"more than {min_improvement:g} and no round could ever pass the gate; give a smaller "
