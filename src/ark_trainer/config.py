@@ -103,6 +103,7 @@ LAUNCHERS = ("auto", "accelerate")
 PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
 PRECISION_ALIASES = {"fp32": "no", "none": "no", "false": "no"}
 VLLM_MODES = ("colocate", "server")
+FINAL_MODEL_CHOICES = ("best", "last")  # --final_model: which stage's model OUT/model is (final_model.py)
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,14 @@ class TrainConfig:
     )
     max_eval_samples: int | None = flag(
         None, "cap on eval prompts (default: all)", group="evaluation", range=COUNT
+    )
+    final_model: str = flag(
+        "best",
+        "which stage's model OUT/model is: best (the best stage on the held-out set by the main metric, "
+        "ties to the later) or last",
+        group="evaluation",
+        choices=FINAL_MODEL_CHOICES,
+        noun="choice",
     )
 
     # --- agent ---

@@ -1,8 +1,8 @@
 """The report at a glance: what a reader takes in first, before the detailed sections.
 
 - a bar chart of the headline rates per model (base → RFT → GRPO, and any later stage);
-- a table of the final model against the base, with the change in percentage points kept apart from the
-  relative change (``+5.0 pts`` and ``+20%`` are different claims);
+- a table of the final model (the stage ``OUT/model`` is) against the base, with the change in percentage
+  points kept apart from the relative change (``+5.0 pts`` and ``+20%`` are different claims);
 - a note when ``pass_rate`` and ``task_accuracy`` coincide (they measure different things: the composite
   reward reaching ``--pass_threshold``, and the verdict being exactly right), so nobody reads it as a bug;
 - the final model's best answers next to its worst ones (successes and failures), from ``eval/<final>.json``
@@ -59,7 +59,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
     """The "At a glance" section; ``evals`` in model order (base first), ``labels`` their display names."""
     if "base" not in evals or len(evals) < 2:
         return []
-    final = list(evals)[-1]
+    final = RunFolder(run_dir).final_name(list(evals)) or list(evals)[-1]  # the stage OUT/model is
     blocks: list[Block] = [Heading("At a glance")]
     chart = headline_chart(evals, labels, RunFolder(run_dir).plot_dir)
     if chart:

@@ -41,12 +41,29 @@ RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # sha
 HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
 AGENT_METRICS = (TASK_SUCCESS, TOOL_CALL_VALIDITY, MEAN_TURNS, MEAN_TOOL_CALLS)  # --env runs only
 PERCENTS = (*RATES, TASK_SUCCESS, TOOL_CALL_VALIDITY)  # shown as percentages
-MAIN = (TASK_ACCURACY, PASS_RATE, REWARD_MEAN)  # the metric a run is judged by: the first both evals have
+# the metric a run is judged by: the first the evals compared all have (an agent run: tasks solved)
+MAIN = (TASK_SUCCESS, TASK_ACCURACY, PASS_RATE, REWARD_MEAN)
 
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
 COMPLIANCE_GRADER = "qc_compliance"
 VERIFIERS = (*ACCURACY_GRADERS, COMPLIANCE_GRADER)  # scored on every eval, in the reward or not
 N_EXAMPLES = 5  # answers kept in full in an eval file for the report
+
+
+def main_metric(evals: list[dict[str, Any]]) -> str | None:
+    """The first of :data:`MAIN` that every one of ``evals`` measured; None when there is none."""
+    return next((m for m in MAIN if evals and all(_is_number(e.get(m)) for e in evals)), None)
+
+
+def shown(metric: str, value: Any) -> str:
+    """A metric's value for people: ``66.7%`` for a share, ``0.4321`` for the others, ``n/a`` without one."""
+    if not _is_number(value):
+        return "n/a"
+    return f"{value * 100:.1f}%" if metric in PERCENTS else f"{value:.4g}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def share(values: list[float | None], target: float = 1.0) -> float | None:

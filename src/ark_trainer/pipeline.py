@@ -23,6 +23,7 @@ from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
+from ark_trainer.final_model import trained_dir
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.source import ResolvedModel
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
@@ -395,7 +396,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
-        final_dir = RunFolder(p.out).model_dir if planned.last else p.out / planned.name / "final"
+        final_dir = trained_dir(RunFolder(p.out), planned.name, planned.last)  # OUT/model for the last
         if p.done and p.done.model_done(planned.name, final_dir):
             log.info("resume: %s already done (%s)", stage.label, final_dir)
             current = str(final_dir)  # its evaluation may still be missing: run below
@@ -405,6 +406,25 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
         _record_prompt_shape(p, Path(current))
         p.last_model = (planned.name, current)
         evaluator.run(planned.name, current)
+    trained = [s.name for s in p.plan.stages if s.steps > 0]
+    if trained:
+        _ship_final_model(p, monitor, trained)
+
+
+def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None:
+    """``OUT/model`` becomes the model of the stage ``--final_model`` chooses (``final_model.py``)."""
+    from ark_trainer.final_model import choose, ship
+    from ark_trainer.runtime.distributed import ranks
+
+    if ranks().is_main:
+        folder = RunFolder(p.out)
+        evals = folder.evals(["base", *trained]) if p.cfg.eval_auto and p.eval else {}
+        choice = choose(evals, trained, p.cfg.final_model)
+        ship(folder, choice, trained[-1])
+        _record_prompt_shape(p, folder.model_dir)
+        monitor.event("final_model", **choice.to_json())
+        log.info("final model: OUT/model is %s, %s", choice.stage, choice.reason)
+    ranks().wait()
 
 
 def _choose_strategy(p: Prepared, monitor: Monitor) -> None:

@@ -24,8 +24,8 @@ from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
-from ark_trainer.report_model import base_model_line, serve_blocks
-from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder
+from ark_trainer.report_model import base_model_line, final_model_blocks, serve_blocks
+from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder, final_of
 from ark_trainer.stages.registry import Plot
 
 
@@ -58,6 +58,7 @@ class Run:
     events: list[dict[str, Any]]
     evals: dict[str, dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    final_model: dict[str, Any] = field(default_factory=dict)  # model/ark_final_model.json: what ships
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("event") == event]
@@ -87,7 +88,8 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.glance import glance_blocks, page_lang
 
     glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
-    top = report_blocks(run_dir, glance)  # a no_improvement alert, At a glance, then the Diagnosis
+    final = final_model_blocks(run_dir, run.evals, dict(models()))  # which model ships, and why
+    top = report_blocks(run_dir, [*final, *glance])  # a no_improvement alert, those, then the Diagnosis
     from ark_trainer.openclaw.parity import parity_blocks
 
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
@@ -115,6 +117,7 @@ def load_run(run_dir: Path) -> Run:
         events=folder.events(problems),
         evals=folder.evals([key for key, _ in models()], problems),
         problems=problems,
+        final_model=folder.final_model(),
     )
 
 
@@ -293,7 +296,10 @@ def _results(run: Run) -> list[Block]:
 
 
 def _final_model(run: Run) -> tuple[str, str] | None:
-    return next(((k, label) for k, label in reversed(models()) if k in run.evals), None)
+    """(eval name, label) of the model ``OUT/model`` is: the stage that ships, else the last evaluated (the
+    base model while no stage is)."""
+    final = final_of(list(run.evals), run.final_model) or ("base" if "base" in run.evals else None)
+    return (final, dict(models()).get(final, final)) if final else None
 
 
 def _headline(run: Run) -> str:

@@ -1,12 +1,14 @@
-"""The report's model parts: where the base model came from (``plan.json``'s ``base_model``), and how to
-serve the trained one with Ollama or llama.cpp (``OUT/export/export.json`` once ``ark-trainer export`` ran)."""
+"""The report's model parts: where the base model came from (``plan.json``'s ``base_model``), which stage's
+model ``OUT/model`` is and why (``model/ark_final_model.json``, ``final_model.py``), and how to serve it with
+Ollama or llama.cpp (``OUT/export/export.json`` once ``ark-trainer export`` ran)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.render import Block, Bullets, Code, Heading, Para
+from ark_trainer.metrics import RATES, TASK_SUCCESS, main_metric, shown
+from ark_trainer.render import Block, Bullets, Code, Heading, Para, Table
 from ark_trainer.runfolder import RunFolder
 
 KIND_NAMES = {"hf": "Hugging Face folder", "gguf": "GGUF file", "ollama": "Ollama model"}
@@ -28,6 +30,35 @@ def base_model_line(plan: dict[str, Any]) -> str | None:
         if base.get("file") and kind == "ollama":
             text += f"; file {base['file']}"
     return text
+
+
+def final_model_blocks(
+    run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[str, str]
+) -> list[Block]:
+    """ "Final model": which model OUT/model is and why, then the base model and every stage on the main
+    metric and the headline rates. ``evals`` in run order (base first), ``labels`` their display names."""
+    record = RunFolder(run_dir).final_model()
+    final = str(record.get("stage") or "")
+    if not final:  # a run still going, stopped before its end, or of an earlier version
+        return []
+    why = f"OUT/model is {labels.get(final, final)}, {record.get('reason', 'the stage recorded')}."
+    blocks: list[Block] = [Heading("Final model"), Para(why)]
+    if final not in evals:  # evaluation off: the last stage ships
+        return blocks
+    metric = main_metric(list(evals.values()))
+    wanted = dict.fromkeys(m for m in (metric, *RATES, TASK_SUCCESS) if m)
+    columns = [m for m in wanted if any(e.get(m) is not None for e in evals.values())]
+    header = ["model", *(f"{m} (main)" if m == metric else m for m in columns), "n", "OUT/model"]
+    rows = [
+        [
+            labels.get(model, model),
+            *(shown(m, data.get(m)) for m in columns),
+            str(data.get("n", "?")),
+            "ships" if model == final else "never ships" if model == "base" else "",
+        ]
+        for model, data in evals.items()
+    ]
+    return [*blocks, Table(header, rows)]
 
 
 def serve_blocks(run_dir: Path) -> list[Block]:

@@ -7,8 +7,10 @@
     heartbeat.json  rewritten every few seconds while the run lives (state, stage, step, pid)
     events.jsonl    one JSON line per thing that happened (stage start/end, metrics, evals, warnings)
     data/           train.jsonl eval.jsonl stats.json and what the stages selected (rft_scored.jsonl, ...)
-    <stage>/        a stage's checkpoints (checkpoint-N/) and, when it is not the last, its final/ model
-    model/          the final model
+    <stage>/        a stage's checkpoints (checkpoint-N/) and its final/ model (the last stage's trains into
+                    model/ and moves here when an earlier stage's model ships instead)
+    model/          the model that ships (--final_model: the best stage on the held-out set, or the last);
+                    ark_final_model.json in it says which stage's model it is and why
     eval/           <model>.json: the metrics of the base model and of each stage's model (and, once
                     ``eval --through openclaw`` ran, <stage>-openclaw.json: the same through OpenClaw)
     base_model/     the base model converted to safetensors, when --model_path was a GGUF file or ollama:NAME
@@ -43,6 +45,10 @@ EVAL_DIR, DATA_DIR, MODEL_DIR, LOG_DIR, PLOT_DIR = "eval", "data", "model", "log
 BASE_MODEL_DIR, EXPORT_DIR, EXPORT_RECORD = "base_model", "export", "export.json"  # the latter in export/
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
 DIAGNOSIS, DATA_STATS = "diagnosis.json", "stats.json"  # the latter in data/
+STAGE_FINAL = "final"  # in <stage>/: the stage's finished model
+FINAL_MODEL = "ark_final_model.json"  # in model/: which stage's model it is, and why it ships
+# a model folder on its way into model/, and an old copy on its way out (OUT/model changes by renames)
+INCOMING_MODEL, OUTGOING_MODEL = ".model.incoming", ".model.outgoing"
 MARKERS = (RUN_CONFIG, EVENTS, HEARTBEAT)  # a folder holding one of them is a run folder
 PLAN_SCHEMA = 1  # plan.json's version: raise it when its keys change meaning
 
@@ -94,6 +100,22 @@ class RunFolder:
     @property
     def export_dir(self) -> Path:
         return self.out / EXPORT_DIR
+
+    def stage_final_dir(self, stage: str) -> Path:
+        """Where a stage's finished model is kept when it is not ``model/``."""
+        return self.out / stage / STAGE_FINAL
+
+    @property
+    def incoming_model_dir(self) -> Path:
+        return self.out / INCOMING_MODEL
+
+    @property
+    def outgoing_model_dir(self) -> Path:
+        return self.out / OUTGOING_MODEL
+
+    @property
+    def final_model_path(self) -> Path:
+        return self.model_dir / FINAL_MODEL
 
     def eval_path(self, name: str) -> Path:
         return self.eval_dir / f"{name}.json"
@@ -163,6 +185,14 @@ class RunFolder:
         """The last heartbeat, ``None`` when there is none; a broken one raises ValueError."""
         return read_json(self.heartbeat_path) if self.heartbeat_path.is_file() else None
 
+    def final_model(self) -> dict[str, Any]:
+        """``model/ark_final_model.json``: the stage whose model ``model/`` is (``stage``), the rule
+        (``policy``), the metric and the reason; {} for a run that wrote none (eval off, an older run)."""
+        return read_mapping(self.final_model_path)
+
+    def final_name(self, names: list[str]) -> str | None:
+        return final_of(names, self.final_model())
+
     def planned_stages(self) -> list[dict[str, Any]]:
         """The plan's stages (``name``, ``steps``, ``learning_rate``, ``last``); [] without a plan."""
         return [s for s in self.plan().get("stages") or [] if isinstance(s, dict)]
@@ -189,6 +219,15 @@ class RunFolder:
                 f"({PLAN_SCHEMA}); resume it with the version that wrote it"
             )
         return data
+
+
+def final_of(names: list[str], record: dict[str, Any]) -> str | None:
+    """Of the evaluated ``names`` (base first), the one whose model ``model/`` is: the stage its ``record``
+    (``model/ark_final_model.json``) names, else the last stage evaluated; None without one."""
+    shipped = record.get("stage")
+    if shipped in names and shipped != "base":
+        return str(shipped)
+    return next((n for n in reversed(names) if n != "base"), None)
 
 
 def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:

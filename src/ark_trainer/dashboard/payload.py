@@ -116,9 +116,10 @@ def eval_tables(folder: Path) -> dict[str, Any]:
     """The headline metrics and per-grader means of every ``eval/<name>.json``, and the final model's examples."""
     from ark_trainer.diagnose.rundata import load
 
-    evals = load(folder).evals  # in the order the run evaluated them
+    run = load(folder)
+    evals = run.evals  # in the order the run evaluated them
     table = {name: {k: data.get(k) for k in EVAL_KEYS} for name, data in evals.items()}
     graders = {name: data.get("components") or {} for name, data in evals.items()}
-    final = list(evals)[-1] if evals else None
+    final = run.final_name() or (list(evals)[-1] if evals else None)  # the stage OUT/model is
     examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
     return {"models": table, "graders": graders, "final": final, "examples": examples}

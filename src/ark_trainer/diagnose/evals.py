@@ -1,8 +1,8 @@
 """Checks that compare the evaluations of a run: the base model, then each stage's (``eval/<name>.json``).
 
-- ``no_improvement``: the final model is no better than the base on the run's main metric (the first of
-  :data:`ark_trainer.metrics.MAIN` both evaluations have). The pipeline does not deploy such a model unless
-  ``--deploy_if_not_better True``.
+- ``no_improvement``: the final model (the one ``OUT/model`` is: ``final_model.py``) is no better than the
+  base on the run's main metric (the first of :data:`ark_trainer.metrics.MAIN` both evaluations have). The
+  pipeline does not deploy such a model unless ``--deploy_if_not_better True``.
 - ``eval_regression``: a stage ends worse than the one before it on a headline metric.
 - ``reward_hacking``: an online-RL stage's training reward rises while its held-out evaluation falls, or
   one grader rises while the others fall (the policy found what pays in one grader at the others' expense).
@@ -16,7 +16,7 @@ from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, stage_label, thirds
 from ark_trainer.diagnose.rundata import RunData, num
-from ark_trainer.metrics import HEADLINE, MAIN, RATES, TASK_SUCCESS
+from ark_trainer.metrics import HEADLINE, RATES, TASK_SUCCESS, main_metric, shown
 
 MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
@@ -31,21 +31,18 @@ def _show(metric: str, value: Any) -> str:
     return f"{number * 100:.1f}%" if metric in RATES else f"{number:.4g}"
 
 
-def main_metric(evals: dict[str, dict[str, Any]]) -> tuple[str, str, str] | None:
+def judged(run: RunData) -> tuple[str, str, str] | None:
     """``(metric, base name, final name)`` the run is judged on; None without a base and a later eval."""
-    names = list(evals)
-    if "base" not in evals or len(names) < 2:
+    final = run.final_name()
+    if "base" not in run.evals or final is None:
         return None
-    final = names[-1] if names[-1] != "base" else names[-2]
-    for metric in MAIN:
-        if num(evals["base"].get(metric)) is not None and num(evals[final].get(metric)) is not None:
-            return metric, "base", final
-    return None
+    metric = main_metric([run.evals["base"], run.evals[final]])
+    return (metric, "base", final) if metric else None
 
 
 def not_better_than_base(run: RunData) -> Finding | None:
     """The ``no_improvement`` finding, or None when the final model beats the base (or nothing to compare)."""
-    picked = main_metric(run.evals)
+    picked = judged(run)
     if picked is None or run.final_status() != "finished":  # a stopped run's last model is not its final one
         return None
     metric, base, final = picked
@@ -54,7 +51,7 @@ def not_better_than_base(run: RunData) -> Finding | None:
         return None
     word = "below" if after < before else "no better than"  # type: ignore[operator]
     evidence = (
-        f"final model ({final}) {word} the base on {metric}: {_show(metric, before)} → {_show(metric, after)} "
+        f"final model ({final}) {word} the base on {metric}: {shown(metric, before)} → {shown(metric, after)} "
         f"(n={run.evals[final].get('n', '?')})"
     )
     planned = [

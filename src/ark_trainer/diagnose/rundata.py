@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.runfolder import RunFolder, run_end_status
+from ark_trainer.runfolder import RunFolder, final_of, run_end_status
 
 LOG_TAIL_BYTES = 200_000  # the end of train.log is where a crash or a stall writes what happened
 # what an online-RL trainer of TRL (GRPOTrainer, RLOOTrainer) logs of the groups it samples, and only it
@@ -31,6 +31,11 @@ class RunData:
     state: str = "unknown"  # from the heartbeat: finished, failed, running, stalled, dead, unknown
     beat: dict[str, Any] = field(default_factory=dict)
     log_text: str = ""
+    final_model: dict[str, Any] = field(default_factory=dict)  # model/ark_final_model.json: what ships
+
+    def final_name(self) -> str | None:
+        """The evaluated model that ``OUT/model`` is (the stage that ships, else the last evaluated)."""
+        return final_of(list(self.evals), self.final_model)
 
     def of(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("event") == name]
@@ -101,6 +106,7 @@ def load(out: Path) -> RunData:
     run.plan = folder.plan()
     run.events = folder.events()
     run.evals = _evals(folder, run.events)
+    run.final_model = folder.final_model()
     try:
         run.state, run.beat = read_status(out)
     except (OSError, ValueError, TypeError):

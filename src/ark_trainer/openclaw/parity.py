@@ -27,10 +27,11 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json
-from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT, REWARD_MEAN
+from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_SUCCESS
 from ark_trainer.runfolder import PLAN, RUN_CONFIG, RunFolder
 
-METRICS = (*MAIN, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
+# answers to single requests (an agent run's episodes are not asked through OpenClaw: no task_success)
+METRICS = (*(m for m in MAIN if m != TASK_SUCCESS), COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
 
 
 def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:

@@ -324,6 +324,7 @@ MAY_CHANGE = {
     "bf16",
     "report_to",
     "deploy_if_not_better",
+    "final_model",  # which finished stage's model OUT/model is: chosen again at the end of every attempt
 }
 
 
