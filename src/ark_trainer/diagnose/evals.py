@@ -3,32 +3,26 @@
 - ``no_improvement``: the final model (the one ``OUT/model`` is: ``final_model.py``) is no better than the
   base on the run's main metric (the first of :data:`ark_trainer.metrics.MAIN` both evaluations have). The
   pipeline does not deploy such a model unless ``--deploy_if_not_better True``.
-- ``eval_regression``: a stage ends worse than the one before it on a headline metric.
-- ``reward_hacking``: an online-RL stage's training reward rises while its held-out evaluation falls, or
-  one grader rises while the others fall (the policy found what pays in one grader at the others' expense).
+- ``eval_regression``: a stage ends worse than the one before it on a headline metric, by more than the
+  sampling noise of the held-out prompts (``significance.py``).
+- ``reward_hacking``: an online-RL stage's training reward rises while its held-out evaluation falls (by
+  more than the noise), or one grader rises while the others fall (the policy found what pays in one grader
+  at the others' expense).
 - ``no_learning``: the final model answers the held-out prompts exactly as the model before it did.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, stage_label, thirds
 from ark_trainer.diagnose.rundata import RunData, num
-from ark_trainer.metrics import HEADLINE, RATES, TASK_SUCCESS, main_metric, shown
+from ark_trainer.diagnose.significance import RULE, falls
+from ark_trainer.metrics import HEADLINE, TASK_SUCCESS, main_metric, shown
 
-MIN_EVAL_N = 20  # fewer held-out prompts than this: a drop may be noise, reported as info
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
 SAME_ANSWERS = 0.95  # this share of identical greedy answers: the model did not change
 MOVED = 0.01  # ... unless a held-out metric moved by this much (a point): the answers that changed mattered
-
-
-def _show(metric: str, value: Any) -> str:
-    number = num(value)
-    if number is None:
-        return "n/a"
-    return f"{number * 100:.1f}%" if metric in RATES else f"{number:.4g}"
 
 
 def judged(run: RunData) -> tuple[str, str, str] | None:
@@ -76,23 +70,20 @@ def check_no_improvement(run: RunData) -> list[Finding]:
 def check_eval_regression(run: RunData) -> list[Finding]:
     names, findings = list(run.evals), []
     for prev, cur in zip(names, names[1:], strict=False):
-        drops = []
-        for metric in HEADLINE:
-            a, b = num(run.evals[prev].get(metric)), num(run.evals[cur].get(metric))
-            if a is not None and b is not None and b < a - 1e-9:
-                drops.append(f"{metric} {_show(metric, a)} → {_show(metric, b)}")
+        drops = falls(run.evals[prev], run.evals[cur])
         if not drops:
             continue
-        n = num(run.evals[cur].get("n")) or 0
         flag = lr_flag(cur)
-        evidence = f"{cur} ends worse than {prev}: {'; '.join(drops)} (n={int(n)})"
+        evidence = f"{cur} ends worse than {prev}: {'; '.join(d.text() for d in drops)}; {_beyond_noise()}"
         fix = f"lower --{flag} from {run.cfg(flag)} to {lower(run.cfg(flag), 2)} or train {cur} fewer steps"
-        if n < MIN_EVAL_N:
-            fix += f"; with {int(n)} eval prompts this may be noise: give more (--eval_dataset, --eval_ratio)"
-        findings.append(
-            Finding("eval_regression", "warning" if n >= MIN_EVAL_N else "info", cur, evidence, fix)
-        )
+        findings.append(Finding("eval_regression", "warning", cur, evidence, fix))
     return findings
+
+
+def _beyond_noise() -> str:
+    return (
+        f"beyond the noise of the held-out prompts ({RULE}: a two-proportion z-test, paired for the reward)"
+    )
 
 
 def check_reward_hacking(run: RunData) -> list[Finding]:
@@ -111,16 +102,13 @@ def _reward_up_eval_down(run: RunData, stage: str) -> list[Finding]:
     prev = names[names.index(stage) - 1] if names.index(stage) else None
     if prev is None:
         return []
-    falls = []
-    for metric in HEADLINE:
-        a, b = num(run.evals[prev].get(metric)), num(run.evals[stage].get(metric))
-        if a is not None and b is not None and b < a - 1e-9:
-            falls.append(f"{metric} {_show(metric, a)} → {_show(metric, b)}")
-    if not falls:
+    drops = falls(run.evals[prev], run.evals[stage])
+    if not drops:
         return []
     evidence = (
         f"{stage_label(stage)} training reward rose {trend[0]:.3f} → {trend[1]:.3f} while held-out "
-        f"{', '.join(falls)} ({prev} → {stage}): the policy learned what the reward pays for, not the task"
+        f"{', '.join(d.text() for d in drops)} fell ({prev} → {stage}), {_beyond_noise()}: the policy "
+        "learned what the reward pays for, not the task"
     )
     fix = (
         "check the graders on failing answers (ark-trainer score --reward_config SPEC --data_path "
