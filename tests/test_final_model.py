@@ -319,3 +319,30 @@ def test_final_model_last_keeps_the_last_stage(toy_run, tmp_path):
     assert folder.final_model()["stage"] == "spoil" and not folder.stage_final_dir("spoil").exists()
     spoilt = (folder.model_dir / "model.safetensors").read_bytes()
     assert spoilt != (folder.stage_final_dir("keep") / "model.safetensors").read_bytes()
+
+
+def test_a_run_killed_while_its_model_moves_resumes_without_training_again(toy_run, tmp_path, monkeypatch):
+    from ark_trainer.cli import main
+
+    out = tmp_path / "out"
+    folder = RunFolder(out)
+    real_rename = Path.rename
+
+    def killed_before_the_copy_becomes_model(self, target):
+        if Path(target) == folder.model_dir:  # the last stage's model is already in spoil/final
+            raise Killed
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed_before_the_copy_becomes_model)
+    with pytest.raises(Killed):
+        main([*toy_run, "--output_dir", str(out)])
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert not folder.model_dir.exists() and (folder.stage_final_dir("spoil") / "model.safetensors").is_file()
+    assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
+    assert KeepStage.runs == [
+        "keep",
+        "spoil",
+    ]  # nothing trained again: spoil's model was found in spoil/final
+    kept = folder.stage_final_dir("keep") / "model.safetensors"
+    assert (folder.model_dir / "model.safetensors").read_bytes() == kept.read_bytes()
+    assert folder.final_model()["stage"] == "keep" and not folder.incoming_model_dir.exists()
