@@ -50,7 +50,18 @@ FULL_FT_MEMORY_SHARE = 0.4  # of the device's memory; the rest is activations, l
 AUTO_LORA_R = 16
 TOY_MODEL_CARD = "ARK_DEMO_MODEL.md"
 TOY_PRESETS = ("demo.yaml", "demo_agent.yaml")
-AUTO_FLAGS = ("max_completion_length", "lora_r")
+GRPO_AUTO_FLAGS = (
+    "grpo_reward_weights",
+    "grpo_max_completion_length",
+    "grpo_prompts_per_step",
+    "grpo_eval_steps",
+)
+GRPO_EVALS = 4  # evaluations during a GRPO stage on a real model
+AUTO_FLAGS = ("max_completion_length", "lora_r", *GRPO_AUTO_FLAGS)
+RUN_WEIGHTS = "run"  # --grpo_reward_weights: GRPO is scored by the run's own weights
+GRPO_PROMPT_BOUNDS = (4, 16)  # prompts per GRPO optimizer step chosen for a real model
+GRPO_PROMPTS_FALLBACK = 8  # ... when the data has no labels to count
+DECISION_MIN_LENGTH = 16
 
 
 def new_tokens(cfg) -> int:
@@ -242,3 +253,165 @@ def resolve_auto_defaults(
 def describe(chosen: dict[str, AutoDefault], facts_why: str) -> dict[str, Any]:
     """``plan.json``'s ``auto_defaults``: ``{model: ..., flag: {value, reason}}``."""
     return {"model": facts_why, **{k: {"value": v.value, "reason": v.reason} for k, v in chosen.items()}}
+
+
+# --- GRPO -----------------------------------------------------------------------------------------------
+# What GRPO learns from is the spread of rewards inside each group of answers to one prompt. After RFT the
+# reply graders (compliance, satisfaction, format) are near their ceiling: in the run's weighted mean they
+# only add small differences that per-group scaling blows up to full-size advantages, and the completions
+# spend most of their tokens on a reply the task's decision does not depend on. So for a built-in preset
+# whose first grader is the task's decision (the QC verdict) and says which part of an answer it reads
+# (``decision_text``), GRPO is scored by that grader alone and samples only that part; several prompts
+# (one per label of the data) go into each optimizer step.
+
+
+def decision_reader(fn: Any) -> Any:
+    """The grader's ``decision_text(answer) -> str | None`` (the part of an answer its score depends on),
+    through the wrappers a run puts around it (the reward guards keep the grader as ``.fn``); else None."""
+    for _ in range(4):
+        if fn is None or callable(getattr(fn, "decision_text", None)):
+            break
+        fn = getattr(fn, "fn", None)
+    return getattr(fn, "decision_text", None) if fn is not None else None
+
+
+def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
+    """``--grpo_reward_weights`` as weights by name over the run's graders (``run``: theirs, unchanged)."""
+    weights = {c.name: c.weight for c in components}
+    if spec.strip() == RUN_WEIGHTS:
+        return weights
+    from ark_trainer.nl.weights import parse_weights
+
+    given = parse_weights(spec, flag="--grpo_reward_weights")
+    from ark_trainer.errors import UserError
+
+    unknown = [n for n in given if n not in weights]
+    if unknown:
+        raise UserError(
+            f"--grpo_reward_weights: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are "
+            f"{', '.join(weights)} (or 'run' for the run's own weights)"
+        )
+    weights.update(given)
+    if sum(weights.values()) <= 0:
+        raise UserError("--grpo_reward_weights: at least one reward needs a weight > 0")
+    return weights
+
+
+def grpo_reward_choice(cfg, components: list) -> AutoDefault:
+    if cfg.env:
+        return AutoDefault(RUN_WEIGHTS, "run: with --env the episode's reward is the task's decision")
+    if cfg.reward_config:
+        return AutoDefault(RUN_WEIGHTS, "run: your --reward_config's graders and weights")
+    first, rest = components[0], components[1:]
+    if decision_reader(first.fn) is None or first.weight <= 0 or not any(c.weight > 0 for c in rest):
+        return AutoDefault(RUN_WEIGHTS, "run: the reward has no separate decision grader to train on")
+    value = ",".join(f"{c.name}={1 if c is first else 0}" for c in components)
+    others = ", ".join(c.name for c in rest)
+    return AutoDefault(
+        value,
+        f"{first.name} alone: the task's decision; {others} grade the reply, which RFT teaches (their small "
+        "differences would get full-size advantages in groups whose decisions all agree)",
+    )
+
+
+def grpo_completion_length(cfg, tokenizer, rows: list[dict], components: list, weights: dict) -> AutoDefault:
+    """What GRPO samples: the whole episode under ``--env``; the decision part of an answer where every
+    grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``."""
+    run_length = new_tokens(cfg)
+    if cfg.env:
+        turns, tool = cfg.max_turns, cfg.max_tool_output
+        value = min(turns * run_length + (turns - 1) * tool, LENGTH_BOUNDS[1] * 8)
+        return AutoDefault(
+            value,
+            f"{value}: a whole episode, as evaluation allows it: {turns} turns × {run_length} tokens plus "
+            f"{turns - 1} tool results of up to {tool} characters (TRL counts the episode, tool results "
+            "included, against this budget)",
+        )
+    readers = [decision_reader(c.fn) for c in components if weights.get(c.name, 0) > 0]
+    texts = answer_texts(rows)
+    parts = [p for p in (r(t) for r in readers if r for t in texts[:LENGTH_SAMPLE]) if p]
+    if not readers or None in readers or not parts:
+        return AutoDefault(
+            run_length, f"{run_length}: --max_completion_length (GRPO's reward reads the whole answer)"
+        )
+    lengths = sorted(len(ids) for ids in tokenizer(parts, add_special_tokens=False)["input_ids"])
+    p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
+    value = min(max(math.ceil(p95 * (1 + LENGTH_MARGIN) / 8) * 8, DECISION_MIN_LENGTH), run_length)
+    return AutoDefault(
+        value,
+        f"{value}: GRPO's reward reads only the decision at the start of an answer; 95% of the data's "
+        f"{len(lengths)} decisions take at most {p95} tokens (p95 + {LENGTH_MARGIN:.0%}, rounded up to 8); "
+        f"evaluation still writes whole answers ({run_length} tokens)",
+    )
+
+
+def data_labels(rows: list[dict]) -> list[str]:
+    """The distinct text labels of the data (``label``), in first-seen order."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        if isinstance(row.get("label"), str) and row["label"].strip():
+            seen.setdefault(row["label"].strip(), None)
+    return list(seen)
+
+
+def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
+    per_batch = max(cfg.batch_size * cfg.gradient_accumulation_steps // cfg.num_generations, 1)
+    if facts.toy:
+        return AutoDefault(
+            per_batch, f"{per_batch} (--batch_size / --num_generations): the fixed default for {facts.why}"
+        )
+    labels = data_labels(rows)
+    lo, hi = GRPO_PROMPT_BOUNDS
+    if len(labels) < 2:
+        value = max(GRPO_PROMPTS_FALLBACK, per_batch)
+        return AutoDefault(value, f"{value}: the data has no labels to balance; several prompts a step")
+    value = min(max(len(labels), lo, per_batch), hi)
+    return AutoDefault(
+        value,
+        f"{value}: one prompt per label of the data ({len(labels)}: {', '.join(labels[:8])}"
+        f"{' ...' if len(labels) > 8 else ''}) in each optimizer step, within {lo}..{hi}, the prompts taken "
+        "label by label in turn (gradient accumulation: a step is not 2 prompts of one kind)",
+    )
+
+
+def resolve_grpo_defaults(
+    cfg, tokenizer, rows: list[dict], components: list, facts: ModelFacts
+) -> dict[str, AutoDefault]:
+    """The GRPO stage's automatic flags the config leaves unset (``GRPO_AUTO_FLAGS``)."""
+    chosen: dict[str, AutoDefault] = {}
+    if cfg.grpo_reward_weights is None:
+        chosen["grpo_reward_weights"] = grpo_reward_choice(cfg, components)
+    spec = chosen["grpo_reward_weights"].value if "grpo_reward_weights" in chosen else cfg.grpo_reward_weights
+    weights = parse_grpo_weights(spec, components)
+    if cfg.grpo_max_completion_length is None:
+        chosen["grpo_max_completion_length"] = grpo_completion_length(
+            cfg, tokenizer, rows, components, weights
+        )
+    if cfg.grpo_prompts_per_step is None:
+        chosen["grpo_prompts_per_step"] = grpo_prompts(cfg, rows, facts)
+    return chosen
+
+
+def grpo_accumulation(cfg) -> tuple[int, int]:
+    """(gradient accumulation steps, prompts per step) of the GRPO stage: the smallest accumulation that
+    holds ``--grpo_prompts_per_step`` prompts' groups, in whole groups."""
+    prompts = cfg.grpo_prompts_per_step or max(cfg.batch_size // cfg.num_generations, 1)
+    steps = max(math.ceil(prompts * cfg.num_generations / cfg.batch_size), 1)
+    while (cfg.batch_size * steps) % cfg.num_generations:
+        steps += 1
+    return steps, cfg.batch_size * steps // cfg.num_generations
+
+
+def grpo_eval_every(cfg, steps: int, facts: ModelFacts) -> AutoDefault:
+    """How often the GRPO stage evaluates itself (``stages/grpo_eval.py``)."""
+    if not cfg.eval_auto:
+        return AutoDefault(0, "0 (off): --eval_auto False")
+    if facts.toy or cfg.env:
+        what = "an agent run (episodes)" if cfg.env else facts.why
+        return AutoDefault(0, f"0 (off): the fixed default for {what}")
+    value = max(math.ceil(steps / GRPO_EVALS), 1)
+    return AutoDefault(
+        value,
+        f"{value}: {GRPO_EVALS} held-out evaluations over the stage's {steps} steps (decision lines only); "
+        "the best step is the stage's model",
+    )

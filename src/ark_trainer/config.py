@@ -104,6 +104,7 @@ PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
 PRECISION_ALIASES = {"fp32": "no", "none": "no", "false": "no"}
 VLLM_MODES = ("colocate", "server")
 FINAL_MODEL_CHOICES = ("best", "last")  # --final_model: which stage's model OUT/model is (final_model.py)
+SCALE_REWARDS = ("group", "batch", "none")  # TRL 1.16 GRPOConfig.scale_rewards
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,44 @@ class TrainConfig:
         "GRPO: extra sampling rounds per step that replace zero-reward-variance groups (DAPO; 0 = off)",
         group="GRPO",
         range=Range(0, 64),
+    )
+    grpo_reward_weights: str | None = flag(
+        None,
+        "GRPO's own reward weights by name, e.g. 'qc_verdict=1,qc_compliance=0' (other names keep the run's "
+        "weights; 'run': the run's weights); default: the task's decision grader alone where the reward is a "
+        "built-in preset that has one (the QC verdict), else the run's (docs/rewards.md)",
+        group="GRPO",
+    )
+    scale_rewards: str = flag(
+        "group",
+        "GRPO advantage scaling (TRL's scale_rewards): group (divide by each group's reward std), batch, or "
+        "none (Dr. GRPO: no scaling)",
+        group="GRPO",
+        choices=SCALE_REWARDS,
+        noun="scaling",
+    )
+    grpo_max_completion_length: int | None = flag(
+        None,
+        "GRPO: max new tokens per sampled completion; default: what the GRPO reward reads (the QC decision "
+        "lines: their 95th percentile plus a margin), else --max_completion_length; with --env the whole "
+        "episode, tool results included (docs/real-models.md)",
+        group="GRPO",
+        range=Range(1, MAX_NEW_TOKENS),
+    )
+    grpo_eval_steps: int | None = flag(
+        None,
+        "GRPO: evaluate the policy on the held-out set every N steps and keep the best step (0: off); "
+        "default: 4 evaluations a stage for a real model, off for a toy or an agent run",
+        group="GRPO",
+        range=ZERO_OK,
+    )
+    grpo_prompts_per_step: int | None = flag(
+        None,
+        "GRPO: prompts per optimizer step (× --num_generations completions, by gradient accumulation); "
+        "default: one per label of the data (4..16) for a real model, --batch_size / --num_generations for a "
+        "toy",
+        group="GRPO",
+        range=Range(1, 1024),
     )
 
     # --- DPO ---

@@ -114,14 +114,14 @@ def prepare(cfg: TrainConfig) -> Prepared:
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
-    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path))
+    reward = build_reward(cfg, rows, rt.device)
+    check_reward_applies(cfg, reward, rows)
+    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path), reward)
     rt = with_cpu_precision(cfg, rt, auto, str(model.path))
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
     check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code)
-    reward = build_reward(cfg, rows, rt.device)
-    check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
@@ -188,12 +188,24 @@ def _converted(cfg: TrainConfig, out: Path, model):
 
 
 def with_auto_defaults(
-    cfg: TrainConfig, rows: list[dict], rt: Runtime, model_dir: str | None = None
+    cfg: TrainConfig,
+    rows: list[dict],
+    rt: Runtime,
+    model_dir: str | None = None,
+    reward: CompositeReward | None = None,
 ) -> tuple[TrainConfig, dict, list[str]]:
     """The config with the automatic flags it left unset filled in (``auto_defaults.py``), a new object;
     plus ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml``
-    holds the values chosen the first time, so nothing is chosen again."""
-    from ark_trainer.auto_defaults import AutoDefault, describe, model_facts, resolve_auto_defaults
+    holds the values chosen the first time, so nothing is chosen again. The GRPO stage's own flags are
+    chosen from ``reward`` too, where the strategy may run GRPO."""
+    from ark_trainer.auto_defaults import (
+        AutoDefault,
+        describe,
+        grpo_eval_every,
+        model_facts,
+        resolve_auto_defaults,
+        resolve_grpo_defaults,
+    )
     from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
     from ark_trainer.models.loading import load_tokenizer
 
@@ -209,10 +221,25 @@ def with_auto_defaults(
                     default * LORA_LR_SCALE,
                     f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
                 )
+    if reward is not None and may_run_grpo(cfg.strategy):
+        facts = model_facts(model_dir)
+        length = chosen.get("max_completion_length")
+        sized = replace(cfg, max_completion_length=length.value if length else cfg.max_completion_length)
+        chosen.update(resolve_grpo_defaults(sized, tok, rows, reward.components, facts))
+        if cfg.grpo_eval_steps is None:
+            grpo_steps = resolve_plan(cfg).steps("grpo")
+            chosen["grpo_eval_steps"] = grpo_eval_every(cfg, grpo_steps, facts)
     for name, value in chosen.items():
         log.info("auto default: --%s %s", name, value.reason)
     resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
     return resolved, describe(chosen, model_facts(model_dir).why), warnings
+
+
+def may_run_grpo(strategy: str) -> bool:
+    """Whether ``strategy`` has a GRPO stage (``auto``: the probe may choose one)."""
+    from ark_trainer.strategies import AUTO, strategy_table
+
+    return strategy == AUTO or "grpo" in strategy_table()[strategy].stages
 
 
 def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
@@ -392,7 +419,8 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     evaluator = _Evaluator(p, rt, monitor)
     p.last_model = ("base", p.model_path)
     evaluator.run("base", p.model_path)
-    ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done)
+    held_out = p.eval if cfg.eval_auto else []
+    ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done, held_out)
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)

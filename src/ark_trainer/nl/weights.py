@@ -15,8 +15,8 @@ from ark_trainer.errors import UserError
 FLAG = "--reward_weights"
 
 
-def parse_weights(text: str) -> dict[str, float]:
-    """``"a=1,b=0.5"`` → ``{"a": 1.0, "b": 0.5}``; a malformed item is a one-line UserError."""
+def parse_weights(text: str, flag: str = FLAG) -> dict[str, float]:
+    """``"a=1,b=0.5"`` → ``{"a": 1.0, "b": 0.5}``; a malformed item is a one-line UserError naming ``flag``."""
     weights: dict[str, float] = {}
     for item in (text or "").split(","):
         item = item.strip()
@@ -32,7 +32,7 @@ def parse_weights(text: str) -> dict[str, float]:
 
         if not sep or not name or not 0 <= weight <= MAX_WEIGHT:  # nan and inf fail this too
             raise UserError(
-                f"{FLAG}: {item!r}: expected name=weight with a weight in [0, {MAX_WEIGHT:g}], e.g. qc_compliance=1"
+                f"{flag}: {item!r}: expected name=weight with a weight in [0, {MAX_WEIGHT:g}], e.g. qc_compliance=1"
             )
         weights[name] = weight
     return weights

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,19 @@ class CompositeReward:
         reward = cls([*comps, *extra])
         reward.source = str(path or preset_path("qc"))
         return reward
+
+    def reweighted(self, weights: dict[str, float]) -> CompositeReward:
+        """The same graders (and guards, counters, monitor) combined with other ``weights`` by name: the
+        reward of a stage that trains on part of the run's (GRPO on the task's decision)."""
+        if weights == {c.name: c.weight for c in self.components}:
+            return self
+        other = CompositeReward(
+            [replace(c, weight=float(weights.get(c.name, c.weight))) for c in self.components]
+        )
+        other.source, other.on_reject, other.rejected = self.source, self.on_reject, self.rejected
+        if hasattr(self, "guard_stats"):
+            other.guard_stats = self.guard_stats
+        return other
 
     def describe(self) -> dict[str, Any]:
         """What the run is graded by, for plan.json and the report."""

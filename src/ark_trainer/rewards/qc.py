@@ -276,6 +276,19 @@ def qc_verdict(prompts, completions, label=None, **_) -> list[float | None]:
     return scores
 
 
+def qc_decision_text(answer: str) -> str | None:
+    """The part of a QC answer that ``qc_verdict`` reads: from its start to the end of the type line (the
+    verdict line where no type follows it), in either language; None where it holds no verdict."""
+    ends = [m.end() for m in (_LINE_RE["verdict"].search(answer), _LINE_RE_EN["verdict"].search(answer)) if m]
+    if not ends:
+        return None
+    types = [m.end() for m in (_LINE_RE["type"].search(answer), _LINE_RE_EN["type"].search(answer)) if m]
+    return answer[: max(types or ends)]
+
+
+qc_verdict.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
+
+
 @register_reward("qc_compliance")
 def qc_compliance(prompts, completions, **_) -> list[float | None]:
     """Share of the five compliance rules the suggested reply keeps (1.0 = fully compliant)."""

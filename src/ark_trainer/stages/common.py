@@ -31,7 +31,7 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "learning_rate": lr,
         "per_device_train_batch_size": cfg.batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
-        "warmup_steps": cfg.warmup_ratio,  # transformers reads a value < 1 as a ratio of max_steps
+        "warmup_steps": warmup_steps(cfg.warmup_ratio, steps),
         "lr_scheduler_type": "linear",
         "logging_steps": cfg.logging_steps,
         "save_strategy": "steps" if cfg.save_steps > 0 else "no",
@@ -47,6 +47,13 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "disable_tqdm": False,
         **trainer_extras(cfg, rt),
     }
+
+
+def warmup_steps(ratio: float, steps: int) -> int:
+    """The warm-up in whole steps: ``--warmup_ratio`` of the stage's steps, rounded down. (transformers would
+    round a ratio up, and its warm-up's first step has a learning rate of 0: a 5% warm-up of a 4-step stage
+    spent a quarter of it learning nothing.)"""
+    return int(ratio * steps)
 
 
 def no_checkpointing(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -4,14 +4,28 @@ Starts from the RFT model (or the base model under ``--strategy GRPO``), samples
 completions per prompt, scores them with the same composite reward as RFT and evaluation, and trains for
 the remaining steps into ``OUT/grpo/``. TRL logs the health signals the report shows: reward mean/std,
 the share of groups with zero reward variance (``frac_reward_zero_std``), KL, entropy and clip ratios.
+
+What it samples and is scored by is the stage's own (``auto_defaults.resolve_grpo_defaults``, in
+``plan.json``): ``--grpo_reward_weights`` (by default the task's decision grader alone for the QC preset),
+``--grpo_max_completion_length`` (the decision lines, not the reply's budget; a whole episode under
+``--env``) and ``--grpo_prompts_per_step`` prompts per optimizer step by gradient accumulation, taken label
+by label in turn where the data has labels (:func:`label_balanced`).
 """
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.auto_defaults import new_tokens
+from ark_trainer.auto_defaults import (
+    RUN_WEIGHTS,
+    data_labels,
+    grpo_accumulation,
+    new_tokens,
+    parse_grpo_weights,
+)
 from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.models.loading import load_tokenizer
@@ -37,23 +51,28 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    cfg, rt = ctx.cfg, ctx.rt
+    rt = ctx.rt
+    accumulation, _prompts = grpo_accumulation(ctx.cfg)
+    cfg = replace(ctx.cfg, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
     tok = load_tokenizer(model_in, rt.trust_remote_code)
-    funcs, weights = ctx.reward.trl_reward_funcs()
+    funcs, weights = grpo_reward(ctx).trl_reward_funcs()
     agent = agent_kwargs(cfg, tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
+    rows, balanced = label_balanced(ctx.train, cfg.seed)
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
-        max_completion_length=new_tokens(cfg),
+        max_completion_length=grpo_new_tokens(cfg),
         temperature=cfg.temperature,
         beta=cfg.beta,
         loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
         reward_weights=weights,
+        shuffle_dataset=not balanced,  # the balanced order is the order
         **vllm_grpo_kwargs(cfg),
         **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
         **agent.pop("config", {}),
     )
-    dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
+    dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
     trainer_cls: type = GRPOTrainer
     if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
         trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
@@ -64,7 +83,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         trainer_cls,
         tok,
         final_dir,
-        wrap=_timed,
+        wrap=lambda trainer: _with_best_policy(_timed(trainer), ctx, tok, cfg),
         model=model_in,
         reward_funcs=funcs,
         args=args,
@@ -76,6 +95,40 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
 
 
 ZERO_STD_LIMIT = 0.9
+
+
+def grpo_reward(ctx: StageContext):
+    """The run's reward combined with GRPO's own weights (``--grpo_reward_weights``)."""
+    spec = ctx.cfg.grpo_reward_weights or RUN_WEIGHTS
+    return ctx.reward.reweighted(parse_grpo_weights(spec, ctx.reward.components))
+
+
+def grpo_new_tokens(cfg: TrainConfig) -> int:
+    """``--grpo_max_completion_length`` as resolved; the run's completion length where nothing resolved it."""
+    return int(cfg.grpo_max_completion_length or new_tokens(cfg))
+
+
+def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
+    """``rows`` in label-balanced order (each label's rows shuffled, then taken one label after another, so
+    every optimizer step's prompts span the labels) and True; the rows as they are and False where the data
+    has fewer than two labels."""
+    labels = data_labels(rows)
+    if len(labels) < 2:
+        return rows, False
+    rng = random.Random(seed)
+    queues: dict[str, list[dict]] = {label: [] for label in labels}
+    rest: list[dict] = []
+    for row in rows:
+        label = row.get("label")
+        (queues[label.strip()] if isinstance(label, str) and label.strip() in queues else rest).append(row)
+    for queue in queues.values():
+        rng.shuffle(queue)
+    order: list[dict] = []
+    while any(queues.values()):
+        for label in labels:
+            if queues[label]:
+                order.append(queues[label].pop())
+    return order + rest, True
 
 
 def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> dict:
@@ -105,6 +158,20 @@ def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     from ark_trainer.agent.episode import view
 
     return [float(view(c).turns) for c in completions]
+
+
+def _with_best_policy(trainer, ctx: StageContext, tok, cfg: TrainConfig):
+    """``trainer`` evaluating itself every ``--grpo_eval_steps`` and ending on its best step
+    (``stages/grpo_eval.py``); as it is where that is off, there is no held-out set, or episodes are played."""
+    from ark_trainer.stages.grpo_eval import best_policy_callback
+
+    if cfg.grpo_eval_steps and ctx.held_out and not cfg.env:
+        reward = ctx.reward  # the run's graders: the task accuracy the report shows
+        callback = best_policy_callback(
+            ctx.held_out, reward, tok, cfg.grpo_eval_steps, grpo_new_tokens(cfg), ctx.rt.bf16, ctx.monitor
+        )
+        trainer.add_callback(callback)
+    return trainer
 
 
 def _timed(trainer):

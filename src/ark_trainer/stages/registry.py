@@ -16,7 +16,7 @@ those of installed plug-ins (``ark_trainer.plugins``), on first use.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,6 +62,7 @@ class StageContext:
     out: Path
     log_dir: Path
     done: Progress | None = None  # under --resume: what earlier attempts finished
+    held_out: list[dict] = field(default_factory=list)  # the eval prompts (a stage may evaluate as it trains)
 
 
 class Stage(Protocol):

@@ -1,0 +1,159 @@
+"""The GRPO stage's own settings, chosen from the model, the data and the reward (``auto_defaults.py``):
+the reward it is scored by, what it samples, how many prompts a step holds, and their order."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ark_trainer import auto_defaults as ad
+from ark_trainer.auto_defaults import ModelFacts, grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults
+from ark_trainer.config import TrainConfig
+from ark_trainer.errors import UserError
+from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.rewards.qc import qc_decision_text
+from ark_trainer.stages.common import warmup_steps
+from ark_trainer.stages.grpo import label_balanced
+
+REAL = ModelFacts(135_000_000, False, "a real model")
+TOY = ModelFacts(200_000, True, "a toy model")
+TYPES = ("辱骂", "泄露隐私", "违规承诺", "未致歉", "推诿", "无")
+
+
+class CharTokenizer:
+    """One token per character: lengths a test can count."""
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [list(t) for t in texts]}
+
+
+def _rows(n=60):
+    rows = []
+    for i in range(n):
+        label = TYPES[i % len(TYPES)]
+        verdict = "合规" if label == "无" else "违规"
+        reply = "非常抱歉给您带来不便，我们马上为您核实处理，请您放心。" * 2
+        rows.append(
+            {
+                "question": f"对话{i}",
+                "label": label,
+                "candidates": [f"结论：{verdict}\n类型：{label}\n回复：{reply}"],
+            }
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def qc_reward():
+    return CompositeReward.from_spec(None)  # the QC preset
+
+
+def _cfg(**flags):
+    return TrainConfig(model_path="m", data_path="d", output_dir="o", max_completion_length=96, **flags)
+
+
+def test_the_qc_decision_is_the_verdict_and_type_lines():
+    assert qc_decision_text("结论：违规\n类型：推诿\n回复：抱歉") == "结论：违规\n类型：推诿"
+    assert (
+        qc_decision_text("Verdict: violation\nType: deflection\nReply: sorry")
+        == "Verdict: violation\nType: deflection"
+    )
+    assert qc_decision_text("结论：合规\n回复：好的") == "结论：合规"
+    assert qc_decision_text("我不知道") is None
+
+
+def test_qc_runs_train_grpo_on_the_verdict_alone_and_sample_only_the_decision(qc_reward):
+    chosen = resolve_grpo_defaults(_cfg(), CharTokenizer(), _rows(), qc_reward.components, REAL)
+    weights = parse_grpo_weights(chosen["grpo_reward_weights"].value, qc_reward.components)
+    assert weights == {"qc_verdict": 1, "qc_compliance": 0, "qc_satisfaction": 0, "qc_format": 0}
+    assert "qc_verdict alone" in chosen["grpo_reward_weights"].reason
+    longest = max(len(qc_decision_text(r["candidates"][0]) or "") for r in _rows())
+    length = chosen["grpo_max_completion_length"].value
+    assert (
+        longest <= length < 96
+        and length % 8 == 0
+        and "decision" in chosen["grpo_max_completion_length"].reason
+    )
+    assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
+    assert "label" in chosen["grpo_prompts_per_step"].reason
+
+
+def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot_tell_the_decision(qc_reward):
+    toy = resolve_grpo_defaults(
+        _cfg(batch_size=32, num_generations=8), CharTokenizer(), _rows(), qc_reward.components, TOY
+    )
+    assert toy["grpo_prompts_per_step"].value == 4 and "toy" in toy["grpo_prompts_per_step"].reason
+    own = resolve_grpo_defaults(
+        _cfg(reward_config="r.yaml"), CharTokenizer(), _rows(), qc_reward.components, REAL
+    )
+    assert own["grpo_reward_weights"].value == ad.RUN_WEIGHTS
+    assert own["grpo_max_completion_length"].value == 96  # the run's graders read the whole answer
+    unlabelled = [{k: v for k, v in r.items() if k != "label"} for r in _rows()]
+    assert (
+        resolve_grpo_defaults(_cfg(), CharTokenizer(), unlabelled, qc_reward.components, REAL)[
+            "grpo_prompts_per_step"
+        ].value
+        == ad.GRPO_PROMPTS_FALLBACK
+    )
+
+
+def test_an_episode_run_samples_whole_episodes_on_the_run_reward(qc_reward):
+    cfg = _cfg(env="pkg.mod:make_env", max_turns=4, max_tool_output=500)
+    chosen = resolve_grpo_defaults(cfg, CharTokenizer(), _rows(), qc_reward.components, REAL)
+    assert chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
+    assert chosen["grpo_max_completion_length"].value == 4 * 96 + 3 * 500
+    assert "tool results" in chosen["grpo_max_completion_length"].reason
+
+
+def test_flags_the_user_sets_are_kept(qc_reward):
+    cfg = _cfg(grpo_reward_weights="run", grpo_max_completion_length=50, grpo_prompts_per_step=3)
+    assert resolve_grpo_defaults(cfg, CharTokenizer(), _rows(), qc_reward.components, REAL) == {}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("qc_verdcit=1", "unknown reward 'qc_verdcit'"),
+        ("qc_verdict=0,qc_compliance=0,qc_satisfaction=0,qc_format=0", "at least one reward"),
+        ("qc_verdict", "expected name=weight"),
+        ("qc_verdict=-1", "expected name=weight"),
+    ],
+)
+def test_bad_grpo_weights_are_one_line_naming_the_flag(qc_reward, spec, message):
+    with pytest.raises(UserError, match=message) as err:
+        parse_grpo_weights(spec, qc_reward.components)
+    assert str(err.value).startswith("--grpo_reward_weights")
+
+
+def test_the_grpo_reward_keeps_the_graders_and_changes_only_the_weights(qc_reward):
+    verdict_only = qc_reward.reweighted(
+        parse_grpo_weights("qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0", qc_reward.components)
+    )
+    answer = "结论：违规\n类型：辱骂\n回复：滚"  # right type, rude reply
+    assert verdict_only(["p"], [answer], label=["辱骂"]) == [1.0]
+    assert qc_reward(["p"], [answer], label=["辱骂"])[0] < 1.0
+    assert qc_reward.reweighted({c.name: c.weight for c in qc_reward.components}) is qc_reward
+
+
+@pytest.mark.parametrize(
+    ("batch", "gens", "prompts", "expected"),
+    [(8, 4, 7, (4, 8)), (8, 4, 2, (1, 2)), (32, 8, 4, (1, 4)), (6, 4, 3, (2, 3)), (2, 4, 1, (2, 1))],
+)
+def test_grpo_steps_hold_whole_groups_of_at_least_the_prompts_asked(batch, gens, prompts, expected):
+    cfg = SimpleNamespace(batch_size=batch, num_generations=gens, grpo_prompts_per_step=prompts)
+    steps, got = grpo_accumulation(cfg)
+    assert (steps, got) == expected and got >= prompts and (batch * steps) % gens == 0
+
+
+def test_prompts_come_label_by_label():
+    rows, balanced = label_balanced(_rows(60), seed=0)
+    assert balanced and len(rows) == 60
+    assert {r["label"] for r in rows[:6]} == set(TYPES)  # every window of six spans the labels
+    assert {r["label"] for r in rows[30:36]} == set(TYPES)
+    same, flag = label_balanced([{"question": "a"}, {"question": "b"}], seed=0)
+    assert not flag and [r["question"] for r in same] == ["a", "b"]
+
+
+def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero():
+    assert warmup_steps(0.05, 4) == 0 and warmup_steps(0.05, 140) == 7 and warmup_steps(0.0, 100) == 0
