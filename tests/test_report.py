@@ -217,3 +217,23 @@ def test_health_says_why_kl_is_missing_when_beta_is_zero(tmp_path):
     (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
     md, _ = build_report(tmp_path)
     assert "KL not measured" in md.read_text(encoding="utf-8")
+
+
+def test_the_automatic_choices_have_a_section_with_their_reasons(tmp_path):
+    run = make_run(tmp_path / "out")
+    assert "Automatic choices" not in build_report(run)[0].read_text(encoding="utf-8")  # none recorded
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["auto_defaults"] = {
+        "model": "a real model: 134.5M parameters (model.safetensors)",
+        "max_completion_length": {
+            "value": 96,
+            "reason": "96: 95% of the data's 2000 answers take at most 73",
+        },
+        "mixed_precision": {"value": "bf16", "reason": "bf16 (autocast over fp32 weights): native bf16"},
+    }
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    md = build_report(run)[0].read_text(encoding="utf-8")
+    assert "## Automatic choices" in md and "Chosen for a real model: 134.5M parameters" in md
+    assert "| --max_completion_length | 96 | 96: 95% of the data's 2000 answers take at most 73 |" in md
+    assert "| --mixed_precision | bf16 | bf16 (autocast over fp32 weights): native bf16 |" in md
+

@@ -208,10 +208,8 @@ def with_auto_defaults(
                     default * LORA_LR_SCALE,
                     f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
                 )
-    for name, value in chosen.items():
-        log.info("auto default: --%s %s", name, value.reason)
     resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
-    return resolved, describe(chosen, model_facts(model_dir).why), warnings
+    return resolved, describe(chosen, model_facts(model_dir)), warnings
 
 
 def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
@@ -222,7 +220,6 @@ def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str
     chosen = cpu_precision(cfg, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
-    log.info("auto default: --mixed_precision %s", chosen.reason)
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
     return replace(rt, bf16=chosen.value == "bf16")
 
@@ -301,6 +298,9 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main:  # only the main process writes the run directory
         write_run_files(p)
         setup_logging(p.log_dir)
+        from ark_trainer.auto_defaults import announce
+
+        announce(p.plan_extra.get("auto_defaults") or {}, log.info)  # chosen before logging was set up
         if cfg.resume:
             log.info("resuming the run in %s: finished parts are skipped", p.out)
     ranks.wait()
