@@ -428,15 +428,18 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
 
 def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
-    """The prompt shape the model learnt, in its folder: the server shows it the same in OpenClaw
-    (``deploy/policy.py``)."""
+    """The prompt shape the model learnt and the precision it is evaluated in, in its folder: the server
+    shows it the same in OpenClaw and computes as its evaluation did (``deploy/policy.py``,
+    ``deploy/precision.py``)."""
     from ark_trainer.agent.env import env_for
     from ark_trainer.deploy.policy import shape_of_rows, write_shape
+    from ark_trainer.deploy.precision import write_precision
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main and model_dir.is_dir():
         shape = shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None)
         write_shape(model_dir, shape.with_reply_tokens(p.cfg.max_completion_length))
+        write_precision(model_dir, p.rt.dtype, p.rt.precision)
 
 
 class _Evaluator:

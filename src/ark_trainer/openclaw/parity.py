@@ -153,12 +153,24 @@ class _Server:
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
         server = start_server(
-            folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", self.prompt_shape]
-        )
+            folder, name, port, window, reply_tokens, key_file,
+            ["--prompt_shape", self.prompt_shape, "--dtype", self._dtype()],
+        )  # fmt: skip
         self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
+
+    def _dtype(self) -> str:
+        """The dtype of the bare evaluation this one is compared with (its ``eval/<stage>.json``, else the
+        run's precision in ``plan.json``, for a run that recorded no dtype), else the server's own choice
+        (``deploy/precision.py``)."""
+        from ark_trainer.deploy.precision import AUTO, DTYPES, dtype_of_precision
+
+        folder = RunFolder(self.out)
+        bare = folder.eval(self.stage).get("dtype")
+        bare = bare if bare in DTYPES else dtype_of_precision(folder.plan().get("precision"))
+        return bare or AUTO
 
     def __exit__(self, *exc) -> None:
         from ark_trainer.deploy.process import stop_server
