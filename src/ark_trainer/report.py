@@ -323,7 +323,15 @@ def _results(run: Run) -> list[Block]:
             cells.append(_value(name, values.get(name)) + change)
         rows.append(cells)
     header = ["metric", *(f"{label} (n={run.evals[key].get('n', '?')})" for key, label in present)]
-    return [Heading("Results"), Table(header, rows), Para(_headline(run))]
+    return [Heading("Results"), Table(header, rows), Para(_headline(run)), _definitions([r[0] for r in rows])]
+
+
+def _definitions(shown: list[str]) -> Bullets:
+    """What each metric of the Results table means."""
+    from ark_trainer.metrics import COMPONENTS_DEFINITION, DEFINITIONS
+
+    items = [f"{name}: {DEFINITIONS[name]}" for name in shown if name in DEFINITIONS]
+    return Bullets(items + [COMPONENTS_DEFINITION] * any(n.startswith("components.") for n in shown))
 
 
 def _final_model(run: Run) -> tuple[str, str] | None:
