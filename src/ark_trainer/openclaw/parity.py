@@ -109,6 +109,7 @@ class _Server:
         self.prompt_shape = prompt_shape
         self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
         self.pid: int | None = None
+        self.dtype = "auto"  # what the server loads the model in (deploy/precision.py)
 
     def __enter__(self) -> tuple[str, str, str, int]:
         """``(base_url, key, model id, reply tokens)``."""
@@ -118,6 +119,9 @@ class _Server:
         if live is not None:
             self.log(f"eval: through the live deployment on port {live['port']}")
             key = read_key(live["api_key_file"]) or ""
+            from ark_trainer.deploy.precision import serving_dtype
+
+            self.dtype = serving_dtype(self.model_dir)[0]  # as deploy's server chose it, from the folder
             return f"http://{HOST}:{live['port']}/v1", key, live["name"], live["reply_tokens"]
         return self._start()
 
@@ -146,6 +150,7 @@ class _Server:
             link.unlink()
         link.symlink_to(self.model_dir.resolve())
         window = model_window(self.model_dir)
+        self.dtype = self._dtype()
         reply_tokens = reply_budget(self.model_dir, window)  # as deploy registers maxTokens
         if read_shape(self.model_dir) is None and self.fallback_reply:  # the base model: its eval's budget
             reply_tokens = self.fallback_reply
@@ -154,7 +159,7 @@ class _Server:
         atomic_write_text(key_file, key + "\n", mode=0o600)
         server = start_server(
             folder, name, port, window, reply_tokens, key_file,
-            ["--prompt_shape", self.prompt_shape, "--dtype", self._dtype()],
+            ["--prompt_shape", self.prompt_shape, "--dtype", self.dtype],
         )  # fmt: skip
         self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
@@ -249,6 +254,7 @@ def evaluate_through_openclaw(
         "through": "openclaw",
         "request_shape": {k: shape.get(k) for k in ("openclaw", "recorded_at", "how")},
         "prompt_shape": policy.to_json(),
+        "dtype": server.dtype,  # "auto": the weights' own
         **metrics,
         "bare": {k: bare.get(k) for k in ("n", *METRICS)} if bare else None,
         "gap": gap(metrics, bare) if bare else None,
