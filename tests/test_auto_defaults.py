@@ -150,6 +150,35 @@ def test_demo_base_model_is_checked(tmp_path, capsys):
     )
 
 
+def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_path):
+    """At TRL's rates the demo's reference template left the toy's task accuracy at 27.0% → 27.0%."""
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.demo.run import demo_config_path
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.pipeline import with_auto_defaults
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    model = save_tiny_qwen(tmp_path / "toy", texts=["结论：违规\n类型：辱骂\n回复：抱歉"])
+    rt = Runtime("cpu", False, False, [])
+    cfg, rows = _cfg(model, tmp_path)
+    assert cfg.rft_learning_rate == TrainConfig.rft_learning_rate  # a tiny model without the demo's card
+    (model / ad.TOY_MODEL_CARD).write_text("the demo's toy model", encoding="utf-8")
+    preset = read_yaml_file(demo_config_path())
+    cfg, rows = _cfg(model, tmp_path, rft_learning_rate=3e-5)
+    resolved, record, _ = with_auto_defaults(cfg, rows, rt)
+    assert resolved.rft_learning_rate == 3e-5 and "rft_learning_rate" not in record  # the user's stays
+    for name in ("grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"):
+        assert getattr(resolved, name) == preset[name] != getattr(TrainConfig, name)
+        assert record[name]["value"] == preset[name]
+        assert "demo's toy model" in record[name]["reason"] and "from scratch" in record[name]["reason"]
+    assert resolved.dpo_loss_type == preset["dpo_loss_type"] == record["dpo_loss_type"]["value"]
+    assert "frays the answer format" in record["dpo_loss_type"]["reason"]
+    lines: list[str] = []
+    ad.announce(record, lambda fmt, *a: lines.append(fmt % a))
+    assert lines[0].startswith("automatic choices for ark-trainer's demo toy model")
+    assert any(line.startswith("  --grpo_learning_rate 0.0005: presets/demo.yaml's, for") for line in lines)
+
+
 def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):
     from dataclasses import replace
 

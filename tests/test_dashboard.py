@@ -116,6 +116,9 @@ def test_the_page_shows_live_curves_in_a_real_browser(server, runs_root, browser
         "[...document.querySelectorAll('#chart-grpo-reward .u-legend th')].map(t => t.textContent)"
     )
     assert any("rewards/" in s for s in series)  # each grader next to the total
+    legend = "[...document.querySelectorAll('#chart-grpo-reward .u-legend .u-value')].map(t => t.textContent)"
+    values = browser.eval(legend)
+    assert values[0] == str(n) and "--" not in values  # the latest step's values, before any hover
     assert browser.eval("document.querySelectorAll('#timeline tr[data-stage]').length") >= 5
     assert browser.eval("document.querySelector('#evals table.eval').rows[0].cells.length") == 4  # metric + 3
     assert browser.eval("document.querySelector('#run-state').textContent") == "finished"

@@ -64,3 +64,14 @@ def test_prompt_text_of_each_shape():
     assert prompt_text({"prompt": [{"role": "user", "content": "u"}]}) == "u"
     assert prompt_text(chat_rows(1)[0]) == "对话 0：客服说了什么"
     assert prompt_text({"label": "x"}) == ""
+
+
+def test_the_dialogues_turns_stay_on_their_own_lines(tmp_path):
+    rows = qc_rows(len(REWARDS))
+    run = with_rows(make_run(tmp_path / "run"), rows, len(REWARDS))
+    md, page = (p.read_text(encoding="utf-8") for p in build_report(run)[:2])
+    dialogue = prompt_text(rows[4])
+    first, second = dialogue.splitlines()[:2]  # the instruction, then the customer's first turn
+    assert f"{first}<br>{second}" in md  # a Markdown row is one line: the turns broken with <br>
+    assert f"{html.escape(first)}\n{html.escape(second)}" in page and "white-space:pre-line" in page
+    assert _clip("a  b\n\n  c ") == "a b\nc"

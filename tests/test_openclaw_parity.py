@@ -136,4 +136,5 @@ def _parity_of_the_same_model(out: Path, rows: list[dict]) -> None:
     assert through["n"] == 2 and through["request_shape"]["openclaw"].startswith("OpenClaw")
     assert through["task_accuracy"] == through["bare"]["task_accuracy"] == bare["task_accuracy"] == 1.0
     assert through["gap"]["task_accuracy"] == 0 and through["prompt_shape"]["shape"] == "bare"
+    assert through["dtype"] == bare["dtype"] == "float32"  # served in the precision it was evaluated in
     assert [a["completion"] for a in through["answers"]] == [a["completion"] for a in bare["answers"]]

@@ -128,3 +128,22 @@ def test_tools_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("ARK_OPENCLAW_BIN", raising=False)
     assert oc.tools_dir() == tmp_path
     assert os.environ["OPENCLAW_STATE_DIR"].endswith(".openclaw") and oc.state_dir().name == ".openclaw"
+
+
+def test_doctor_names_the_cli_a_user_can_run_when_it_is_not_on_path(tmp_path, monkeypatch):
+    from ark_trainer.openclaw import doctor
+
+    installed = tmp_path / "tools" / "bin" / "openclaw"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    monkeypatch.setenv("ARK_OPENCLAW_BIN", str(installed))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(oc, "config_path", lambda: (tmp_path / "none.json", "test"))
+    assert oc.typed_command() == str(installed)  # .tools/bin is not on PATH: its path, not `openclaw`
+    assert doctor._config_valid().fix == f"`{installed} onboard` or `ark-trainer deploy OUT`"
+    assert doctor._not_on_path(
+        str(installed)
+    ) == f" (not on PATH: `export PATH={installed.parent}:$PATH` " + ("to run it as `openclaw`)")
+    monkeypatch.setenv("PATH", f"{installed.parent}:/usr/bin:/bin")
+    assert oc.typed_command() == "openclaw" and doctor._not_on_path(str(installed)) == ""

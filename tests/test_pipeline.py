@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.fileio import read_json, read_jsonl
 
 TINY = {"hidden_size": 32, "num_layers": 2, "warmup_steps": 10, "n_warmup_rows": 64, "vocab_size": 600}
 
@@ -97,6 +97,14 @@ def test_basic_template_end_to_end(assets, tmp_path, monkeypatch):
     run = yaml.safe_load((out / "run.yaml").read_text(encoding="utf-8"))
     assert run["task_name"] == "客服质检_agent_training" and run["max_train_steps"] == 6
     assert (logs / "train.log").is_file() and list((logs / "tensorboard").rglob("events.out.tfevents*"))
+    said = (logs / "train.log").read_text(encoding="utf-8")  # chosen before logging was set up, said after
+    assert "automatic choices for ark-trainer's demo toy model" in said
+    assert "  --dpo_learning_rate 0.0005: presets/demo.yaml's" in said  # given flags are not choices:
+    assert "  --rft_learning_rate " not in said and "  --max_completion_length " not in said
+    assert (
+        plan["auto_defaults"]["demo_toy"] is True and "Automatic choices" in (out / "report.md").read_text()
+    )
+    assert read_json(out / "model" / "ark_precision.json")["dtype"] == "float32"  # what its evaluation used
     events = read_jsonl(out / "events.jsonl")
     names = {e["event"] for e in events}
     assert {"run_start", "stage_start", "stage_end", "metrics", "rft_selection", "eval", "run_end"} <= names

@@ -217,3 +217,41 @@ def test_health_says_why_kl_is_missing_when_beta_is_zero(tmp_path):
     (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
     md, _ = build_report(tmp_path)
     assert "KL not measured" in md.read_text(encoding="utf-8")
+
+
+def test_the_automatic_choices_have_a_section_with_their_reasons(tmp_path):
+    run = make_run(tmp_path / "out")
+    assert "Automatic choices" not in build_report(run)[0].read_text(encoding="utf-8")  # none recorded
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["auto_defaults"] = {
+        "model": "a real model: 134.5M parameters (model.safetensors)",
+        "max_completion_length": {
+            "value": 96,
+            "reason": "96: 95% of the data's 2000 answers take at most 73",
+        },
+        "mixed_precision": {"value": "bf16", "reason": "bf16 (autocast over fp32 weights): native bf16"},
+    }
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    md = build_report(run)[0].read_text(encoding="utf-8")
+    assert "## Automatic choices" in md and "Chosen for a real model: 134.5M parameters" in md
+    assert "| --max_completion_length | 96 | 96: 95% of the data's 2000 answers take at most 73 |" in md
+    assert "| --mixed_precision | bf16 | bf16 (autocast over fp32 weights): native bf16 |" in md
+
+
+def test_a_demo_toy_run_says_so_and_the_metrics_are_defined(tmp_path):
+    run = make_run(tmp_path / "out")
+    md = build_report(run)[0].read_text(encoding="utf-8")
+    assert "demo toy" not in md  # a model that is not the demo's
+    assert (
+        "- compliance_rate: the share of answers whose suggested reply keeps all five compliance rules" in md
+    )
+    assert "- components.NAME: grader NAME's mean score" in md and "a mean, not a share" in md
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["auto_defaults"] = {"model": "ark-trainer's demo toy model (ARK_DEMO_MODEL.md)", "demo_toy": True}
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    md = build_report(run)[0].read_text(encoding="utf-8")
+    title, note = md.split("\n\n")[:2]
+    assert title.startswith("# ark-trainer report") and note.startswith(
+        "The base model is ark-trainer's demo toy"
+    )
+    assert "synthetic" in note and "not what a real model reaches" in note

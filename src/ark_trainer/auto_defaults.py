@@ -25,6 +25,10 @@ default; :func:`resolve_auto_defaults` picks each from what it measures, and say
 - learning rates: TRL's defaults (SFT 2e-5; GRPO, DPO, KTO, RLOO 1e-6), which ms-swift's and TRL's own
   recipes use for pretrained checkpoints with full fine-tuning, and 10× those with LoRA
   (``config.lora_learning_rates``); an automatic LoRA scales the learning rates the user did not set.
+  The demo's toy (its model card, ``ARK_DEMO_MODEL.md``: a model trained from scratch) gets the rates of
+  ``presets/demo.yaml`` instead (:func:`toy_settings`, 5e-4, with its DPO loss ``sigmoid,sft``): at TRL's
+  rates the demo's reference template (60 steps at batch 8) left its task accuracy where it was, 27.0% →
+  27.0%.
 
 A model counts as a *toy* when it carries the demo's model card (``ARK_DEMO_MODEL.md``) or has fewer than
 ``REAL_MODEL_PARAMS`` (10M) parameters; the presets tuned for the toy (``presets/demo.yaml``,
@@ -50,6 +54,12 @@ FULL_FT_MEMORY_SHARE = 0.4  # of the device's memory; the rest is activations, l
 AUTO_LORA_R = 16
 TOY_MODEL_CARD = "ARK_DEMO_MODEL.md"
 TOY_PRESETS = ("demo.yaml", "demo_agent.yaml")
+TOY_SETTINGS_PRESET = "demo.yaml"  # its learning rates: the demo toy's defaults
+# what goes with those rates, and why (the reference template's 60 steps at batch 8 on the demo's toy)
+TOY_SETTINGS = {
+    "dpo_loss_type": "at 5e-4 plain sigmoid frays the answer format (task accuracy 27.0% → 23.6%; with the "
+    "fine-tuning term 27.0% → 46.1%)"
+}
 GRPO_AUTO_FLAGS = (
     "grpo_reward_weights",
     "grpo_max_completion_length",
@@ -83,6 +93,7 @@ class ModelFacts:
     params: int | None
     toy: bool
     why: str  # e.g. "134.5M parameters (model.safetensors)"
+    demo: bool = False  # the demo's own toy (its model card): trained from scratch on synthetic data
 
 
 def parameter_count(model_path: str | Path) -> tuple[int | None, str]:
@@ -114,7 +125,7 @@ def model_facts(model_path: str | Path) -> ModelFacts:
     params, source = parameter_count(model_path)
     size = f"{params / 1e6:.1f}M parameters ({source})" if params is not None else f"size unknown ({source})"
     if (Path(model_path) / TOY_MODEL_CARD).is_file():
-        return ModelFacts(params, True, f"ark-trainer's demo toy model ({TOY_MODEL_CARD}), {size}")
+        return ModelFacts(params, True, f"ark-trainer's demo toy model ({TOY_MODEL_CARD}), {size}", demo=True)
     if params is not None and params < REAL_MODEL_PARAMS:
         return ModelFacts(params, True, f"a toy model: {size}, under {REAL_MODEL_PARAMS / 1e6:.0f}M")
     return ModelFacts(params, False, f"a real model: {size}")
@@ -205,13 +216,37 @@ def cpu_precision(cfg, facts: ModelFacts, device: str) -> AutoDefault | None:
     )
 
 
+def _presets() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("ark_trainer") / "presets"))
+
+
+def toy_settings(model_path: str | Path | None) -> dict[str, Any]:
+    """The learning rates (and the DPO loss that goes with them) of ``presets/demo.yaml`` when
+    ``model_path`` is ark-trainer's demo toy (it carries ``ARK_DEMO_MODEL.md``: trained from scratch, where
+    the pretrained checkpoints' rates move nothing); empty for any other model. The config applies them to
+    the flags neither a flag nor ``--config`` set (``config.resolve_config``), so what the user sets stays
+    as set."""
+    if not model_path or not (Path(model_path) / TOY_MODEL_CARD).is_file():
+        return {}
+    from ark_trainer.yamlsafe import read_yaml_file
+
+    preset = read_yaml_file(_presets() / TOY_SETTINGS_PRESET)
+    return {k: v for k, v in preset.items() if k.endswith("_learning_rate") or k in TOY_SETTINGS}
+
+
+def toy_setting_reason(name: str, value: Any) -> str:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    why = TOY_SETTINGS.get(name, "the defaults for pretrained checkpoints leave it where it was")
+    return f"{shown}: presets/{TOY_SETTINGS_PRESET}'s, for the demo's toy model trained from scratch; {why}"
+
+
 def toy_preset(config_path: str | None) -> str | None:
     """The name of the toy-tuned preset ``--config`` points at, if it is one of ours."""
     if not config_path:
         return None
-    from importlib import resources
-
-    presets = Path(str(resources.files("ark_trainer") / "presets"))
+    presets = _presets()
     path = Path(config_path).resolve()
     return path.name if path.parent == presets.resolve() and path.name in TOY_PRESETS else None
 
@@ -222,6 +257,7 @@ def resolve_auto_defaults(
     """The values of the automatic flags the config leaves unset (``AUTO_FLAGS``), and warnings to show.
 
     A toy model keeps the fixed defaults (64 tokens, full fine-tuning): its presets and tests are tuned to them.
+    The demo's toy is trained at its preset's learning rates (:func:`toy_settings`), recorded here.
     The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what is trained.
     """
     assert cfg.model_path
@@ -240,6 +276,9 @@ def resolve_auto_defaults(
             if facts.toy
             else lora_rank(facts, device)
         )
+    for name, value in toy_settings(cfg.model_path).items():
+        if getattr(cfg, name, None) == value:  # the config's, for a flag neither a flag nor --config set
+            chosen[name] = AutoDefault(value, toy_setting_reason(name, value))
     preset = toy_preset(cfg.config)
     if preset and not facts.toy:
         warnings.append(
@@ -250,9 +289,29 @@ def resolve_auto_defaults(
     return chosen, warnings
 
 
-def describe(chosen: dict[str, AutoDefault], facts_why: str) -> dict[str, Any]:
-    """``plan.json``'s ``auto_defaults``: ``{model: ..., flag: {value, reason}}``."""
-    return {"model": facts_why, **{k: {"value": v.value, "reason": v.reason} for k, v in chosen.items()}}
+def describe(chosen: dict[str, AutoDefault], facts: ModelFacts) -> dict[str, Any]:
+    """``plan.json``'s ``auto_defaults``: ``{model: ..., flag: {value, reason}}`` (and ``demo_toy: true``
+    for the demo's toy, which the report says)."""
+    record: dict[str, Any] = {"model": facts.why, **({"demo_toy": True} if facts.demo else {})}
+    return {**record, **{k: {"value": v.value, "reason": v.reason} for k, v in chosen.items()}}
+
+
+def choices(record: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """``(flag, value, reason)`` of each choice in ``plan.json``'s ``auto_defaults`` (the model line apart)."""
+    return [
+        (flag, entry.get("value"), str(entry.get("reason", "")))
+        for flag, entry in record.items()
+        if flag != "model" and isinstance(entry, dict)
+    ]
+
+
+def announce(record: dict[str, Any], say) -> None:
+    """Say each automatic choice and its reason (``say``: a logger's ``info``), once logging is set up."""
+    if not record:
+        return
+    say("automatic choices for %s (plan.json: auto_defaults):", record.get("model", "the model"))
+    for flag, _value, reason in choices(record):
+        say("  --%s %s", flag, reason)
 
 
 # --- GRPO -----------------------------------------------------------------------------------------------

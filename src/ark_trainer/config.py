@@ -687,6 +687,10 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     values["config"] = flags.get("config")
     if values.get("resume") and not flags.get("config"):
         values = {**_previous_run(values.get("output_dir")), **values}
+    from ark_trainer.auto_defaults import toy_settings  # the demo's toy: the rates it is trained at
+
+    toy = toy_settings(values.get("model_path"))
+    values.update({name: value for name, value in toy.items() if name not in values})
     values.update(lora_learning_rates(values))
     cfg = TrainConfig(**values)
     try:

@@ -79,6 +79,7 @@ def evaluate_model(
     result = {
         "name": name,
         "model": str(model_path),
+        "dtype": str(rt.dtype).removeprefix("torch."),  # what it computed in; serving parity asks the same
         **metrics,
         "examples": examples,
         "answers": [{"completion": a, "reward": t} for a, t in zip(answers, totals, strict=True)],

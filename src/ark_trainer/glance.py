@@ -112,9 +112,9 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
         values = [(_num(data.get(m)) or 0.0) * 100 for m in metrics]
         bars = ax.bar(xs, values, width, label=labels.get(key, key))
         ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks(range(len(metrics)), metrics)
+    ax.set_xticks(range(len(metrics)), [m.replace("_", "\n", 1) for m in metrics])  # long names side by side
     ax.set(ylabel="%", ylim=(0, 105), title="Headline metrics per model")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # beside the bars, never over one
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     png = io.BytesIO()
@@ -156,7 +156,8 @@ def prompt_text(row: dict) -> str:
 
 
 def _clip(text: Any) -> str:
-    text = " ".join(str(text).split())
+    """The text within ``MAX_CHARS``, its lines kept (a dialogue's turns, an answer's three lines)."""
+    text = "\n".join(" ".join(line.split()) for line in str(text).splitlines() if line.strip())
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1] + "…"
 
 

@@ -44,6 +44,27 @@ PERCENTS = (*RATES, TASK_SUCCESS, TOOL_CALL_VALIDITY)  # shown as percentages
 # the metric a run is judged by: the first the evals compared all have (an agent run: tasks solved)
 MAIN = (TASK_SUCCESS, TASK_ACCURACY, PASS_RATE, REWARD_MEAN)
 
+# What each metric means, for the report's readers (one line each; ``docs`` and the report say the same).
+DEFINITIONS = {
+    REWARD_MEAN: "the mean composite reward (the weighted mean of the graders that apply to an answer)",
+    PASS_RATE: "the share of answers whose composite reward reaches --pass_threshold",
+    TASK_ACCURACY: "the share of labelled prompts answered exactly right (QC: verdict and violation type; "
+    "free text: equal to the reference)",
+    COMPLIANCE_RATE: "the share of answers whose suggested reply keeps all five compliance rules "
+    "(qc_compliance = 1)",
+    PREFERENCE_ALIGNMENT: "the share of prompts where the composite reward prefers this model's answer to the "
+    "base model's (a tie counts one half: the base model scores 50%)",
+    TASK_SUCCESS: "the share of episodes whose environment reward is 1",
+    TOOL_CALL_VALIDITY: "the share of tool-call attempts that parse and fit a tool's schema",
+    MEAN_TURNS: "the mean turns per episode",
+    MEAN_TOOL_CALLS: "the mean tool-call attempts per episode",
+}
+COMPONENTS_DEFINITION = (
+    "components.NAME: grader NAME's mean score over the answers it applies to, partial credit included (a "
+    "mean, not a share: components.qc_compliance averages the share of the five rules each reply keeps, "
+    "where compliance_rate counts the replies that keep all five)"
+)
+
 ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies gives task_accuracy
 COMPLIANCE_GRADER = "qc_compliance"
 VERIFIERS = (*ACCURACY_GRADERS, COMPLIANCE_GRADER)  # scored on every eval, in the reward or not

@@ -229,10 +229,8 @@ def with_auto_defaults(
         if cfg.grpo_eval_steps is None:
             grpo_steps = resolve_plan(cfg).steps("grpo")
             chosen["grpo_eval_steps"] = grpo_eval_every(cfg, grpo_steps, facts)
-    for name, value in chosen.items():
-        log.info("auto default: --%s %s", name, value.reason)
     resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
-    return resolved, describe(chosen, model_facts(model_dir).why), warnings
+    return resolved, describe(chosen, model_facts(model_dir)), warnings
 
 
 def may_run_grpo(strategy: str) -> bool:
@@ -250,7 +248,6 @@ def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str
     chosen = cpu_precision(cfg, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
-    log.info("auto default: --mixed_precision %s", chosen.reason)
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
     return replace(rt, bf16=chosen.value == "bf16")
 
@@ -329,6 +326,9 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main:  # only the main process writes the run directory
         write_run_files(p)
         setup_logging(p.log_dir)
+        from ark_trainer.auto_defaults import announce
+
+        announce(p.plan_extra.get("auto_defaults") or {}, log.info)  # chosen before logging was set up
         if cfg.resume:
             log.info("resuming the run in %s: finished parts are skipped", p.out)
     ranks.wait()
@@ -476,15 +476,18 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
 
 def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
-    """The prompt shape the model learnt, in its folder: the server shows it the same in OpenClaw
-    (``deploy/policy.py``)."""
+    """The prompt shape the model learnt and the precision it is evaluated in, in its folder: the server
+    shows it the same in OpenClaw and computes as its evaluation did (``deploy/policy.py``,
+    ``deploy/precision.py``)."""
     from ark_trainer.agent.env import env_for
     from ark_trainer.deploy.policy import shape_of_rows, write_shape
+    from ark_trainer.deploy.precision import write_precision
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main and model_dir.is_dir():
         shape = shape_of_rows(p.train, with_tools=env_for(p.cfg) is not None)
         write_shape(model_dir, shape.with_reply_tokens(p.cfg.max_completion_length))
+        write_precision(model_dir, p.rt.dtype, p.rt.precision)
 
 
 class _Evaluator:

@@ -49,7 +49,8 @@ Block = Heading | Para | Bullets | Table | Image | Code
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A table cell: its line breaks as ``<br>`` (a Markdown table row is one line)."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
 
 
 def _fence(text: str) -> str:
@@ -87,6 +88,7 @@ def to_markdown(blocks: list[Block]) -> str:
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left}
+td{white-space:pre-line;vertical-align:top}
 th{background:#f3f3f3}pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
 .alert{background:#fff3cd;border-left:4px solid #d39e00;padding:.5rem .8rem;font-weight:bold}
 img{max-width:100%;display:block;margin:.5rem 0}

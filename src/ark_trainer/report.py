@@ -95,6 +95,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
     blocks = [
         Heading(title, 1),
+        *_toy_note(run),
         *top,
         *_body(run, _make_plots(run, folder.plot_dir), parity, serve_blocks(run_dir)),
     ]
@@ -193,6 +194,7 @@ def _body(run: Run, plots: list[Image], parity: list[Block], serve: list[Block])
     return [
         *failure_blocks(run.events),  # why a run stopped comes first
         *_strategy(run),
+        *_auto_choices(run),
         *_data(run),
         *_results(run),
         *parity,
@@ -232,6 +234,38 @@ def _strategy(run: Run) -> list[Block]:
     if isinstance(probe, dict) and probe:
         items.append("Probe: " + ", ".join(f"{k} = {short(v)}" for k, v in probe.items()))
     return [Heading("Strategy"), Bullets(items)]
+
+
+def _toy_note(run: Run) -> list[Block]:
+    """Said first when the base model is the demo's toy: its figures are the pipeline's, not a model's."""
+    record = run.plan.get("auto_defaults")
+    if not (isinstance(record, dict) and record.get("demo_toy") is True):
+        return []
+    return [
+        Para(
+            "The base model is ark-trainer's demo toy (its ARK_DEMO_MODEL.md): about 0.2M parameters, made from "
+            "scratch on the demo's synthetic customer-service dialogues, with a tokenizer learnt from them. "
+            "These figures show the pipeline working end to end on synthetic data, not what a real model "
+            "reaches; see docs/real-models.md for a real one."
+        )
+    ]
+
+
+def _auto_choices(run: Run) -> list[Block]:
+    """What ``train`` chose from the model and the data for the flags the run left unset (plan.json)."""
+    from ark_trainer.auto_defaults import choices
+
+    record = run.plan.get("auto_defaults")
+    if not isinstance(record, dict):
+        return []
+    rows = [[f"--{flag}", short(value), reason] for flag, value, reason in choices(record)]
+    if not rows:
+        return []
+    return [
+        Heading("Automatic choices"),
+        Para(f"Chosen for {record.get('model', 'the model')}, where the run left these flags unset:"),
+        Table(["flag", "value", "why"], rows),
+    ]
 
 
 def _data(run: Run) -> list[Block]:
@@ -292,7 +326,15 @@ def _results(run: Run) -> list[Block]:
             cells.append(_value(name, values.get(name)) + change)
         rows.append(cells)
     header = ["metric", *(f"{label} (n={run.evals[key].get('n', '?')})" for key, label in present)]
-    return [Heading("Results"), Table(header, rows), Para(_headline(run))]
+    return [Heading("Results"), Table(header, rows), Para(_headline(run)), _definitions([r[0] for r in rows])]
+
+
+def _definitions(shown: list[str]) -> Bullets:
+    """What each metric of the Results table means."""
+    from ark_trainer.metrics import COMPONENTS_DEFINITION, DEFINITIONS
+
+    items = [f"{name}: {DEFINITIONS[name]}" for name in shown if name in DEFINITIONS]
+    return Bullets(items + [COMPONENTS_DEFINITION] * any(n.startswith("components.") for n in shown))
 
 
 def _final_model(run: Run) -> tuple[str, str] | None:

@@ -42,13 +42,18 @@ def unload_all() -> int:
     return dropped
 
 
-def install(recorder: Any = None, log=print) -> None:
-    """On ``SIGHUP``: unload the models, take the tag from ``./.tag``, say so in the log."""
+def install(recorder: Any = None, log=print, dtype_of=None) -> None:
+    """On ``SIGHUP``: unload the models, take the tag from ``./.tag``, say so in the log; the next load
+    is in ``dtype_of()`` (the new model's recorded precision, :mod:`ark_trainer.deploy.precision`)."""
 
     def reload(_signum, _frame) -> None:
         path = Path(TAG_FILE)
         tag = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
         unload_all()
+        if dtype_of is not None:
+            dtype = dtype_of()
+            for manager in _MANAGERS:
+                manager.dtype = manager._resolve_dtype(dtype)
         if recorder is not None:
             recorder.tag = tag
         log(f"[ark serve] serving {tag or 'the model folder'} (reloaded)", flush=True)

@@ -125,9 +125,9 @@ def _fitting_handler(base, window: int, reply_tokens: int, shape_of=None, system
     return FittingChatCompletionHandler
 
 
-def _recording(app, args):
+def _recording(app, args, dtype_of=None):
     """The app, wrapped in the recorder when ``--record`` asks (inside the gate: refusals are not turns);
-    ``SIGHUP`` reloads the model folder (:mod:`ark_trainer.deploy.hotswap`)."""
+    ``SIGHUP`` reloads the model folder (:mod:`ark_trainer.deploy.hotswap`) in ``dtype_of()``."""
     from ark_trainer.deploy import hotswap
 
     recorder = None
@@ -135,7 +135,7 @@ def _recording(app, args):
         from ark_trainer.deploy.record import Recorder
 
         app = recorder = Recorder(app, args.record, args.tag)
-    hotswap.install(recorder)
+    hotswap.install(recorder, dtype_of=dtype_of)
     from ark_trainer.deploy.record import BudgetLog
 
     return BudgetLog(app)
@@ -156,6 +156,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--system_chars", type=int, default=0, help="of OpenClaw's system prompt, shown to a bare model"
+    )
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        help="dtype the model is loaded in: auto (the one its evaluation used, recorded by train; else the "
+        "weights' own), float32, bfloat16, float16",
     )
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
     parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
@@ -180,21 +186,30 @@ def main(argv: list[str] | None = None) -> None:
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
     from ark_trainer.deploy.policy import shape_for
+    from ark_trainer.deploy.precision import serving_dtype
 
     def shape_of():
         return shape_for(Path(args.name), args.window, args.prompt_shape)
+
+    def dtype_of() -> str:  # read again after a hot swap: the new model's own record
+        dtype, why = serving_dtype(Path(args.name), args.dtype)
+        print(f"[ark serve] dtype {dtype} ({why}); docs/openclaw.md", flush=True)
+        return dtype
 
     chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in
         chat_completion.ChatCompletionHandler, args.window, args.reply_tokens, shape_of, args.system_chars
     )
     build_server = serving_server.build_server
     serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI
-        _recording(build_server(*a, **kw), args), key, args.port
+        _recording(build_server(*a, **kw), args, dtype_of), key, args.port
     )
     print(f"[ark serve] serving {args.tag or args.name}", flush=True)
     # Serve() builds the app with the names it imports from chat_completion and serving.server at call
     # time (the fitted handler, the gated app), then runs uvicorn until stopped.
-    Serve(force_model=args.name, host=args.host, port=args.port, device=args.device, log_level="info")
+    Serve(
+        force_model=args.name, host=args.host, port=args.port, device=args.device, dtype=dtype_of(),
+        log_level="info",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

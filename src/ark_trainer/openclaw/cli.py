@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -47,6 +48,16 @@ def find_openclaw() -> str | None:
     if local.exists():
         return str(local)
     return shutil.which("openclaw")
+
+
+def typed_command() -> str:
+    """How a user runs the CLI ark-trainer uses from a shell: ``openclaw`` when that is it on PATH, else
+    its path (``.tools/bin/openclaw`` after ``ark-trainer install --openclaw``, which is not on PATH)."""
+    found = find_openclaw()
+    on_path = shutil.which("openclaw")
+    if found is None or (on_path and Path(on_path).resolve() == Path(found).resolve()):
+        return "openclaw"
+    return shlex.quote(found)
 
 
 def _node_version(node: str) -> tuple[int, int] | None:

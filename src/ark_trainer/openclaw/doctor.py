@@ -14,6 +14,7 @@ missing OpenClaw is a warning, because training runs on CPU and without OpenClaw
 from __future__ import annotations
 
 import importlib.metadata
+import shlex
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -145,7 +146,7 @@ def check_openclaw() -> list[Check]:
         ver = cli.version()
     except cli.OpenClawError as exc:
         return [Check("openclaw_cli", "fail", f"{path}: {exc}", INSTALL_FIX)]
-    checks = [Check("openclaw_cli", "ok", f"{ver} at {path}")]
+    checks = [Check("openclaw_cli", "ok", f"{ver} at {path}{_not_on_path(path)}")]
     cfg, source = cli.config_path()
     exists = "exists" if cfg.is_file() else "not created yet"
     checks.append(Check("openclaw_config", "ok", f"{cfg} (from {source}; {exists})"))
@@ -155,6 +156,14 @@ def check_openclaw() -> list[Check]:
     return checks
 
 
+def _not_on_path(path: str) -> str:
+    """A note when the CLI found is not what ``openclaw`` runs in a shell (the fixes below name its path)."""
+    if cli.typed_command() == "openclaw":
+        return ""
+    folder = shlex.quote(str(Path(path).parent))
+    return f" (not on PATH: `export PATH={folder}:$PATH` to run it as `openclaw`)"
+
+
 def _config_valid() -> Check:
     cfg, _ = cli.config_path()
     if not cfg.is_file():
@@ -162,13 +171,16 @@ def _config_valid() -> Check:
             "openclaw_config_valid",
             "warn",
             "no config file: OpenClaw runs on its defaults",
-            "`openclaw onboard` or `ark-trainer deploy OUT`",
+            f"`{cli.typed_command()} onboard` or `ark-trainer deploy OUT`",
         )
     try:
         data = cli.run_json(["config", "validate", "--json"], check=False)
     except cli.OpenClawError as exc:
         return Check(
-            "openclaw_config_valid", "fail", str(exc), "`openclaw config validate` shows the problem"
+            "openclaw_config_valid",
+            "fail",
+            str(exc),
+            f"`{cli.typed_command()} config validate` shows the problem",
         )
     if data.get("valid"):
         warnings = data.get("warnings") or []
@@ -178,7 +190,7 @@ def _config_valid() -> Check:
         "openclaw_config_valid",
         "fail",
         f"invalid: {str(issues)[:300]}",
-        "`openclaw config validate`, or `ark-trainer deploy --rollback` if ark-trainer changed it",
+        f"`{cli.typed_command()} config validate`, or `ark-trainer deploy --rollback` if ark-trainer changed it",
     )
 
 
@@ -186,7 +198,7 @@ def _auth() -> Check:
     try:
         data = cli.run_json(["models", "status", "--json"], timeout=60)
     except cli.OpenClawError as exc:
-        return Check("openclaw_auth", "warn", str(exc), "`openclaw models status`")
+        return Check("openclaw_auth", "warn", str(exc), f"`{cli.typed_command()} models status`")
     model = data.get("resolvedDefault") or data.get("defaultModel")
     missing = (data.get("auth") or {}).get("missingProvidersInUse") or []
     if missing:
@@ -194,7 +206,7 @@ def _auth() -> Check:
             "openclaw_auth",
             "warn",
             f"default model {model}: no credentials for {', '.join(missing)}",
-            "`openclaw configure` to log in, or `ark-trainer deploy OUT` to answer with a local model",
+            f"`{cli.typed_command()} configure` to log in, or `ark-trainer deploy OUT` to answer with a local model",
         )
     return Check("openclaw_auth", "ok", f"default model {model}: credentials present")
 
@@ -203,7 +215,7 @@ def _gateway() -> Check:
     try:
         data = cli.run_json(["gateway", "status", "--json", "--timeout", "2000"], timeout=60)
     except cli.OpenClawError as exc:
-        return Check("openclaw_gateway", "warn", str(exc), "`openclaw gateway status`")
+        return Check("openclaw_gateway", "warn", str(exc), f"`{cli.typed_command()} gateway status`")
     rpc = data.get("rpc") or {}
     url = rpc.get("url") or (data.get("gateway") or {}).get("probeUrl")
     if rpc.get("ok"):
@@ -211,8 +223,8 @@ def _gateway() -> Check:
     return Check(
         "openclaw_gateway",
         "warn",
-        f"not reachable at {url} ({rpc.get('error', 'no answer')}); `openclaw agent --local` still works",
-        "`openclaw gateway` to start it (needed for channels, not for ark-trainer)",
+        f"not reachable at {url} ({rpc.get('error', 'no answer')}); `{cli.typed_command()} agent --local` still works",
+        f"`{cli.typed_command()} gateway` to start it (needed for channels, not for ark-trainer)",
     )
 
 

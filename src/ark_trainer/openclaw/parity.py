@@ -110,6 +110,7 @@ class _Server:
         self.prompt_shape = prompt_shape
         self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
         self.pid: int | None = None
+        self.dtype = "auto"  # what the server loads the model in (deploy/precision.py)
 
     def __enter__(self) -> tuple[str, str, str, int]:
         """``(base_url, key, model id, reply tokens)``."""
@@ -119,6 +120,9 @@ class _Server:
         if live is not None:
             self.log(f"eval: through the live deployment on port {live['port']}")
             key = read_key(live["api_key_file"]) or ""
+            from ark_trainer.deploy.precision import serving_dtype
+
+            self.dtype = serving_dtype(self.model_dir)[0]  # as deploy's server chose it, from the folder
             return f"http://{HOST}:{live['port']}/v1", key, live["name"], live["reply_tokens"]
         return self._start()
 
@@ -147,6 +151,7 @@ class _Server:
             link.unlink()
         link.symlink_to(self.model_dir.resolve())
         window = model_window(self.model_dir)
+        self.dtype = self._dtype()
         reply_tokens = reply_budget(self.model_dir, window)  # as deploy registers maxTokens
         if read_shape(self.model_dir) is None and self.fallback_reply:  # the base model: its eval's budget
             reply_tokens = self.fallback_reply
@@ -154,12 +159,24 @@ class _Server:
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
         server = start_server(
-            folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", self.prompt_shape]
-        )
+            folder, name, port, window, reply_tokens, key_file,
+            ["--prompt_shape", self.prompt_shape, "--dtype", self.dtype],
+        )  # fmt: skip
         self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
+
+    def _dtype(self) -> str:
+        """The dtype of the bare evaluation this one is compared with (its ``eval/<stage>.json``, else the
+        run's precision in ``plan.json``, for a run that recorded no dtype), else the server's own choice
+        (``deploy/precision.py``)."""
+        from ark_trainer.deploy.precision import AUTO, DTYPES, dtype_of_precision
+
+        folder = RunFolder(self.out)
+        bare = folder.eval(self.stage).get("dtype")
+        bare = bare if bare in DTYPES else dtype_of_precision(folder.plan().get("precision"))
+        return bare or AUTO
 
     def __exit__(self, *exc) -> None:
         from ark_trainer.deploy.process import stop_server
@@ -238,6 +255,7 @@ def evaluate_through_openclaw(
         "through": "openclaw",
         "request_shape": {k: shape.get(k) for k in ("openclaw", "recorded_at", "how")},
         "prompt_shape": policy.to_json(),
+        "dtype": server.dtype,  # "auto": the weights' own
         **metrics,
         "bare": {k: bare.get(k) for k in ("n", *METRICS)} if bare else None,
         "gap": gap(metrics, bare) if bare else None,

@@ -122,7 +122,10 @@ function drawChart(grid, id, title, steps, series, range) {
   let box = document.getElementById("chart-" + id);
   const known = state.plots[id];
   if (known && known.names === names) {
-    if (known.points !== points) known.plot.setData(data);
+    if (known.points !== points) {
+      known.plot.setData(data);
+      showLatest(known.plot);
+    }
   } else {
     if (known) known.plot.destroy();
     if (!box) {
@@ -134,12 +137,19 @@ function drawChart(grid, id, title, steps, series, range) {
       scales: range ? { x: { time: false }, y: { range } } : { x: { time: false } },
       series: [{ label: "step" }, ...series.map((s, i) => ({ label: s[0], stroke: COLORS[i % COLORS.length], spanGaps: true, points: { show: points < 40 } }))],
       axes: [{}, { size: 60, values: (u, splits) => splits.map(tick) }],
+      hooks: { ready: [showLatest], setCursor: [showLatest] },
     };
     state.plots[id] = { plot: new uPlot(opts, data, box), names, points };
   }
   state.plots[id].points = points;
   // what the chart holds (read back from uPlot), for a test to compare with the logged steps
   document.getElementById("chart-" + id).setAttribute("data-points", String(state.plots[id].plot.data[0].length));
+}
+
+// The legend shows the step under the cursor, and the latest step when the cursor is off the chart
+// (uPlot's own legend reads "step: --" then).
+function showLatest(u) {
+  if (u.cursor.idx == null && u.data[0].length) u.setLegend({ idx: u.data[0].length - 1 });
 }
 
 function drawTimeline(rows) {
