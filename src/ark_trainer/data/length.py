@@ -10,11 +10,11 @@ prefix long enough to overflow the window is tokenized, so a 10 MB prompt costs 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 
 log = logging.getLogger("ark_trainer")
 
@@ -25,7 +25,7 @@ _NO_LIMIT = 1_000_000_000  # tokenizers without a limit report a huge sentinel (
 
 def model_positions(model_path: str | Path, tokenizer) -> tuple[int | None, str]:
     """(positions the model reads, where the number comes from), or (None, "") when nothing says."""
-    config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    config = read_json(Path(model_path) / "config.json")
     found = [(config[k], k) for k in _POSITION_KEYS if isinstance(config.get(k), int)]
     text_config = config.get("text_config")
     if not found and isinstance(text_config, dict):

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text
+from ark_trainer.fileio import atomic_write_text, read_text_bounded
 from ark_trainer.runtime.system import pid_alive, port_taken
 
 HOST = "127.0.0.1"
@@ -167,7 +167,7 @@ def get_json(url: str, key: str | None = None, timeout: float = 5) -> dict:
 
 def read_key(path: str | Path | None) -> str | None:
     try:
-        return Path(path).read_text(encoding="utf-8").strip() if path else None
+        return read_text_bounded(path).strip() if path else None
     except OSError:
         return None
 

@@ -31,7 +31,9 @@ MAGIC = b"GGUF"
 
 
 def is_gguf_file(path: Path) -> bool:
-    """Whether ``path`` is a file that starts with the GGUF magic (False when it cannot be read)."""
+    """Whether ``path`` is a regular file that starts with the GGUF magic (False when it cannot be read)."""
+    if not path.is_file():  # a FIFO would block the open
+        return False
     try:
         with path.open("rb") as fh:
             return fh.read(4) == MAGIC

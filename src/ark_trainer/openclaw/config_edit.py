@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_text_bounded
 from ark_trainer.openclaw import cli
 
 
@@ -54,7 +55,7 @@ def json5_edit(config: Path, patch: dict) -> None:
     current = {}
     if config.is_file():
         try:
-            current = json5.loads(config.read_text(encoding="utf-8"))
+            current = json5.loads(read_text_bounded(config))
         except ValueError as exc:
             raise UserError(
                 f"deploy: {config}: not valid JSON5 ({exc}); fix it or run `openclaw doctor`"
@@ -81,7 +82,7 @@ def validate(config: Path) -> None:
     if cli.find_openclaw() is None:
         import json5
 
-        json5.loads(config.read_text(encoding="utf-8"))
+        json5.loads(read_text_bounded(config))
         return
     data = cli.run_json(["config", "validate", "--json"], timeout=120, check=False)
     if not data.get("valid"):
