@@ -118,7 +118,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code)
+    tools = _env_tools(cfg)
+    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code, tools)
     reward = build_reward(cfg, rows, rt.device)
     check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
@@ -170,6 +171,15 @@ def _train_and_eval_rows(cfg: TrainConfig, rows: list[dict], eval_rows: list[dic
     if not train:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
     return train, eval_rows, source
+
+
+def _env_tools(cfg: TrainConfig) -> list[dict] | None:
+    """The tool schemas every prompt of an ``--env`` run shows (loaded once: checked above)."""
+    if not cfg.env:
+        return None
+    from ark_trainer.agent.env import load_env
+
+    return load_env(cfg.env).schemas
 
 
 def _converted(cfg: TrainConfig, out: Path, model):
