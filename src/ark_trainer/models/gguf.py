@@ -145,6 +145,18 @@ def inspect_gguf(path: str | Path, flag: str = "--model_path") -> GgufInfo:
             p,
             f"tokenizer {tok_model!r} cannot be rebuilt (supported: {', '.join(TOKENIZER_MODELS)} with tokens)",
         )
+    from ark_trainer.models.gguf_meta import chat_template_tokens, metadata_problems
+    from ark_trainer.models.template_check import check_chat_template
+
+    problems = metadata_problems(reader, arch, _field)
+    if problems:
+        fix = "the file is damaged or was written wrong; convert or download it again"
+        raise UserError(*(f"{flag}: {p}: {problem}; {fix}" for problem in problems))
+    template = _field(reader, "tokenizer.chat_template")
+    if isinstance(template, str):
+        check_chat_template(
+            template, f"{flag}: {p}: tokenizer.chat_template", *chat_template_tokens(reader, _field)
+        )
     scalar = {
         k: _field(reader, k)
         for k, f in reader.fields.items()

@@ -201,6 +201,11 @@ def check_tokenizer_loads(folder: Path) -> None:
     templates = tok.chat_template if isinstance(tok.chat_template, dict) else {"": tok.chat_template}
     for name, template in templates.items():
         if isinstance(template, str):
+            from ark_trainer.models.template_check import check_chat_template
+
+            # first in a bounded child process: compiling alone folds {{ 'x' * 10**10 }} into 10 GB
+            tokens = [t if isinstance(t, str) else "" for t in (tok.bos_token, tok.eos_token)]
+            check_chat_template(template, str(_template_file(folder, name)), *tokens)
             _check_template(folder, name, template)
 
 
