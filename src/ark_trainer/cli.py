@@ -229,6 +229,19 @@ def training_stages() -> set[str]:
     return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
 
 
+def _reap_orphan_servers() -> None:
+    """Model servers a killed command left running (``deploy/process.reap_orphans``): stopped, one line."""
+    from ark_trainer.deploy.process import reap_orphans
+
+    reaped = reap_orphans()
+    if reaped:
+        pids = ", ".join(map(str, reaped))
+        print(
+            f"note: stopped {len(reaped)} model server(s) a command that ended left running (pid {pids})",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     # Offline by design: nothing may be fetched from a model hub at run time.
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -246,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
+    _reap_orphan_servers()
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit

@@ -108,7 +108,7 @@ class _Server:
         self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
         self.prompt_shape = prompt_shape
         self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
-        self.pid: int | None = None
+        self.server: dict | None = None
 
     def __enter__(self) -> tuple[str, str, str, int]:
         """``(base_url, key, model id, reply tokens)``."""
@@ -119,7 +119,11 @@ class _Server:
             self.log(f"eval: through the live deployment on port {live['port']}")
             key = read_key(live["api_key_file"]) or ""
             return f"http://{HOST}:{live['port']}/v1", key, live["name"], live["reply_tokens"]
-        return self._start()
+        try:
+            return self._start()
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: __exit__ is not called for __enter__
+            self.__exit__()
+            raise
 
     def _live(self) -> dict | None:
         from ark_trainer.openclaw.deploy import status
@@ -152,19 +156,26 @@ class _Server:
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
-        server = start_server(
-            folder, name, port, window, reply_tokens, key_file, ["--prompt_shape", self.prompt_shape]
+        self.server = server = start_server(
+            folder,
+            name,
+            port,
+            window,
+            reply_tokens,
+            key_file,
+            ["--prompt_shape", self.prompt_shape],
+            owner=True,
         )
-        self.pid = server["pid"]
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
 
     def __exit__(self, *exc) -> None:
-        from ark_trainer.deploy.process import stop_server
+        from ark_trainer.deploy.process import stop_owned
 
-        if self.pid is not None:
-            stop_server(self.pid)
+        if self.server is not None:
+            stop_owned(self.server)
+            self.server = None
 
 
 def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, base_totals) -> dict | None:
