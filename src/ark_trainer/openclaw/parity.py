@@ -40,9 +40,17 @@ def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
     stage = stage or final
     if stage is None:
         raise UserError(f"eval: {out} holds no trained stage ({PLAN}); give --stage")
-    if stage == "base":
-        config = _run_config(out)
-        return stage, Path(str(config["model_path"]))
+    if stage == "base":  # a GGUF or ollama:NAME was converted into OUT/base_model: that folder is the model
+        converted = RunFolder(out).base_model_dir
+        if (converted / "config.json").is_file():
+            return stage, converted
+        folder = Path(str(_run_config(out).get("model_path")))
+        if not (folder / "config.json").is_file():
+            raise UserError(
+                f"--stage: base: no model folder at {folder} (run.yaml's model_path) nor at {converted}; "
+                "train the run again, or give a trained --stage"
+            )
+        return stage, folder
     folder = RunFolder(out).model_dir if stage == final else out / stage / "final"
     if not (folder / "config.json").is_file():
         raise UserError(
