@@ -200,24 +200,36 @@ def _cmd_status(args: RunDirOptions) -> int:
 
         print("\n".join(status_lines(run_dir, load_state(run_dir) or {})))
         return 0
-    state, beat = read_status(run_dir)
+    try:
+        state, beat = read_status(run_dir)
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
+        raise UserError(
+            f"{run_dir}: heartbeat.json is not a heartbeat of ours; delete it, or resume the run"
+        ) from None
     if state == "unknown":
         raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")
+    from ark_trainer.data.text import terminal_safe as safe  # heartbeat.json is a file anyone may have edited
+
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
-    unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
-    detail = f" ({beat['detail']})" if beat.get("detail") else ""  # inside a generation batch
+    stage = beat.get("stage")
+    unit = (
+        "step" if isinstance(stage, str) and stage in training_stages() else "prompt"
+    )  # eval/probe/sampling
+    detail = f" ({safe(beat['detail'])})" if beat.get("detail") else ""  # inside a generation batch
     print(
-        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{detail}{eta_text}, pid {beat.get('pid')}, "
-        f"last beat {beat.get('updated_at')}"
+        f"{safe(state)}: stage {safe(stage)}, {unit} {safe(step)}/{safe(total)}{detail}{eta_text}, "
+        f"pid {safe(beat.get('pid'))}, last beat {safe(beat.get('updated_at'))}"
     )
     if state == "stalled":
         print("warning: the run made no progress (watchdog) or its heartbeat stopped; see the log's stacks")
     elif state == "dead":
         print("warning: the process is gone without finishing; continue it with train --resume True")
-    metrics = beat.get("metrics") or {}
+    metrics = beat.get("metrics") if isinstance(beat.get("metrics"), dict) else {}
     if metrics:
-        print("last metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:8]))
+        shown = [f"{safe(k, 60)}={v:.4g}" if isinstance(v, int | float) else f"{safe(k, 60)}={safe(v, 60)}"
+                 for k, v in list(metrics.items())[:8]]  # fmt: skip
+        print("last metrics: " + ", ".join(shown))
     return 0 if state in ("running", "finished") else 1
 
 
