@@ -76,6 +76,11 @@ class Runs:
 def make_handler(runs: Runs) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            from ark_trainer.runtime.system import loopback_hosts
+
+            if self.headers.get("Host") not in loopback_hosts(getattr(self.server, "server_port", 0)):
+                self._send(HTTPStatus.FORBIDDEN, b"unexpected Host header", "text/plain")  # DNS rebinding
+                return
             url = urlparse(self.path)
             if url.path in ("/", "/index.html"):
                 self._file(STATIC / "index.html")
