@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from ark_trainer.data.collect import Session, parse_since, session_rows
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.openclaw import cli as oc
@@ -128,3 +130,24 @@ def test_tools_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("ARK_OPENCLAW_BIN", raising=False)
     assert oc.tools_dir() == tmp_path
     assert os.environ["OPENCLAW_STATE_DIR"].endswith(".openclaw") and oc.state_dir().name == ".openclaw"
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_a_linked_config_stays_a_link_after_the_edit_and_the_restore(tmp_path, monkeypatch, relative):
+    monkeypatch.setenv("ARK_OPENCLAW_BIN", str(tmp_path / "no-such-openclaw"))
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "openclaw.json"
+    real.write_text("{ gateway: { port: 19001 } }\n")
+    real.chmod(0o600)
+    before = real.read_bytes()
+    home = tmp_path / ".openclaw"
+    home.mkdir()
+    config = home / "openclaw.json"
+    config.symlink_to(os.path.relpath(real, home) if relative else real)
+    apply_patch(
+        config, provider_patch("ark-run", 8765, 512, 128, agent="main", api_key="k"), tmp_path / "p.json5"
+    )
+    assert config.is_symlink() and "ark-run" in real.read_text() and real.stat().st_mode & 0o777 == 0o600
+    restore_config(config, before, 0o600)
+    assert config.is_symlink() and real.read_bytes() == before

@@ -82,13 +82,14 @@ def read_text_bounded(
     return read_bounded(path, limit, what).decode("utf-8", errors)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644, follow_links: bool = False) -> None:
     """Write ``data`` so that readers see the old file or the new one, never half of it.
 
     ``mode`` is the new file's permission bits (run files are meant to be read by others; a config that
-    holds secrets keeps its own, e.g. 0o600).
+    holds secrets keeps its own, e.g. 0o600). ``follow_links``: when ``path`` is a symlink, its target is
+    replaced and the link stays (a user's ``~/.openclaw/openclaw.json`` linked from a dotfiles folder).
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path)) if follow_links and Path(path).is_symlink() else Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -103,8 +104,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None
         raise
 
 
-def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o644, follow_links: bool = False) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode, follow_links)
 
 
 def write_json(path: str | Path, data: Any, mode: int = 0o644) -> None:

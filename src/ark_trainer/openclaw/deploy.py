@@ -472,7 +472,7 @@ def restore_config(config: Path, before: bytes | None, mode: int | None) -> None
     if before is None:
         config.unlink(missing_ok=True)
         return
-    atomic_write_bytes(config, before, mode if mode is not None else 0o600)
+    atomic_write_bytes(config, before, mode if mode is not None else 0o600, follow_links=True)
 
 
 def find_record(out: str | None) -> tuple[dict, list[dict]]:
