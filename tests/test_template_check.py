@@ -143,3 +143,20 @@ def test_a_folder_with_a_hostile_template_is_refused(tmp_path):
     with pytest.raises(UserError) as err:
         check_tokenizer_loads(folder)
     assert "the chat template needs more than" in err.value.messages[0], err.value.messages
+
+
+@pytest.mark.parametrize("case", ["nested loops", "raise_exception"])
+def test_deploy_refuses_a_hostile_template_before_starting_a_server(tmp_path, capsys, case):
+    from ark_trainer.cli import main
+    from model_files import save_tiny
+
+    folder = save_tiny(tmp_path / "m", "qwen2")
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = HOSTILE[case][0]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    capsys.readouterr()  # the tiny model's progress bars
+    assert main(["deploy", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the chat template" in err[0] and HOSTILE[case][1] in err[0], err
+    assert not list(tmp_path.glob("**/server.pid"))

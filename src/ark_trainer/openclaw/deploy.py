@@ -107,6 +107,9 @@ def _check_model_dir(model_dir: Path) -> None:
             f"deploy: {model_dir} holds no model (config.json + *.safetensors); give the --output_dir of a "
             "finished run"
         )
+    from ark_trainer.models.structure import check_tokenizer_loads
+
+    check_tokenizer_loads(model_dir)  # its chat template renders within bounds, or no server is started
 
 
 def serving_knobs(shape: str | None) -> tuple[dict, dict]:
