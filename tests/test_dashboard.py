@@ -140,3 +140,28 @@ def test_the_page_shows_live_curves_in_a_real_browser(server, runs_root, browser
     browser.screenshot(tmp_path / "dashboard.png")
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
     assert browser.errors == []
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example:{port}", "127.0.0.1.nip.io:{port}", "localhost:1", "", "LOCALHOST:{port}x"]
+)
+def test_a_host_that_is_not_loopback_is_refused(tmp_path, host):
+    """DNS rebinding: a page whose name now points at 127.0.0.1 gets nothing of the runs."""
+    import http.client
+
+    (tmp_path / "runs").mkdir()
+    srv = make_server([tmp_path / "runs"], port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for path, want in (("/api/runs", 403), ("/", 403)):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.server_port, timeout=30)
+            conn.putrequest("GET", path, skip_host=True)
+            conn.putheader("Host", host.format(port=srv.server_port))
+            conn.endheaders()
+            assert conn.getresponse().status == want, (host, path)
+            conn.close()
+        assert "runs" in get(srv, "/api/runs")  # the loopback name still works
+    finally:
+        srv.shutdown()
+        srv.server_close()

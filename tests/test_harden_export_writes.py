@@ -128,3 +128,68 @@ def test_deploy_record_never_appends_to_a_file_of_another_kind(model, tmp_path, 
     ]
     assert notes.read_text(encoding="utf-8") == "# mine\n"
     assert "is a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]
+
+
+def _run_from_gguf(model: Path, tmp_path: Path, source: Path, where: str) -> Path:
+    """A run of ours whose base model was the GGUF ``source``, named in run.yaml or in ark_source.json."""
+    import shutil
+
+    from ark_trainer.fileio import write_json
+    from ark_trainer.folders import claim_folder
+
+    run = claim_folder(tmp_path / "run")
+    shutil.copytree(model, run / "model")
+    named = str(source) if where == "run.yaml" else "elsewhere.gguf"
+    (run / "run.yaml").write_text(f"model_path: {named}\n", encoding="utf-8")
+    if where == "ark_source.json":
+        write_json(run / "base_model" / "ark_source.json", {"file": str(source)})
+    return run
+
+
+@pytest.mark.parametrize("where", ["run.yaml", "ark_source.json"])
+@pytest.mark.parametrize("spelling", ["same path", "through a link"])
+def test_the_runs_own_source_gguf_is_never_overwritten(model, tmp_path, capsys, where, spelling):
+    source = tmp_path / "base.Q4_1.gguf"
+    source.write_bytes(b"GGUF" + b"\1" * 60)
+    run = _run_from_gguf(model, tmp_path, source, where)
+    dest = source
+    if spelling == "through a link":
+        dest = tmp_path / "link.gguf"
+        dest.symlink_to(source)
+    [line] = refused(capsys, ["export", str(run), "-o", str(dest)])
+    assert "is the GGUF this run was trained from" in line and "not overwritten" in line, line
+    assert source.read_bytes() == b"GGUF" + b"\1" * 60
+
+
+def test_a_fifo_as_the_file_or_the_modelfile_is_refused_without_waiting(model, tmp_path, capsys):
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    [line] = refused(capsys, ["export", str(model), "-o", str(fifo)])
+    assert "exists and is not a GGUF file" in line, line
+    beside = tmp_path / "other"
+    beside.mkdir()
+    os.mkfifo(beside / "Modelfile")
+    [line] = refused(capsys, ["export", str(model), "-o", str(beside / "m.gguf")])
+    assert "is not a Modelfile ark-trainer wrote" in line, line
+    assert sorted(p.name for p in beside.iterdir()) == ["Modelfile"]
+
+
+@pytest.mark.parametrize("fails", ["tensors", "modelfile"])
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(model, tmp_path, capsys, monkeypatch, fails):
+    import errno
+
+    import gguf
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / ".m.gguf.partial"))
+
+    if fails == "tensors":
+        monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full)
+    else:
+        import ark_trainer.fileio
+
+        monkeypatch.setattr(ark_trainer.fileio, "atomic_write_text", full)
+    (tmp_path / "out").mkdir()
+    [line] = refused(capsys, ["export", str(model), "-o", str(tmp_path / "out" / "m.gguf")])
+    assert "No space left on device" in line and "free disk space" in line, line
+    assert not any(p.name.endswith(".partial") for p in (tmp_path / "out").iterdir())

@@ -192,3 +192,116 @@ def test_servers_from_a_file_and_from_the_yaml_config(tmp_path):
     with pytest.raises(UserError) as err:
         load_yaml_config(str(cfg))
     assert err.value.messages == [f"{cfg}: env: mcp_servers: time: args: expected a list of strings"]
+
+
+HOSTILE = """
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("hostile")
+mode = os.environ["MODE"]
+
+def echo(text: str) -> str:
+    return text
+
+if mode == "names":
+    for name in os.environ["NAMES"].split(","):
+        server.add_tool(echo, name=name, description="Echo.")
+elif mode == "many":
+    for i in range(int(os.environ["COUNT"])):
+        server.add_tool(echo, name=f"t{i}", description="Echo.")
+elif mode == "long":
+    server.add_tool(echo, name="echo", description="x" * 20_000)
+else:
+    server.add_tool(echo, name="echo", description="Echo.")
+
+@server.tool(description="Start an episode.")
+def reset() -> str:
+    return "R" * int(os.environ.get("RESET_CHARS", "10"))
+
+server.run()
+"""
+
+
+def _hostile(tmp_path: Path, **env: str) -> dict:
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE, encoding="utf-8")
+    return {"mcp_servers": {"h": {"command": sys.executable, "args": [str(script)], "env": env}}}
+
+
+def test_a_huge_reset_result_is_cut_like_any_tool_output(tmp_path):
+    spec = load_env(_hostile(tmp_path, MODE="plain", RESET_CHARS=str(2_000_000)))
+    for cap in (500, 37):
+        env = limited_env_class(spec, Limits(max_turns=2, tool_timeout=30, max_tool_output=cap))()
+        text = env.reset(**row())
+        assert text.startswith("R" * cap) and len(text) < cap + 60 and "[cut: " in text, text[-80:]
+
+
+@pytest.mark.parametrize("names", ["_call", "__init__", "episode,timeout", "calls", "get_reward_x,_tool"])
+def test_a_tool_named_like_the_wrappers_own_is_refused_before_any_write(tmp_path, names):
+    with pytest.raises(UserError) as err:
+        load_env(_hostile(tmp_path, MODE="names", NAMES=names))
+    bad = [n for n in names.split(",") if n.startswith("_") or n in ("episode", "timeout", "calls")]
+    assert len(err.value.messages) == len(bad), err.value.messages
+    for name, line in zip(bad, err.value.messages, strict=True):
+        assert f"tool {name!r}" in line and f"toolFilter: {{exclude: [{name}]}}" in line, line
+
+
+def test_too_many_or_too_long_tools_are_refused(tmp_path, monkeypatch):
+    from ark_trainer.agent import mcp_client
+    from ark_trainer.agent.tools import MAX_TOOLS
+
+    with pytest.raises(UserError) as err:
+        load_env(_hostile(tmp_path, MODE="many", COUNT=str(MAX_TOOLS + 5)))
+    assert err.value.messages == [
+        f"--env: the MCP servers show {MAX_TOOLS + 5} tools; a model is shown at most {MAX_TOOLS} (each one is "
+        "in every prompt): hide some with toolFilter: {include: [...]} or {exclude: [...]}"
+    ]
+    monkeypatch.setattr(mcp_client, "MAX_LISTED_TOOLS", 40)  # as 20,000 tools would, with fewer to list
+    with pytest.raises(UserError) as err:
+        load_env(_hostile(tmp_path, MODE="many", COUNT="60"))
+    assert "cannot start: it lists more than 40 tools" in err.value.messages[0], err.value.messages
+    with pytest.raises(UserError) as err:
+        load_env(_hostile(tmp_path, MODE="long"))
+    assert "tool 'echo': its description and schema take" in err.value.messages[0], err.value.messages
+
+
+@pytest.mark.parametrize(
+    "noise", ["print('garbage line', flush=True)", 'print(\'{"not": "json-rpc"}\', flush=True)']
+)
+def test_a_server_that_prints_garbage_is_one_line_without_sdk_tracebacks(tmp_path, capfd, noise):
+    script = tmp_path / "noisy.py"
+    script.write_text(f"import time\nfor _ in range(200):\n    {noise}\ntime.sleep(30)\n", encoding="utf-8")
+    source = {
+        "mcp_servers": {"n": {"command": sys.executable, "args": [str(script)], "connectionTimeoutMs": 3000}}
+    }
+    with pytest.raises(UserError) as err:
+        load_env(source)
+    [line] = err.value.messages
+    assert "cannot start" in line and "not JSON-RPC on stdout" in line, line
+    out, errout = capfd.readouterr()
+    assert "Traceback" not in errout and "Failed to parse" not in errout, errout[:500]
+
+
+def test_the_reserved_names_cover_both_wrappers():
+    from ark_trainer.agent.env import ToolEnv
+    from ark_trainer.agent.mcp_env import McpEnvironment
+    from ark_trainer.agent.tools import WRAPPER_NAMES, EnvSpec
+
+    spec = EnvSpec("x", lambda: [], {}, [], False, "Tools")
+    tool_env = type("T", (ToolEnv,), {"_spec": spec, "_limits": Limits()})()
+    public = {n for obj in (tool_env, McpEnvironment()) for n in dir(obj) if not n.startswith("_")}
+    assert public <= WRAPPER_NAMES, public - WRAPPER_NAMES
+
+
+@pytest.mark.parametrize("name", ["_private", "calls"])
+def test_a_python_tool_named_like_the_wrappers_own_is_refused(tmp_path, name):
+    module = tmp_path / f"envmod_{name.strip('_')}.py"
+    module.write_text(
+        f"def {name}(text: str) -> str:\n    '''Echo.\n\n    Args:\n        text: the text\n    '''\n    return text\n\n"
+        f"def tools():\n    return [{name}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError) as err:
+        load_env(f"{module}:tools")
+    assert f"tool {name!r}" in err.value.messages[0] and "rename it" in err.value.messages[0]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from ark_trainer.data.collect import Session, parse_since, session_rows
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.openclaw import cli as oc
@@ -147,3 +149,24 @@ def test_doctor_names_the_cli_a_user_can_run_when_it_is_not_on_path(tmp_path, mo
     ) == f" (not on PATH: `export PATH={installed.parent}:$PATH` " + ("to run it as `openclaw`)")
     monkeypatch.setenv("PATH", f"{installed.parent}:/usr/bin:/bin")
     assert oc.typed_command() == "openclaw" and doctor._not_on_path(str(installed)) == ""
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_a_linked_config_stays_a_link_after_the_edit_and_the_restore(tmp_path, monkeypatch, relative):
+    monkeypatch.setenv("ARK_OPENCLAW_BIN", str(tmp_path / "no-such-openclaw"))
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "openclaw.json"
+    real.write_text("{ gateway: { port: 19001 } }\n")
+    real.chmod(0o600)
+    before = real.read_bytes()
+    home = tmp_path / ".openclaw"
+    home.mkdir()
+    config = home / "openclaw.json"
+    config.symlink_to(os.path.relpath(real, home) if relative else real)
+    apply_patch(
+        config, provider_patch("ark-run", 8765, 512, 128, agent="main", api_key="k"), tmp_path / "p.json5"
+    )
+    assert config.is_symlink() and "ark-run" in real.read_text() and real.stat().st_mode & 0o777 == 0o600
+    restore_config(config, before, 0o600)
+    assert config.is_symlink() and real.read_bytes() == before

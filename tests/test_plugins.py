@@ -141,3 +141,91 @@ def test_a_plugin_strategy_trains_end_to_end_and_deploys(tmp_path):
     deployed = ark("deploy", str(out), "--target", "toyfile", cwd=tmp_path)
     assert deployed.returncode == 0, deployed.stderr
     assert "model.safetensors" in json.loads((out / "toyfile.json").read_text(encoding="utf-8"))["files"]
+
+
+def _broken_package(root: Path, name: str, module_code: str, entry_points: str | None = None) -> Path:
+    """An installed package ``name`` (a module and its ``*.dist-info``) under ``root``, put on PYTHONPATH."""
+    module = name.replace("-", "_")
+    (root / module).mkdir(parents=True)
+    (root / module / "__init__.py").write_text(module_code, encoding="utf-8")
+    info = root / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n", encoding="utf-8")
+    points = f"[ark_trainer]\n{module} = {module}\n" if entry_points is None else entry_points
+    (info / "entry_points.txt").write_text(points, encoding="utf-8")
+    return root
+
+
+BROKEN = {  # module code, entry_points.txt (None: a good one), the warning's words (None: no warning)
+    "sys.exit(0) on import": ("import sys\nsys.exit(0)\n", None, "does not import (SystemExit"),
+    "sys.exit(3) on import": ("raise SystemExit(3)\n", None, "does not import (SystemExit: 3)"),
+    "KeyboardInterrupt on import": ("raise KeyboardInterrupt\n", None, "does not import (KeyboardInterrupt)"),
+    "sys.exit in a hook": (
+        "import sys\ndef register_commands(register):\n    sys.exit(0)\n",
+        None,
+        "register_commands failed (SystemExit",
+    ),
+    "KeyboardInterrupt in a hook": (
+        "def register_commands(register):\n    raise KeyboardInterrupt('x')\n",
+        None,
+        "register_commands failed (KeyboardInterrupt",
+    ),
+    "malformed entry_points.txt of ours": ("", "[ark_trainer]\nno equals sign here\n", "does not parse"),
+    "malformed value of ours": ("", "[ark_trainer]\nx = 1bad..mod::\n", "does not parse"),
+    "malformed entry_points.txt not ours": ("", "[console_scripts\nfoo = = bar:baz\nnoequals\n", None),
+    "not UTF-8, not ours": ("", "[console_scripts]\nfoo = \xff\xfe:bar\n", None),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_package_is_skipped_with_one_warning(tmp_path, case):
+    code, points, words = BROKEN[case]
+    root = _broken_package(tmp_path / "site", "ark-broken-plugin", code, points)
+    if case.startswith("not UTF-8"):
+        (next(root.glob("*.dist-info")) / "entry_points.txt").write_bytes(
+            b"[console_scripts]\nfoo = \xff:bar\n"
+        )
+    env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(PLUGINS / "toy")])
+    done = subprocess.run(
+        [sys.executable, "-m", "ark_trainer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "usage:" in done.stdout and "Traceback" not in done.stderr, done.stderr
+    assert "say hello from the toy plug-in" in done.stdout  # the good plug-in beside it still loads
+    lines = done.stderr.splitlines()
+    if words is None:
+        assert lines == [], lines
+    else:
+        assert len(lines) == 1 and lines[0].startswith("warning: plug-in ") and words in lines[0], lines
+        assert "ark-broken-plugin 0.1" in lines[0] or "ark_broken_plugin" in lines[0], lines
+
+
+def test_a_hook_that_exits_does_not_end_a_command(tmp_path):
+    code = "import sys\ndef register_grader_kinds(register):\n    sys.exit(0)\n"
+    root = _broken_package(tmp_path / "site", "ark-exit-plugin", code)
+    spec = tmp_path / "rewards.yaml"
+    spec.write_text("graders:\n  - name: has_a\n    type: regex\n    pattern: a\n", encoding="utf-8")
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"prompt": "q", "completion": "a"}) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
+    env["PYTHONPATH"] = str(root)
+    argv = [
+        sys.executable,
+        "-m",
+        "ark_trainer",
+        "score",
+        "--reward_config",
+        str(spec),
+        "--data_path",
+        str(data),
+    ]
+    done = subprocess.run(
+        argv + ["--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["graders"]["has_a"]["mean"] == 1.0
+    assert done.stderr.splitlines() == [
+        "warning: plug-in ark_exit_plugin (ark-exit-plugin 0.1): register_grader_kinds failed (SystemExit: 0); "
+        "skipped"
+    ]

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.fileio import read_json
+
 LENGTH_MARGIN = 0.25
 LENGTH_BOUNDS = (32, 1024)
 LENGTH_FALLBACK = 64
@@ -110,7 +112,7 @@ def parameter_count(model_path: str | Path) -> tuple[int | None, str]:
     if files:
         return total, ", ".join(f.name for f in files[:2]) + (" ..." if len(files) > 2 else "")
     try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        cfg = read_json(folder / "config.json")
     except (OSError, ValueError):
         return None, "no safetensors, no readable config.json"
     cfg = cfg.get("text_config", cfg)

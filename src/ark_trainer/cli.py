@@ -200,24 +200,36 @@ def _cmd_status(args: RunDirOptions) -> int:
 
         print("\n".join(status_lines(run_dir, load_state(run_dir) or {})))
         return 0
-    state, beat = read_status(run_dir)
+    try:
+        state, beat = read_status(run_dir)
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
+        raise UserError(
+            f"{run_dir}: heartbeat.json is not a heartbeat of ours; delete it, or resume the run"
+        ) from None
     if state == "unknown":
         raise UserError(f"{run_dir}: no heartbeat.json (not a run folder, or --auto_heartbeat False)")
+    from ark_trainer.data.text import terminal_safe as safe  # heartbeat.json is a file anyone may have edited
+
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
     eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
-    unit = "step" if beat.get("stage") in training_stages() else "prompt"  # eval/probe/sampling count prompts
-    detail = f" ({beat['detail']})" if beat.get("detail") else ""  # inside a generation batch
+    stage = beat.get("stage")
+    unit = (
+        "step" if isinstance(stage, str) and stage in training_stages() else "prompt"
+    )  # eval/probe/sampling
+    detail = f" ({safe(beat['detail'])})" if beat.get("detail") else ""  # inside a generation batch
     print(
-        f"{state}: stage {beat.get('stage')}, {unit} {step}/{total}{detail}{eta_text}, pid {beat.get('pid')}, "
-        f"last beat {beat.get('updated_at')}"
+        f"{safe(state)}: stage {safe(stage)}, {unit} {safe(step)}/{safe(total)}{detail}{eta_text}, "
+        f"pid {safe(beat.get('pid'))}, last beat {safe(beat.get('updated_at'))}"
     )
     if state == "stalled":
         print("warning: the run made no progress (watchdog) or its heartbeat stopped; see the log's stacks")
     elif state == "dead":
         print("warning: the process is gone without finishing; continue it with train --resume True")
-    metrics = beat.get("metrics") or {}
+    metrics = beat.get("metrics") if isinstance(beat.get("metrics"), dict) else {}
     if metrics:
-        print("last metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:8]))
+        shown = [f"{safe(k, 60)}={v:.4g}" if isinstance(v, int | float) else f"{safe(k, 60)}={safe(v, 60)}"
+                 for k, v in list(metrics.items())[:8]]  # fmt: skip
+        print("last metrics: " + ", ".join(shown))
     return 0 if state in ("running", "finished") else 1
 
 
@@ -227,6 +239,19 @@ def training_stages() -> set[str]:
     from ark_trainer.strategies import strategy_table
 
     return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
+
+
+def _reap_orphan_servers() -> None:
+    """Model servers a killed command left running (``deploy/process.reap_orphans``): stopped, one line."""
+    from ark_trainer.deploy.process import reap_orphans
+
+    reaped = reap_orphans()
+    if reaped:
+        pids = ", ".join(map(str, reaped))
+        print(
+            f"note: stopped {len(reaped)} model server(s) a command that ended left running (pid {pids})",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
+    _reap_orphan_servers()
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit

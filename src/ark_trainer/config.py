@@ -648,11 +648,11 @@ def _number(name: str, kind: type, value: Any, where: str) -> int | float:
 
 def load_yaml_config(path: str) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"--config: no such file {path!r}")
     from ark_trainer.yamlsafe import read_yaml_file
 
-    data = read_yaml_file(p) or {}  # size, depth and alias expansion bounded
+    data = read_yaml_file(p) or {}  # a regular file; size, depth and alias expansion bounded
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}

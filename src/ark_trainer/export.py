@@ -14,9 +14,10 @@ The tokenizer is saved next to the weights; every process waits until the export
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
+
+from ark_trainer.fileio import read_json
 
 
 def _is_peft(model) -> bool:
@@ -53,7 +54,7 @@ def absolutize_base(adapter_dir: Path) -> None:
     from ark_trainer.fileio import write_json
 
     path = Path(adapter_dir) / "adapter_config.json"
-    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg = read_json(path)
     base = cfg.get("base_model_name_or_path")
     if base and Path(base).exists():
         cfg["base_model_name_or_path"] = str(Path(base).resolve())

@@ -5,6 +5,11 @@ U+2029, U+0085, ``\r``, ``\v``, ``\f`` and ``\x1c``-``\x1e``; the first three ar
 string, so one such character in a recorded turn cut the line in two and hid every line after it.
 Writers (:func:`json_line`) escape those three, and lone surrogates (which UTF-8 cannot encode), so a
 reader with any line splitter sees one record per line.
+
+Every file the tool reads goes through :func:`read_bounded` (or the readers built on it): it opens the path
+without blocking (a FIFO would wait for a writer), refuses anything but a regular file (``/dev/zero`` grows
+without end; its ``st_size`` says 0) and reads at most a byte bound, counted while reading, not trusted from
+``st_size``.
 """
 
 from __future__ import annotations
@@ -12,18 +17,79 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.errors import UserError
 
-def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a record, config or state file the tool reads: far below this
+MAX_LINES_BYTES = 1 << 30  # a JSON Lines file (data, events): more is split, sampled or rotated first
+_CHUNK = 1 << 20
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+class UnreadableFile(UserError, ValueError):
+    """A path that is not a regular file, or a file over its byte bound (one line naming it and the fix).
+
+    A ValueError too, so the tolerant readers (which read a broken file as absent) take it as they take bad
+    JSON."""
+
+
+def file_kind(mode: int) -> str:
+    """What ``stat``'s mode says a path is, in words (``a named pipe (FIFO)``)."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def read_bounded(path: str | Path, limit: int = MAX_JSON_BYTES, what: str = "this file") -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them; :class:`UnreadableFile` otherwise.
+
+    ``what`` names the file in the refusal (``an MCP server file is at most N bytes``). OSError (missing,
+    no permission) is the caller's to word."""
+    p = Path(path)
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(f"{p}: {file_kind(st.st_mode)}, not a regular file; give the path of a file")
+        too_big = f"{what} is at most {limit} bytes here; give a smaller file"
+        if st.st_size > limit:
+            raise UnreadableFile(f"{p}: {st.st_size} bytes; {too_big}")
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(_CHUNK, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while read
+                raise UnreadableFile(f"{p}: over {limit} bytes; {too_big}")
+        return b"".join(chunks)
+    except MemoryError:
+        raise UnreadableFile(f"{p}: too large to read into memory; give a smaller file") from None
+    finally:
+        os.close(fd)
+
+
+def read_text_bounded(
+    path: str | Path, limit: int = MAX_JSON_BYTES, what: str = "this file", errors: str = "strict"
+) -> str:
+    """:func:`read_bounded` decoded as UTF-8 (``UnicodeDecodeError`` under ``errors="strict"``)."""
+    return read_bounded(path, limit, what).decode("utf-8", errors)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644, follow_links: bool = False) -> None:
     """Write ``data`` so that readers see the old file or the new one, never half of it.
 
     ``mode`` is the new file's permission bits (run files are meant to be read by others; a config that
-    holds secrets keeps its own, e.g. 0o600).
+    holds secrets keeps its own, e.g. 0o600). ``follow_links``: when ``path`` is a symlink, its target is
+    replaced and the link stays (a user's ``~/.openclaw/openclaw.json`` linked from a dotfiles folder).
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path)) if follow_links and Path(path).is_symlink() else Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -38,8 +104,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None
         raise
 
 
-def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o644, follow_links: bool = False) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode, follow_links)
 
 
 def write_json(path: str | Path, data: Any, mode: int = 0o644) -> None:
@@ -47,8 +113,9 @@ def write_json(path: str | Path, data: Any, mode: int = 0o644) -> None:
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n", mode)
 
 
-def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def read_json(path: str | Path, limit: int = MAX_JSON_BYTES) -> Any:
+    """A JSON file's value; a file that is not regular or is over ``limit`` bytes is :class:`UnreadableFile`."""
+    return json.loads(read_text_bounded(path, limit, "a JSON file"))
 
 
 # Characters json.dumps(ensure_ascii=False) leaves raw that some line splitters break at (U+2028, U+2029,
@@ -73,8 +140,8 @@ def jsonl_lines(text: str) -> list[str]:
 
 def jsonl_file_lines(path: str | Path, errors: str = "strict") -> list[str]:
     """:func:`jsonl_lines` of a file, decoded from bytes (``read_text`` would turn a lone ``"\r"`` into a
-    line break: universal newlines)."""
-    return jsonl_lines(Path(path).read_bytes().decode("utf-8", errors))
+    line break: universal newlines), within :data:`MAX_LINES_BYTES`."""
+    return jsonl_lines(read_text_bounded(path, MAX_LINES_BYTES, "a JSON Lines file", errors))
 
 
 def jsonl_byte_lines(data: bytes) -> list[bytes]:

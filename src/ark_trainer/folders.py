@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import file_kind, read_json, read_text_bounded
 from ark_trainer.runfolder import EVENTS, PLAN, RUN_CONFIG
 
 MARKER = ".ark-trainer.json"
@@ -53,12 +54,13 @@ def _legacy_run(folder: Path) -> bool:
 def _our_run_yaml(path: Path) -> bool:
     """``run.yaml`` as a run of ours writes it: a mapping of train flags (a few kB)."""
     from ark_trainer.errors import UserError
+    from ark_trainer.fileio import read_text_bounded
     from ark_trainer.yamlsafe import MAX_BYTES, safe_load
 
     try:
-        if not path.is_file() or path.stat().st_size > MAX_BYTES:
+        if not path.is_file():
             return False
-        data = safe_load(path.read_text(encoding="utf-8"), str(path))
+        data = safe_load(read_text_bounded(path, MAX_BYTES), str(path))
     except (OSError, UnicodeDecodeError, UserError):
         return False
     if not isinstance(data, dict) or not data:
@@ -117,7 +119,7 @@ def system_problem(path: str | Path, flag: str) -> str | None:
 def marker_kind(folder: Path) -> str | None:
     """The kind the folder's marker names, or None without a readable marker."""
     try:
-        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        data = read_json(folder / MARKER, 4096)
     except (OSError, ValueError, RecursionError):
         return None
     return data.get("kind") if isinstance(data, dict) and data.get("by") == "ark-trainer" else None
@@ -128,7 +130,7 @@ def _own_file(path: Path) -> bool:
     if path.name == MARKER:
         return marker_kind(path.parent) is not None
     try:
-        text = path.read_text(encoding="utf-8") if path.stat().st_size <= 4096 else "x"
+        text = read_text_bounded(path, 4096)
         data = json.loads(text) if text.strip() else {"pid": None}  # empty: a lock taken, not yet written
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return False
@@ -227,9 +229,13 @@ def check_output_file(path: str | Path, flag: str) -> None:
         raise UserError(
             f"{flag}: {str(path)!r} is a folder; give a file path, e.g. {str(out / 'data.jsonl')!r}"
         )
+    if out.exists() and not out.is_file():
+        raise UserError(
+            f"{flag}: {str(path)!r} is {file_kind(out.stat().st_mode)}, not a file; give a new file name"
+        )
     if out.is_file() and out.stat().st_size:
         try:
-            with out.open(encoding="utf-8") as fh:
+            with out.open(encoding="utf-8") as fh:  # a regular file: opening it does not block
                 first = fh.readline(1_000_000)
             ok = isinstance(json.loads(first), dict)
         except (OSError, ValueError, RecursionError):

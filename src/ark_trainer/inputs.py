@@ -8,12 +8,12 @@ the loader's own entry point (``data.loader.load_jsonl``), so its checks are the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 
 
 def check_output_dir(path: str, flag: str = "--output_dir", kind: str = "run") -> None:
@@ -37,7 +37,7 @@ def remote_code_class(model_dir: Path) -> str | None:
     for name in ("config.json", "tokenizer_config.json"):
         path = model_dir / name
         try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            data = read_json(path) if path.is_file() else {}
         except (OSError, ValueError, RecursionError):
             continue  # the model check reports an unreadable config.json
         auto_map = data.get("auto_map") if isinstance(data, dict) else None

@@ -121,7 +121,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
-    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code)
+    tools = _env_tools(cfg)
+    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code, tools)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
@@ -171,6 +172,15 @@ def _train_and_eval_rows(cfg: TrainConfig, rows: list[dict], eval_rows: list[dic
     if not train:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
     return train, eval_rows, source
+
+
+def _env_tools(cfg: TrainConfig) -> list[dict] | None:
+    """The tool schemas every prompt of an ``--env`` run shows (loaded once: checked above)."""
+    if not cfg.env:
+        return None
+    from ark_trainer.agent.env import load_env
+
+    return load_env(cfg.env).schemas
 
 
 def _converted(cfg: TrainConfig, out: Path, model):

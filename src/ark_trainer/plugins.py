@@ -13,6 +13,11 @@ dependencies (keep those inside functions, as ark-trainer's own modules do). A p
 registry's own function: a name that clashes with a built-in (or with another plug-in) is refused with one
 line on stderr, and the rest of that plug-in still loads. ``ARK_TRAINER_PLUGINS`` chooses which load
 (:func:`enabled`; ``docs/cli.md`` is generated with none). See ``docs/contributing.md``.
+
+A broken package never breaks a command: a plug-in that raises anything on import or in a hook, ``sys.exit``
+and ``KeyboardInterrupt`` included, is skipped with one warning line naming it; the entry points are read
+one distribution at a time, so a malformed ``entry_points.txt`` (ours or any other package's) costs only
+that package.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import Distribution, EntryPoint, distributions
 from types import ModuleType
 from typing import Any
 
@@ -46,6 +51,8 @@ class Plugin:
 
 
 _imported: dict[str, Plugin | None] = {}  # entry-point name → its plug-in (None: it did not import)
+# what a plug-in may raise that must not end ark-trainer: sys.exit() and a KeyboardInterrupt of its own too
+_BROKEN = (Exception, SystemExit, KeyboardInterrupt)
 
 
 def enabled() -> list[Plugin]:
@@ -57,7 +64,7 @@ def enabled() -> list[Plugin]:
     if names is not None and not names:
         return []
     found = []
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+    for ep in sorted(_entry_points(), key=lambda e: e.name):
         if names is None or ep.name in names:
             if ep.name not in _imported:
                 _imported[ep.name] = _import(ep)
@@ -66,12 +73,47 @@ def enabled() -> list[Plugin]:
     return found
 
 
+def _entry_points() -> list[EntryPoint]:
+    """The entry points of group ``ark_trainer``, one distribution at a time (the first of a name on
+    ``sys.path`` wins, as ``importlib.metadata.entry_points`` does): a distribution whose ``entry_points.txt``
+    does not parse is skipped, with a warning when it names our group."""
+    found, seen = [], set()
+    for dist in distributions():
+        try:
+            name = _dist_label(dist)
+            if name in seen:
+                continue
+            seen.add(name)
+            text = dist.read_text("entry_points.txt") or ""
+        except _BROKEN:  # unreadable metadata: not a package we can load anything from
+            continue
+        if f"[{GROUP}]" not in text:
+            continue  # not ours: its entry points are never parsed here
+        try:
+            eps = [ep for ep in dist.entry_points if ep.group == GROUP]
+            for ep in eps:
+                ep.module  # noqa: B018 - a malformed value raises here, not later
+        except _BROKEN as exc:
+            _refuse(f"plug-in package {name}: its entry_points.txt does not parse ({_why(exc)}); skipped")
+            continue
+        found.extend(eps)
+    return found
+
+
+def _dist_label(dist: Distribution) -> str:
+    return f"{dist.metadata['Name']} {dist.version}"
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
+
+
 def _import(ep: EntryPoint) -> Plugin | None:
     dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown package"
     try:
         return Plugin(ep.name, dist, importlib.import_module(ep.module))
-    except Exception as exc:  # noqa: BLE001 - a broken plug-in must not break ark-trainer
-        _refuse(f"plug-in {ep.name} ({dist}): {ep.module} does not import ({type(exc).__name__}: {exc})")
+    except _BROKEN as exc:  # a broken plug-in must not break ark-trainer
+        _refuse(f"plug-in {ep.name} ({dist}): {ep.module} does not import ({_why(exc)}); skipped")
         return None
 
 
@@ -85,10 +127,8 @@ def call_hook(hook: str, register: Callable[..., Any]) -> None:
             continue
         try:
             fn(_refusing(register, plugin))
-        except Exception as exc:  # noqa: BLE001 - a broken hook must not break ark-trainer: one line
-            _refuse(
-                f"plug-in {plugin.name} ({plugin.package}): {hook} failed ({type(exc).__name__}: {exc}); skipped"
-            )
+        except _BROKEN as exc:  # a broken hook must not break ark-trainer: one line
+            _refuse(f"plug-in {plugin.name} ({plugin.package}): {hook} failed ({_why(exc)}); skipped")
 
 
 def _refusing(register: Callable[..., Any], plugin: Plugin) -> Callable[..., Any]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, write_json
+from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, read_text_bounded, write_json
 
 RUN_CONFIG = "run.yaml"
 PLAN = "plan.json"
@@ -134,8 +134,8 @@ class RunFolder:
 
     def config_text(self) -> str:
         try:
-            return self.config_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            return read_text_bounded(self.config_path, errors="replace")
+        except (OSError, ValueError):
             return ""
 
     def plan(self, problems: Problems = None) -> dict[str, Any]:
@@ -147,7 +147,7 @@ class RunFolder:
     def n_event_lines(self) -> int:
         try:
             return len(jsonl_file_lines(self.events_path, "replace"))
-        except OSError:
+        except (OSError, ValueError):
             return 0
 
     def eval(self, name: str, problems: Problems = None) -> dict[str, Any]:
@@ -171,8 +171,8 @@ class RunFolder:
         if not path.is_file():
             return []
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            data = read_json(path)
+        except (OSError, ValueError, RecursionError) as exc:
             if problems is not None:
                 problems.append(f"{EXPORT_DIR}/{EXPORT_RECORD}: unreadable ({exc})")
             return []
@@ -237,7 +237,7 @@ def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path)
         data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         if problems is not None:
@@ -250,7 +250,7 @@ def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> l
     """The events of ``events.jsonl`` from line ``since_line`` on; torn or foreign lines are skipped."""
     try:
         lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
-    except OSError:
+    except (OSError, ValueError):
         return []
     events, bad = [], 0
     for line in lines:

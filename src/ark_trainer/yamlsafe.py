@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import yaml_error
+from ark_trainer.fileio import read_text_bounded, yaml_error
 
 MAX_BYTES = 1_000_000  # a config or grader spec is a few kB
 MAX_DEPTH = 64  # levels of mappings and lists
@@ -75,12 +75,8 @@ def safe_load(text: str, where: str, loader: type = yaml.SafeLoader) -> Any:
 
 def read_yaml_file(path: str | Path, loader: type = yaml.SafeLoader) -> Any:
     """A YAML file's data, within MAX_BYTES, MAX_DEPTH and MAX_NODES (UserError otherwise)."""
-    p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise UserError(f"{path}: {size} bytes; a YAML config is at most {MAX_BYTES} bytes here")
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_BYTES, "a YAML config")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text; save it as UTF-8") from None
     except OSError as exc:

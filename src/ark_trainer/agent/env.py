@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.agent.tools import EnvSpec, ToolError, tool_schema
+from ark_trainer.agent.tools import MAX_TOOLS, EnvSpec, ToolError, tool_name_problem, tool_schema
 from ark_trainer.errors import UserError
 
 FLAG = "--env"
@@ -101,6 +101,11 @@ def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
             if not name.startswith("_") and name not in RESERVED
         }
         stateful, class_name = True, type(probe).__name__
+    problems = [f"{flag}: {source}: tool {n!r} {p}; rename it" for n in tools if (p := tool_name_problem(n))]
+    if len(tools) > MAX_TOOLS:
+        problems.append(f"{flag}: {source}: {len(tools)} tools; a model is shown at most {MAX_TOOLS}")
+    if problems:
+        raise UserError(*problems)
     if not tools:
         raise UserError(
             f"{flag}: {source}: the environment has no tools; give it public methods (or return functions) "
@@ -188,7 +193,8 @@ class ToolEnv:
             names = {p.name for p in params}
             row = {k: v for k, v in row.items() if k in names}
         observation = fn(**row)
-        return observation if isinstance(observation, str) and observation else None
+        # the prompt grows by it: cut like any tool output (an MCP reset once returned 10 MB)
+        return self._cut(observation) if isinstance(observation, str) and observation else None
 
     def _reward(self) -> float | None:
         """The environment's own score of the finished episode (``None`` without ``get_reward``)."""

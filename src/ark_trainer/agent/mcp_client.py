@@ -10,6 +10,10 @@ A server that does not answer within the timeout, or whose connection breaks (th
 stopped and started again before the next call; the caller gets :class:`ServerFailure`, which the episode
 turns into an error text for the model (counted as a tool error), and :attr:`McpHub.restarts` counts it.
 A JSON-RPC error answer (unknown tool, bad arguments) is the tool's answer, not a failure.
+
+A server that prints what is not JSON-RPC on its stdout makes the SDK log a traceback per line; those go to
+:class:`_ProtocolNoise` instead, and the first such line is named in the one-line failure. A server that
+lists more than :data:`MAX_LISTED_TOOLS` tools (or pages without end) fails to start.
 """
 
 from __future__ import annotations
@@ -26,6 +30,33 @@ from ark_trainer.agent.mcp_config import McpServer
 
 log = logging.getLogger("ark_trainer")
 STOP_TIMEOUT = 5.0  # seconds to close a server (stdin closed, then SIGTERM, then SIGKILL: the SDK's sequence)
+MAX_LISTED_TOOLS = 10_000  # tools/list answers, every page together (a model is shown far fewer: MAX_TOOLS)
+
+
+class _ProtocolNoise(logging.Handler):
+    """The SDK's stdio client logs a traceback for each stdout line that is not JSON-RPC: kept here (the
+    first one's text), not printed, so a chatty server is one line of ours, not hundreds of tracebacks."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.first: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.first is None:
+            exc = record.exc_info[1] if record.exc_info else None
+            text = str(exc).splitlines() if exc else []
+            found = next((line for line in text if "input_value=" in line), record.getMessage())
+            self.first = found.strip()[:200]
+
+
+_NOISE = _ProtocolNoise()
+
+
+def _quiet_sdk() -> None:
+    sdk = logging.getLogger("mcp")
+    if _NOISE not in sdk.handlers:
+        sdk.addHandler(_NOISE)
+        sdk.propagate = False  # Python's last-resort handler would print every traceback to stderr
 
 
 class ServerFailure(Exception):
@@ -93,18 +124,22 @@ async def _all_tools(session: Any) -> list[Any]:
     from mcp_types import PaginatedRequestParams
 
     tools, cursor = [], None
-    while True:
+    for _page in range(MAX_LISTED_TOOLS):  # a page holds one tool at least, or the listing pages without end
         page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         tools += page.tools
         cursor = page.next_cursor
+        if len(tools) > MAX_LISTED_TOOLS:
+            break
         if not cursor:
             return tools
+    raise ServerFailure(f"it lists more than {MAX_LISTED_TOOLS} tools (or pages without end)")
 
 
 class McpHub:
     """The process's MCP servers: an event loop in a daemon thread owning one session per server."""
 
     def __init__(self) -> None:
+        _quiet_sdk()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="ark-mcp")
         self._thread.start()
@@ -196,12 +231,18 @@ class McpHub:
 def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, ServerFailure):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
 
 
 def _tail(conn: _Connection) -> str:
+    noise, _NOISE.first = _NOISE.first, None
     tail = conn.stderr_tail()
-    return f" (its stderr: {tail})" if tail else ""
+    said = f" (its stderr: {tail})" if tail else ""
+    if noise:
+        said += f"; it printed what is not JSON-RPC on stdout ({noise}): an MCP server logs to stderr only"
+    return said
 
 
 _HUB: McpHub | None = None

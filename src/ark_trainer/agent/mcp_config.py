@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_text_bounded
 
 log = logging.getLogger("ark_trainer")
 
@@ -87,7 +88,7 @@ MAX_FILE_BYTES = 1_000_000  # a few servers' commands
 def _read_file(path: Path, flag: str) -> dict:
     """The file's object: YAML within the bounds of every YAML config (``yamlsafe``), JSON5 within
     :data:`MAX_FILE_BYTES` and not nested thousands deep."""
-    if not path.is_file():
+    if not path.exists():  # one that is not a regular file is refused as it is read
         raise UserError(f"{flag}: no such file {str(path)!r}; give mcp:path/to/servers.json")
     if path.suffix in (".yaml", ".yml"):
         from ark_trainer.yamlsafe import read_yaml_file
@@ -106,11 +107,14 @@ def _read_file(path: Path, flag: str) -> dict:
 def _read_json5(path: Path, flag: str) -> Any:
     import json5
 
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise UserError(f"{flag}: {path}: {size} bytes; an MCP server file is at most {MAX_FILE_BYTES} bytes")
     try:
-        return json5.loads(path.read_text(encoding="utf-8"))
+        text = read_text_bounded(path, MAX_FILE_BYTES, "an MCP server file")
+    except UserError as exc:
+        raise UserError(f"{flag}: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{flag}: {path}: cannot read it ({exc}); give a readable UTF-8 file") from None
+    try:
+        return json5.loads(text)
     except RecursionError:
         raise UserError(
             f"{flag}: {path}: not valid JSON (nested too deeply); write the servers out flat"

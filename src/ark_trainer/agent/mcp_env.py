@@ -29,7 +29,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.agent.mcp_config import McpServer
-from ark_trainer.agent.tools import EnvSpec, ToolError, tool_schema
+from ark_trainer.agent.tools import (
+    MAX_TOOL_CHARS,
+    MAX_TOOLS,
+    EnvSpec,
+    ToolError,
+    tool_name_problem,
+    tool_schema,
+)
 from ark_trainer.errors import UserError
 
 log = logging.getLogger("ark_trainer")
@@ -141,6 +148,18 @@ def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
                 continue
             if not server.shows(tool.name):
                 continue
+            hide = f"hide it with toolFilter: {{exclude: [{tool.name[:80]}]}}"
+            if problem := tool_name_problem(tool.name):
+                problems.append(
+                    f"{flag}: MCP server {server.name!r}: tool {tool.name[:80]!r} {problem}; {hide}"
+                )
+                continue
+            if (size := _tool_chars(tool.description, schema)) > MAX_TOOL_CHARS:
+                problems.append(
+                    f"{flag}: MCP server {server.name!r}: tool {tool.name!r}: its description and schema take "
+                    f"{size} characters of every prompt (at most {MAX_TOOL_CHARS}); {hide}"
+                )
+                continue
             if tool.name in routes:
                 problems.append(
                     f"{flag}: MCP tool {tool.name!r} is offered by both {routes[tool.name][0].name!r} and "
@@ -152,6 +171,13 @@ def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
                 continue
             routes[tool.name] = (server, tool.name)
             methods[tool.name] = method
+    if len(methods) > MAX_TOOLS and not problems:
+        problems.append(
+            f"{flag}: the MCP servers show {len(methods)} tools; a model is shown at most {MAX_TOOLS} (each one "
+            "is in every prompt): hide some with toolFilter: {include: [...]} or {exclude: [...]}"
+        )
+    if len(problems) > 20:
+        problems[20:] = [f"{flag}: ... and {len(problems) - 20} more problems of the same kinds"]
     if problems:
         raise UserError(*problems)
     if not methods:
@@ -161,6 +187,15 @@ def mcp_env_spec(servers: list[McpServer], source: str, flag: str = "--env"):
     spec.schemas = [tool_schema(n, fn, source, flag) for n, fn in methods.items()]
     spec.own_timeouts = True
     return spec
+
+
+def _tool_chars(description: Any, schema: dict) -> int:
+    import json
+
+    try:
+        return len(str(description or "")) + len(json.dumps(schema, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return MAX_TOOL_CHARS + 1
 
 
 def env_class(routes: dict, hooks: dict, methods: dict[str, Callable]) -> type[McpEnvironment]:

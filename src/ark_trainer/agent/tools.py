@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,24 @@ class EnvSpec:
     stateful: bool  # a class with reset (and maybe get_reward); False: a list of plain functions
     class_name: str
     own_timeouts: bool = False  # the tools apply --tool_timeout themselves (MCP calls: agent/mcp_env.py)
+
+
+MAX_TOOLS = 128  # tools one environment shows the model (OpenAI's API takes 128 too); each costs prompt
+MAX_TOOL_CHARS = 16_000  # one tool's description and JSON schema as the prompt shows them
+# names of the wrappers' own (env.ToolEnv, mcp_env.McpEnvironment: methods and instance attributes): a tool
+# of the same name would replace them (tests/test_mcp_env.py checks this list against both classes)
+WRAPPER_NAMES = frozenset({"reset", "get_reward", "calls", "tool_errors", "n_invalid", "episode", "timeout"})
+
+
+def tool_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a tool's method on the wrappers (None: it can)."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return "is not a Python name"
+    if name.startswith("_"):
+        return "starts with '_' (the wrapper's private names)"
+    if name in WRAPPER_NAMES:
+        return "is a name the environment wrapper uses itself"
+    return None
 
 
 class ToolError(Exception):

@@ -16,7 +16,9 @@ What a field's metadata (set with :func:`opt`) may say: ``help``; ``group`` (a h
 ``aliases`` (other spellings, e.g. the hyphenated ``--dry-run`` of earlier versions, or ``-o``);
 ``positional``; ``nargs``; ``choices``; ``required``; ``exclusive`` (a named mutually exclusive set);
 ``switch`` (a bool given without a value, ``--json``; other bools take ``True|False`` as the reference
-tool's ``--openclaw_env True`` does, and a bare ``--flag`` means True). Types come from the annotation.
+tool's ``--openclaw_env True`` does, and a bare ``--flag`` means True); ``low`` (the smallest number a
+numeric flag takes: 0 unless it says otherwise, as ``train``'s flags; inf and nan are refused). Types come
+from the annotation.
 """
 
 from __future__ import annotations
@@ -61,6 +63,25 @@ def _bool(text: str) -> bool:
         raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}") from None
 
 
+def _number(kind: type, low: float) -> Callable[[str], Any]:
+    """argparse ``type`` for an int or float flag: at least ``low`` and finite, else a one-line usage error."""
+    import math
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'a whole number' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"expected a number ≥ {low:g}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
 def _default(f: dataclasses.Field) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
@@ -89,7 +110,7 @@ def _kwargs(f: dataclasses.Field, kind: type, given_only: bool, show_default: bo
             kw["type"] = _bool
         return kw
     if not given_only and kind in (int, float):
-        kw["type"] = kind
+        kw["type"] = _number(kind, meta.get("low", 0))
     for key in ("nargs", "metavar", *(() if given_only else ("choices",))):  # given_only: the config checks
         if key in meta:
             kw[key] = meta[key]

@@ -70,9 +70,11 @@ def _cmd_eval(args: EvalOptions) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: expected an integer ≥ 1, got {args.limit}")
     from ark_trainer.openclaw.parity import evaluate_through_openclaw
+    from ark_trainer.runtime.signals import sigterm_raises
 
     out = Path(args.out)
-    evaluate_through_openclaw(out, args.stage, args.limit, prompt_shape=args.prompt_shape)
+    with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: the server it started is stopped
+        evaluate_through_openclaw(out, args.stage, args.limit, prompt_shape=args.prompt_shape)
     from ark_trainer.runfolder import REPORT_MD
 
     if (out / REPORT_MD).is_file():

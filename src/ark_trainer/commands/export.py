@@ -11,13 +11,14 @@ which the report shows. Serve it with::
 ``OUT`` may also be a Hugging Face model folder itself (config.json + safetensors); its export goes into a
 new folder beside it (``NAME-gguf/``). Where it writes is checked before anything is converted
 (:func:`check_destination`): ``OUT/export/`` only in a run (or loop) of ours, ``-o`` a ``.gguf`` name that is
-new or a GGUF file already, outside system folders, and a ``Modelfile`` only where none of the user's is.
+new or a GGUF file already (never the GGUF the run was trained from), outside system folders, and a
+``Modelfile`` only where none of the user's is. A write that fails (a full disk) is one line, and leaves no
+partial file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ark_trainer.commands.args import add_command, opt
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 from ark_trainer.runfolder import EXPORT_RECORD, RunFolder
 
 FORMATS = ("gguf",)
@@ -98,7 +100,7 @@ def source_hints(out: Path) -> tuple[str | None, str | None]:
     """(tokenizer.ggml.pre, Ollama template) of the run's base model, when it came from a GGUF or Ollama."""
     record = RunFolder(out).base_model_dir / "ark_source.json"
     try:
-        data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        data = read_json(record) if record.is_file() else {}
     except (OSError, ValueError):
         data = {}
     return data.get("pre_tokenizer"), data.get("ollama_template")
@@ -118,6 +120,8 @@ OURS_IN_EXPORT = re.compile(r"model-[\w.]+\.gguf|Modelfile|export\.json|\..*\.pa
 def _our_modelfile(path: Path) -> bool:
     from ark_trainer.models.gguf_export import MODELFILE_HEAD
 
+    if not path.is_file():  # a FIFO would block the open
+        return False
     try:
         with path.open(encoding="utf-8") as fh:
             return fh.readline(200).startswith(MODELFILE_HEAD)  # the first line of every Modelfile we write
@@ -163,6 +167,11 @@ def check_destination(out: Path, dest: Path | None, quant: str) -> Path:
         raise UserError(
             f"{flag}: {str(dest)!r} exists and is not a GGUF file; it is not overwritten: give a new file name"
         )
+    if folder != out and (source := _run_source(out, dest)):
+        raise UserError(
+            f"{flag}: {str(dest)!r} is the GGUF this run was trained from ({source}); it is not overwritten: "
+            "give a new file name"
+        )
     beside = dest.parent / "Modelfile"
     if beside.exists() and not _our_modelfile(beside):
         raise UserError(
@@ -170,6 +179,26 @@ def check_destination(out: Path, dest: Path | None, quant: str) -> Path:
             "another folder"
         )
     return dest
+
+
+def _run_source(out: Path, dest: Path) -> str | None:
+    """Where the run's own base model file is named, when ``dest`` is that file (run.yaml, ark_source.json)."""
+    run = RunFolder(out)
+    try:
+        record = read_json(run.base_model_dir / "ark_source.json")
+    except (OSError, ValueError, RecursionError):
+        record = {}
+    named = {
+        "run.yaml model_path": run.config().get("model_path"),
+        "base_model/ark_source.json file": record.get("file") if isinstance(record, dict) else None,
+    }
+    for where, source in named.items():
+        try:
+            if isinstance(source, str) and dest.exists() and Path(source).exists() and dest.samefile(source):
+                return where
+        except OSError:
+            continue
+    return None
 
 
 def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
@@ -206,7 +235,14 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
 
 
 def _cmd_export(args: ExportOptions) -> int:
-    record = export_run(Path(args.out), args.quant, Path(args.output) if args.output else None)
+    try:
+        record = export_run(Path(args.out), args.quant, Path(args.output) if args.output else None)
+    except OSError as exc:  # a full disk, a folder made read-only meanwhile: the partial file is removed
+        where = f" {exc.filename}" if exc.filename else ""
+        raise UserError(
+            f"export: cannot write{where} ({exc.strerror or exc}); free disk space or give -o FILE.gguf "
+            "on another disk (no partial file is left)"
+        ) from None
     file, modelfile = Path(record["file"]), Path(record["modelfile"])
     print(
         f"export: {file} ({record['architecture']}, {record['quant']}, {record['size_bytes'] / 1e6:.1f} MB, "

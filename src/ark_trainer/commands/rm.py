@@ -18,7 +18,7 @@ class RMTrainOptions:
     output_dir: str = opt(None, "where the reward model and rm_metrics.json go", required=True)
     eval_ratio: float = opt(0.1, "share of prompts held out (default: 0.1)")
     num_train_epochs: float = opt(1.0, "epochs (default: 1)")
-    max_steps: int = opt(-1, "optimizer steps; overrides epochs when > 0")
+    max_steps: int = opt(-1, "optimizer steps; overrides epochs when > 0", low=-1)
     learning_rate: float = opt(1e-5, "(default: 1e-5)")
     batch_size: int = opt(8, "pairs per device step (default: 8)")
     gradient_accumulation_steps: int = opt(1, "(default: 1)")

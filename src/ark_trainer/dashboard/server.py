@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ark_trainer.dashboard.payload import eval_tables, find_runs, run_summary, stage_metrics, timeline
+from ark_trainer.fileio import read_bounded
 from ark_trainer.runfolder import EventLog, RunFolder
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -75,6 +76,11 @@ class Runs:
 def make_handler(runs: Runs) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            from ark_trainer.runtime.system import loopback_hosts
+
+            if self.headers.get("Host") not in loopback_hosts(getattr(self.server, "server_port", 0)):
+                self._send(HTTPStatus.FORBIDDEN, b"unexpected Host header", "text/plain")  # DNS rebinding
+                return
             url = urlparse(self.path)
             if url.path in ("/", "/index.html"):
                 self._file(STATIC / "index.html")
@@ -97,7 +103,7 @@ def make_handler(runs: Runs) -> type[BaseHTTPRequestHandler]:
 
         def _file(self, path: Path) -> None:
             kind = TYPES.get(path.suffix, "application/octet-stream")
-            self._send(HTTPStatus.OK, path.read_bytes(), kind + "; charset=utf-8")
+            self._send(HTTPStatus.OK, read_bounded(path), kind + "; charset=utf-8")
 
         def _json(self, data: Any) -> None:
             body = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")

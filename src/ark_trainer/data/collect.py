@@ -31,7 +31,14 @@ from pathlib import Path
 
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text, json_line, jsonl_byte_lines
+from ark_trainer.fileio import (
+    MAX_LINES_BYTES,
+    atomic_write_text,
+    json_line,
+    jsonl_byte_lines,
+    read_bounded,
+    read_json,
+)
 from ark_trainer.openclaw import cli
 
 
@@ -79,7 +86,7 @@ def export_session(meta: dict, agent: str | None, workdir: Path) -> Session:
     args = ["sessions", "export-trajectory", "--session-key", meta["key"], "--json"]
     args += ["--workspace", str(workdir), "--output", name] + (["--agent", agent] if agent else [])
     out = Path(cli.run_json(args, timeout=180)["outputDir"])
-    branch = json.loads((out / "session-branch.json").read_text(encoding="utf-8"))
+    branch = read_json(out / "session-branch.json")
     prompts: dict[str, str | None] = {}
     events = out / "events.jsonl"
     for event in read_jsonl_objects(events)[0] if events.is_file() else []:
@@ -102,7 +109,7 @@ def read_jsonl_objects(path: Path) -> tuple[list[dict], int]:
     that line is skipped and counted, not a crash, and the rest of the session is kept.
     """
     objects, bad = [], 0
-    for raw in jsonl_byte_lines(path.read_bytes()):
+    for raw in jsonl_byte_lines(read_bounded(path, MAX_LINES_BYTES, "a session file")):
         if not raw.strip():
             continue
         try:

@@ -14,13 +14,7 @@ import stat
 from pathlib import Path
 
 from ark_trainer.errors import UserError
-
-_KINDS = {
-    stat.S_IFIFO: "a named pipe (FIFO)",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
+from ark_trainer.fileio import MAX_LINES_BYTES, UnreadableFile, file_kind, read_bounded
 
 
 def check_data_file(path: str | Path, flag: str) -> Path:
@@ -37,7 +31,7 @@ def check_data_file(path: str | Path, flag: str) -> Path:
             f"{flag}: {str(path)!r} is a folder, not a file; give the path of a .jsonl file in it"
         )
     if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        kind = file_kind(st.st_mode)
         raise UserError(f"{flag}: {str(path)!r} is {kind}; write the data to a regular .jsonl file")
     return path
 
@@ -64,11 +58,14 @@ def _stat_problem(path: Path, exc: OSError) -> str:
 
 
 def read_data_bytes(path: Path, flag: str) -> bytes:
-    """The file's bytes; refuses UTF-16/32 (byte-order mark or NUL bytes) in one line."""
+    """The file's bytes, within :data:`MAX_LINES_BYTES` (a sparse file's size is not its content); refuses
+    UTF-16/32 (byte-order mark or NUL bytes) in one line."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, MAX_LINES_BYTES, "a data file (split it, or sample it)")
     except OSError as exc:
         raise UserError(f"{flag}: {_stat_problem(path, exc)}") from None
+    except UnreadableFile as exc:
+        raise UserError(f"{flag}: {exc}") from None
     head = data[:4096]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
         looks = "looks like UTF-16" if _utf16_like(head) else "holds NUL bytes: binary?"

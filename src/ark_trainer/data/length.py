@@ -10,11 +10,11 @@ prefix long enough to overflow the window is tokenized, so a 10 MB prompt costs 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 
 log = logging.getLogger("ark_trainer")
 
@@ -25,7 +25,7 @@ _NO_LIMIT = 1_000_000_000  # tokenizers without a limit report a huge sentinel (
 
 def model_positions(model_path: str | Path, tokenizer) -> tuple[int | None, str]:
     """(positions the model reads, where the number comes from), or (None, "") when nothing says."""
-    config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    config = read_json(Path(model_path) / "config.json")
     found = [(config[k], k) for k in _POSITION_KEYS if isinstance(config.get(k), int)]
     text_config = config.get("text_config")
     if not found and isinstance(text_config, dict):
@@ -41,8 +41,11 @@ def check_prompt_lengths(
     max_completion_length: int,
     sources: list[tuple[Path, list[dict]]],
     trust_remote_code=False,
+    tools: list[dict] | None = None,
 ) -> None:
-    """Raise :class:`UserError` listing every prompt of ``sources`` (path, rows) that overflows the window."""
+    """Raise :class:`UserError` listing every prompt of ``sources`` (path, rows) that overflows the window;
+    under ``--env`` each prompt is rendered with the environment's ``tools`` (their schemas are in every
+    prompt)."""
     from ark_trainer.models.loading import load_tokenizer
 
     try:
@@ -62,18 +65,24 @@ def check_prompt_lengths(
     reason = f"{where} {positions} - --max_completion_length {max_completion_length}"
     problems = []
     for path, rows in sources:
-        for row, (count, exact) in zip(rows, prompt_token_counts(tok, rows, window), strict=True):
+        counts = prompt_token_counts(tok, rows, window, tools)
+        for row, (count, exact) in zip(rows, counts, strict=True):
             if count > window:
                 size = f"{count} tokens" if exact else f"over {count} tokens"
+                with_tools = f" with the {len(tools)} tools of --env" if tools else ""
+                fix = "; or show fewer tools (toolFilter)" if tools else ""
                 problems.append(
-                    f"{path}:{row['_line']}: prompt: {size}, longer than the model's window of {window} tokens "
-                    f"({reason}); shorten the prompt, drop the row, or lower --max_completion_length"
+                    f"{path}:{row['_line']}: prompt: {size}{with_tools}, longer than the model's window of "
+                    f"{window} tokens ({reason}); shorten the prompt, drop the row, or lower "
+                    f"--max_completion_length{fix}"
                 )
     if problems:
         raise UserError(*problems)
 
 
-def prompt_token_counts(tokenizer, rows: list[dict], window: int) -> list[tuple[int, bool]]:
+def prompt_token_counts(
+    tokenizer, rows: list[dict], window: int, tools: list[dict] | None = None
+) -> list[tuple[int, bool]]:
     """(tokens, exact) per row; a count is a lower bound (exact False) once it is past ``window``."""
     from ark_trainer.models.prompts import render_prompt
 
@@ -83,7 +92,7 @@ def prompt_token_counts(tokenizer, rows: list[dict], window: int) -> list[tuple[
     )
     counts: list[tuple[int, bool]] = []
     for row in rows:
-        text = render_prompt(tokenizer, row["prompt"])
+        text = render_prompt(tokenizer, row["prompt"], tools)
         if len(text) <= window and len(text.encode("utf-8", "surrogatepass")) <= window:  # chars first
             counts.append((0, True))  # fewer bytes than the window: fits whatever the tokenizer does
             continue

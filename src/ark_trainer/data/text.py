@@ -41,6 +41,17 @@ def is_blank(text: str) -> bool:
     )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_safe(value: Any, limit: int = 200) -> str:
+    """``value`` as text a terminal shows as written: control characters (ESC sequences, carriage returns,
+    bidi overrides) as ``\\xNN``/``\\uNNNN`` escapes, at most ``limit`` characters (for what a file of a
+    run says, e.g. ``heartbeat.json``, printed by ``status``)."""
+    text = _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def lone_surrogate(text: str) -> int | None:
     """The position of the first lone surrogate in ``text``, or None."""
     match = _SURROGATE.search(text)

@@ -24,6 +24,7 @@ import hmac
 import json
 
 from ark_trainer.deploy.chatbody import body_problem
+from ark_trainer.runtime.system import loopback_hosts
 
 CHAT = ("POST", "/v1/chat/completions")
 ROUTES = {CHAT, ("GET", "/v1/models"), ("GET", "/health")}
@@ -64,7 +65,7 @@ class Gate:
         self.app = app
         self.auth = f"Bearer {key}".encode()
         self.origins = {f"http://{host}:{port}".encode() for host in ("127.0.0.1", "localhost")}
-        self.hosts = {f"{host}:{port}".encode() for host in ("127.0.0.1", "localhost")}
+        self.hosts = {host.encode() for host in loopback_hosts(port)}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":

@@ -15,6 +15,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.fileio import read_text_bounded
+
 TAG_FILE = ".tag"
 _MANAGERS: list[Any] = []
 
@@ -48,7 +50,7 @@ def install(recorder: Any = None, log=print, dtype_of=None) -> None:
 
     def reload(_signum, _frame) -> None:
         path = Path(TAG_FILE)
-        tag = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        tag = read_text_bounded(path).strip() if path.is_file() else ""
         unload_all()
         if dtype_of is not None:
             dtype = dtype_of()

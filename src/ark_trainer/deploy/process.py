@@ -6,11 +6,18 @@ to the model, see :mod:`ark_trainer.deploy.serve`) in its own session on 127.0.0
 (``OUT/deploy/api_key``, 0600) on every request; see :mod:`ark_trainer.deploy.gate`. Its working folder
 is ``OUT/deploy/serve``, which is how :func:`find_servers` finds it when the deploy that started it died
 before recording its pid.
+
+A server that only lives for one command (``eval --through openclaw``'s) is started with ``owner=True``: it is
+recorded in :func:`servers_dir` before it starts (its folder, and the command's pid and start time), and
+:func:`reap_orphans`, which every command runs first, stops the servers of a record whose command is gone
+(killed, interrupted while it waited), so none is left running with nothing that can stop it. A deployed
+server is meant to outlive its command and is not recorded there (``deploy --stop`` / ``--rollback``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -24,8 +31,8 @@ import urllib.request
 from pathlib import Path
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text
-from ark_trainer.runtime.system import pid_alive, port_taken
+from ark_trainer.fileio import atomic_write_text, read_json, read_text_bounded, write_json
+from ark_trainer.runtime.system import pid_alive, port_taken, process_start, same_process
 
 HOST = "127.0.0.1"
 SMOKE_SYSTEM_CHARS = 40_000
@@ -68,11 +75,17 @@ def start_server(
     reply_tokens: int,
     key_file: Path,
     extra: list[str] | None = None,
+    owner: bool = False,
 ) -> dict:
-    """Start the server on ``OUT/model``; ``extra`` flags go to it (``--record PATH --tag TAG``)."""
+    """Start the server on ``OUT/model``; ``extra`` flags go to it (``--record PATH --tag TAG``). With
+    ``owner``, the server belongs to this command: recorded first, reaped once the command is gone."""
     deploy_dir = out / "deploy"
     serve_dir = deploy_dir / "serve"
     serve_dir.mkdir(parents=True, exist_ok=True)
+    record = _owned_record(serve_dir) if owner else None
+    if record is not None:  # before the process exists: a kill between Popen and here leaves it findable
+        write_json(record, {"serve_dir": str(serve_dir.resolve()), "owner": os.getpid(),
+                            "owner_start": process_start(os.getpid()), "pid": None})  # fmt: skip
     link = serve_dir / name
     if link.is_symlink() or link.exists():
         link.unlink()
@@ -93,7 +106,52 @@ def start_server(
             env=env,
         )
     atomic_write_text(deploy_dir / "server.pid", f"{proc.pid}\n")
-    return {"pid": proc.pid, "port": port, "host": HOST, "log": str(log_path), "argv": argv}
+    if record is not None:
+        write_json(record, {**read_json(record), "pid": proc.pid})
+    return {"pid": proc.pid, "port": port, "host": HOST, "log": str(log_path), "argv": argv, "record": record}
+
+
+def servers_dir() -> Path:
+    """Where the servers owned by one command are recorded: ``$ARK_TRAINER_CACHE/servers`` or
+    ``~/.cache/ark-trainer/servers``."""
+    root = os.environ.get("ARK_TRAINER_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "ark-trainer") / "servers"
+
+
+def _owned_record(serve_dir: Path) -> Path:
+    return servers_dir() / (hashlib.sha256(str(serve_dir.resolve()).encode()).hexdigest()[:16] + ".json")
+
+
+def stop_owned(server: dict) -> None:
+    """Stop a server started with ``owner=True`` (and any other one in its folder) and drop its record."""
+    serve_dir = Path(server["log"]).parent / "serve"
+    for pid in {server["pid"], *find_servers(serve_dir)}:
+        stop_server(pid)
+    if server.get("record"):
+        Path(server["record"]).unlink(missing_ok=True)
+
+
+def reap_orphans() -> list[int]:
+    """Stop the servers whose owning command is gone; returns their pids. Cheap when none is recorded."""
+    folder, reaped = servers_dir(), []
+    try:
+        records = list(folder.glob("*.json"))
+    except OSError:
+        return []
+    for path in records:
+        try:
+            data = read_json(path, 4096)
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        if not isinstance(data, dict) or same_process(data.get("owner"), data.get("owner_start")):
+            continue  # its command still runs (or a record we cannot read: dropped above)
+        pids = set(find_servers(Path(str(data.get("serve_dir")))))
+        if isinstance(data.get("pid"), int):
+            pids.add(data["pid"])
+        reaped += [pid for pid in pids if stop_server(pid)]
+        path.unlink(missing_ok=True)
+    return reaped
 
 
 def port_in_use_error(port: int, flag: str = "--port") -> UserError:
@@ -167,7 +225,7 @@ def get_json(url: str, key: str | None = None, timeout: float = 5) -> dict:
 
 def read_key(path: str | Path | None) -> str | None:
     try:
-        return Path(path).read_text(encoding="utf-8").strip() if path else None
+        return read_text_bounded(path).strip() if path else None
     except OSError:
         return None
 

@@ -25,6 +25,8 @@ import argparse
 import os
 from pathlib import Path
 
+from ark_trainer.fileio import read_text_bounded
+
 
 def _length(value) -> int:
     """Tokens in one prompt: a [1, n] tensor (plain generate) or a list of ids (continuous batching)."""
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         "--tag", default="", help="what served the answers (a loop round), logged and recorded"
     )
     args = parser.parse_args(argv)
-    key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+    key = read_text_bounded(args.api_key_file).strip()
     if not key:
         parser.error(f"--api_key_file: {args.api_key_file} is empty")
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import json_line, jsonl_file_lines, read_json, write_json, write_jsonl
+from ark_trainer.fileio import (
+    MAX_LINES_BYTES,
+    json_line,
+    jsonl_file_lines,
+    read_json,
+    read_text_bounded,
+    write_json,
+    write_jsonl,
+)
 from ark_trainer.loop import feedback, gate, rounds, serving
 from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
@@ -253,7 +261,7 @@ class Loop:
         k = min(self.s.eval_newest, max(0, len(scored) - 1))
         train_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
         heldout = load_jsonl(self.dir / "heldout.jsonl", "heldout")
-        eval_text = (self.dir / "heldout.jsonl").read_text(encoding="utf-8")
+        eval_text = read_text_bounded(self.dir / "heldout.jsonl", MAX_LINES_BYTES)
         rounds.write_round(folder, train_rows, [])
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
         argv = rounds.train_argv(folder, model, self.flags, n)

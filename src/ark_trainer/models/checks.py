@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json, read_text_bounded
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 DTYPE_BYTES = {
@@ -53,7 +54,7 @@ def _fail(where: Path, message: str) -> UserError:
 def read_config(path: Path, flag: str, trust_remote_code: bool = False) -> dict[str, Any]:
     """``config.json`` as a dict: JSON, an object, a known ``model_type``, sizes that are whole numbers."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(path, f"unreadable ({exc}); {flag} needs a Hugging Face model folder") from None
     try:
@@ -238,7 +239,7 @@ def check_tokenizer_files(folder: Path) -> None:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json(path)
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise _fail(
                 path, f"not valid JSON ({exc}); save the tokenizer again with save_pretrained"

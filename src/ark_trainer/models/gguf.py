@@ -31,7 +31,9 @@ MAGIC = b"GGUF"
 
 
 def is_gguf_file(path: Path) -> bool:
-    """Whether ``path`` is a file that starts with the GGUF magic (False when it cannot be read)."""
+    """Whether ``path`` is a regular file that starts with the GGUF magic (False when it cannot be read)."""
+    if not path.is_file():  # a FIFO would block the open
+        return False
     try:
         with path.open("rb") as fh:
             return fh.read(4) == MAGIC
@@ -142,6 +144,18 @@ def inspect_gguf(path: str | Path, flag: str = "--model_path") -> GgufInfo:
             flag,
             p,
             f"tokenizer {tok_model!r} cannot be rebuilt (supported: {', '.join(TOKENIZER_MODELS)} with tokens)",
+        )
+    from ark_trainer.models.gguf_meta import chat_template_tokens, metadata_problems
+    from ark_trainer.models.template_check import check_chat_template
+
+    problems = metadata_problems(reader, arch, _field)
+    if problems:
+        fix = "the file is damaged or was written wrong; convert or download it again"
+        raise UserError(*(f"{flag}: {p}: {problem}; {fix}" for problem in problems))
+    template = _field(reader, "tokenizer.chat_template")
+    if isinstance(template, str):
+        check_chat_template(
+            template, f"{flag}: {p}: tokenizer.chat_template", *chat_template_tokens(reader, _field)
         )
     scalar = {
         k: _field(reader, k)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 
 QUANTS = ("f16", "q8_0")
 ARCHITECTURES = ("llama", "qwen2")  # HF model_type, and the GGUF architecture of the same name
@@ -49,7 +50,7 @@ def permute(weights, n_head: int, n_head_kv: int | None):
 
 def _config(model_dir: Path) -> dict[str, Any]:
     try:
-        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        cfg = read_json(model_dir / "config.json")
     except (OSError, ValueError) as exc:
         raise UserError(
             f"{model_dir}: no readable config.json ({exc}); export a Hugging Face model folder"
@@ -186,7 +187,7 @@ def _tokenizer(model_dir: Path, vocab_size: int, pre: str | None) -> dict[str, A
     path = model_dir / "tokenizer.json"
     if not path.is_file():
         raise UserError(f"{model_dir}: no tokenizer.json; only fast byte-level BPE tokenizers export to GGUF")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
     model = data.get("model") or {}
     byte_level = '"ByteLevel"' in json.dumps([data.get("pre_tokenizer"), data.get("decoder")])
     if model.get("type") != "BPE" or not byte_level:

@@ -11,11 +11,15 @@ The layer of media type ``application/vnd.ollama.image.model`` is the GGUF file 
 when present. ``ollama:qwen2.5:0.5b`` is ``registry.ollama.ai/library/qwen2.5/0.5b``; ``ollama:me/bot``
 is namespace ``me``, tag ``latest``; ``ollama:hf.co/user/repo:Q8_0`` names its registry. Every problem
 (no store, no manifest, a manifest without a model layer, a missing blob, a blob whose checksum is not its
-name) is one line naming the path and the fix.
+name) is one line naming the path and the fix. Every layer's digest must be ``sha256:<64 hex>``, so its
+blob is a file directly inside ``blobs/`` (a digest that is a path would copy any file the user can read into
+the run folder and the Modelfile); a text layer is read within :data:`MAX_TEXT_LAYER_BYTES` and must hash
+to its digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_bounded, read_text_bounded
 
 PREFIX = "ollama:"
 DEFAULT_REGISTRY, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
 MEDIA = "application/vnd.ollama.image."
 MODEL_MEDIA = MEDIA + "model"
 TEXT_LAYERS = ("template", "system", "params", "license")
+MAX_TEXT_LAYER_BYTES = 1_000_000  # a chat template, system prompt, parameters or licence: a few kB each
 
 
 @dataclass(frozen=True)
@@ -109,18 +115,48 @@ def find_model(text: str, flag: str = "--model_path", store: Path | None = None)
             f"{flag}: {text}: manifest {path} has no model layer ({MODEL_MEDIA}); "
             f"run `ollama pull {ref.short}` again"
         )
+    digests = [_digest(layer, path, flag, text) for layer in layers]  # every layer's, not only the model's
     digest = _digest(model[0], path, flag, text)
-    blob = store / "blobs" / f"sha256-{digest}"
+    blob = _blob(store, digest, path, flag, text)
     if not blob.is_file():
         raise UserError(f"{flag}: {text}: model blob {blob} is missing; run `ollama pull {ref.short}` again")
     texts = {}
-    for layer in layers:
+    for layer, layer_digest in zip(layers, digests, strict=True):
         kind = str(layer.get("mediaType", "")).removeprefix(MEDIA)
-        if kind in TEXT_LAYERS and isinstance(layer.get("digest"), str):
-            text_blob = store / "blobs" / layer["digest"].replace(":", "-")
-            if text_blob.is_file():
-                texts[kind] = text_blob.read_text(encoding="utf-8", errors="replace")
+        text_blob = _blob(store, layer_digest, path, flag, text)
+        if kind in TEXT_LAYERS and text_blob.exists():  # a FIFO or device: refused as it is read
+            texts[kind] = _text_layer(text_blob, layer_digest, kind, flag, text)
     return OllamaModel(ref, store, path, blob, digest, texts)
+
+
+def _blob(store: Path, digest: str, manifest: Path, flag: str, text: str) -> Path:
+    """``blobs/sha256-<digest>``, which must stay inside ``blobs/`` once links are followed."""
+    blobs = store / "blobs"
+    blob = blobs / f"sha256-{digest}"
+    if blob.exists() and blob.resolve().parent != blobs.resolve():
+        raise UserError(
+            f"{flag}: {text}: manifest {manifest}: blob {blob} links outside {blobs}; "
+            "run `ollama pull` for it again"
+        )
+    return blob
+
+
+def _text_layer(blob: Path, digest: str, kind: str, flag: str, text: str) -> str:
+    """A text layer's content, within MAX_TEXT_LAYER_BYTES and hashing to its digest."""
+    try:
+        data = read_bounded(blob, MAX_TEXT_LAYER_BYTES, f"an Ollama {kind} layer")
+    except OSError as exc:
+        raise UserError(
+            f"{flag}: {text}: {kind} layer {blob}: cannot read it ({exc.strerror or exc})"
+        ) from None
+    except UserError as exc:
+        raise UserError(f"{flag}: {text}: {kind} layer {exc}; run `ollama pull` for it again") from None
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise UserError(
+            f"{flag}: {text}: {kind} layer {blob} does not hash to its name (damaged, or not Ollama's); "
+            "run `ollama pull` for it again"
+        )
+    return data.decode("utf-8", "replace")
 
 
 def verify(model: OllamaModel, sha256: str, flag: str = "--model_path") -> None:
@@ -137,9 +173,7 @@ MAX_MANIFEST_BYTES = 1_000_000  # a manifest names a few layers
 
 def _layers(path: Path, flag: str, text: str) -> list[dict]:
     try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise ValueError(f"over {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path, MAX_MANIFEST_BYTES, "a manifest"))
     except RecursionError:  # thousands of nested brackets
         raise UserError(
             f"{flag}: {text}: manifest {path} is not valid JSON (nested too deeply); run `ollama pull` for it again"
@@ -158,8 +192,10 @@ def _digest(layer: dict, path: Path, flag: str, text: str) -> str:
     digest = str(layer.get("digest", ""))
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        kind = str(layer.get("mediaType", "")).removeprefix(MEDIA) or "a"
         raise UserError(
-            f"{flag}: {text}: manifest {path}: model layer digest {digest!r} is not sha256:<64 hex>"
+            f"{flag}: {text}: manifest {path}: {kind} layer digest {digest[:80]!r} is not sha256:<64 hex>; "
+            "run `ollama pull` for it again"
         )
     return hexpart
 

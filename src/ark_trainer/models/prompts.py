@@ -17,8 +17,11 @@ def model_prompt(messages: list[dict[str, str]], conversational: bool) -> Any:
     return "\n".join(m["content"] for m in messages) + "\n"
 
 
-def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
-    """The exact text the model is conditioned on (chat template with the generation prompt)."""
+def render_prompt(tokenizer, messages: list[dict[str, str]], tools: list[dict] | None = None) -> str:
+    """The exact text the model is conditioned on (chat template with the generation prompt; with the
+    environment's tool schemas under ``--env``)."""
     if is_conversational(tokenizer):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            messages, tools=tools or None, tokenize=False, add_generation_prompt=True
+        )
     return model_prompt(messages, False)

@@ -21,13 +21,13 @@ have other shapes.
 
 from __future__ import annotations
 
-import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -76,7 +76,7 @@ def _shards(index: Path) -> list[str]:
             raise UserError(
                 f"{index}: over {MAX_INDEX_BYTES} bytes; not an index of shards: save the model again"
             )
-        data = json.loads(index.read_text(encoding="utf-8"))
+        data = read_json(index, MAX_INDEX_BYTES)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UserError(f"{index}: not valid JSON ({_first_line(exc)}); save the model again") from None
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
@@ -106,7 +106,7 @@ def _skipped(folder: Path, config: dict) -> bool:
     if config.get("auto_map") or config.get("quantization_config"):
         return True
     try:
-        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tokenizer_config = read_json(folder / "tokenizer_config.json")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(tokenizer_config, dict) and bool(tokenizer_config.get("auto_map"))
@@ -183,7 +183,7 @@ def check_structure(folder: Path, config: dict, tensors: dict[str, dict[str, Any
 def check_tokenizer_loads(folder: Path) -> None:
     """The tokenizer loads (no remote code) and its chat template compiles, or one line naming the file."""
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = read_json(folder / "config.json")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         config = {}
     if _skipped(folder, config if isinstance(config, dict) else {}):
@@ -201,6 +201,11 @@ def check_tokenizer_loads(folder: Path) -> None:
     templates = tok.chat_template if isinstance(tok.chat_template, dict) else {"": tok.chat_template}
     for name, template in templates.items():
         if isinstance(template, str):
+            from ark_trainer.models.template_check import check_chat_template
+
+            # first in a bounded child process: compiling alone folds {{ 'x' * 10**10 }} into 10 GB
+            tokens = [t if isinstance(t, str) else "" for t in (tok.bos_token, tok.eos_token)]
+            check_chat_template(template, str(_template_file(folder, name)), *tokens)
             _check_template(folder, name, template)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_text_bounded
 from ark_trainer.nl.local_model import LocalModel, local_model
 
 DEFAULT_AGENT = "main"  # OpenClaw's agent when agents.list names no default
@@ -47,7 +48,7 @@ def _load_config() -> tuple[dict, str]:
     import json5
 
     try:
-        data = json5.loads(path.read_text(encoding="utf-8"))
+        data = json5.loads(read_text_bounded(path))
     except (OSError, ValueError) as exc:
         raise UserError(
             f"{path}: not readable as OpenClaw's config ({exc}); fix it or pass --model_path"

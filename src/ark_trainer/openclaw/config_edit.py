@@ -10,12 +10,11 @@ rename, so a reader sees the old file or the new one, never half of it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import atomic_write_text, read_text_bounded
 from ark_trainer.openclaw import cli
 
 
@@ -54,26 +53,15 @@ def json5_edit(config: Path, patch: dict) -> None:
     current = {}
     if config.is_file():
         try:
-            current = json5.loads(config.read_text(encoding="utf-8"))
+            current = json5.loads(read_text_bounded(config))
         except ValueError as exc:
             raise UserError(
                 f"deploy: {config}: not valid JSON5 ({exc}); fix it or run `openclaw doctor`"
             ) from exc
         shutil.copy2(config, config.with_name(config.name + ".ark-bak"))
     text = json.dumps(merge(current, patch), ensure_ascii=False, indent=2) + "\n"
-    config.parent.mkdir(parents=True, exist_ok=True)
     mode = config.stat().st_mode & 0o777 if config.is_file() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=f".{config.name}.", suffix=".tmp", dir=config.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, config)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(config, text, mode, follow_links=True)  # a linked config stays a link
 
 
 def validate(config: Path) -> None:
@@ -81,7 +69,7 @@ def validate(config: Path) -> None:
     if cli.find_openclaw() is None:
         import json5
 
-        json5.loads(config.read_text(encoding="utf-8"))
+        json5.loads(read_text_bounded(config))
         return
     data = cli.run_json(["config", "validate", "--json"], timeout=120, check=False)
     if not data.get("valid"):

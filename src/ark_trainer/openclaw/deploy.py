@@ -50,7 +50,14 @@ from ark_trainer.deploy.process import (
     wait_healthy,
 )
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ark_trainer.fileio import (
+    atomic_write_bytes,
+    atomic_write_text,
+    read_bounded,
+    read_json,
+    read_text_bounded,
+    write_json,
+)
 from ark_trainer.openclaw import cli, config_edit
 from ark_trainer.runtime import faults
 from ark_trainer.runtime.system import free_port, pid_alive
@@ -100,6 +107,9 @@ def _check_model_dir(model_dir: Path) -> None:
             f"deploy: {model_dir} holds no model (config.json + *.safetensors); give the --output_dir of a "
             "finished run"
         )
+    from ark_trainer.models.structure import check_tokenizer_loads
+
+    check_tokenizer_loads(model_dir)  # its chat template renders within bounds, or no server is started
 
 
 def serving_knobs(shape: str | None) -> tuple[dict, dict]:
@@ -370,7 +380,7 @@ def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
     """
     deploy_dir = out / "deploy"
     config, source = cli.config_path()
-    before = config.read_bytes() if config.is_file() else None
+    before = read_bounded(config) if config.is_file() else None
     mode = config.stat().st_mode & 0o777 if before is not None else None
     # The saved bytes live in OpenClaw's state folder (next to the config, survives deleting OUT) and,
     # for the user to see, in OUT/deploy/; both keep the config's mode (it holds provider API keys).
@@ -419,7 +429,7 @@ def _update(record: dict, **fields) -> None:
 def _patch(record: dict, key: str, smoke: dict) -> None:
     """Patch the config (validated), then mark the record deployed; restore the saved bytes on failure."""
     config = Path(record["config_path"])
-    before = Path(record["config_backup"]).read_bytes() if record["config_existed"] else None
+    before = read_bounded(record["config_backup"]) if record["config_existed"] else None
     patch = _patch_of(record, key)
     patch_file = Path(record["out"]) / "deploy" / "patch.json5"
     write_json(patch_file, patch, mode=0o600)  # it holds the key
@@ -448,7 +458,7 @@ def _patch_of(record: dict, key: str) -> dict:
 
 
 def _sha(config: Path) -> str | None:
-    return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+    return hashlib.sha256(read_bounded(config)).hexdigest() if config.is_file() else None
 
 
 def _alive(record: dict) -> bool:
@@ -465,7 +475,7 @@ def restore_config(config: Path, before: bytes | None, mode: int | None) -> None
     if before is None:
         config.unlink(missing_ok=True)
         return
-    atomic_write_bytes(config, before, mode if mode is not None else 0o600)
+    atomic_write_bytes(config, before, mode if mode is not None else 0o600, follow_links=True)
 
 
 def find_record(out: str | None) -> tuple[dict, list[dict]]:
@@ -538,7 +548,7 @@ def _ours(record: dict, config: Path) -> bool:
     try:
         import json5
 
-        provider = json5.loads(config.read_text(encoding="utf-8"))["models"]["providers"][PROVIDER]
+        provider = json5.loads(read_text_bounded(config))["models"]["providers"][PROVIDER]
         return bool(key) and provider.get("apiKey") == key
     except (OSError, ValueError, KeyError, TypeError):
         return False
@@ -555,7 +565,7 @@ def rollback(out: str | None, force: bool = False) -> dict:
     before = None
     if record["config_existed"]:
         try:
-            before = Path(record["config_backup"]).read_bytes()
+            before = read_bounded(record["config_backup"])
         except OSError as exc:
             raise UserError(
                 f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"

@@ -41,9 +41,17 @@ def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
     stage = stage or final
     if stage is None:
         raise UserError(f"eval: {out} holds no trained stage ({PLAN}); give --stage")
-    if stage == "base":
-        config = _run_config(out)
-        return stage, Path(str(config["model_path"]))
+    if stage == "base":  # a GGUF or ollama:NAME was converted into OUT/base_model: that folder is the model
+        converted = RunFolder(out).base_model_dir
+        if (converted / "config.json").is_file():
+            return stage, converted
+        folder = Path(str(_run_config(out).get("model_path")))
+        if not (folder / "config.json").is_file():
+            raise UserError(
+                f"--stage: base: no model folder at {folder} (run.yaml's model_path) nor at {converted}; "
+                "train the run again, or give a trained --stage"
+            )
+        return stage, folder
     folder = RunFolder(out).model_dir if stage == final else out / stage / "final"
     if not (folder / "config.json").is_file():
         raise UserError(
@@ -109,7 +117,7 @@ class _Server:
         self.out, self.stage, self.model_dir, self.log = out, stage, model_dir, log
         self.prompt_shape = prompt_shape
         self.fallback_reply: int | None = None  # for a model folder with no recorded answer length
-        self.pid: int | None = None
+        self.server: dict | None = None
         self.dtype = "auto"  # what the server loads the model in (deploy/precision.py)
 
     def __enter__(self) -> tuple[str, str, str, int]:
@@ -124,7 +132,11 @@ class _Server:
 
             self.dtype = serving_dtype(self.model_dir)[0]  # as deploy's server chose it, from the folder
             return f"http://{HOST}:{live['port']}/v1", key, live["name"], live["reply_tokens"]
-        return self._start()
+        try:
+            return self._start()
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: __exit__ is not called for __enter__
+            self.__exit__()
+            raise
 
     def _live(self) -> dict | None:
         from ark_trainer.openclaw.deploy import status
@@ -158,11 +170,16 @@ class _Server:
         key, port, name = secrets.token_urlsafe(24), free_port(HOST), served_name(self.out)
         key_file = folder / "deploy" / "api_key"
         atomic_write_text(key_file, key + "\n", mode=0o600)
-        server = start_server(
-            folder, name, port, window, reply_tokens, key_file,
+        self.server = server = start_server(
+            folder,
+            name,
+            port,
+            window,
+            reply_tokens,
+            key_file,
             ["--prompt_shape", self.prompt_shape, "--dtype", self.dtype],
-        )  # fmt: skip
-        self.pid = server["pid"]
+            owner=True,
+        )
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
         wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
@@ -179,10 +196,11 @@ class _Server:
         return bare or AUTO
 
     def __exit__(self, *exc) -> None:
-        from ark_trainer.deploy.process import stop_server
+        from ark_trainer.deploy.process import stop_owned
 
-        if self.pid is not None:
-            stop_server(self.pid)
+        if self.server is not None:
+            stop_owned(self.server)
+            self.server = None
 
 
 def _bare_metrics(out: Path, stage: str, rows, reward, pass_threshold: float, base_totals) -> dict | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_json
+from ark_trainer.fileio import read_json, write_json
 
 MARKER = "ARK-SHAPE-MESSAGE-5f1d"
 SHAPE_FILE = Path(__file__).with_name("openclaw_turn.json")
@@ -154,7 +154,7 @@ def load_shape(path: Path | None = None) -> dict:
         raise UserError(
             f"eval: no recorded OpenClaw request at {path}; run `ark-trainer eval --record-openclaw-shape`"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _replace(value: Any, marker: str, text: str) -> Any:

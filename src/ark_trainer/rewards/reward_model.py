@@ -7,11 +7,11 @@ two-logit model uses ``logit[1] - logit[0]`` the same way.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_json
 from ark_trainer.models.loading import check_model_dir
 from ark_trainer.rewards.contract import completion_text
 
@@ -20,7 +20,7 @@ def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
     """A model folder whose architecture is a sequence classifier (a causal LM would get a random head)."""
     p = check_model_dir(path, flag)
     try:
-        archs = json.loads((p / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+        archs = read_json(p / "config.json").get("architectures") or []
     except (OSError, ValueError, RecursionError):
         raise UserError(f"{flag}: {path!r}: config.json is not valid JSON") from None
     if archs and not any("SequenceClassification" in a for a in archs):

@@ -278,7 +278,6 @@ def check_loadable(ckpt: Path) -> None:
     stop the run with the loader's traceback (whose advice, turning the safe loader off, is never ours).
     ``mmap`` maps the tensors instead of reading them, so the check costs little even for a big optimizer.
     """
-    import json
 
     import torch
     from transformers.trainer_pt_utils import safe_globals  # the numpy types the Trainer itself allows
@@ -289,7 +288,7 @@ def check_loadable(ckpt: Path) -> None:
                 with safe_globals():
                     torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             elif path.suffix == ".json":
-                json.loads(path.read_text(encoding="utf-8"))
+                read_json(path)
         except Exception as exc:  # noqa: BLE001 - any failure means the file cannot be trusted
             raise UserError(
                 f"--resume: {path}: cannot be loaded safely ({type(exc).__name__}); delete the folder "

@@ -43,6 +43,12 @@ def same_process(pid: int | None, started: str | None) -> bool:
     return started is None or now is None or now == started
 
 
+def loopback_hosts(port: int) -> set[str]:
+    """The ``Host`` headers a server of ours on 127.0.0.1:``port`` answers: only loopback names, so a page
+    whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding) is refused (the model server, the dashboard)."""
+    return {f"{host}:{port}" for host in ("127.0.0.1", "localhost")}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` right now (the OS picks it)."""
     with socket.socket() as s:
