@@ -18,13 +18,13 @@ class Events:
         self.seen.append((kind, fields))
 
 
-def _run(monkeypatch, values, every=2, max_steps=6):
+def _run(monkeypatch, values, every=2, max_steps=6, start=None):
     """Train a one-weight "model" whose weight is its step; the held-out scores are ``values`` in turn."""
     model = torch.nn.Linear(1, 1, bias=False)
     scores = iter(values)
     monkeypatch.setattr(grpo_eval, "held_out_score", lambda *a, **k: ("task_accuracy", next(scores)))
     events = Events()
-    cb = grpo_eval.best_policy_callback([{"prompt": "p"}], None, None, every, 8, False, events)
+    cb = grpo_eval.best_policy_callback([{"prompt": "p"}], None, None, every, 8, False, events, start=start)
     state = SimpleNamespace(global_step=0, max_steps=max_steps)
     cb.on_train_begin(None, state, None, model=model)
     for step in range(1, max_steps + 1):
@@ -53,6 +53,24 @@ def test_the_last_step_stays_when_it_is_best_or_nothing_beat_the_start(monkeypat
     assert _run(monkeypatch, [0.5, 0.6, 0.7, 0.8])[0] == 6.0
     weight, events = _run(monkeypatch, [0.9, 0.6, 0.7, 0.8])  # the starting model stays the best
     assert weight == 6.0 and not any(kind == "grpo_best" for kind, _ in events)
+
+
+def test_a_starting_model_the_run_evaluated_already_is_not_decoded_again(monkeypatch, tmp_path):
+    weight, events = _run(monkeypatch, [0.6, 0.9, 0.7], start=("task_accuracy", 0.8))  # steps 2, 4, 6
+    assert weight == 4.0
+    assert [(f["step"], f["value"]) for kind, f in events if kind == "grpo_eval"] == [
+        (0, 0.8),
+        (2, 0.6),
+        (4, 0.9),
+        (6, 0.7),
+    ]
+    from ark_trainer.fileio import write_json
+
+    (tmp_path / "eval").mkdir()
+    write_json(tmp_path / "eval" / "rft.json", {"model": "/m/rft", "task_accuracy": 0.43})
+    write_json(tmp_path / "eval" / "base.json", {"model": "/m/base", "task_accuracy": 0.1})
+    assert grpo_eval.starting_score(tmp_path, "/m/rft") == ("task_accuracy", 0.43)
+    assert grpo_eval.starting_score(tmp_path, "/m/other") is None
 
 
 @pytest.mark.parametrize(("every", "max_steps", "steps"), [(3, 7, [0, 3, 6, 7]), (10, 4, [0, 4])])

@@ -83,7 +83,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         trainer_cls,
         tok,
         final_dir,
-        wrap=lambda trainer: _with_best_policy(_timed(trainer), ctx, tok, cfg),
+        wrap=lambda trainer: _with_best_policy(_timed(trainer), ctx, tok, cfg, model_in),
         model=model_in,
         reward_funcs=funcs,
         args=args,
@@ -160,16 +160,17 @@ def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     return [float(view(c).turns) for c in completions]
 
 
-def _with_best_policy(trainer, ctx: StageContext, tok, cfg: TrainConfig):
+def _with_best_policy(trainer, ctx: StageContext, tok, cfg: TrainConfig, model_in: str):
     """``trainer`` evaluating itself every ``--grpo_eval_steps`` and ending on its best step
     (``stages/grpo_eval.py``); as it is where that is off, there is no held-out set, or episodes are played."""
-    from ark_trainer.stages.grpo_eval import best_policy_callback
+    from ark_trainer.stages.grpo_eval import best_policy_callback, starting_score
 
     if cfg.grpo_eval_steps and ctx.held_out and not cfg.env:
         reward = ctx.reward  # the run's graders: the task accuracy the report shows
         callback = best_policy_callback(
-            ctx.held_out, reward, tok, cfg.grpo_eval_steps, grpo_new_tokens(cfg), ctx.rt.bf16, ctx.monitor
-        )
+            ctx.held_out, reward, tok, cfg.grpo_eval_steps, grpo_new_tokens(cfg), ctx.rt.bf16, ctx.monitor,
+            start=starting_score(ctx.out, model_in),
+        )  # fmt: skip
         trainer.add_callback(callback)
     return trainer
 

@@ -63,8 +63,26 @@ def held_out_score(
     return "grpo_reward_mean", sum(totals) / len(totals) if totals else 0.0
 
 
-def best_policy_callback(rows: list[dict], reward, tok, every: int, max_new_tokens: int, bf16: bool, monitor):
-    """A TrainerCallback evaluating every ``every`` steps and restoring the best policy at the end."""
+def starting_score(out, model_in: str) -> tuple[str, float] | None:
+    """(metric, value) of the model GRPO starts from, where the run has evaluated it already (the previous
+    stage's or the base model's ``OUT/eval/<name>.json``, whose ``model`` is ``model_in``): step 0 is not
+    decoded twice. Greedy decoding gives the same decision lines whatever the length budget."""
+    from ark_trainer.metrics import TASK_ACCURACY
+    from ark_trainer.runfolder import RunFolder
+
+    folder = RunFolder(out)
+    for name in folder.eval_names():
+        data = folder.eval(name)
+        if str(data.get("model")) == str(model_in) and isinstance(data.get(TASK_ACCURACY), int | float):
+            return TASK_ACCURACY, float(data[TASK_ACCURACY])
+    return None
+
+
+def best_policy_callback(
+    rows: list[dict], reward, tok, every: int, max_new_tokens: int, bf16: bool, monitor, start=None
+):
+    """A TrainerCallback evaluating every ``every`` steps and restoring the best policy at the end;
+    ``start``: the starting model's (metric, value) where it is known (:func:`starting_score`)."""
     from transformers import TrainerCallback
 
     class BestPolicyCallback(TrainerCallback):
@@ -72,7 +90,10 @@ def best_policy_callback(rows: list[dict], reward, tok, every: int, max_new_toke
             self.best = BestPolicy()
 
         def _evaluate(self, model, step: int) -> None:
-            name, value = held_out_score(model, tok, rows, reward, max_new_tokens, bf16)
+            if step == 0 and start is not None:
+                name, value = start
+            else:
+                name, value = held_out_score(model, tok, rows, reward, max_new_tokens, bf16)
             self.best.history.append((step, value))
             better = value > self.best.value
             monitor.event("grpo_eval", step=step, metric=name, value=round(value, 4), best=better)
