@@ -193,3 +193,60 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(model, tmp_path, cap
     [line] = refused(capsys, ["export", str(model), "-o", str(tmp_path / "out" / "m.gguf")])
     assert "No space left on device" in line and "free disk space" in line, line
     assert not any(p.name.endswith(".partial") for p in (tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("fails", ["modelfile", "record"])
+def test_a_full_disk_after_the_gguf_leaves_the_previous_export_as_it_was(
+    tmp_path, capsys, monkeypatch, fails
+):
+    """The GGUF was once put in place before the Modelfile was written: a full disk then left the new GGUF
+    with the old Modelfile, under a message saying nothing partial was left. Now all or none is replaced."""
+    import errno
+    import shutil
+
+    import ark_trainer.fileio
+    from ark_trainer.folders import claim_folder
+
+    run = claim_folder(tmp_path / "run")  # a run: export.json is one of its outputs too
+    save_tiny(run / "model", "qwen2")
+    assert main(["export", str(run)]) == 0
+    export = run / "export"
+    before = {p.name: p.read_bytes() for p in export.iterdir()}
+    assert sorted(before) == ["Modelfile", "export.json", "model-f16.gguf"]
+    shutil.rmtree(run / "model")
+    save_tiny(run / "model", "llama")  # another model: its export would differ in every file
+    real = ark_trainer.fileio.atomic_write_text
+    target = "Modelfile" if fails == "modelfile" else "export.json"
+
+    def full(path, *args, **kwargs):
+        if target in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ark_trainer.fileio, "atomic_write_text", full)
+    capsys.readouterr()
+    [line] = refused(capsys, ["export", str(run)])
+    assert "No space left on device" in line and "the previous export, if any, is unchanged" in line, line
+    assert {p.name: p.read_bytes() for p in export.iterdir()} == before
+
+
+def test_a_rename_that_fails_midway_puts_back_what_it_replaced(tmp_path, monkeypatch):
+    from ark_trainer.fileio import replace_together, staged_path
+
+    a, b = tmp_path / "a.gguf", tmp_path / "Modelfile"
+    a.write_text("old a")
+    b.write_text("old b")
+    staged_path(a).write_text("new a")
+    staged_path(b).write_text("new b")
+    real = os.replace
+
+    def fail_on_b(src, dst):
+        if Path(src) == staged_path(b):
+            raise OSError(13, "Permission denied", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_on_b)
+    with pytest.raises(OSError):
+        replace_together([a, b])
+    assert (a.read_text(), b.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Modelfile", "a.gguf"]

@@ -166,3 +166,40 @@ def yaml_error(path: str | Path, exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or "syntax error"
     return f"{path}:{mark.line + 1 if mark else 1}: not valid YAML ({problem})"
+
+
+def staged_path(path: str | Path) -> Path:
+    """Where the next version of ``path`` is written before :func:`replace_together` puts it in place."""
+    path = Path(path)
+    return path.parent / f".{path.name}.new.partial"
+
+
+def replace_together(paths: list[Path]) -> None:
+    """Put the staged version (:func:`staged_path`) of each of ``paths`` in place, all or none.
+
+    Each file was written in full beside its destination first, so only renames are left, which need no
+    disk space. A rename that still fails puts back every destination replaced so far (each old file is
+    kept under ``.NAME.old.partial`` until all are in place), and removes the staged files.
+    """
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for path in paths:
+            old = path.parent / f".{path.name}.old.partial"
+            kept = None
+            if path.exists() or path.is_symlink():
+                os.replace(path, old)
+                kept = old
+            done.append((path, kept))
+            os.replace(staged_path(path), path)
+    except BaseException:
+        for path, kept in reversed(done):
+            if kept is not None:
+                os.replace(kept, path)
+            else:
+                path.unlink(missing_ok=True)
+        for path in paths:
+            staged_path(path).unlink(missing_ok=True)
+        raise
+    for _, kept in done:
+        if kept is not None:
+            kept.unlink(missing_ok=True)

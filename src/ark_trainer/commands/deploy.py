@@ -80,6 +80,8 @@ def _cmd_deploy(args: DeployOptions) -> int:
         print(
             f"rollback: {info['config_path']}: {info['restored']}; server stopped: {info['server_stopped']}"
         )
+        if info.get("server_kept"):
+            print(f"rollback: {info['server_kept']}")
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")

@@ -13,7 +13,8 @@ new folder beside it (``NAME-gguf/``). Where it writes is checked before anythin
 (:func:`check_destination`): ``OUT/export/`` only in a run (or loop) of ours, ``-o`` a ``.gguf`` name that is
 new or a GGUF file already (never the GGUF the run was trained from), outside system folders, and a
 ``Modelfile`` only where none of the user's is. A write that fails (a full disk) is one line, and leaves no
-partial file.
+partial file: every output is written in full first and only then put in place, all together, so the
+previous export stays as it was.
 """
 
 from __future__ import annotations
@@ -202,26 +203,46 @@ def _run_source(out: Path, dest: Path) -> str | None:
 
 
 def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
-    """Export ``out``'s model as GGUF plus Modelfile; returns the record also written to export.json."""
-    from ark_trainer.fileio import atomic_write_text, write_json
-    from ark_trainer.models.gguf_export import export_gguf, modelfile
+    """Export ``out``'s model as GGUF plus Modelfile; returns the record also written to export.json.
+
+    Every output (the GGUF, the Modelfile, a run's export.json) is written in full beside its destination
+    first (:func:`~ark_trainer.fileio.staged_path`); only then are they put in place together
+    (:func:`~ark_trainer.fileio.replace_together`), so a write that fails (a full disk at any of them)
+    leaves the previous export as it was and no partial file."""
+    from ark_trainer.fileio import replace_together, staged_path
 
     out = Path(out)
     folder = model_folder(out)
     run = folder != out
     dest = check_destination(out, Path(dest) if dest else None, quant)
+    outputs = [dest, dest.parent / "Modelfile"] + ([RunFolder(out).export_dir / EXPORT_RECORD] if run else [])
+    try:
+        record = _write_staged(out, folder, dest, quant, run)
+        replace_together(outputs)
+    except BaseException:
+        for path in outputs:
+            staged_path(path).unlink(missing_ok=True)
+        raise
+    return record
+
+
+def _write_staged(out: Path, folder: Path, dest: Path, quant: str, run: bool) -> dict:
+    """The export's files, each written to its :func:`~ark_trainer.fileio.staged_path`; returns the record."""
+    from ark_trainer.fileio import atomic_write_text, staged_path, write_json
+    from ark_trainer.models.gguf_export import export_gguf, modelfile
+
     pre, template = source_hints(out) if run else (None, None)
     start = time.monotonic()
     with merged(folder) as full:
-        exported = export_gguf(full, dest, quant, pre_tokenizer=pre, name=out.name)
-    atomic_write_text(dest.parent / "Modelfile", modelfile(dest.name, exported, template))
+        exported = export_gguf(full, staged_path(dest), quant, pre_tokenizer=pre, name=out.name)
+    atomic_write_text(staged_path(dest.parent / "Modelfile"), modelfile(dest.name, exported, template))
     record = {
         "file": str(dest.resolve()),
         "format": "gguf",
         "quant": quant,
         "architecture": exported.architecture,
         "size_bytes": exported.size,
-        "sha256": _sha256(dest),
+        "sha256": _sha256(staged_path(dest)),
         "tensors": exported.tensors,
         "pre_tokenizer": exported.pre_tokenizer,
         "modelfile": str((dest.parent / "Modelfile").resolve()),
@@ -230,7 +251,7 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
     if run:
         run_folder = RunFolder(out)
         kept = [r for r in run_folder.exports() if r["file"] != record["file"]]
-        write_json(run_folder.export_dir / EXPORT_RECORD, [*kept, record])
+        write_json(staged_path(run_folder.export_dir / EXPORT_RECORD), [*kept, record])
     return record
 
 
@@ -241,7 +262,7 @@ def _cmd_export(args: ExportOptions) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         raise UserError(
             f"export: cannot write{where} ({exc.strerror or exc}); free disk space or give -o FILE.gguf "
-            "on another disk (no partial file is left)"
+            "on another disk (the previous export, if any, is unchanged; no partial file is left)"
         ) from None
     file, modelfile = Path(record["file"]), Path(record["modelfile"])
     print(

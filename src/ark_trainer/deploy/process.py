@@ -257,6 +257,21 @@ def _tail(path: str, lines: int = 8) -> str:
         return ""
 
 
+def server_said(exc: urllib.error.HTTPError) -> str:
+    """An error answer of the model server in one line: ``HTTP 400: <its error.message>`` (OpenAI's error
+    body, e.g. ``chat template failed to render: …``), else the start of the body, else urllib's reason."""
+    try:
+        raw = exc.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        raw = ""
+    try:
+        message = json.loads(raw)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = raw
+    text = " ".join(str(message).split())[:300] or str(exc.reason)
+    return f"HTTP {exc.code}: {text}"
+
+
 SMOKE_TOOLS = [
     {
         "type": "function",
@@ -305,9 +320,10 @@ def smoke_request(base_url: str, model: str, key: str, timeout: float = 300) -> 
                     text.append(delta.get("content") or "")
                     text += [json.dumps(c) for c in delta.get("tool_calls") or []]
                     finish = choice.get("finish_reason") or finish
+    except urllib.error.HTTPError as exc:
+        raise UserError(f"deploy: smoke request to {base_url} failed: {server_said(exc)}") from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        detail = exc.read().decode(errors="replace")[:300] if isinstance(exc, urllib.error.HTTPError) else ""
-        raise UserError(f"deploy: smoke request to {base_url} failed: {exc} {detail}".strip()) from exc
+        raise UserError(f"deploy: smoke request to {base_url} failed: {exc}") from exc
     if not chunks or not "".join(text) or finish is None:
         raise UserError(f"deploy: smoke request got no streamed answer ({chunks} chunks, finish {finish})")
     return {"chunks": chunks, "text": "".join(text), "finish_reason": finish}

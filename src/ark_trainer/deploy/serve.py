@@ -11,7 +11,8 @@ fitted by whole messages (:mod:`ark_trainer.deploy.fit`: the current turn, the t
 head, older turns), and the reply then gets ``reply_tokens`` whatever the client asked, because the client
 sized its request for the whole prompt. Why: OpenClaw sends a ~40k-character system prompt and refuses
 models registered below 4000 tokens of context; a small model must still see the question, without
-running positions it was never trained on. And ``<tool_call>`` blocks in the reply become OpenAI
+running positions it was never trained on. A template that fails on a request is answered with its
+reason (:mod:`ark_trainer.deploy.rendererror`), not a bare 500. And ``<tool_call>`` blocks in the reply become OpenAI
 ``tool_calls`` (:mod:`ark_trainer.deploy.toolcalls`), so OpenClaw executes them.
 
 The app is wrapped in :class:`ark_trainer.deploy.gate.Gate`: the key in ``--api_key_file`` (a file, so
@@ -63,12 +64,13 @@ def _fitting_handler(base, window: int, reply_tokens: int, shape_of=None, system
     (:mod:`ark_trainer.deploy.policy`; ``shape_of()`` reads the model folder's shape, again after a
     reload) and keeps prompts inside ``window``."""
     from ark_trainer.deploy.policy import PromptShape, apply_policy
+    from ark_trainer.deploy.rendererror import TemplateErrorAnswers, render_errors
 
     shape_of = shape_of or (lambda: PromptShape("openclaw", None, "as sent"))
 
     from ark_trainer.deploy.toolcalls import ToolCallResponses, use_own_parser
 
-    class FittingChatCompletionHandler(ToolCallResponses, base):
+    class FittingChatCompletionHandler(ToolCallResponses, TemplateErrorAnswers, base):
         _cut: tuple[int, int] | None = None
         _prompt_len: int = 0
         _said_cut = False
@@ -85,8 +87,9 @@ def _fitting_handler(base, window: int, reply_tokens: int, shape_of=None, system
 
                 def fitted(conversation, *args, **kwargs):
                     conversation, tools = apply_policy(conversation, kwargs.get("tools"), shape, system_chars)
-                    conversation, kwargs["tools"] = fitter(conversation, tools)
-                    encoded = original(conversation, *args, **kwargs)
+                    with render_errors():  # answered with the reason (TemplateErrorAnswers)
+                        conversation, kwargs["tools"] = fitter(conversation, tools)
+                        encoded = original(conversation, *args, **kwargs)
                     if fitter.last is not None:  # fitted: the client sized its reply for the whole prompt
                         self._cut = (fitter.last.total, fitter.last.budget)
                     return self._fit(encoded)

@@ -55,14 +55,14 @@ from ark_trainer.fileio import (
     atomic_write_text,
     read_bounded,
     read_json,
-    read_text_bounded,
     write_json,
 )
 from ark_trainer.openclaw import cli, config_edit
+from ark_trainer.openclaw.homes import PROVIDER, home_file, kept_running, provider
+from ark_trainer.openclaw.homes import shared_server as _find_shared
 from ark_trainer.runtime import faults
 from ark_trainer.runtime.system import free_port, pid_alive
 
-PROVIDER = "ark"
 DEPLOY_STATES = {
     "pending": "interrupted: `ark-trainer deploy --rollback` undoes it",
     "deployed": "complete",
@@ -268,24 +268,35 @@ def deploy(
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = reply_budget(out / "model", window)
     shape = shape_for(out / "model", window, prompt_shape)
-    if port:
-        check_port(port)
-    port = port or free_port(HOST)
-    key = secrets.token_urlsafe(32)
-    key_file = out / "deploy" / "api_key"
-    atomic_write_text(key_file, key + "\n", mode=0o600)
-    record = _intent(out, name, port, window, reply_tokens, agent, key_file)
     recorded = str(Path(record_to).resolve()) if record_to else None
     policy = {"prompt_shape": prompt_shape, "system_chars": system_chars, "shape": shape.shape}
-    _update(record, record_to=recorded, **policy, serve_args=_serve_args(recorded, tag, policy))
+    serve_args = _serve_args(recorded, tag, policy)
+    key_file = out / "deploy" / "api_key"
+    shared = _find_shared(out, cli.config_path()[0], port, serve_args)
+    if shared is not None:  # another OpenClaw home's deployment of OUT: its server, port and key
+        port, key = shared["port"], read_key(key_file) or ""
+    else:
+        if port:
+            check_port(port)
+        port = port or free_port(HOST)
+        key = secrets.token_urlsafe(32)
+        atomic_write_text(key_file, key + "\n", mode=0o600)
+    record = _intent(out, name, port, window, reply_tokens, agent, key_file, shared=shared is not None)
+    _update(record, record_to=recorded, **policy, serve_args=serve_args)
     faults.deploy_point("backup")
     log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
     server = None
     try:
-        server = start_server(out, name, port, window, reply_tokens, key_file, record["serve_args"])
-        faults.deploy_point("server_started")
-        _update(record, pid=server["pid"], log=server["log"])
-        wait_healthy(server, key)
+        if shared is not None:
+            live = {"pid": shared["pid"], "host": HOST, "port": port, "log": shared["log"]}
+            _update(record, pid=shared["pid"], log=shared["log"])
+            log(f"deploy: sharing the model server (pid {shared['pid']}) that serves {out} for OpenClaw config "
+                f"{shared['config_path']}; it keeps running until no OpenClaw config uses it")  # fmt: skip
+        else:
+            live = server = start_server(out, name, port, window, reply_tokens, key_file, serve_args)
+            faults.deploy_point("server_started")
+            _update(record, pid=server["pid"], log=server["log"])
+        wait_healthy(live, key)
         smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)
         log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
         faults.deploy_point("smoke")
@@ -294,7 +305,9 @@ def deploy(
         if server is not None:
             stop_server(server["pid"])
         _save_registry(_without(_load_registry(), record))
-        write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
+        home_file(out, record["config_path"]).unlink(missing_ok=True)
+        if shared is None:  # a shared server's deploy.json stays the live deployment's
+            write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
         raise
     faults.deploy_point("recorded")
     _say_policy(record, shape, log)
@@ -372,7 +385,7 @@ def swap(out: Path, tag: str = "", log=print) -> dict:
     return record
 
 
-def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
+def _intent(out, name, port, window, reply_tokens, agent, key_file, shared: bool = False) -> dict:
     """Save the config's bytes (with its mode) and a ``pending`` record, durably, before anything runs.
 
     From here on ``--rollback`` can undo whatever a crash leaves: the backup is on disk and the record
@@ -389,7 +402,8 @@ def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
     if before is not None:
         assert mode is not None  # read together with ``before`` above
         atomic_write_bytes(backup, before, mode)
-        atomic_write_bytes(deploy_dir / "openclaw.json.before", before, mode)
+        if not shared:  # a shared server's OUT copy is the first home's; this home's is the backup above
+            atomic_write_bytes(deploy_dir / "openclaw.json.before", before, mode)
     record = {
         "id": f"{stamp}-{name}-{secrets.token_hex(4)}",
         "state": "pending",
@@ -416,6 +430,7 @@ def _intent(out, name, port, window, reply_tokens, agent, key_file) -> dict:
     }
     _save_registry([*_load_registry(), record])
     write_json(deploy_dir / "deploy.json", record)
+    write_json(home_file(out, config), record)
     return record
 
 
@@ -424,6 +439,7 @@ def _update(record: dict, **fields) -> None:
     record.update(fields)
     _save_registry([record if r.get("id") == record["id"] else r for r in _load_registry()])
     write_json(Path(record["out"]) / "deploy" / "deploy.json", record)
+    write_json(home_file(record["out"], record["config_path"]), record)
 
 
 def _patch(record: dict, key: str, smoke: dict) -> None:
@@ -484,10 +500,14 @@ def find_record(out: str | None) -> tuple[dict, list[dict]]:
         target = Path(out).resolve()
         matches = [r for r in items if Path(r["out"]) == target]
         if not matches:
-            path = target / "deploy" / "deploy.json"
+            config = cli.config_path()[0]
+            path = home_file(target, config)
             if path.is_file():
                 return read_json(path), items
-            raise UserError(f"deploy: {out} has no deployment (no {path})")
+            latest = target / "deploy" / "deploy.json"  # written before per-home records
+            if latest.is_file() and read_json(latest).get("config_path") == str(config):
+                return read_json(latest), items
+            raise UserError(f"deploy: {out} has no deployment for OpenClaw config {config} (no {path})")
         return matches[-1], items
     if not items:
         raise UserError("deploy: nothing is deployed (no ark-trainer deployments in this OpenClaw state)")
@@ -519,6 +539,9 @@ def status(out: str | None) -> dict:
 
 def stop(out: str | None) -> bool:
     record, _ = find_record(out)
+    kept = kept_running(record)
+    if kept:
+        raise UserError(f"deploy --stop: {kept}")
     return _stop(record)
 
 
@@ -545,13 +568,7 @@ def _ours(record: dict, config: Path) -> bool:
     if current == record["config_sha256_before"]:
         return True
     key = read_key(record.get("api_key_file"))
-    try:
-        import json5
-
-        provider = json5.loads(read_text_bounded(config))["models"]["providers"][PROVIDER]
-        return bool(key) and provider.get("apiKey") == key
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    return bool(key) and provider(config).get("apiKey") == key
 
 
 def rollback(out: str | None, force: bool = False) -> dict:
@@ -571,12 +588,15 @@ def rollback(out: str | None, force: bool = False) -> dict:
                 f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"
             ) from exc
     restore_config(config, before, record.get("config_mode"))
-    stopped = _stop(record)
+    kept = kept_running(record)
+    stopped = False if kept else _stop(record)
     _save_registry(_without(items, record))
+    home_file(record["out"], config).unlink(missing_ok=True)
     return {
         "config_path": str(config),
         "restored": "previous bytes" if before is not None else "removed (none before)",
         "server_stopped": stopped,
+        **({"server_kept": kept} if kept else {}),
     }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -105,8 +106,15 @@ def ask(base_url: str, key: str, body: dict, timeout: float = 600) -> str:
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}", "X-Ark-Smoke": "1"},
     )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        text, calls = reply_of(resp.read(), True)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            text, calls = reply_of(resp.read(), True)
+    except urllib.error.HTTPError as exc:
+        from ark_trainer.deploy.process import server_said
+
+        raise UserError(
+            f"eval --through openclaw: the model server at {base_url} answered {server_said(exc)}"
+        ) from exc
     return "\n".join(t for t in (text, format_tool_calls(calls) if calls else "") if t)
 
 

@@ -125,7 +125,7 @@ class CompositeReward:
         )
         other.source, other.on_reject, other.rejected = self.source, self.on_reject, self.rejected
         if hasattr(self, "guard_stats"):
-            other.guard_stats = self.guard_stats
+            other.guard_stats = self.guard_stats  # type: ignore[attr-defined]  # set by runtime/guards.py
         return other
 
     def describe(self) -> dict[str, Any]:
