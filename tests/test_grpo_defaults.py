@@ -146,11 +146,16 @@ def test_grpo_steps_hold_whole_groups_of_at_least_the_prompts_asked(batch, gens,
     assert (steps, got) == expected and got >= prompts and (batch * steps) % gens == 0
 
 
-def test_prompts_come_label_by_label():
-    rows, balanced = label_balanced(_rows(60), seed=0)
-    assert balanced and len(rows) == 60
-    assert {r["label"] for r in rows[:6]} == set(TYPES)  # every window of six spans the labels
-    assert {r["label"] for r in rows[30:36]} == set(TYPES)
+def test_prompts_come_in_the_data_proportions_of_their_labels():
+    rows = [r for r in _rows(120) if r["label"] != "辱骂"] + [r for r in _rows(120) if r["label"] == "无"]
+    ordered, balanced = label_balanced(rows, seed=0)  # 无: 40 of 120 rows, the four others 20 each
+    assert balanced and sorted(map(id, ordered)) == sorted(map(id, rows))
+    for start in range(0, 120, 12):  # every window of 12 prompts holds about 4 无 and 2 of each other label
+        window = [r["label"] for r in ordered[start : start + 12]]
+        assert 3 <= window.count("无") <= 5 and all(
+            1 <= window.count(t) <= 3 for t in TYPES if t not in ("无", "辱骂")
+        )
+    assert label_balanced(rows, seed=0)[0] == ordered and label_balanced(rows, seed=1)[0] != ordered
     same, flag = label_balanced([{"question": "a"}, {"question": "b"}], seed=0)
     assert not flag and [r["question"] for r in same] == ["a", "b"]
 

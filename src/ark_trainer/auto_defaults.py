@@ -430,8 +430,9 @@ def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
     return AutoDefault(
         value,
         f"{value}: one prompt per label of the data ({len(labels)}: {', '.join(labels[:8])}"
-        f"{' ...' if len(labels) > 8 else ''}) in each optimizer step, within {lo}..{hi}, the prompts taken "
-        "label by label in turn (gradient accumulation: a step is not 2 prompts of one kind)",
+        f"{' ...' if len(labels) > 8 else ''}) in each optimizer step, within {lo}..{hi}, through gradient "
+        "accumulation; each step's prompts hold the labels in the data's proportions (stratified), not two "
+        "prompts of one kind by chance",
     )
 
 

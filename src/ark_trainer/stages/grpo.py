@@ -8,8 +8,8 @@ the share of groups with zero reward variance (``frac_reward_zero_std``), KL, en
 What it samples and is scored by is the stage's own (``auto_defaults.resolve_grpo_defaults``, in
 ``plan.json``): ``--grpo_reward_weights`` (by default the task's decision grader alone for the QC preset),
 ``--grpo_max_completion_length`` (the decision lines, not the reply's budget; a whole episode under
-``--env``) and ``--grpo_prompts_per_step`` prompts per optimizer step by gradient accumulation, taken label
-by label in turn where the data has labels (:func:`label_balanced`).
+``--env``) and ``--grpo_prompts_per_step`` prompts per optimizer step by gradient accumulation, stratified by
+label where the data has labels (:func:`label_balanced`).
 """
 
 from __future__ import annotations
@@ -109,26 +109,27 @@ def grpo_new_tokens(cfg: TrainConfig) -> int:
 
 
 def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
-    """``rows`` in label-balanced order (each label's rows shuffled, then taken one label after another, so
-    every optimizer step's prompts span the labels) and True; the rows as they are and False where the data
-    has fewer than two labels."""
+    """``rows`` in label-stratified order and True: each label's rows shuffled and spread evenly over the
+    whole order, so any run of consecutive prompts (an optimizer step's) holds the labels in the data's
+    proportions, not two prompts of one kind by chance, and GRPO optimises the task as the data (and the
+    held-out set drawn like it) weighs it. The rows as they are and False where the data has fewer than
+    two labels."""
     labels = data_labels(rows)
     if len(labels) < 2:
         return rows, False
     rng = random.Random(seed)
-    queues: dict[str, list[dict]] = {label: [] for label in labels}
+    groups: dict[str, list[dict]] = {label: [] for label in labels}
     rest: list[dict] = []
     for row in rows:
         label = row.get("label")
-        (queues[label.strip()] if isinstance(label, str) and label.strip() in queues else rest).append(row)
-    for queue in queues.values():
-        rng.shuffle(queue)
-    order: list[dict] = []
-    while any(queues.values()):
-        for label in labels:
-            if queues[label]:
-                order.append(queues[label].pop())
-    return order + rest, True
+        (groups[label.strip()] if isinstance(label, str) and label.strip() in groups else rest).append(row)
+    keyed: list[tuple[float, float, dict]] = []
+    for group in groups.values():
+        rng.shuffle(group)
+        offset = rng.random()  # where in its first slot each label starts: no label always leads
+        keyed += [((k + offset) / len(group), rng.random(), row) for k, row in enumerate(group)]
+    keyed.sort(key=lambda item: item[:2])
+    return [row for _, _, row in keyed] + rest, True
 
 
 def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> dict:
