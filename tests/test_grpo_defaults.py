@@ -162,3 +162,19 @@ def test_prompts_come_in_the_data_proportions_of_their_labels():
 
 def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero():
     assert warmup_steps(0.05, 4) == 0 and warmup_steps(0.05, 140) == 7 and warmup_steps(0.0, 100) == 0
+
+
+def test_a_real_model_evaluates_four_times_during_a_stage_long_enough_for_it():
+    from ark_trainer.auto_defaults import grpo_eval_every
+
+    cfg = _cfg()
+    assert (
+        grpo_eval_every(cfg, 40, REAL).value == 10
+        and "4 held-out evaluations" in grpo_eval_every(cfg, 40, REAL).reason
+    )
+    assert grpo_eval_every(cfg, 4, REAL).value == 0  # a short stage: the stage's own evaluation decides
+    assert (
+        grpo_eval_every(cfg, 40, TOY).value == 0
+        and grpo_eval_every(_cfg(eval_auto=False), 40, REAL).value == 0
+    )
+    assert grpo_eval_every(_cfg(env="pkg.mod:make_env"), 40, REAL).value == 0

@@ -471,7 +471,13 @@ def grpo_eval_every(cfg, steps: int, facts: ModelFacts) -> AutoDefault:
     if facts.toy or cfg.env:
         what = "an agent run (episodes)" if cfg.env else facts.why
         return AutoDefault(0, f"0 (off): the fixed default for {what}")
-    value = max(math.ceil(steps / GRPO_EVALS), 1)
+    if steps < 2 * GRPO_EVALS:
+        return AutoDefault(
+            0,
+            f"0 (off): a stage of {steps} steps; its evaluation after the stage decides which model ships "
+            "(--final_model)",
+        )
+    value = math.ceil(steps / GRPO_EVALS)
     return AutoDefault(
         value,
         f"{value}: {GRPO_EVALS} held-out evaluations over the stage's {steps} steps (decision lines only); "
