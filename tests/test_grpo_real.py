@@ -1,0 +1,84 @@
+"""GRPO learns on the real model (slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF, ``train --strategy GRPO`` with
+a regex grader, and the sampled reward of the training prompts before and after.
+
+The file comes from ``scripts/setup_models.sh`` (skipped without it, failed under ARK_REQUIRE_MODELS=1).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# "Describe a X." prompts where SmolLM2 starts its answer with "The" some of the time, not always or never
+PROMPTS = [
+    "Describe a tree.",
+    "Describe a river.",
+    "Describe a mountain.",
+    "Describe a city.",
+    "Describe a house.",
+    "Describe a cat.",
+    "Describe a car.",
+    "What is the sky like?",
+]
+PATTERN = r"^\s*The\b"  # the reward: 1 when the answer's first word is "The", else 0
+REWARDS = f"graders:\n  - name: starts_with_the\n    type: regex\n    pattern: {json.dumps(PATTERN)}\n"
+SAMPLES = 16  # answers sampled per prompt for the measurement (temperature 1.0)
+NEW_TOKENS = 2  # the first word decides the reward; two tokens tell "The" from "There"/"Theo..."
+
+
+def sampled_reward(folder) -> float:
+    """Mean reward of ``SAMPLES`` answers per prompt, sampled at temperature 1.0 with a fixed seed."""
+    import regex
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ark_trainer.generation import generate
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    chats = [[{"role": "user", "content": p}] for p in PROMPTS]
+    answers = generate(
+        model, tok, chats, num_samples=SAMPLES, temperature=1.0, max_new_tokens=NEW_TOKENS, seed=0
+    )
+    scores = [float(regex.search(PATTERN, a) is not None) for group in answers for a in group]
+    return sum(scores) / len(scores)
+
+
+def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path):
+    """Four GRPO steps (2 prompts × 4 answers of 8 tokens a step, full fine-tuning at 2e-5, no KL) raise the
+    share of answers starting with "The" on the 8 training prompts from about 0.3-0.4 to about 0.7-0.85.
+
+    Measured on the 2-core development machine (shared with a training run, nice 10), this test's settings
+    with the training seed changed: seed 0 (the test): 0.40 → 0.84 (16 answers a prompt); seed 1: before
+    0.31/0.38/0.31, after 0.75/0.81/0.80, and seed 2: before 0.31/0.38/0.31, after 0.72/0.73/0.70 (8 answers a
+    prompt, sampling seeds 0/1/2). Six steps at seed 0: 0.43 → 0.92. One measurement's sampling noise is
+    about ±0.05 (binomial, 128 answers; ±0.03 between sampling seeds above) and the rise 0.35-0.5, so a
+    rise of at least 0.2 is asserted. Wall time 3.5-5 minutes there under load (train 2-4 min), less alone.
+    """
+    from ark_trainer.cli import main
+    from model_files import smollm2_gguf
+
+    gguf = smollm2_gguf()
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"prompt": "Describe a bird."}) + "\n")  # not evaluated
+    (tmp_path / "rewards.yaml").write_text(REWARDS)
+    out = tmp_path / "OUT"
+    argv = [
+        "train", "--strategy", "GRPO", "--model_path", str(gguf), "--output_dir", str(out),
+        "--data_path", str(tmp_path / "train.jsonl"), "--eval_dataset", str(tmp_path / "eval.jsonl"),
+        "--reward_config", str(tmp_path / "rewards.yaml"), "--eval_auto", "False", "--device", "cpu",
+        "--seed", "0", "--max_train_steps", "4", "--batch_size", "8", "--num_generations", "4",
+        "--grpo_prompts_per_step", "2", "--max_completion_length", "8", "--grpo_learning_rate", "2e-5",
+        "--lora_r", "0", "--beta", "0", "--mixed_precision", "no", "--save_steps", "100", "--logging_steps", "1",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["base_model"]["kind"] == "gguf"
+    assert [(s["name"], s["steps"]) for s in plan["stages"]] == [("grpo", 4)]
+    before = sampled_reward(out / "base_model")  # the GGUF as converted: the weights GRPO started from
+    after = sampled_reward(out / "model")
+    assert 0.1 <= before <= 0.6, before  # room to learn: the base is neither always right nor always wrong
+    assert after >= before + 0.2, (before, after)
