@@ -63,20 +63,24 @@ def test_the_qc_decision_is_the_verdict_and_type_lines():
     assert qc_decision_text("我不知道") is None
 
 
-def test_qc_runs_train_grpo_on_the_verdict_alone_and_sample_only_the_decision(qc_reward):
+def test_qc_runs_train_grpo_on_the_run_reward_and_the_verdict_alone_samples_only_the_decision(qc_reward):
     chosen = resolve_grpo_defaults(_cfg(), CharTokenizer(), _rows(), qc_reward.components, REAL)
-    weights = parse_grpo_weights(chosen["grpo_reward_weights"].value, qc_reward.components)
-    assert weights == {"qc_verdict": 1, "qc_compliance": 0, "qc_satisfaction": 0, "qc_format": 0}
-    assert "qc_verdict alone" in chosen["grpo_reward_weights"].reason
+    assert (
+        chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
+        and "qc_verdict alone" in chosen["grpo_reward_weights"].reason
+    )
+    assert chosen["grpo_max_completion_length"].value == 96  # the run's graders read the reply too
+    assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
+    assert "label" in chosen["grpo_prompts_per_step"].reason
+    verdict = _cfg(grpo_reward_weights="qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0")
+    decision = resolve_grpo_defaults(verdict, CharTokenizer(), _rows(), qc_reward.components, REAL)
     longest = max(len(qc_decision_text(r["candidates"][0]) or "") for r in _rows())
-    length = chosen["grpo_max_completion_length"].value
+    length = decision["grpo_max_completion_length"].value
     assert (
         longest <= length < 96
         and length % 8 == 0
-        and "decision" in chosen["grpo_max_completion_length"].reason
+        and "decision" in decision["grpo_max_completion_length"].reason
     )
-    assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
-    assert "label" in chosen["grpo_prompts_per_step"].reason
 
 
 def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot_tell_the_decision(qc_reward):

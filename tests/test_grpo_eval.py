@@ -91,10 +91,11 @@ def test_a_grpo_run_records_its_choices_evaluates_as_it_trains_and_trains_on_its
         "--eval_dataset", str(a["eval"]), "--output_dir", str(out), "--max_train_steps", "2", "--batch_size", "4",
         "--num_generations", "2", "--max_completion_length", "6", "--logging_steps", "1", "--device", "cpu",
         "--save_steps", "0", "--seed", "7", "--grpo_eval_steps", "1", "--scale_rewards", "none",
+        "--grpo_reward_weights", "qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0",
     ]  # fmt: skip
     assert main(args) == 0
     auto = read_json(out / "plan.json")["auto_defaults"]
-    assert auto["grpo_reward_weights"]["value"].startswith("qc_verdict=1,")
+    assert "grpo_reward_weights" not in auto  # set by the flag
     assert auto["grpo_prompts_per_step"]["value"] == 2  # a toy: --batch_size / --num_generations
     assert 1 <= auto["grpo_max_completion_length"]["value"] <= 6
     events = read_jsonl(out / "events.jsonl")

@@ -359,19 +359,20 @@ def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
 
 
 def grpo_reward_choice(cfg, components: list) -> AutoDefault:
+    """The run's own weights. The task's decision grader alone (e.g. ``qc_verdict=1,qc_compliance=0,...``,
+    which also sizes the completion to the decision lines) is one flag away; measured on the QC demo it did
+    not beat the run's weights (bench/results/real_demo.md, docs/real-models.md)."""
     if cfg.env:
         return AutoDefault(RUN_WEIGHTS, "run: with --env the episode's reward is the task's decision")
     if cfg.reward_config:
         return AutoDefault(RUN_WEIGHTS, "run: your --reward_config's graders and weights")
-    first, rest = components[0], components[1:]
-    if decision_reader(first.fn) is None or first.weight <= 0 or not any(c.weight > 0 for c in rest):
-        return AutoDefault(RUN_WEIGHTS, "run: the reward has no separate decision grader to train on")
-    value = ",".join(f"{c.name}={1 if c is first else 0}" for c in components)
-    others = ", ".join(c.name for c in rest)
+    first = components[0]
+    if decision_reader(first.fn) is None:
+        return AutoDefault(RUN_WEIGHTS, "run: the run's graders and weights")
     return AutoDefault(
-        value,
-        f"{first.name} alone: the task's decision; {others} grade the reply, which RFT teaches (their small "
-        "differences would get full-size advantages in groups whose decisions all agree)",
+        RUN_WEIGHTS,
+        f"run: the run's graders and weights (on the QC demo, {first.name} alone, sampling only the decision "
+        "lines, gave the same task accuracy and cost the reply's compliance; bench/results/real_demo.md)",
     )
 
 
