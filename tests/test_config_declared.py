@@ -11,6 +11,7 @@ from ark_trainer.ranges import (
     ANY,
     BIG,
     COUNT,
+    MAX_NEW_TOKENS,
     NON_NEGATIVE,
     PORT,
     POSITIVE,
@@ -25,6 +26,9 @@ from ark_trainer.ranges import (
 BEFORE: dict[str, Range] = {
     "max_train_steps": COUNT,
     "rft_steps": ZERO_OK,
+    "grpo_max_completion_length": Range(1, MAX_NEW_TOKENS),
+    "grpo_prompts_per_step": Range(1, 1024),
+    "grpo_eval_steps": ZERO_OK,
     "grpo_learning_rate": Range(0.0, 1.0, lo_open=True),
     "rft_learning_rate": Range(0.0, 1.0, lo_open=True),
     "batch_size": COUNT,

@@ -63,8 +63,9 @@ def _bool(text: str) -> bool:
         raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}") from None
 
 
-def _number(kind: type, low: float) -> Callable[[str], Any]:
-    """argparse ``type`` for an int or float flag: at least ``low`` and finite, else a one-line usage error."""
+def _number(kind: type, low: float | None) -> Callable[[str], Any]:
+    """argparse ``type`` for an int or float flag: a number, and where ``low`` is given at least ``low`` and
+    finite, else a one-line usage error (a flag without one is range-checked by its command)."""
     import math
 
     def parse(text: str) -> Any:
@@ -74,7 +75,7 @@ def _number(kind: type, low: float) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(
                 f"expected {'a whole number' if kind is int else 'a number'}, got {text!r}"
             ) from None
-        if not math.isfinite(value) or value < low:
+        if low is not None and (not math.isfinite(value) or value < low):
             raise argparse.ArgumentTypeError(f"expected a number ≥ {low:g}, got {text}")
         return value
 
@@ -109,8 +110,8 @@ def _kwargs(f: dataclasses.Field, kind: type, given_only: bool, show_default: bo
         if not given_only:
             kw["type"] = _bool
         return kw
-    if not given_only and kind in (int, float):
-        kw["type"] = _number(kind, meta.get("low", 0))
+    if not given_only and kind in (int, float):  # bounded here where it declares a low; else the command checks
+        kw["type"] = _number(kind, meta.get("low"))
     for key in ("nargs", "metavar", *(() if given_only else ("choices",))):  # given_only: the config checks
         if key in meta:
             kw[key] = meta[key]

@@ -16,7 +16,7 @@ class DashboardOptions:
         positional=True,
         nargs="*",
     )
-    port: int = opt(8765, "port on 127.0.0.1 (default: 8765; 0 = any free)")
+    port: int = opt(8765, "port on 127.0.0.1 (default: 8765; 0 = any free)", low=0)
 
 
 def register(sub) -> None:

@@ -43,7 +43,7 @@ class DeployOptions:
         choices=("auto", "bare", "tools", "openclaw-turns", "openclaw"),
     )
     system_chars: int = opt(
-        0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)"
+        0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)", low=0
     )
     target: str = opt(
         "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"

@@ -17,7 +17,7 @@ class DoctorOptions:
     json: bool = opt(False, "machine-readable output (schema ark-trainer.doctor/1)", switch=True)
     model_path: str | None = opt(None, "size the disk check for this model")
     output_dir: str | None = opt(None, "check free disk where the run will write (default: .)")
-    save_total_limit: int = opt(2, "checkpoints kept per stage (default: 2)")
+    save_total_limit: int = opt(2, "checkpoints kept per stage (default: 2)", low=0)
 
 
 def register(sub) -> None:
