@@ -110,7 +110,10 @@ def _kwargs(f: dataclasses.Field, kind: type, given_only: bool, show_default: bo
         if not given_only:
             kw["type"] = _bool
         return kw
-    if not given_only and kind in (int, float):  # bounded here where it declares a low; else the command checks
+    if not given_only and kind in (
+        int,
+        float,
+    ):  # bounded here where it declares a low; else the command checks
         kw["type"] = _number(kind, meta.get("low"))
     for key in ("nargs", "metavar", *(() if given_only else ("choices",))):  # given_only: the config checks
         if key in meta:
