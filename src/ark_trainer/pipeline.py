@@ -114,8 +114,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
-    reward = build_reward(cfg, rows, rt.device)
-    check_reward_applies(cfg, reward, rows)
+    reward = build_reward(cfg, rows, rt.device)  # GRPO's automatic settings are chosen from it too
     cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path), reward)
     rt = with_cpu_precision(cfg, rt, auto, str(model.path))
     sources = [(Path(data_path), rows)]
@@ -123,6 +122,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
     tools = _env_tools(cfg)
     check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code, tools)
+    check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
         eval_rows = eval_rows[: cfg.max_eval_samples]
