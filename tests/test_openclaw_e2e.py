@@ -179,7 +179,9 @@ def test_a_model_that_fails_the_smoke_request_leaves_the_config_alone(openclaw, 
     config.write_text("{ gateway: { port: 19001 } }\n")
     before = config.read_bytes()
     assert main(["deploy", str(out)]) == 2
-    assert "error: deploy:" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0], err
     assert config.read_bytes() == before
-    pid = int((out / "deploy" / "server.pid").read_text())
-    assert not pid_alive(pid)
+    pid_file = out / "deploy" / "server.pid"  # refused before a server started (the model's tokenizer and
+    if pid_file.is_file():  # chat template are checked first), or its server stopped after the smoke request
+        assert not pid_alive(int(pid_file.read_text()))
