@@ -337,25 +337,15 @@ def decision_reader(fn: Any) -> Any:
 
 
 def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
-    """``--grpo_reward_weights`` as weights by name over the run's graders (``run``: theirs, unchanged)."""
-    weights = {c.name: c.weight for c in components}
+    """``--grpo_reward_weights`` as weights by name over the run's graders (``run``: theirs, unchanged);
+    the names and the all-zero case are checked as ``--reward_weights``' are (``rewards.builder.reweigh``)."""
     if spec.strip() == RUN_WEIGHTS:
-        return weights
+        return {c.name: c.weight for c in components}
     from ark_trainer.nl.weights import parse_weights
+    from ark_trainer.rewards.builder import reweigh
 
-    given = parse_weights(spec, flag="--grpo_reward_weights")
-    from ark_trainer.errors import UserError
-
-    unknown = [n for n in given if n not in weights]
-    if unknown:
-        raise UserError(
-            f"--grpo_reward_weights: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are "
-            f"{', '.join(weights)} (or 'run' for the run's own weights)"
-        )
-    weights.update(given)
-    if sum(weights.values()) <= 0:
-        raise UserError("--grpo_reward_weights: at least one reward needs a weight > 0")
-    return weights
+    flag = "--grpo_reward_weights"
+    return {c.name: c.weight for c in reweigh(components, parse_weights(spec, flag=flag), flag)}
 
 
 def grpo_reward_choice(cfg, components: list) -> AutoDefault:
