@@ -337,15 +337,25 @@ def decision_reader(fn: Any) -> Any:
 
 
 def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
-    """``--grpo_reward_weights`` as weights by name over the run's graders (``run``: theirs, unchanged);
-    the names and the all-zero case are checked as ``--reward_weights``' are (``rewards.builder.reweigh``)."""
+    """``--grpo_reward_weights`` as weights by name over the run's graders (``run``: theirs, unchanged)."""
+    weights = {c.name: c.weight for c in components}
     if spec.strip() == RUN_WEIGHTS:
-        return {c.name: c.weight for c in components}
+        return weights
     from ark_trainer.nl.weights import parse_weights
-    from ark_trainer.rewards.builder import reweigh
 
-    flag = "--grpo_reward_weights"
-    return {c.name: c.weight for c in reweigh(components, parse_weights(spec, flag=flag), flag)}
+    given = parse_weights(spec, flag="--grpo_reward_weights")
+    from ark_trainer.errors import UserError
+
+    unknown = [n for n in given if n not in weights]
+    if unknown:
+        raise UserError(
+            f"--grpo_reward_weights: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are "
+            f"{', '.join(weights)} (or 'run' for the run's own weights)"
+        )
+    weights.update(given)
+    if sum(weights.values()) <= 0:
+        raise UserError("--grpo_reward_weights: at least one reward needs a weight > 0")
+    return weights
 
 
 def grpo_reward_choice(cfg, components: list) -> AutoDefault:

@@ -86,20 +86,17 @@ def build_reward(
     return reward
 
 
-def reweigh(
-    components: Sequence[Component], weights: Mapping[str, float], flag: str = FLAG
-) -> list[Component]:
-    """Copies of ``components`` with the named weights replaced; unknown names and all-zero are errors
-    naming ``flag``."""
+def reweigh(components: Sequence[Component], weights: Mapping[str, float]) -> list[Component]:
+    """Copies of ``components`` with the named weights replaced; unknown names and all-zero are errors."""
     names = [c.name for c in components]
     unknown = [name for name in weights if name not in names]
     if unknown:
         raise UserError(
-            f"{flag}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are {', '.join(names)}"
+            f"{FLAG}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are {', '.join(names)}"
         )
     out = [replace(c, weight=float(weights.get(c.name, c.weight))) for c in components]
     if weights and sum(c.weight for c in out) <= 0:
-        raise UserError(f"{flag}: at least one reward needs a weight > 0")
+        raise UserError(f"{FLAG}: at least one reward needs a weight > 0")
     return out
 
 
