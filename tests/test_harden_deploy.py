@@ -289,3 +289,29 @@ def test_skill_names_the_states_status_prints_and_readme_lists_npm():
     assert "stalled" in named and named - {"status"} <= states, named - states
     intro = (ROOT / "README.md").read_text().split("## Two commands")[1].split("## ")[0]
     assert re.search(r"On a fresh Linux machine[^:]*`npm`", intro), intro  # the prerequisites name npm
+
+
+def test_deploy_names_the_transformers_releases_its_server_runs_on(monkeypatch):
+    """The server extends `transformers serve`'s handlers; on a release outside the tested range deploy
+    stops before anything starts, with the install command, and the pins agree with that range."""
+    import importlib.metadata
+
+    from ark_trainer.deploy import process
+    from ark_trainer.errors import UserError
+
+    real = importlib.metadata.version
+    for release, supported in [("5.24.0", True), ("5.0.1", True), ("5.25.0", False), ("4.57.1", False)]:
+        monkeypatch.setattr(
+            importlib.metadata, "version", lambda n, r=release: r if n == "transformers" else real(n)
+        )
+        if supported:
+            process.check_serving_packages()
+            continue
+        with pytest.raises(UserError) as err:
+            process.check_serving_packages()
+        assert release in str(err.value) and "transformers>=5.0,<5.25" in str(err.value)
+    monkeypatch.setattr(importlib.metadata, "version", real)
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "transformers>=5.0,<5.25" in declared
+    pinned = re.search(r"^transformers==(\d+)\.(\d+)", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pinned and (5, 0) <= (int(pinned[1]), int(pinned[2])) < (5, 25)

@@ -48,6 +48,28 @@ SERVING_PACKAGES = {
 }
 
 
+# The server extends the request handlers of `transformers serve` (deploy/serve.py); 5.25 rewrote them.
+SERVING_TRANSFORMERS = (5, 0), (5, 25)  # from, below
+
+
+def unsupported_transformers() -> str | None:
+    """The installed transformers release when the server cannot run on it, else None."""
+    import importlib.metadata
+
+    try:
+        release = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # reported as a missing library elsewhere
+    parts = tuple(int(p) for p in release.split("+")[0].split(".")[:2] if p.isdigit())
+    low, high = SERVING_TRANSFORMERS
+    return None if low <= parts < high else release
+
+
+def transformers_install_command() -> str:
+    (a, b), (c, d) = SERVING_TRANSFORMERS
+    return shlex.join([sys.executable, "-m", "pip", "install", f"transformers>={a}.{b},<{c}.{d}"])
+
+
 def missing_serving_packages() -> list[str]:
     """The serving distributions that are not installed (an install without them cannot deploy)."""
     return [dist for module, dist in SERVING_PACKAGES.items() if importlib.util.find_spec(module) is None]
@@ -64,6 +86,13 @@ def check_serving_packages() -> None:
         raise UserError(
             f"deploy: the model server needs {', '.join(missing)}, not installed in this environment; "
             f"run `{serving_install_command(missing)}`"
+        )
+    release = unsupported_transformers()
+    if release is not None:
+        (a, b), (c, d) = SERVING_TRANSFORMERS
+        raise UserError(
+            f"deploy: the model server runs on transformers {a}.{b} up to (not including) {c}.{d}, "
+            f"and {release} is installed; run `{transformers_install_command()}`"
         )
 
 

@@ -86,6 +86,8 @@ def check_serving() -> Check:
         SERVING_PACKAGES,
         missing_serving_packages,
         serving_install_command,
+        transformers_install_command,
+        unsupported_transformers,
     )
 
     missing = missing_serving_packages()
@@ -93,6 +95,12 @@ def check_serving() -> Check:
         return Check(
             "serving", "fail", "deploy cannot start: missing " + ", ".join(missing),
             f"`{serving_install_command(missing)}`",
+        )  # fmt: skip
+    release = unsupported_transformers()
+    if release is not None:
+        return Check(
+            "serving", "fail", f"deploy cannot start: transformers {release} rewrote the server it extends",
+            f"`{transformers_install_command()}`",
         )  # fmt: skip
     return Check("serving", "ok", "deploy's model server: " + ", ".join(SERVING_PACKAGES.values()))
 
