@@ -17,7 +17,7 @@ def _methods() -> list[str]:
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_every_registered_target_has_the_protocols_functions_with_its_parameters(name):
     target = get_target(name)
-    assert _methods() == ["deploy", "status", "stop", "rollback", "deploy_after_train"]
+    assert _methods() == ["deploy", "swap", "current", "status", "stop", "rollback", "deploy_after_train"]
     for method in _methods():
         want = list(inspect.signature(getattr(DeployTarget, method)).parameters)[1:]  # without self
         got = list(inspect.signature(getattr(target, method)).parameters)
@@ -28,3 +28,48 @@ def test_an_unknown_target_is_one_line_and_exit_2(capsys):
     assert main(["deploy", "--status", "--target", "nowhere"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --target: unknown deploy target 'nowhere'; known: openclaw"]
+
+
+def test_openclaw_refuses_a_client_setting_that_is_not_its_own_before_anything_runs(tmp_path):
+    from ark_trainer.errors import UserError
+    from ark_trainer.openclaw import deploy
+
+    for setting in ({"agnet": "qc"}, {"agent": "qc", "model": "x"}):
+        with pytest.raises(UserError, match="is not an OpenClaw deploy setting \\(it takes: agent\\)"):
+            deploy.deploy(tmp_path, client=setting)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_loop_and_train_reach_openclaw_through_the_target_registry():
+    """No module outside the OpenClaw target calls its deploy functions directly: the deploy command,
+    train's end-of-run deploy and the live loop all go through ``get_target``."""
+    import ast
+    from pathlib import Path
+
+    import ark_trainer
+
+    src = Path(ark_trainer.__file__).parent
+    direct = []
+    for path in src.rglob("*.py"):
+        if path.parent.name == "openclaw":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw.deploy":
+                direct += [
+                    f"{path.relative_to(src)}: {a.name}" for a in node.names if a.name in TARGET_FUNCTIONS
+                ]
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw":
+                direct += [f"{path.relative_to(src)}: deploy" for a in node.names if a.name == "deploy"]
+    assert direct == []
+
+
+TARGET_FUNCTIONS = {
+    "deploy",
+    "swap",
+    "current",
+    "status",
+    "stop",
+    "rollback",
+    "deploy_after_train",
+    "find_record",
+}

@@ -259,13 +259,14 @@ def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, m
     calls = []
 
     class Target:
-        def deploy(self, out, agent=None, port=None, log=print, record_to=None, tag="", **policy):
-            calls.append(record_to)
+        def deploy(self, out, serving, client=None, log=print):
+            calls.append((serving.record_to, client))
 
     monkeypatch.setattr(targets, "get_target", lambda name="openclaw": Target())
     assert main(["deploy", str(tmp_path)]) == 0
     assert main(["deploy", str(tmp_path), "--record", str(tmp_path / "turns.jsonl")]) == 0
-    assert calls == [None, str(tmp_path / "turns.jsonl")]
+    assert main(["deploy", str(tmp_path), "--agent", "qc"]) == 0
+    assert calls == [(None, {}), (str(tmp_path / "turns.jsonl"), {}), (None, {"agent": "qc"})]
 
 
 def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tmp_path, monkeypatch):

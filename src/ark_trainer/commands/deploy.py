@@ -64,7 +64,7 @@ def register(sub) -> None:
 
 
 def _cmd_deploy(args: DeployOptions) -> int:
-    from ark_trainer.deploy.targets import get_target
+    from ark_trainer.deploy.targets import Serving, get_target
 
     deploy = get_target(args.target)
     if args.status:
@@ -89,10 +89,10 @@ def _cmd_deploy(args: DeployOptions) -> int:
         from ark_trainer.folders import check_output_file
 
         check_output_file(args.record, "--record")  # the turns are appended: never to a file of another kind
-    deploy.deploy(
-        serving_folder(args.out), agent=args.agent, port=args.port, record_to=args.record,
-        prompt_shape=args.prompt_shape, system_chars=args.system_chars,
-    )  # fmt: skip
+    serving = Serving(
+        port=args.port, record_to=args.record, prompt_shape=args.prompt_shape, system_chars=args.system_chars
+    )
+    deploy.deploy(serving_folder(args.out), serving, client={"agent": args.agent} if args.agent else {})
     return 0
 
 

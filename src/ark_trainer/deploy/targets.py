@@ -1,6 +1,6 @@
 """Deploy targets: the clients a served model can be handed to. OpenClaw is one; a new one is a module.
 
-A target is a module (or object) with the five functions of :class:`DeployTarget`; it is registered by
+A target is a module (or object) with the functions of :class:`DeployTarget`; it is registered by
 name in :data:`TARGETS` as a module path, imported only when used. The serving itself (the OpenAI-compatible
 server, its key and gate, start/health/stop) is shared: :mod:`ark_trainer.deploy.process`. What a target
 adds is how its client is pointed at the server and pointed back: for OpenClaw, a validated config patch
@@ -16,31 +16,54 @@ package adds one with no edit here, from its plug-in's ``register_deploy_targets
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from ark_trainer.errors import UserError
 
 
+@dataclass(frozen=True)
+class Serving:
+    """How the model server serves, the same for every target: what a target is handed besides its own
+    client settings.
+
+    ``port``: on 127.0.0.1 (``None``: a free one); ``record_to``: a JSONL the server appends each exchange to,
+    scrubbed (``deploy/record.py``); ``tag`` names what serves (a loop's round) in the server's log and in each
+    recorded row; ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``)."""
+
+    port: int | None = None
+    record_to: str | Path | None = None
+    tag: str = ""
+    prompt_shape: str = "auto"
+    system_chars: int = 0
+
+
 class DeployTarget(Protocol):
-    """What ``ark-trainer deploy`` and ``train --openclaw_env True`` call on a target."""
+    """What ``ark-trainer deploy``, ``train --openclaw_env True`` and the live loop call on a target.
+
+    ``client`` holds the target's own settings (OpenClaw: ``agent``, the agent id), which the target checks:
+    nothing outside the target knows them."""
 
     def deploy(
         self,
         out: Path,
-        agent: str | None = None,
-        port: int | None = None,
+        serving: Serving | None = None,
+        client: Mapping[str, Any] | None = None,
         log: Any = print,
-        record_to: str | Path | None = None,
-        tag: str = "",
-        prompt_shape: str = "auto",
-        system_chars: int = 0,
     ) -> dict:
         """Serve ``OUT/model`` (or a model folder given as ``out``) and point the client at it; returns
-        the deployment record.
+        the deployment record."""
+        ...
 
-        ``record_to``: a JSONL the server appends each exchange to, scrubbed (``deploy/record.py``);
-        ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``)."""
+    def swap(self, out: Path, tag: str = "", log: Any = print) -> dict:
+        """Serve what ``OUT/model`` points to now on the running deployment's port, key and name (the live
+        loop's promotion and rollback); the client's settings are untouched."""
+        ...
+
+    def current(self, out: str | Path) -> dict | None:
+        """OUT's deployment record for this client, or ``None`` when OUT was never deployed to it."""
         ...
 
     def status(self, out: str | None) -> dict:

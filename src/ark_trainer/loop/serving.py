@@ -30,29 +30,33 @@ def point_model(loop: Path, model: Path) -> None:
     os.replace(tmp, link)
 
 
-def deployment_alive(loop: Path) -> bool:
-    from ark_trainer.openclaw.deploy import status
+TARGET = "openclaw"
+"""The deploy target the loop serves through (:mod:`ark_trainer.deploy.targets`): the agent whose turns it
+learns from is an OpenClaw agent."""
+
+
+def deployment_alive(loop: Path, target: str = TARGET) -> bool:
+    from ark_trainer.deploy.targets import get_target
 
     try:
-        return status(str(loop))["server"] == "healthy"
+        return get_target(target).status(str(loop))["server"] == "healthy"
     except Exception:  # noqa: BLE001 - no deployment yet, or an unreadable one: not alive
         return False
 
 
-def serve(loop: Path, round_id: int, port: int | None, agent: str | None, log=print) -> None:
+def serve(
+    loop: Path, round_id: int, port: int | None, agent: str | None, log=print, target: str = TARGET
+) -> None:
     """Serve ``LOOP/model`` as ``round_id``: a fresh deploy (recording on), or a swap of the running server."""
-    from ark_trainer.openclaw import deploy as target
+    from ark_trainer.deploy.targets import Serving, get_target
 
-    try:
-        record, _ = target.find_record(str(loop))
-    except Exception:  # noqa: BLE001 - never deployed
-        record = None
+    client = get_target(target)
+    record = client.current(loop)
     if record is not None and record.get("state") == "deployed" and record.get("pid"):
-        if tag(round_id) in (record.get("serve_args") or []) and deployment_alive(loop):
+        if tag(round_id) in (record.get("serve_args") or []) and deployment_alive(loop, target):
             log(f"loop: the server (pid {record['pid']}) already serves {tag(round_id)}")
             return  # a restarted supervisor: the agent sees nothing
-        target.swap(loop, tag(round_id), log=log)
+        client.swap(loop, tag(round_id), log=log)
         return
-    target.deploy(
-        Path(loop), agent=agent, port=port, log=log, record_to=Path(loop) / TURNS, tag=tag(round_id)
-    )
+    serving = Serving(port=port, record_to=Path(loop) / TURNS, tag=tag(round_id))
+    client.deploy(Path(loop), serving, client={"agent": agent} if agent else {}, log=log)

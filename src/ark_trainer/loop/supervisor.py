@@ -422,8 +422,10 @@ def _through_supervisor(folder: Path, n: int, pid: int, started: str | None, tim
 
 def stop_loop(folder: Path) -> str:
     """``loop --stop``: SIGTERM the supervisor (it stops a round in training), stop the model server."""
-    from ark_trainer.openclaw.deploy import stop
+    from ark_trainer.deploy.targets import get_target
+    from ark_trainer.loop.serving import TARGET
 
+    stop = get_target(TARGET).stop
     folder = Path(folder).resolve()
     state = load_state(folder)
     if state is None:

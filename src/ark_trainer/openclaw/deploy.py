@@ -32,6 +32,7 @@ import secrets
 import signal
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from ark_trainer.deploy.process import (
     stop_server,
     wait_healthy,
 )
+from ark_trainer.deploy.targets import Serving
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import (
     atomic_write_bytes,
@@ -242,27 +244,38 @@ def deploy_folder(spec: str | Path) -> Path:
     return out
 
 
+CLIENT_SETTINGS = ("agent",)
+"""OpenClaw's own deploy settings (``client`` of :meth:`DeployTarget.deploy`): ``agent``, the agent id whose
+model it becomes (``None``: every agent, ``agents.defaults``)."""
+
+
+def client_settings(client: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The OpenClaw settings of a deploy, refused in one line when one is not OpenClaw's."""
+    client = dict(client or {})
+    unknown = sorted(set(client) - set(CLIENT_SETTINGS))
+    if unknown:
+        raise UserError(
+            f"deploy: {', '.join(unknown)} is not an OpenClaw deploy setting (it takes: {', '.join(CLIENT_SETTINGS)})"
+        )
+    return client
+
+
 def deploy(
-    out: Path,
-    agent: str | None = None,
-    port: int | None = None,
-    log=print,
-    record_to: str | Path | None = None,
-    tag: str = "",
-    prompt_shape: str = "auto",
-    system_chars: int = 0,
+    out: Path, serving: Serving | None = None, client: Mapping[str, Any] | None = None, log=print
 ) -> dict:
     """Serve, smoke-test, patch, record; a crash at any point leaves a record ``--rollback`` undoes.
 
-    ``out``: a run folder (serves ``OUT/model``) or a model folder (:func:`deploy_folder`).
-    ``record_to``: the server appends every exchange, scrubbed, to that JSONL (:mod:`ark_trainer.deploy.record`);
-    ``tag`` names what serves (a loop's round) in the server's log and in each recorded row;
-    ``prompt_shape`` (``auto``: the model's own) chooses the serving policy (:mod:`ark_trainer.deploy.policy`)
-    and OpenClaw's knobs that go with it; ``system_chars``: how much of OpenClaw's system prompt a model
-    trained on bare prompts is shown.
+    ``out``: a run folder (serves ``OUT/model``) or a model folder (:func:`deploy_folder`). ``serving``
+    (:class:`ark_trainer.deploy.targets.Serving`): port, recording, tag and the serving policy, whose
+    ``prompt_shape`` (``auto``: the model's own) also sets OpenClaw's knobs that go with it
+    (:mod:`ark_trainer.deploy.policy`). ``client``: OpenClaw's own settings (:data:`CLIENT_SETTINGS`).
     """
     from ark_trainer.deploy.policy import reply_budget, shape_for
 
+    serving = serving or Serving()
+    agent = client_settings(client).get("agent")
+    port, record_to, tag = serving.port, serving.record_to, serving.tag
+    prompt_shape, system_chars = serving.prompt_shape, serving.system_chars
     out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
@@ -512,6 +525,14 @@ def find_record(out: str | None) -> tuple[dict, list[dict]]:
     if not items:
         raise UserError("deploy: nothing is deployed (no ark-trainer deployments in this OpenClaw state)")
     return items[-1], items
+
+
+def current(out: str | Path) -> dict | None:
+    """OUT's deployment record for this OpenClaw home, or ``None`` when OUT was never deployed here."""
+    try:
+        return find_record(str(out))[0]
+    except UserError:
+        return None
 
 
 def status(out: str | None) -> dict:

@@ -8,15 +8,30 @@ from pathlib import Path
 RECORD = "toyfile.json"
 
 
-def deploy(
-    out, agent=None, port=None, log=print, record_to=None, tag="", prompt_shape="auto", system_chars=0
-):
+def deploy(out, serving=None, client=None, log=print):
     out = Path(out)
     model = out / "model" if (out / "model").is_dir() else out
-    record = {"model": str(model), "files": sorted(p.name for p in model.iterdir()), "agent": agent}
+    files = sorted(p.name for p in model.iterdir())
+    record = {
+        "model": str(model),
+        "files": files,
+        "agent": (client or {}).get("agent"),
+        "tag": serving and serving.tag,
+    }
     (out / RECORD).write_text(json.dumps(record), encoding="utf-8")
     log(f"toyfile: {out / RECORD} points at {model}")
     return record
+
+
+def swap(out, tag="", log=print):
+    record = {**(current(out) or {}), "tag": tag}
+    (Path(out) / RECORD).write_text(json.dumps(record), encoding="utf-8")
+    return record
+
+
+def current(out):
+    path = Path(out) / RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def status(out):
