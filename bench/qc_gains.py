@@ -167,7 +167,7 @@ def render(results: list[dict], command: str, seconds: float) -> str:
         f"Command: `{command}`",
         "",
         "What this shows and what it doesn't: the data and the 0.2M-parameter base model are synthetic and "
-        "tiny (see README, 'The demo and its base model'); the numbers show that the pipeline's rewards "
+        "tiny (see docs/getting-started.md, 'The demo and its base model'); the numbers show that the pipeline's rewards "
         "move such a model, not how a real model would fare on real dialogues.",
         "",
     ]
