@@ -348,7 +348,7 @@ def test_without_an_accelerate_optimizer_a_bad_step_drops_the_gradients(tmp_path
 
 
 def test_a_long_list_of_bad_steps_is_cut_in_the_report():
-    from ark_trainer.report_incidents import MAX_ROWS, bad_step_blocks
+    from ark_trainer.report.incidents import MAX_ROWS, bad_step_blocks
 
     bad = [
         {"event": "bad_step", "stage": "grpo", "step": i, "what": "the loss", "precision": "fp32"}

@@ -336,7 +336,7 @@ def parity_files(out: Path) -> list[dict]:
 
 def parity_blocks(out: Path) -> list:
     """The report's "Through OpenClaw" section: per evaluated stage, bare vs through OpenClaw and the gap."""
-    from ark_trainer.render import Heading, Para, Table
+    from ark_trainer.report.render import Heading, Para, Table
 
     results = parity_files(out)
     if not results:

@@ -219,8 +219,8 @@ class GRPOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
-        from ark_trainer.render import Heading, Para, Table
         from ark_trainer.report import mean, num, short
+        from ark_trainer.report.render import Heading, Para, Table
 
         logs = run.metrics(self.name)
         if not logs:
