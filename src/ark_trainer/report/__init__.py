@@ -90,7 +90,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     final = final_model_blocks(run_dir, run.evals, dict(models()))  # which model ships, and why
     top = report_blocks(run_dir, [*final, *glance])  # a no_improvement alert, those, then the Diagnosis
-    from ark_trainer.openclaw.parity import parity_blocks
+    from ark_trainer.report.parity import parity_blocks
 
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
     blocks = [

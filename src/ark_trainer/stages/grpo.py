@@ -156,7 +156,7 @@ def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> di
 
 def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     """Assistant turns of each episode (a metric: weight 0)."""
-    from ark_trainer.agent.episode import view
+    from ark_trainer.chat.episode import view
 
     return [float(view(c).turns) for c in completions]
 
