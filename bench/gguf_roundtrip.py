@@ -83,8 +83,8 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ark_trainer.export.gguf import export_gguf
     from ark_trainer.models.gguf import file_sha256, inspect_gguf
-    from ark_trainer.models.gguf_export import export_gguf
     from ark_trainer.models.source import resolve_model
 
     parser = argparse.ArgumentParser()

@@ -63,7 +63,7 @@ def main() -> int:
 
     tc.CallbackHandler.call_event = call_event
 
-    import ark_trainer.runtime.guards as guards
+    import ark_trainer.rewards.guards as guards
 
     original = guards._call_with_timeout
 

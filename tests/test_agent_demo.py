@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, parse_tool_calls
+from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.demo import agent_data, agent_env
 from ark_trainer.demo.agent_data import Flaws, generate_tasks, gold_trajectories, play
 from ark_trainer.demo.agent_env import CustomerServiceEnv, make_env
@@ -240,7 +241,7 @@ def test_assistant_mask_covers_the_assistant_turns_only(tiny_agent_model):
 def test_check_loop_plays_episodes_with_the_model(tiny_agent_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.agent.toolcall import format_tool_calls
+    from ark_trainer.chat.toolcall import format_tool_calls
     from ark_trainer.demo import agent_check
 
     model = AutoModelForCausalLM.from_pretrained(tiny_agent_model)

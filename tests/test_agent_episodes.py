@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.agent.env import Limits, ToolEnv, limited_env_class, load_env
-from ark_trainer.agent.episode import view
 from ark_trainer.agent.rollout import start, step
+from ark_trainer.chat.episode import view
 from ark_trainer.errors import UserError
 from ark_trainer.metrics import agent_metrics
 

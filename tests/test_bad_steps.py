@@ -315,6 +315,7 @@ def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatc
 
 def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
     """A child killed every time wrote no error of its own: the supervisor's verdict is the cause."""
+    from ark_trainer.report import build_report
     from ark_trainer.runtime.monitor import Monitor
     from ark_trainer.runtime.supervisor import _give_up
 
@@ -324,7 +325,7 @@ def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
     monitor.event("stage_start", stage="eval_base")
     monitor.event("stage_end", stage="eval_base", status="ok", seconds=1)
     monitor.event("stage_start", stage="grpo")  # then SIGKILL: no stage_end, no run_end
-    _give_up(tmp_path, "--auto_resume 1: the run failed every time; see events.jsonl")
+    _give_up(tmp_path, "--auto_resume 1: the run failed every time; see events.jsonl", build_report)
     md = (tmp_path / "report.md").read_text()
     assert "Stopped in stage grpo: --auto_resume 1: the run failed every time" in md
     assert "Finished before it: eval_base" in md
@@ -348,7 +349,7 @@ def test_without_an_accelerate_optimizer_a_bad_step_drops_the_gradients(tmp_path
 
 
 def test_a_long_list_of_bad_steps_is_cut_in_the_report():
-    from ark_trainer.report_incidents import MAX_ROWS, bad_step_blocks
+    from ark_trainer.report.incidents import MAX_ROWS, bad_step_blocks
 
     bad = [
         {"event": "bad_step", "stage": "grpo", "step": i, "what": "the loss", "precision": "fp32"}

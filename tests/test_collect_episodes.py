@@ -3,7 +3,8 @@ format, tool results as ``tool`` turns, and the loss on the assistant turn only.
 
 from __future__ import annotations
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, parse_tool_calls
+from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.data.collect import Session, session_rows
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.scrub import Scrubber

@@ -1,12 +1,12 @@
-"""The report at a glance (ark_trainer/glance.py): on the fake run folder of tests/test_report.py."""
+"""The report at a glance (ark_trainer/report/glance.py): on the fake run folder of tests/test_report.py."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ark_trainer.glance import changes, page_lang, reward_range
 from ark_trainer.report import build_report
+from ark_trainer.report.glance import changes, page_lang, reward_range
 from test_report import make_run
 
 

@@ -6,7 +6,8 @@ import time
 
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.rewards.composite import Component, CompositeReward
-from ark_trainer.runtime.guards import attach_monitor, guard_callbacks, guard_reward
+from ark_trainer.rewards.guards import attach_monitor, guard_reward
+from ark_trainer.runtime.guards import guard_callbacks
 from ark_trainer.runtime.monitor import Monitor
 
 
@@ -86,7 +87,7 @@ def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
 
 
 def test_skipped_samples_are_summed_up_in_one_warning_per_reward(tmp_path):
-    from ark_trainer.runtime.guards import warn_skipped
+    from ark_trainer.rewards.guards import warn_skipped
 
     reward, _ = make_reward(tmp_path)
     reward.score(["p"] * 2, ["boom", "ok"])

@@ -217,7 +217,7 @@ def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_judge_cache_and_glance_prompts(tmp_path, sep):
-    from ark_trainer.glance import _prompts
+    from ark_trainer.report.glance import _prompts
     from ark_trainer.rewards.llm_judge import _Cache
 
     write_raw(tmp_path / "cache.jsonl", [{"key": f"k{i}", "reply": f"r{sep}{i}"} for i in range(3)])

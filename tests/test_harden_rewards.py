@@ -267,7 +267,7 @@ def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
 def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(tmp_path):
     from ark_trainer.config import TrainConfig
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.runtime.guards import attach_monitor
+    from ark_trainer.rewards.guards import attach_monitor
     from ark_trainer.runtime.monitor import Monitor
 
     cfg = TrainConfig(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)

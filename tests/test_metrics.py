@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from ark_trainer.metrics import AGENT_METRICS, HEADLINE, agent_metrics, compute_metrics, preference, share
-from ark_trainer.rewards.contract import TOTAL
+from ark_trainer.metrics import (
+    AGENT_METRICS,
+    HEADLINE,
+    TOTAL,
+    agent_metrics,
+    compute_metrics,
+    preference,
+    share,
+)
 
 
 def test_an_evaluation_has_the_headline_metrics():

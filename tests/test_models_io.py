@@ -71,7 +71,7 @@ def test_f16_export_reloads_with_the_same_greedy_answers_and_tokenizer(files, ar
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_q8_0_export_is_within_the_documented_tolerance(files, tmp_path, arch):
-    from ark_trainer.models.gguf_export import export_gguf
+    from ark_trainer.export.gguf import export_gguf
 
     folder, f16 = files[arch]
     q8 = export_gguf(folder, tmp_path / "q8.gguf", "q8_0")
@@ -372,7 +372,7 @@ def test_export_refuses_an_architecture_it_cannot_write(tmp_path, capsys):
 
 
 def test_modelfile_keeps_an_ollama_template_and_leaves_other_jinja_to_ollama(tmp_path):
-    from ark_trainer.models.gguf_export import ExportedGguf, modelfile
+    from ark_trainer.export.gguf import ExportedGguf, modelfile
 
     def made(template: str | None) -> ExportedGguf:
         return ExportedGguf(tmp_path / "m.gguf", "llama", "f16", 1, 1, None, "</s>", template)

@@ -18,7 +18,7 @@ from ark_trainer.config import resolve_config
 from ark_trainer.errors import UserError
 from ark_trainer.nl.parse import batch_for_memory, parse_request
 from ark_trainer.nl.plan import plan_request
-from ark_trainer.nl.weights import parse_weights
+from ark_trainer.ranges import parse_weights
 
 PATHS = {"model_path": "models/base", "data_path": "data/train.jsonl"}
 QC_AGENT = "客服质检_agent_training"

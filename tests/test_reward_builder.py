@@ -229,7 +229,7 @@ def qc_rows(tmp_path):
 def test_build_reward_takes_weights_rm_guards_and_monitor_at_once(tmp_path):
     from ark_trainer.config import TrainConfig
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.runtime.guards import GuardedReward
+    from ark_trainer.rewards.guards import GuardedReward
     from ark_trainer.runtime.monitor import Monitor
 
     rm = save_tiny_qwen(tmp_path / "rm", "Qwen2ForSequenceClassification", num_labels=1)

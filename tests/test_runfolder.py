@@ -98,8 +98,8 @@ def test_the_plan_carries_its_schema_and_resume_refuses_what_it_cannot_read(tmp_
 def test_the_reports_other_files_are_read_through_the_run_folder_too(tmp_path):
     """Serving parity (``eval/<stage>-openclaw.json``) and the exports (``export/export.json``): a torn file
     leaves its part of the report out instead of stopping the report."""
-    from ark_trainer.openclaw.parity import parity_files
-    from ark_trainer.report_model import serve_blocks
+    from ark_trainer.report.model import serve_blocks
+    from ark_trainer.report.parity import parity_files
 
     folder = RunFolder(tmp_path)
     folder.eval_dir.mkdir()

@@ -190,8 +190,8 @@ def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
 
 def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
     from ark_trainer.fileio import write_json
-    from ark_trainer.openclaw.parity import parity_blocks, parity_files
-    from ark_trainer.render import Table, to_markdown
+    from ark_trainer.report.parity import parity_blocks, parity_files
+    from ark_trainer.report.render import Table, to_markdown
 
     bare = {"n": 2, "task_accuracy": 1.0, "pass_rate": 1.0, "reward_mean": 0.9}
     result = {**bare, "name": "grpo-openclaw", "bare": bare, "gap": gap(bare, bare)}

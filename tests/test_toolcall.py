@@ -1,11 +1,7 @@
 """The shared <tool_call> text format: template rendering, parsing, TRL's parser agreeing with ours."""
 
-from ark_trainer.agent.toolcall import (
-    AGENT_CHAT_TEMPLATE,
-    attach_response_parser,
-    format_tool_calls,
-    parse_tool_calls,
-)
+from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, attach_response_parser
+from ark_trainer.chat.toolcall import format_tool_calls, parse_tool_calls
 
 
 def lookup_order(order_id: str) -> str:

@@ -341,7 +341,7 @@ def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
     weights = {c.name: c.weight for c in components}
     if spec.strip() == RUN_WEIGHTS:
         return weights
-    from ark_trainer.nl.weights import parse_weights
+    from ark_trainer.ranges import parse_weights
 
     given = parse_weights(spec, flag="--grpo_reward_weights")
     from ark_trainer.errors import UserError

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ark_trainer.rewards.contract import TOTAL
-
 if TYPE_CHECKING:
-    from ark_trainer.agent.episode import EpisodeView
+    from ark_trainer.chat.episode import EpisodeView
 
+TOTAL = "total"  # the composite reward's name among its components' scores
 REWARD_MEAN = "reward_mean"
 PASS_RATE = "pass_rate"
 TASK_ACCURACY = "task_accuracy"

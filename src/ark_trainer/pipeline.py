@@ -311,9 +311,10 @@ def write_run_files(p: Prepared) -> None:
 def run_train(cfg: TrainConfig) -> Path:
     """Run the whole pipeline; returns the run directory."""
     if cfg.auto_resume > 0:
+        from ark_trainer.report import build_report
         from ark_trainer.runtime.supervisor import supervise
 
-        return supervise(cfg)
+        return supervise(cfg, build_report)
     p = prepare(cfg)
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.runlock import RunLock
@@ -351,7 +352,7 @@ def _run_prepared(p: Prepared) -> Path:
     ranks.monitor = monitor
     monitor.start(task_name=cfg.task_name, strategy=p.plan.strategy, resume=cfg.resume)
     from ark_trainer.diagnose.run_end import after_run, may_deploy
-    from ark_trainer.runtime.guards import attach_monitor, warn_skipped
+    from ark_trainer.rewards.guards import attach_monitor, warn_skipped
     from ark_trainer.runtime.watchdog import Watchdog
     from ark_trainer.scale import scale_summary
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ark_trainer.errors import UserError
+
 BIG = 2**31 - 1  # counts beyond this overflow the engines' int32 step/size fields
 
 
@@ -80,3 +82,27 @@ def range_problems(values: dict[str, Any], ranges: Mapping[str, Range]) -> list[
             continue
         problems.append(f"--{name}: {rng.why or 'must be ' + rng.text()}, got {value}")
     return problems
+
+
+WEIGHTS_FLAG = "--reward_weights"
+
+
+def parse_weights(text: str, flag: str = WEIGHTS_FLAG) -> dict[str, float]:
+    """``"a=1,b=0.5"`` → ``{"a": 1.0, "b": 0.5}``; a malformed item is a one-line UserError naming ``flag``."""
+    weights: dict[str, float] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = -1.0
+        if not sep or not name or not 0 <= weight <= MAX_WEIGHT:  # nan and inf fail this too
+            raise UserError(
+                f"{flag}: {item!r}: expected name=weight with a weight in [0, {MAX_WEIGHT:g}], e.g. qc_compliance=1"
+            )
+        weights[name] = weight
+    return weights

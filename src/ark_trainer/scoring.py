@@ -38,9 +38,9 @@ from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.rewards.composite import TOTAL, Component, CompositeReward, reward_columns
 from ark_trainer.rewards.contract import SCORE_LIMIT
 from ark_trainer.rewards.graders import failures
+from ark_trainer.rewards.guards import Skips, unguarded
 from ark_trainer.rewards.registry import get_reward
 from ark_trainer.runtime.distributed import ranks
-from ark_trainer.runtime.guards import Skips, unguarded
 from ark_trainer.runtime.monitor import Monitor
 
 log = logging.getLogger("ark_trainer")

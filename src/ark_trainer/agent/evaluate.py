@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ark_trainer.agent.episode import view
 from ark_trainer.agent.report import trace
 from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
+from ark_trainer.chat.episode import view
 from ark_trainer.metrics import N_EXAMPLES, PREFERENCE_ALIGNMENT, agent_metrics, compute_metrics
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.scoring import metric_scores

@@ -76,7 +76,7 @@ def summary(episode: dict[str, Any]) -> str:
 
 def episode_blocks(run, final: tuple[str, str] | None) -> list:
     """Before/after transcripts of the first held-out tasks; nothing for a run without episodes."""
-    from ark_trainer.render import Code, Heading, Para
+    from ark_trainer.report.render import Code, Heading, Para
 
     base = run.evals.get("base", {}).get("episodes") or []
     after = run.evals.get(final[0], {}).get("episodes") if final else None

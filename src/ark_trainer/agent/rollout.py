@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ark_trainer.agent.env import Limits, ToolEnv
-from ark_trainer.agent.toolcall import TOOL_CALL_RE, format_tool_calls, parse_tool_calls
+from ark_trainer.chat.toolcall import TOOL_CALL_RE, format_tool_calls, parse_tool_calls
 from ark_trainer.rewards.composite import reward_columns
 
 # Episodes per ``generate`` call on CPU. Each turn of an episode is short, so a small model's decoding is bound

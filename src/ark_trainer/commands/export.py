@@ -119,7 +119,7 @@ OURS_IN_EXPORT = re.compile(r"model-[\w.]+\.gguf|Modelfile|export\.json|\..*\.pa
 
 
 def _our_modelfile(path: Path) -> bool:
-    from ark_trainer.models.gguf_export import MODELFILE_HEAD
+    from ark_trainer.export.gguf import MODELFILE_HEAD
 
     if not path.is_file():  # a FIFO would block the open
         return False
@@ -228,8 +228,8 @@ def export_run(out: Path, quant: str = "f16", dest: Path | None = None) -> dict:
 
 def _write_staged(out: Path, folder: Path, dest: Path, quant: str, run: bool) -> dict:
     """The export's files, each written to its :func:`~ark_trainer.fileio.staged_path`; returns the record."""
+    from ark_trainer.export.gguf import export_gguf, modelfile
     from ark_trainer.fileio import atomic_write_text, staged_path, write_json
-    from ark_trainer.models.gguf_export import export_gguf, modelfile
 
     pre, template = source_hints(out) if run else (None, None)
     start = time.monotonic()

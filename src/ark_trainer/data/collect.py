@@ -187,7 +187,7 @@ def _assistant(content) -> tuple[str, list[dict]]:
     the content, then each call as a ``<tool_call>`` block (:func:`ark_trainer.agent.toolcall.format_tool_calls`),
     so a row trains the model to write exactly what the model server parses back into ``tool_calls``.
     """
-    from ark_trainer.agent.toolcall import format_tool_calls
+    from ark_trainer.chat.toolcall import format_tool_calls
 
     if isinstance(content, str):
         return content, []

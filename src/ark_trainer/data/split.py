@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ark_trainer.rewards.qc import normalize_label
+from ark_trainer.data.labels import normalize_label
 
 
 def prompt_key(row: dict[str, Any]) -> str:

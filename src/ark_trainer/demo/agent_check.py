@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.agent.toolcall import parse_tool_calls
+from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.demo.agent_data import env_tools
 from ark_trainer.demo.agent_env import CustomerServiceEnv, make_env, tool_names
 

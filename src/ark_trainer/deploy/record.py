@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.agent.toolcall import format_tool_calls
+from ark_trainer.chat.toolcall import format_tool_calls
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.data.text import is_blank, replace_lone_surrogates
 from ark_trainer.fileio import json_line

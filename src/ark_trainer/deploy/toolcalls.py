@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.agent.toolcall import format_tool_calls, parse_tool_calls
+from ark_trainer.chat.toolcall import format_tool_calls, parse_tool_calls
 
 OPEN = "<tool_call>"
 _PROBE = "ark_probe_tool"

@@ -56,7 +56,7 @@ def may_deploy(result: dict[str, Any] | None, deploy_if_not_better: bool) -> boo
 
 def report_blocks(run_dir: Path, middle: list | tuple = ()) -> list:
     """The report's diagnosis: a top alert per :data:`TOP_CODES` finding, ``middle``, the Diagnosis section."""
-    from ark_trainer.render import Heading, Para, Table
+    from ark_trainer.report.render import Heading, Para, Table
 
     try:
         findings = diagnose(run_dir)["findings"]

@@ -218,7 +218,7 @@ def plan_request(
     reward = _run_reward(cfg.flag_items()) if llm_base_url or reward is None else reward
     reward = None if notes else reward
     if reward is not None:
-        from ark_trainer.nl.weights import parse_weights
+        from ark_trainer.ranges import parse_weights
         from ark_trainer.rewards.builder import reweigh
 
         reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run

@@ -28,11 +28,10 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, read_json, write_json
-from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_SUCCESS
+from ark_trainer.report.parity import METRICS, fmt_metric
 from ark_trainer.runfolder import PLAN, RUN_CONFIG, RunFolder
 
 # answers to single requests (an agent run's episodes are not asked through OpenClaw: no task_success)
-METRICS = (*(m for m in MAIN if m != TASK_SUCCESS), COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
 
 
 def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
@@ -98,7 +97,7 @@ def openclaw_messages(shape: dict, prompt: list[dict], model: str) -> dict:
 
 def ask(base_url: str, key: str, body: dict, timeout: float = 600) -> str:
     """The streamed answer's text, tool calls as their ``<tool_call>`` text (what the model wrote)."""
-    from ark_trainer.agent.toolcall import format_tool_calls
+    from ark_trainer.chat.toolcall import format_tool_calls
     from ark_trainer.deploy.record import reply_of
 
     req = urllib.request.Request(
@@ -315,55 +314,5 @@ def table_lines(result: dict) -> list[str]:
     lines = [f"{'metric':22} {'bare':>9} {'openclaw':>9} {'gap':>8}   (n={result['n']}, {result['name']})"]
     for k in METRICS:
         b, o, g = bare.get(k), result.get(k), (result.get("gap") or {}).get(k)
-        lines.append(f"{k:22} {_fmt(k, b):>9} {_fmt(k, o):>9} {_fmt(k, g, sign=True):>8}")
+        lines.append(f"{k:22} {fmt_metric(k, b):>9} {fmt_metric(k, o):>9} {fmt_metric(k, g, sign=True):>8}")
     return lines
-
-
-def _fmt(metric: str, value, sign: bool = False) -> str:
-    if not isinstance(value, float | int):
-        return "-"
-    if metric == REWARD_MEAN:
-        return f"{value:+.3f}" if sign else f"{value:.3f}"
-    return f"{100 * value:+.1f}" if sign else f"{100 * value:.1f}%"
-
-
-def parity_files(out: Path) -> list[dict]:
-    """Every ``eval/<stage>-openclaw.json`` of a run (the report's parity table); a torn one is left out."""
-    folder = RunFolder(out)
-    names = [n for n in folder.eval_names() if n.endswith("-openclaw") and "-openclaw-as-" not in n]
-    return [data for data in (folder.eval(n) for n in names) if data.get("name")]
-
-
-def parity_blocks(out: Path) -> list:
-    """The report's "Through OpenClaw" section: per evaluated stage, bare vs through OpenClaw and the gap."""
-    from ark_trainer.render import Heading, Para, Table
-
-    results = parity_files(out)
-    if not results:
-        return []
-    blocks: list = [Heading("Through OpenClaw (serving parity)")]
-    for result in results:
-        bare = result.get("bare") or {}
-        rows = [
-            [
-                k,
-                _fmt(k, bare.get(k)),
-                _fmt(k, result.get(k)),
-                _fmt(k, (result.get("gap") or {}).get(k), sign=True),
-            ]
-            for k in METRICS
-        ]
-        shape = result.get("request_shape") or {}
-        policy = result.get("prompt_shape") or {}
-        blocks += [
-            Table(
-                [f"{result['name']} (n={result.get('n')})", "bare", "through OpenClaw", "gap (points)"], rows
-            ),
-            Para(
-                f"The held-out prompts sent to the served model as {shape.get('openclaw', 'OpenClaw')} sends a "
-                f"turn (request recorded {shape.get('recorded_at', '?')}); served in prompt shape "
-                f"{policy.get('shape', '?')} ({policy.get('source', '')}). `ark-trainer eval OUT --through openclaw` "
-                "redoes it; docs/openclaw.md, 'Serving parity'."
-            ),
-        ]
-    return blocks

@@ -14,7 +14,7 @@ rewards a plan maps the request's objectives onto are the ones the run will real
 4. the guards (``guards.py``): a component that raises or runs past ``--reward_timeout`` on a sample skips
    that sample (``guarded=False`` for a reward that only lists its graders, as ``plan`` does);
 5. the monitor hook: ``reward_skipped`` events go to ``monitor``, given here or attached later with
-   :func:`~ark_trainer.runtime.guards.attach_monitor` (``train`` builds the reward before its run has a monitor).
+   :func:`~ark_trainer.rewards.guards.attach_monitor` (``train`` builds the reward before its run has a monitor).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.nl.weights import FLAG, parse_weights
+from ark_trainer.ranges import WEIGHTS_FLAG, parse_weights
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, load_spec, preset_path
-from ark_trainer.runtime.guards import attach_monitor, guard_reward
+from ark_trainer.rewards.guards import attach_monitor, guard_reward
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,11 @@ def reweigh(components: Sequence[Component], weights: Mapping[str, float]) -> li
     unknown = [name for name in weights if name not in names]
     if unknown:
         raise UserError(
-            f"{FLAG}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are {', '.join(names)}"
+            f"{WEIGHTS_FLAG}: unknown reward {', '.join(map(repr, unknown))}; this run's rewards are {', '.join(names)}"
         )
     out = [replace(c, weight=float(weights.get(c.name, c.weight))) for c in components]
     if weights and sum(c.weight for c in out) <= 0:
-        raise UserError(f"{FLAG}: at least one reward needs a weight > 0")
+        raise UserError(f"{WEIGHTS_FLAG}: at least one reward needs a weight > 0")
     return out
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.contract import SCORE_LIMIT, TOTAL, RewardFn, as_score
+from ark_trainer.metrics import TOTAL
+from ark_trainer.rewards.contract import SCORE_LIMIT, RewardFn, as_score
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
 NON_COLUMNS = ("prompt", "candidates", "chosen", "rejected", "_line")  # a row's fields that are no column
@@ -125,7 +126,7 @@ class CompositeReward:
         )
         other.source, other.on_reject, other.rejected = self.source, self.on_reject, self.rejected
         if hasattr(self, "guard_stats"):
-            other.guard_stats = self.guard_stats  # type: ignore[attr-defined]  # set by runtime/guards.py
+            other.guard_stats = self.guard_stats  # type: ignore[attr-defined]  # set by rewards/guards.py
         return other
 
     def describe(self) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from typing import Any
 from ark_trainer.errors import UserError
 
 RewardFn = Callable[..., list[float | None]]
-TOTAL = "total"  # the composite reward's name among its components' scores
 SCORE_LIMIT = 1e6  # no grader of ours comes near; beyond it a score would swamp GRPO's group statistics
 CONTRACT = (
     "a rule is a function reward(prompts, completions, **kwargs) returning one float or None per "
@@ -88,7 +87,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        from ark_trainer.agent.episode import final_answer, is_episode
+        from ark_trainer.chat.episode import final_answer, is_episode
 
         if is_episode(completion):  # an agent episode: its final answer
             return final_answer(completion)

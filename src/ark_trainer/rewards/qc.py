@@ -29,10 +29,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ark_trainer.data.labels import CLEAN, VIOLATION_TYPES, normalize_label
 from ark_trainer.rewards.contract import completion_text, register_reward
 
-CLEAN = "无"
-VIOLATION_TYPES: tuple[str, ...] = ("辱骂", "泄露隐私", "违规承诺", "未致歉", "推诿", CLEAN)
 VERDICT_OK, VERDICT_BAD = "合规", "违规"
 # The English answer's names for the verdicts and types (format_answer(..., lang="en") writes these).
 ENGLISH_VERDICTS = {VERDICT_OK: "compliant", VERDICT_BAD: "violation"}
@@ -45,29 +44,6 @@ ENGLISH_TYPES = {
     CLEAN: "none",
 }
 ANSWER_LANGS = ("zh", "en")
-
-# Type aliases users put in their own labels (English names, verdict-only labels).
-_LABEL_ALIASES = {
-    "abuse": "辱骂",
-    "abusive": "辱骂",
-    "pii": "泄露隐私",
-    "privacy_leak": "泄露隐私",
-    "privacy": "泄露隐私",
-    "leak": "泄露隐私",
-    "promise": "违规承诺",
-    "unauthorised_promise": "违规承诺",
-    "unauthorized_promise": "违规承诺",
-    "no_apology": "未致歉",
-    "missing_apology": "未致歉",
-    "deflection": "推诿",
-    "deflect": "推诿",
-    "clean": CLEAN,
-    "none": CLEAN,
-    "ok": CLEAN,
-    "compliant": CLEAN,
-    "合规": CLEAN,
-    "正常": CLEAN,
-}
 
 _VERDICT_ONLY = {"违规", "violation", "non-compliant", "noncompliant"}
 
@@ -200,18 +176,6 @@ def _field(text: str, name: str) -> str | None:
 def parse_answer(text: str) -> QCAnswer:
     """The three fields of a completion, in either language; verdict and type as canonical values."""
     return QCAnswer(**{name: _field(text, name) for name in _LINE_RE})
-
-
-def normalize_label(label: object) -> str | None:
-    """Map a label column value to a violation type, or ``None`` when it is not a QC label."""
-    if isinstance(label, dict):
-        label = label.get("type", label.get("violation"))
-    if not isinstance(label, str):
-        return None
-    label = label.strip()
-    if label in VIOLATION_TYPES:
-        return label
-    return _LABEL_ALIASES.get(label.lower())
 
 
 def _has(reply: str, chinese: tuple[str, ...], english: re.Pattern[str]) -> bool:

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,8 +53,11 @@ def last_error(out: Path, since: int) -> dict | None:
     return errors[-1] if errors else None
 
 
-def supervise(cfg) -> Path:
-    """Run ``cfg`` in child processes until it finishes or ``cfg.auto_resume`` restarts are used up."""
+def supervise(cfg, write_report: Callable[[Path], object]) -> Path:
+    """Run ``cfg`` in child processes until it finishes or ``cfg.auto_resume`` restarts are used up.
+
+    ``write_report(OUT)`` writes the report when the restarts are used up (the caller's: the report is a
+    floor above the runtime)."""
     out = Path(cfg.output_dir)
     env = dict(os.environ)
     resume = cfg.resume
@@ -94,17 +98,15 @@ def supervise(cfg) -> Path:
         env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
         resume = True
     message = f"--auto_resume {cfg.auto_resume}: the run failed every time; see {RunFolder(out).events_path}"
-    _give_up(out, message)
+    _give_up(out, message, write_report)
     raise UserError(message)
 
 
-def _give_up(out: Path, message: str) -> None:
+def _give_up(out: Path, message: str, write_report: Callable[[Path], object]) -> None:
     """A ``gave_up`` event and the report (failure at the top): a killed child could write neither."""
     Monitor(out, heartbeat=False).event("gave_up", message=message)
     try:
-        from ark_trainer.report import build_report
-
-        build_report(out)
+        write_report(out)
     except Exception as exc:  # noqa: BLE001 - the verdict above is what the user needs to see
         log.error("could not write the report: %s", exc)
 

@@ -156,7 +156,7 @@ def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> di
 
 def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     """Assistant turns of each episode (a metric: weight 0)."""
-    from ark_trainer.agent.episode import view
+    from ark_trainer.chat.episode import view
 
     return [float(view(c).turns) for c in completions]
 
@@ -219,8 +219,8 @@ class GRPOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
-        from ark_trainer.render import Heading, Para, Table
         from ark_trainer.report import mean, num, short
+        from ark_trainer.report.render import Heading, Para, Table
 
         logs = run.metrics(self.name)
         if not logs:

@@ -191,8 +191,8 @@ def _record(ctx: StageContext, event: str, rows: list[dict], stats: dict[str, An
 
 def stats_blocks(run, event: str, title: str) -> list:
     """A stage's report section from its last ``event`` (nothing when the stage did not run)."""
-    from ark_trainer.render import Heading, Table
     from ark_trainer.report import short
+    from ark_trainer.report.render import Heading, Table
 
     events = run.of(event)
     if not events:

@@ -126,8 +126,8 @@ class RFTStage:
 
     def report_blocks(self, run) -> list:
         """The report's "RFT data selection" section: what sampling and selection kept."""
-        from ark_trainer.render import Heading, Para, Table
         from ark_trainer.report import short
+        from ark_trainer.report.render import Heading, Para, Table
 
         events = run.of("rft_selection")
         if not events:

@@ -77,8 +77,8 @@ class RLOOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
-        from ark_trainer.render import Heading, Table
         from ark_trainer.report import mean, num, short
+        from ark_trainer.report.render import Heading, Table
 
         logs = run.metrics(self.name)
         if not logs:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ark_trainer.agent.toolcall import parse_tool_calls
+from ark_trainer.chat.toolcall import parse_tool_calls
 
 
 @dataclass

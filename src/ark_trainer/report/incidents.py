@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ark_trainer.render import Block, Bullets, Heading, Para, Table
+from ark_trainer.report.render import Block, Bullets, Heading, Para, Table
 
 MAX_ROWS = 40
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.metrics import RATES, TASK_SUCCESS, main_metric, shown
-from ark_trainer.render import Block, Bullets, Code, Heading, Para, Table
+from ark_trainer.report.render import Block, Bullets, Code, Heading, Para, Table
 from ark_trainer.runfolder import RunFolder
 
 KIND_NAMES = {"hf": "Hugging Face folder", "gguf": "GGUF file", "ollama": "Ollama model"}

@@ -22,9 +22,9 @@ from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
-from ark_trainer.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
-from ark_trainer.report_incidents import bad_step_blocks, failure_blocks
-from ark_trainer.report_model import base_model_line, final_model_blocks, serve_blocks
+from ark_trainer.report.incidents import bad_step_blocks, failure_blocks
+from ark_trainer.report.model import base_model_line, final_model_blocks, serve_blocks
+from ark_trainer.report.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
 from ark_trainer.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder, final_of
 from ark_trainer.stages.registry import Plot
 
@@ -85,12 +85,12 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     run = load_run(run_dir)
     title = _title(run)
     from ark_trainer.diagnose.run_end import report_blocks
-    from ark_trainer.glance import glance_blocks, page_lang
+    from ark_trainer.report.glance import glance_blocks, page_lang
 
     glance = glance_blocks(run_dir, run.evals, dict(models()))  # chart, final vs base, successes and failures
     final = final_model_blocks(run_dir, run.evals, dict(models()))  # which model ships, and why
     top = report_blocks(run_dir, [*final, *glance])  # a no_improvement alert, those, then the Diagnosis
-    from ark_trainer.openclaw.parity import parity_blocks
+    from ark_trainer.report.parity import parity_blocks
 
     parity = parity_blocks(run_dir)  # eval/<stage>-openclaw.json: the same metrics asked through OpenClaw
     blocks = [
@@ -475,7 +475,7 @@ def _make_plots(run: Run, plots_dir: Path) -> list[Image]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ark_trainer.glance import reward_range
+    from ark_trainer.report.glance import reward_range
 
     images = []
     for stage, plot in _plots():

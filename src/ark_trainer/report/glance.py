@@ -23,7 +23,7 @@ from typing import Any
 
 from ark_trainer.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.metrics import HEADLINE, PASS_RATE, PERCENTS, RATES, TASK_ACCURACY, TASK_SUCCESS
-from ark_trainer.render import Block, Heading, Image, Para, Table
+from ark_trainer.report.render import Block, Heading, Image, Para, Table
 from ark_trainer.runfolder import RunFolder
 
 N_EACH = 3  # successes and failures shown
