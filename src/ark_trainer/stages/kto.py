@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.options.kto import KTOOptions
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
@@ -73,6 +74,7 @@ class KTOStage:
     """Good/bad answers (thumbs labels or reward-split samples) → TRL's KTOTrainer."""
 
     name, label = "kto", "KTO"
+    options, plays_episodes = KTOOptions, False
     steps_flag, lr_flag = None, "kto_learning_rate"  # always the last stage: what --max_train_steps leaves
     plots = (
         Plot("kto_loss.png", "loss", "KTO loss"),

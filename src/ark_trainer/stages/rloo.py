@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
+from ark_trainer.options.rloo import RLOOOptions
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
@@ -64,6 +65,7 @@ class RLOOStage:
     """RLOO with TRL's RLOOTrainer on the GRPO rewards, from the previous stage's model or the base model."""
 
     name, label = "rloo", "RLOO"
+    options, plays_episodes = RLOOOptions, False
     steps_flag, lr_flag = None, "rloo_learning_rate"  # always the last stage: what --max_train_steps leaves
     plots = (
         Plot("rloo_reward.png", "reward", "RLOO reward (± reward_std)", "reward_std"),
