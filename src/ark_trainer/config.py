@@ -275,6 +275,20 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(*problems)
 
 
+def settle(cfg: TrainConfig, chosen: dict[str, Any]) -> TrainConfig:
+    """The run's config, built once from the given one and what ``train`` chose for it (the automatic
+    settings, ``--resume``), then validated: a chosen value is checked as a given one is."""
+    if not chosen:
+        return cfg
+    settled = dataclasses.replace(cfg, **chosen)
+    try:
+        validate(settled)
+    except UserError as exc:
+        why = ", ".join(f"--{name} {value}" for name, value in chosen.items())
+        raise UserError(*exc.messages, f"(the settings chosen for this run: {why})") from None
+    return settled
+
+
 def dpo_losses(value: str) -> list[str]:
     """``--dpo_loss_type sigmoid,sft`` → ``["sigmoid", "sft"]`` (TRL adds the losses up)."""
     return comma_values(value)
