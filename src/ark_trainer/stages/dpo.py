@@ -30,12 +30,12 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    cfg = ctx.cfg
+    cfg, opts = ctx.cfg, ctx.cfg.options(DPOOptions)
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     args = DPOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
-        beta=cfg.dpo_beta,
-        loss_type=dpo_losses(cfg.dpo_loss_type),
+        beta=opts.dpo_beta,
+        loss_type=dpo_losses(opts.dpo_loss_type),
     )
     train_and_save(
         ctx,

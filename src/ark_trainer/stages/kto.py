@@ -43,15 +43,15 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import KTOConfig, KTOTrainer
 
-    cfg = ctx.cfg
+    cfg, opts = ctx.cfg, ctx.cfg.options(KTOOptions)
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     good = sum(1 for r in rows if r["label"])
     desirable_weight, undesirable_weight = class_weights(good, len(rows) - good)
     ctx.monitor.event("kto_weights", desirable_weight=desirable_weight, undesirable_weight=undesirable_weight)
     args = KTOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
-        beta=cfg.kto_beta,
-        loss_type=cfg.kto_loss_type,
+        beta=opts.kto_beta,
+        loss_type=opts.kto_loss_type,
         desirable_weight=desirable_weight,
         undesirable_weight=undesirable_weight,
     )

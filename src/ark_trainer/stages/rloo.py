@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
+from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.options.rloo import RLOOOptions
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
@@ -31,15 +32,15 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from datasets import Dataset
     from trl import RLOOConfig, RLOOTrainer
 
-    cfg = ctx.cfg
+    cfg, grpo = ctx.cfg, ctx.cfg.options(GRPOOptions)  # group size, temperature and KL: GRPO's flags
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     funcs, weights = ctx.reward.trl_reward_funcs()
     args = RLOOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
-        num_generations=cfg.num_generations,
+        num_generations=grpo.num_generations,
         max_completion_length=new_tokens(cfg),
-        temperature=cfg.temperature,
-        beta=cfg.beta,
+        temperature=grpo.temperature,
+        beta=grpo.beta,
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
         **rollout_kwargs(cfg, ctx.rt.device),
