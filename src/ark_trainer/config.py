@@ -41,8 +41,6 @@ from ark_trainer.ranges import DEFAULT, LEARNING_RATE, Range, range_problems
 from ark_trainer.run_options import PRECISION_ALIASES, RunOptions, RunOptionsAfterStages
 from ark_trainer.strategies import AUTO, canonical_strategy, normalize_strategy, strategy_table
 
-__all__ = ["TrainConfig", "parse_bool", "resolve_config", "validate"]
-
 _Options = TypeVar("_Options")
 # The stage registry sits above the config (its stages read it): imported by name, as it imports the stages.
 _REGISTRY = "ark_trainer.stages.registry"
