@@ -178,3 +178,37 @@ def test_the_learning_rate_flags_are_the_ones_the_stages_read():
         "rft_learning_rate", "grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"
     )  # fmt: skip
     assert {stage.lr_flag for stage in stages().values()} == set(LEARNING_RATES)
+
+
+def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
+    from ark_trainer.config import config_class, config_fields, stage_options
+    from ark_trainer.options.grpo import GRPOOptions
+    from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
+    from ark_trainer.stages.registry import stages
+
+    built_in = {
+        name: stage for name, stage in stages().items() if name in ("rft", "grpo", "dpo", "kto", "rloo")
+    }
+    for stage in built_in.values():  # its learning-rate flag is one of its own
+        assert stage.lr_flag in {f.name for f in dataclasses.fields(stage.options)}, stage.name
+        assert issubclass(TrainConfig, stage.options)
+    assert set(stage_options()) >= {stage.options for stage in built_in.values()}
+    assert config_class() is TrainConfig  # no plug-in stage here
+    declared = [RunOptions, *(stage.options for stage in built_in.values()), RunOptionsAfterStages]
+    assert [f.name for f in config_fields()] == [f.name for cls in declared for f in dataclasses.fields(cls)]
+    cfg = TrainConfig(num_generations=8)
+    assert cfg.options(GRPOOptions).num_generations == cfg.num_generations == 8
+    assert {name for name, stage in built_in.items() if stage.plays_episodes} == {"rft", "grpo"}
+
+
+def test_the_values_chosen_for_a_run_are_validated_as_given_ones_are():
+    from ark_trainer.config import settle
+    from ark_trainer.errors import UserError
+
+    cfg = resolve_config({"model_path": "m", "data_path": "d", "output_dir": "o"})
+    assert settle(cfg, {}) is cfg
+    assert settle(cfg, {"grpo_prompts_per_step": 8, "resume": True}).grpo_prompts_per_step == 8
+    with pytest.raises(UserError) as err:
+        settle(cfg, {"grpo_prompts_per_step": 0})  # an automatic value out of its flag's range
+    assert err.value.messages[0].startswith("--grpo_prompts_per_step: ")
+    assert err.value.messages[-1] == "(the settings chosen for this run: --grpo_prompts_per_step 0)"

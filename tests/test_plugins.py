@@ -85,6 +85,30 @@ def test_a_plugin_deploy_target_is_chosen_by_its_name(tmp_path):
     assert unknown.stderr.strip() == "error: --target: unknown deploy target 'toyfile'; known: openclaw"
 
 
+def test_a_plugin_stage_brings_its_own_flag(tmp_path):
+    """The toy stage declares ``EchoOptions`` (``options = EchoOptions``): its flag is in ``train --help``
+    under its own heading, checked against its declared range, read by the stage, and kept in run.yaml."""
+    help_text = ark("train", "--help", cwd=tmp_path)
+    assert help_text.returncode == 0 and not help_text.stderr, help_text.stderr
+    assert "\nEcho:\n  --echo_candidate" in help_text.stdout
+    assert "--echo_candidate" not in ark("train", "--help", plugin=None, cwd=tmp_path).stdout
+    code = (
+        "from ark_trainer.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
+        "cfg = resolve_config({'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'strategy': 'echo',"
+        " 'echo_candidate': '2'})\n"
+        "print(cfg.options(EchoOptions).echo_candidate, cfg.echo_candidate); print(to_yaml(cfg), end='')"
+    )
+    done = _child(["-c", code], "toy", tmp_path)
+    assert done.returncode == 0, done.stderr
+    first, *yaml_lines = done.stdout.splitlines()
+    assert first == "2 2" and yaml_lines[-1] == "echo_candidate: 2"  # after the built-in flags
+    (tmp_path / "run.yaml").write_text("echo_candidate: 3\n", encoding="utf-8")
+    refused = ark("train", "--config", "run.yaml", "--echo_candidate", "99", cwd=tmp_path)
+    assert refused.returncode == 2 and "--echo_candidate: " in refused.stderr, refused.stderr
+    unknown = ark("train", "--config", "run.yaml", plugin=None, cwd=tmp_path)
+    assert "run.yaml: echo_candidate: unknown key" in unknown.stderr
+
+
 def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
     code = (
         "from ark_trainer.cli import build_parser; build_parser()\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ark_trainer.commands.args import add_command, add_dataclass_args, opt
-from ark_trainer.config import TrainConfig
+from ark_trainer.config import config_class
 from ark_trainer.errors import UserError
 
 PROG = (
@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
     # given_only: only the flags given reach the config, which merges --config YAML and checks them all
-    add_dataclass_args(train, TrainConfig, given_only=True, show_defaults=True)  # grouped by field metadata
+    # grouped by field metadata; every registered stage's options, a plug-in stage's too
+    add_dataclass_args(train, config_class(), given_only=True, show_defaults=True)
     train.set_defaults(func=_cmd_train)
     add_command(
         sub,

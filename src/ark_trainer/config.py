@@ -1,556 +1,58 @@
-"""The one typed config of a training run: every ``train`` flag declared once, as a field.
+"""The one typed config of a ``train`` run: the shared run flags and every stage's options, each declared once.
 
-:class:`TrainConfig` is the single source of truth. Each field is one flag, spelled exactly as the reference
-tool ``ark-trainer-inner`` spells it, declared with :func:`flag`: its default, its help, its ``--help``
-group, and where it has them its valid range (``ranges.py``'s :class:`~ark_trainer.ranges.Range`) and its
-allowed values. Everything else is derived from those declarations: the ``train`` parser and its grouped
-``--help`` (:data:`TRAIN_GROUPS`), ``docs/cli.md``, the range checks (:data:`RANGES`), the choice checks,
-``--config run.yaml`` (the same keys; unknown keys are an error) and ``OUT/run.yaml`` (the resolved config,
-so a run can be repeated with ``ark-trainer train --config OUT/run.yaml``).
+Each flag is one field, spelled exactly as the reference tool ``ark-trainer-inner`` spells it, declared
+with :func:`~ark_trainer.flags.flag` (its default, help, ``--help`` group, and where it has them its valid
+range and allowed values) in the options class that owns it: the shared run fields in ``run_options.py``,
+each stage's own beside the stage (``options/rft.py``, ``options/grpo.py``, ...), as TRL
+declares ``grpo_config.py`` beside its trainer. :class:`TrainConfig` is made of them all; a plug-in stage's
+options join it through :func:`config_class`. Everything else is derived from the declarations: the
+``train`` parser and its grouped ``--help`` (:func:`train_groups`), ``docs/cli.md``, the range checks
+(:func:`range_of`), the choice checks, ``--config run.yaml`` (the same keys; unknown keys are an error) and
+``OUT/run.yaml`` (the resolved config, so a run can be repeated with ``ark-trainer train --config
+OUT/run.yaml``).
 
 The config is frozen. What needs normalising (the canonical strategy name, precision aliases, the launcher
 an accelerate config implies) is normalised while it is built (:meth:`TrainConfig.__post_init__`), so every
 way of making one (flags, YAML, ``dataclasses.replace``, a test) gives the same normal form; after that it
-is read, never written. To add a flag: add one field in its group's section below (see
-``docs/contributing.md``, "Add a flag").
+is read, never written. See ``docs/contributing.md`` ("Add a flag", "Add a stage").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
+import importlib
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.ranges import (
-    ANY,
-    COUNT,
-    DEFAULT,
-    LEARNING_RATE,
-    MAX_BATCH,
-    MAX_NEW_TOKENS,
-    MAX_SAMPLES,
-    MAX_WEIGHT,
-    NON_NEGATIVE,
-    PORT,
-    POSITIVE,
-    POSITIVE_SECONDS,
-    PROB,
-    SECONDS,
-    SHARE,
-    ZERO_OK,
-    Range,
-    range_problems,
-)
-from ark_trainer.strategies import canonical_strategy, normalize_strategy
-from ark_trainer.trackers import PACKAGES as TRACKERS
+from ark_trainer.flags import comma_values, finite_number, parse_bool
+from ark_trainer.options.dpo import DPOOptions
+from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.options.kto import KTOOptions
+from ark_trainer.options.rft import RFTOptions
+from ark_trainer.options.rloo import RLOOOptions
+from ark_trainer.ranges import DEFAULT, LEARNING_RATE, Range, range_problems
+from ark_trainer.run_options import PRECISION_ALIASES, RunOptions, RunOptionsAfterStages
+from ark_trainer.strategies import AUTO, canonical_strategy, normalize_strategy, strategy_table
 
-_TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
+_Options = TypeVar("_Options")
+# The stage registry sits above the config (its stages read it): imported by name, as it imports the stages.
+_REGISTRY = "ark_trainer.stages.registry"
 
 
-def parse_bool(value: Any, flag: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise UserError(f"{flag}: expected True or False, got {value!r}")
-
-
-def flag(
-    default: Any,
-    help: str,
-    *,
-    group: str,
-    range: Range | None = None,
-    choices: tuple[str, ...] | None = None,
-    noun: str = "value",
-    comma_list: bool = False,
-    cli_only: bool = False,
-) -> Any:
-    """One flag, declared once: a dataclass field whose metadata says all there is to know about it.
-
-    ``help`` and ``group`` (its heading in ``train --help``) are required. ``range``: the valid values of
-    a number (a numeric flag without one gets :data:`~ark_trainer.ranges.DEFAULT`, ≥ 0). ``choices``: the
-    values a text flag takes (``noun`` names one in the error, ``unknown mode 'x'``; ``comma_list``: a
-    comma-separated list of them). ``cli_only``: a command-line switch, not a setting of the run (left out
-    of ``run.yaml`` and ``--config``).
-    """
-    meta: dict[str, Any] = {"help": help, "group": group}
-    if range is not None:
-        meta["range"] = range
-    if choices is not None:
-        meta.update(choices=tuple(choices), noun=noun, comma_list=comma_list)
-    if cli_only:
-        meta["cli_only"] = True
-    return field(default=default, metadata=meta)
-
-
-DPO_LOSS_TYPES = (
-    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_unpaired",
-    "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
-)  # fmt: skip  # TRL 1.16 DPOConfig.loss_type
-KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")  # TRL 1.16 KTOConfig.loss_type
-LAUNCHERS = ("auto", "accelerate")
-PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
-PRECISION_ALIASES = {"fp32": "no", "none": "no", "false": "no"}
-VLLM_MODES = ("colocate", "server")
-FINAL_MODEL_CHOICES = ("best", "last")  # --final_model: which stage's model OUT/model is (final_model.py)
-SCALE_REWARDS = ("group", "batch", "none")  # TRL 1.16 GRPOConfig.scale_rewards
-
-
+# A dataclass lists its bases' fields from the last base to the first: these are in reverse ``--help`` order.
 @dataclass(frozen=True)
-class TrainConfig:
-    """Every setting of a ``train`` run. Field names are the flag names; fields in ``--help`` order."""
-
-    # --- run ---
-    config: str | None = flag(
-        None, "YAML file with any of these keys; flags override it", group="run", cli_only=True
-    )
-    task_name: str = flag("ark_training", "name of the run, shown in the report and logs", group="run")
-    output_dir: str | None = flag(
-        None, "run directory: checkpoints, final model, eval, report (required)", group="run"
-    )
-    overwrite_output_dir: bool = flag(
-        False, "allow a run into an output_dir that holds a previous run", group="run"
-    )
-    seed: int = flag(42, "random seed", group="run", range=Range(0, 2**32 - 1))  # numpy's seed range
-
-    # --- data ---
-    data_path: str | None = flag(None, "training data, JSONL (required)", group="data")
-    eval_dataset: str | None = flag(
-        None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)", group="data"
-    )
-    eval_ratio: float = flag(
-        0.1, "held-out share of --data_path when no --eval_dataset is given", group="data", range=SHARE
-    )
-
-    # --- model ---
-    model_path: str | None = flag(
-        None,
-        "the base model: a local Hugging Face folder, a .gguf file or ollama:NAME[:TAG] (required)",
-        group="model",
-    )
-    device: str = flag(
-        "auto", "auto, cpu, cuda or cuda:N; with no GPU, a cuda request falls back to CPU", group="model"
-    )
-    fp16: bool = flag(
-        False, "float16 mixed precision (GPU only; ignored with a warning on CPU)", group="model"
-    )
-    bf16: bool = flag(False, "bfloat16 mixed precision (GPU only)", group="model")
-    trust_remote_code: bool = flag(
-        False, "run the model folder's own Python code (off: never)", group="model"
-    )
-
-    # --- strategy ---
-    strategy: str = flag(
-        "RFT+GRPO",
-        "RFT+GRPO (two steps), GRPO / 'Only GRPO' (one step), DPO, RFT+DPO, KTO, RLOO or auto "
-        "(docs/getting-started.md, 'Strategies')",
-        group="strategy",
-    )
-    max_train_steps: int = flag(1000, "total optimizer steps, RFT + GRPO", group="strategy", range=COUNT)
-    batch_size: int = flag(
-        8,
-        "per-device batch size (completions per step for GRPO)",
-        group="strategy",
-        range=Range(1, MAX_BATCH),
-    )
-    gradient_accumulation_steps: int = flag(
-        1, "micro-batches per optimizer step", group="strategy", range=COUNT
-    )
-    warmup_ratio: float = flag(
-        0.0, "share of each stage's steps spent warming up the learning rate", group="strategy", range=SHARE
-    )
-    max_completion_length: int | None = flag(
-        None,
-        "max new tokens per completion (sampling, GRPO and eval); default: from the data's answers in this "
-        "model's tokenizer (95th percentile plus a margin), 64 for a toy model (docs/real-models.md)",
-        group="strategy",
-        range=Range(1, MAX_NEW_TOKENS),
-    )
-    auto_probe_prompts: int = flag(
-        32, "--strategy auto: training prompts the base model is probed on", group="strategy", range=COUNT
-    )
-    auto_probe_samples: int = flag(
-        4,
-        "--strategy auto: answers sampled per probe prompt (a GRPO group)",
-        group="strategy",
-        range=Range(2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: a group needs at least 2 answers"),
-    )
-    auto_min_pass_rate: float = flag(
-        0.3,
-        "--strategy auto: below this probe pass rate RFT+GRPO is chosen, at or above it Only GRPO",
-        group="strategy",
-        range=PROB,
-    )
-    auto_max_zero_std: float = flag(
-        0.5,
-        "--strategy auto: RFT+GRPO when at least this share of probe groups has zero reward variance",
-        group="strategy",
-        range=PROB,
-    )
-
-    # --- RFT ---
-    rft_steps: int | None = flag(
-        None, "RFT steps (default: a third of --max_train_steps)", group="RFT", range=ZERO_OK
-    )
-    rft_learning_rate: float = flag(2e-5, "RFT (supervised) learning rate", group="RFT", range=LEARNING_RATE)
-    rft_num_samples: int = flag(
-        4,
-        "completions sampled from the model per training prompt for RFT (0: only the data's own answers)",
-        group="RFT",
-        range=Range(
-            0, MAX_SAMPLES, why=f"must be in [0, {MAX_SAMPLES}] (answers sampled per prompt at once)"
-        ),
-    )
-    rft_temperature: float = flag(1.0, "sampling temperature for RFT candidates", group="RFT", range=POSITIVE)
-    rft_min_reward: float = flag(
-        0.5, "a prompt's best completion is kept for RFT only at or above this reward", group="RFT", range=ANY
-    )
-
-    # --- GRPO ---
-    grpo_learning_rate: float = flag(1e-6, "GRPO learning rate", group="GRPO", range=LEARNING_RATE)
-    num_generations: int = flag(
-        4,
-        "GRPO group size: completions per prompt",
-        group="GRPO",
-        range=Range(
-            2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: GRPO needs at least 2 completions per prompt"
-        ),
-    )
-    rollout_steps: int | None = flag(
-        None,
-        "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)",
-        group="GRPO",
-        range=Range(1, 64),  # each step's rollouts are held in memory until it runs
-    )
-    temperature: float = flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
-    beta: float = flag(
-        0.04,
-        "GRPO and RLOO KL coefficient (0 disables the reference model)",
-        group="GRPO",
-        range=NON_NEGATIVE,
-    )
-    loss_type: str = flag("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...", group="GRPO")
-    dynamic_sampling_rounds: int = flag(
-        0,
-        "GRPO: extra sampling rounds per step that replace zero-reward-variance groups (DAPO; 0 = off)",
-        group="GRPO",
-        range=Range(0, 64),
-    )
-    grpo_reward_weights: str | None = flag(
-        None,
-        "GRPO's own reward weights by name, e.g. 'qc_verdict=1,qc_compliance=0' (other names keep the run's "
-        "weights; 'run': the run's weights); default: the task's decision grader alone where the reward is a "
-        "built-in preset that has one (the QC verdict), else the run's (docs/rewards.md)",
-        group="GRPO",
-    )
-    scale_rewards: str = flag(
-        "group",
-        "GRPO advantage scaling (TRL's scale_rewards): group (divide by each group's reward std), batch, or "
-        "none (Dr. GRPO: no scaling)",
-        group="GRPO",
-        choices=SCALE_REWARDS,
-        noun="scaling",
-    )
-    grpo_max_completion_length: int | None = flag(
-        None,
-        "GRPO: max new tokens per sampled completion; default: what the GRPO reward reads (the QC decision "
-        "lines: their 95th percentile plus a margin), else --max_completion_length; with --env the whole "
-        "episode, tool results included (docs/real-models.md)",
-        group="GRPO",
-        range=Range(1, MAX_NEW_TOKENS),
-    )
-    grpo_eval_steps: int | None = flag(
-        None,
-        "GRPO: evaluate the policy on the held-out set every N steps and keep the best step (0: off); "
-        "default: 4 evaluations a stage for a real model, off for a toy or an agent run",
-        group="GRPO",
-        range=ZERO_OK,
-    )
-    grpo_prompts_per_step: int | None = flag(
-        None,
-        "GRPO: prompts per optimizer step (× --num_generations completions, by gradient accumulation); "
-        "default: one per label of the data (4..16) for a real model, --batch_size / --num_generations for a "
-        "toy",
-        group="GRPO",
-        range=Range(1, 1024),
-    )
-
-    # --- DPO ---
-    dpo_learning_rate: float = flag(
-        1e-6, "DPO learning rate (TRL's default; the demo uses 5e-4)", group="DPO", range=LEARNING_RATE
-    )
-    dpo_beta: float = flag(
-        0.1,
-        "DPO beta: how far from the reference model the policy may move (lower: further)",
-        group="DPO",
-        range=POSITIVE,
-    )
-    dpo_loss_type: str = flag(
-        "sigmoid",
-        "DPO loss (TRL's loss_type): sigmoid, ipo, hinge, robust, apo_zero, ...; a comma list adds them up, "
-        "e.g. sigmoid,sft (DPO plus a fine-tuning term on the chosen answers, which keeps their likelihood up)",
-        group="DPO",
-        choices=DPO_LOSS_TYPES,
-        noun="loss",
-        comma_list=True,
-    )
-    dpo_min_margin: float = flag(
-        0.1,
-        "sampled DPO pairs: drop a pair whose chosen answer's reward beats the rejected one's by less",
-        group="DPO",
-        range=NON_NEGATIVE,
-    )
-
-    # --- KTO ---
-    kto_learning_rate: float = flag(
-        1e-6, "KTO learning rate (TRL's default; the demo uses 5e-4)", group="KTO", range=LEARNING_RATE
-    )
-    kto_beta: float = flag(
-        0.1, "KTO beta: how far from the reference model the policy may move", group="KTO", range=POSITIVE
-    )
-    kto_loss_type: str = flag(
-        "kto",
-        "KTO loss (TRL's loss_type): kto or apo_zero_unpaired",
-        group="KTO",
-        choices=KTO_LOSS_TYPES,
-        noun="loss",
-    )
-    kto_threshold: float | None = flag(
-        None,
-        "sampled KTO answers: desirable at or above this reward, undesirable below (default: --pass_threshold)",
-        group="KTO",
-        range=ANY,
-    )
-
-    # --- RLOO ---
-    rloo_learning_rate: float = flag(
-        1e-6,
-        "RLOO learning rate (group size, temperature, KL: the GRPO flags)",
-        group="RLOO",
-        range=LEARNING_RATE,
-    )
-
-    # --- reward ---
-    reward_config: str | None = flag(
-        None, "grader spec YAML (see docs/rewards.md); default: QC preset", group="reward"
-    )
-    reward_weights: str = flag(
-        "",
-        "re-weight rewards by name, e.g. 'qc_compliance=1,qc_satisfaction=0.5' (default: the spec's)",
-        group="reward",
-    )
-    rm_model_path: str | None = flag(
-        None, "reward model: local HF sequence-classification checkpoint", group="reward"
-    )
-    rm_weight: float = flag(
-        1.0,
-        "weight of the reward model in the composite reward",
-        group="reward",
-        range=Range(0.0, MAX_WEIGHT),
-    )
-    reward_timeout: float = flag(
-        60.0,
-        "seconds a reward call may take before its samples are skipped",
-        group="reward",
-        range=SECONDS,
-    )
-
-    # --- evaluation ---
-    eval_auto: bool = flag(
-        True, "evaluate the base model and each stage's model, and write the report", group="evaluation"
-    )
-    pass_threshold: float = flag(
-        0.8, "a completion passes when its composite reward reaches this", group="evaluation", range=ANY
-    )
-    max_eval_samples: int | None = flag(
-        None, "cap on eval prompts (default: all)", group="evaluation", range=COUNT
-    )
-    final_model: str = flag(
-        "best",
-        "which stage's model OUT/model is: best (the best stage on the held-out set by the main metric, "
-        "ties to the later) or last",
-        group="evaluation",
-        choices=FINAL_MODEL_CHOICES,
-        noun="choice",
-    )
-
-    # --- agent ---
-    env: str | dict | None = flag(
-        None,
-        "agent environment: module:factory or path/to/file.py:factory (tools, reset, get_reward); MCP "
-        "servers: mcp:servers.json, or openclaw (the agent's own mcp.servers); docs/agents.md",
-        group="agent",
-    )
-    max_turns: int = flag(
-        4,
-        "--env: assistant turns per episode (the last turn's tool calls are not run)",
-        group="agent",
-        range=Range(1, 64),
-    )
-    tool_timeout: float = flag(
-        5.0,
-        "--env: seconds a tool call may take; then the model reads an error",
-        group="agent",
-        range=POSITIVE_SECONDS,
-    )
-    max_tool_output: int = flag(
-        500,
-        "--env: characters of a tool's result the model reads (longer: cut)",
-        group="agent",
-        range=Range(1, 1_000_000),
-    )
-
-    # --- scale ---
-    num_processes: int = flag(
-        1,
-        "training processes on this machine (>1 relaunches through accelerate)",
-        group="scale",
-        range=Range(1, 1024),
-    )
-    launcher: str = flag(
-        "auto",
-        "auto (accelerate when --num_processes > 1) or accelerate (always)",
-        group="scale",
-        choices=LAUNCHERS,
-        noun="launcher",
-    )
-    accelerate_config: str | None = flag(
-        None,
-        "accelerate config YAML (multi-node, DeepSpeed ZeRO, FSDP); see examples/accelerate/",
-        group="scale",
-    )
-    main_process_port: int | None = flag(
-        None, "rendezvous port of the main process (default: a free one)", group="scale", range=PORT
-    )
-    mixed_precision: str = flag(
-        "auto",
-        "auto (bf16 autocast on GPUs that support it, else fp16 autocast, both with fp32 weights; on CPU, "
-        "bf16 autocast for a real model where the CPU computes bf16 natively, else fp32), fp16, bf16, "
-        "bf16_weights (pure bf16 weights: less memory, less stable) or no",
-        group="scale",
-        choices=PRECISIONS,
-    )
-    gradient_checkpointing: bool = flag(
-        False, "recompute activations in the backward pass (less memory)", group="scale"
-    )
-    lora_r: int | None = flag(
-        None,
-        "LoRA rank; 0 trains all weights; default: 0, or 16 when full fine-tuning would not fit the device's "
-        "memory (docs/real-models.md). With LoRA, each learning rate you do not set is 10× its default",
-        group="scale",
-        range=Range(0, 4096),
-    )
-    lora_alpha: int | None = flag(None, "LoRA alpha (default: 2 × --lora_r)", group="scale", range=COUNT)
-    lora_dropout: float = flag(0.05, "LoRA dropout", group="scale", range=SHARE)
-    lora_target_modules: str = flag(
-        "all-linear", "LoRA target modules: all-linear or a comma list", group="scale"
-    )
-    load_in_4bit: bool = flag(
-        False, "QLoRA: load the base model in 4-bit (needs bitsandbytes and a GPU)", group="scale"
-    )
-    save_adapter_only: bool = flag(
-        False, "with LoRA, export only the adapter as OUT/model (default: merged)", group="scale"
-    )
-    use_vllm: bool = flag(
-        False, "generate rollouts (RFT sampling, GRPO) with vLLM (needs vllm and a GPU)", group="scale"
-    )
-    vllm_mode: str = flag(
-        "colocate",
-        "colocate (vLLM inside the training process) or server (trl vllm-serve)",
-        group="scale",
-        choices=VLLM_MODES,
-        noun="mode",
-    )
-    vllm_server_host: str = flag("127.0.0.1", "host of `trl vllm-serve` in server mode", group="scale")
-    vllm_server_port: int = flag(8000, "port of `trl vllm-serve` in server mode", group="scale", range=PORT)
-    vllm_gpu_memory_utilization: float = flag(
-        0.3,
-        "GPU memory share vLLM may take in colocate mode",
-        group="scale",
-        range=Range(0.0, 1.0, lo_open=True),
-    )
-    vllm_tensor_parallel_size: int = flag(
-        1, "tensor parallel size of the colocated vLLM engine", group="scale", range=Range(1, 64)
-    )
-
-    # --- reliability ---
-    resume: bool = flag(
-        False,
-        "continue the run in --output_dir from its newest complete checkpoint",
-        group="reliability",
-        cli_only=True,
-    )
-    auto_resume: int = flag(
-        0,
-        "restart a failed run from its last checkpoint up to N times",
-        group="reliability",
-        range=Range(0, 100),
-        cli_only=True,
-    )
-    save_steps: int = flag(
-        500, "save a checkpoint every N steps (0 = only the final model)", group="reliability", range=ZERO_OK
-    )
-    save_total_limit: int = flag(
-        2, "checkpoints kept per stage (older ones are deleted)", group="reliability", range=ZERO_OK
-    )
-    stall_timeout: float = flag(
-        0.0,
-        "exit non-zero after this many seconds without progress (0 = off)",
-        group="reliability",
-        range=SECONDS,
-    )
-    max_bad_steps: int = flag(
-        3,
-        "NaN/inf steps in a row (each skipped) before the stage rolls back to its last checkpoint",
-        group="reliability",
-        range=Range(1, None),
-    )
-    max_rollbacks: int = flag(
-        2,
-        "rollbacks at half the learning rate before a NaN/inf stage stops (exit 2)",
-        group="reliability",
-        range=Range(0, None),
-    )
-    min_free_disk_gb: float = flag(
-        1.0,
-        "refuse to start or save a checkpoint with less free disk (GB)",
-        group="reliability",
-        range=NON_NEGATIVE,
-    )
-    auto_heartbeat: bool = flag(True, "rewrite OUT/heartbeat.json every few seconds", group="reliability")
-    heartbeat_interval: float = flag(
-        5.0, "seconds between heartbeat writes", group="reliability", range=POSITIVE_SECONDS
-    )
-
-    # --- OpenClaw ---
-    openclaw_env: bool = flag(
-        False, "link with the local OpenClaw install (check it; deploy when present)", group="OpenClaw"
-    )
-    deploy_if_not_better: bool = flag(
-        False,
-        "with --openclaw_env True, deploy even a final model no better than the base (diagnose)",
-        group="OpenClaw",
-    )
-
-    # --- logging ---
-    report_to: str = flag(
-        "tensorboard",
-        f"metrics also to: {', '.join(TRACKERS)} (comma-separated, installed) or none",
-        group="logging",
-    )
-    log_dir: str | None = flag(None, "text log and TensorBoard events (default: OUT/logs)", group="logging")
-    logging_steps: int = flag(5, "log metrics every N steps", group="logging", range=COUNT)
+class TrainConfig(
+    RunOptionsAfterStages, RLOOOptions, KTOOptions, DPOOptions, GRPOOptions, RFTOptions, RunOptions
+):
+    """Every setting of a ``train`` run: the shared run flags and each built-in stage's options, flat (field
+    names are the flag names, fields in ``--help`` order). A stage reads its own with :meth:`options`."""
 
     def __post_init__(self) -> None:
         """Normalise while the config is built; it is frozen afterwards, so no one can write it later.
@@ -560,6 +62,12 @@ class TrainConfig:
         """
         for name, value in _normal_form(self).items():
             object.__setattr__(self, name, value)
+
+    def options(self, cls: type[_Options]) -> _Options:
+        """This run's values of one stage's options (``cfg.options(GRPOOptions).num_generations``)."""
+        if not isinstance(self, cls):
+            raise TypeError(f"{cls.__name__} is not a registered stage's options")
+        return self
 
     def flag_items(self) -> dict[str, Any]:
         """The config as a flat dict, without CLI-only keys (what run.yaml holds)."""
@@ -584,20 +92,49 @@ def _normal_form(cfg: TrainConfig) -> dict[str, Any]:
 REQUIRED = ("model_path", "data_path", "output_dir")
 
 
-def field_types() -> dict[str, type]:
+def stage_options() -> tuple[type, ...]:
+    """The options class of every registered stage (the built-in ones, then the plug-ins'), once each."""
+    stages = importlib.import_module(_REGISTRY).stages()
+    return tuple(dict.fromkeys(o for s in stages.values() if (o := getattr(s, "options", None)) is not None))
+
+
+def config_class() -> type[TrainConfig]:
+    """:class:`TrainConfig` with the options of every registered stage: the built-in ones are its bases, a
+    plug-in stage's join here, after them (``train --help``, ``--config`` and ``run.yaml`` take its flags)."""
+    return _with_options(tuple(o for o in stage_options() if not issubclass(TrainConfig, o)))
+
+
+@functools.cache
+def _with_options(extra: tuple[type, ...]) -> type[TrainConfig]:
+    if not extra:
+        return TrainConfig
+    cls = type("TrainConfig", (*reversed(extra), TrainConfig), {"__module__": __name__})
+    return dataclass(frozen=True)(cls)
+
+
+def config_fields(cls: type | None = None) -> list[dataclasses.Field]:
+    """Every flag of ``cls`` (default: :func:`config_class`), in ``--help`` order."""
+    return list(fields(cls or config_class()))
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def field_types(cls: type | None = None) -> dict[str, type]:
     """Map each field to its base type (``int | None`` → ``int``)."""
-    hints = typing.get_type_hints(TrainConfig)
     out = {}
-    for name, hint in hints.items():
+    for name, hint in _hints(cls or config_class()).items():
         if isinstance(hint, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         out[name] = hint
     return out
 
 
-def optional_fields() -> set[str]:
+def optional_fields(cls: type | None = None) -> set[str]:
     """Fields that may be ``None`` (typed ``X | None``)."""
-    hints = typing.get_type_hints(TrainConfig)
+    hints = _hints(cls or config_class())
     return {
         n for n, h in hints.items() if isinstance(h, types.UnionType) and type(None) in typing.get_args(h)
     }
@@ -621,29 +158,10 @@ def coerce(name: str, value: Any, where: str) -> Any:
         if kind is bool:
             return parse_bool(value, where)
         if kind in (int, float):
-            return _number(name, kind, value, where)
+            return finite_number(kind, value, where, range_of(name))
     except (TypeError, ValueError):
         raise UserError(f"{where}: expected {kind.__name__}, got {value!r}") from None
     return str(value)
-
-
-def _number(name: str, kind: type, value: Any, where: str) -> int | float:
-    """An int or a finite float; ``nan``, ``inf`` and ``1e999`` are refused here, naming the valid range."""
-    number = float(value)  # ValueError/TypeError: not a number at all (the caller says so)
-    if not math.isfinite(number):
-        rng = range_of(name)
-        limits = "" if rng.lo is None and rng.hi is None else f"; must be {rng.text()}"
-        raise UserError(f"{where}: {value!r} is not a finite number{limits}")
-    if kind is float:
-        return number
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())  # exact, also for big ints
-    except ValueError:
-        if not number.is_integer():  # 2.5 is not an int; 1e3 is
-            raise
-        return int(number)
 
 
 def load_yaml_config(path: str) -> dict[str, Any]:
@@ -655,7 +173,7 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     data = read_yaml_file(p) or {}  # a regular file; size, depth and alias expansion bounded
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
-    known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}
+    known = {f.name for f in config_fields() if not f.metadata.get("cli_only")}
     unknown = sorted(set(data) - known)
     if unknown:
         raise UserError(
@@ -692,7 +210,7 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     toy = toy_settings(values.get("model_path"))
     values.update({name: value for name, value in toy.items() if name not in values})
     values.update(lora_learning_rates(values))
-    cfg = TrainConfig(**values)
+    cfg = config_class()(**values)
     try:
         validate(cfg)
     except UserError as exc:
@@ -702,8 +220,13 @@ def resolve_config(flags: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
-LEARNING_RATES = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("range") is LEARNING_RATE)
-"""The stages' learning-rate flags: the fields declared with the :data:`~ark_trainer.ranges.LEARNING_RATE` range."""
+def learning_rates(cls: type | None = None) -> tuple[str, ...]:
+    """The stages' learning-rate flags: the fields declared with the :data:`~ark_trainer.ranges.LEARNING_RATE` range."""
+    return tuple(f.name for f in config_fields(cls) if f.metadata.get("range") is LEARNING_RATE)
+
+
+LEARNING_RATES = learning_rates(TrainConfig)
+"""The built-in stages' learning-rate flags (:func:`learning_rates`: with the plug-ins' too)."""
 LORA_LR_SCALE = 10
 
 
@@ -717,7 +240,8 @@ def lora_learning_rates(values: dict[str, Any]) -> dict[str, float]:
     lora_r = values.get("lora_r")
     if not isinstance(lora_r, int) or isinstance(lora_r, bool) or lora_r <= 0:
         return {}
-    return {name: getattr(TrainConfig, name) * LORA_LR_SCALE for name in LEARNING_RATES if name not in values}
+    defaults: dict[str, Any] = {f.name: f.default for f in config_fields()}
+    return {name: defaults[name] * LORA_LR_SCALE for name in learning_rates() if name not in values}
 
 
 def _previous_run(output_dir: str | None) -> dict[str, Any]:
@@ -732,7 +256,7 @@ def validate(cfg: TrainConfig) -> None:
     """Check values (every problem at once); derived values (steps per stage) are the plan's (plan.py)."""
     problems = [f"--{name}: required" for name in REQUIRED if not getattr(cfg, name)]
     normalize_strategy(cfg.strategy)  # an unknown strategy (or PPO) is refused here, in one line
-    numeric = [n for n, kind in field_types().items() if kind in (int, float)]
+    numeric = [n for n, kind in field_types(type(cfg)).items() if kind in (int, float)]
     out_of_range = range_problems(vars(cfg), {n: range_of(n) for n in numeric})
     problems += out_of_range
     if not out_of_range:  # checks across flags only make sense once each one is in its range
@@ -749,9 +273,23 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(*problems)
 
 
+def settle(cfg: TrainConfig, chosen: dict[str, Any]) -> TrainConfig:
+    """The run's config, built once from the given one and what ``train`` chose for it (the automatic
+    settings, ``--resume``), then validated: a chosen value is checked as a given one is."""
+    if not chosen:
+        return cfg
+    settled = dataclasses.replace(cfg, **chosen)
+    try:
+        validate(settled)
+    except UserError as exc:
+        why = ", ".join(f"--{name} {value}" for name, value in chosen.items())
+        raise UserError(*exc.messages, f"(the settings chosen for this run: {why})") from None
+    return settled
+
+
 def dpo_losses(value: str) -> list[str]:
     """``--dpo_loss_type sigmoid,sft`` → ``["sigmoid", "sft"]`` (TRL adds the losses up)."""
-    return [v.strip() for v in value.split(",") if v.strip()]
+    return comma_values(value)
 
 
 def choice_problems(cfg: TrainConfig) -> list[str]:
@@ -762,26 +300,31 @@ def choice_problems(cfg: TrainConfig) -> list[str]:
         if "choices" not in f.metadata:
             continue
         choices, value = f.metadata["choices"], getattr(cfg, f.name)
-        values = (dpo_losses(value) or [""]) if f.metadata["comma_list"] else [value]
+        values = (comma_values(value) or [""]) if f.metadata["comma_list"] else [value]
         use = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
         for bad in (v for v in values if v not in choices):
             problems.append(f"--{f.name}: unknown {f.metadata['noun']} {bad!r}; use {use}")
     return problems
 
 
-# The strategies whose stages play whole episodes when --env is set (stages/rft.py, stages/grpo.py).
-EPISODE_STRATEGIES = ("RFT+GRPO", "GRPO")
+def episode_strategies() -> tuple[str, ...]:
+    """The strategies whose every stage plays whole agent episodes when ``--env`` is set (``plays_episodes``)."""
+    stages = importlib.import_module(_REGISTRY).stages()
+    return tuple(
+        name
+        for name, strategy in strategy_table().items()
+        if all(getattr(stages.get(s), "plays_episodes", False) for s in strategy.stages)
+    )
 
 
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
-    if cfg.env and cfg.strategy == "auto":  # the probe samples single answers, not episodes
+    if cfg.env and cfg.strategy == AUTO:  # the probe samples single answers, not episodes
         problems.append("--strategy: auto does not probe agent episodes (--env) yet; choose RFT+GRPO or GRPO")
-    elif cfg.env and cfg.strategy not in EPISODE_STRATEGIES:  # the other stages train on single answers
+    elif cfg.env and cfg.strategy not in (episodes := episode_strategies()):  # the others: single answers
         problems.append(
-            f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose "
-            f"{' or '.join(EPISODE_STRATEGIES)}"
+            f"--strategy: {cfg.strategy} does not train agent episodes (--env) yet; choose {' or '.join(episodes)}"
         )
     if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
@@ -804,23 +347,23 @@ def to_yaml(cfg: TrainConfig) -> str:
     return yaml.safe_dump(cfg.flag_items(), allow_unicode=True, sort_keys=False)
 
 
-def config_fields() -> list[dataclasses.Field]:
-    return list(fields(TrainConfig))
-
-
-def _groups() -> dict[str, tuple[str, ...]]:
+def train_groups(cls: type | None = None) -> dict[str, tuple[str, ...]]:
+    """The ``train --help`` headings, in order, and the flags under each: the fields' ``group``, in field order."""
     groups: dict[str, list[str]] = {}
-    for f in fields(TrainConfig):
+    for f in config_fields(cls):
         groups.setdefault(f.metadata["group"], []).append(f.name)
     return {title: tuple(names) for title, names in groups.items()}
 
 
-TRAIN_GROUPS: dict[str, tuple[str, ...]] = _groups()
-"""The ``train --help`` headings, in order, and the flags under each: the fields' ``group``, in field order."""
+TRAIN_GROUPS: dict[str, tuple[str, ...]] = train_groups(TrainConfig)
+"""The built-in ``train --help`` headings (:func:`train_groups`: with the plug-in stages' too)."""
 
 RANGES: dict[str, Range] = {f.name: f.metadata["range"] for f in fields(TrainConfig) if "range" in f.metadata}
-"""The valid range of each numeric flag that declares one (the others get :data:`~ark_trainer.ranges.DEFAULT`)."""
+"""The valid range of each built-in numeric flag that declares one (the others get :data:`~ark_trainer.ranges.DEFAULT`)."""
 
 
 def range_of(name: str) -> Range:
-    return RANGES.get(name, DEFAULT)
+    if name in RANGES:
+        return RANGES[name]
+    declared = {f.name: f for f in config_fields()}.get(name)  # a plug-in stage's flag
+    return declared.metadata.get("range", DEFAULT) if declared else DEFAULT

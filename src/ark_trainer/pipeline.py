@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import cast
 
 from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.config import TrainConfig, to_yaml
+from ark_trainer.config import TrainConfig, settle, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.data.split import describe, drop_overlap, split_rows
@@ -109,13 +109,16 @@ def prepare(cfg: TrainConfig) -> Prepared:
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
-    if resume[-1] != cfg.resume:
-        cfg = replace(cfg, resume=resume[-1])  # the config is frozen: this run's is a new one
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
     reward = build_reward(cfg, rows, rt.device)  # GRPO's automatic settings are chosen from it too
-    cfg, auto, warnings = with_auto_defaults(cfg, rows, rt, str(model.path), reward)
+    chosen, auto, warnings = auto_defaults(cfg, rows, rt, str(model.path), reward)
+    if resume[-1] != cfg.resume:
+        chosen["resume"] = resume[-1]
+    cfg = settle(
+        cfg, chosen
+    )  # the config is frozen: this run's is built once, and validated, chosen values too
     rt = with_cpu_precision(cfg, rt, auto, str(model.path))
     sources = [(Path(data_path), rows)]
     if cfg.eval_dataset:
@@ -204,10 +207,23 @@ def with_auto_defaults(
     model_dir: str | None = None,
     reward: CompositeReward | None = None,
 ) -> tuple[TrainConfig, dict, list[str]]:
-    """The config with the automatic flags it left unset filled in (``auto_defaults.py``), a new object;
-    plus ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml``
-    holds the values chosen the first time, so nothing is chosen again. The GRPO stage's own flags are
-    chosen from ``reward`` too, where the strategy may run GRPO."""
+    """The config with the automatic flags it left unset filled in (:func:`auto_defaults`), a new object,
+    validated; plus ``plan.json``'s ``auto_defaults`` record and the warnings to show."""
+    chosen, record, warnings = auto_defaults(cfg, rows, rt, model_dir, reward)
+    return settle(cfg, chosen), record, warnings
+
+
+def auto_defaults(
+    cfg: TrainConfig,
+    rows: list[dict],
+    rt: Runtime,
+    model_dir: str | None = None,
+    reward: CompositeReward | None = None,
+) -> tuple[dict[str, object], dict, list[str]]:
+    """The values of the automatic flags the config left unset (``auto_defaults.py``), by flag; plus
+    ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml`` holds
+    the values chosen the first time, so nothing is chosen again. The GRPO stage's own flags are chosen
+    from ``reward`` too, where the strategy may run GRPO."""
     from ark_trainer.auto_defaults import (
         AutoDefault,
         describe,
@@ -239,8 +255,8 @@ def with_auto_defaults(
         if cfg.grpo_eval_steps is None:
             grpo_steps = resolve_plan(cfg).steps("grpo")
             chosen["grpo_eval_steps"] = grpo_eval_every(cfg, grpo_steps, facts)
-    resolved = replace(cfg, **{name: value.value for name, value in chosen.items()})
-    return resolved, describe(chosen, model_facts(model_dir)), warnings
+    values = {name: value.value for name, value in chosen.items()}
+    return values, describe(chosen, model_facts(model_dir)), warnings
 
 
 def may_run_grpo(strategy: str) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ark_trainer.config import dpo_losses
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.options.dpo import DPOOptions
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
@@ -29,12 +30,12 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    cfg = ctx.cfg
+    cfg, opts = ctx.cfg, ctx.cfg.options(DPOOptions)
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     args = DPOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
-        beta=cfg.dpo_beta,
-        loss_type=dpo_losses(cfg.dpo_loss_type),
+        beta=opts.dpo_beta,
+        loss_type=dpo_losses(opts.dpo_loss_type),
     )
     train_and_save(
         ctx,
@@ -55,6 +56,7 @@ class DPOStage:
     """Pairs (the data's or sampled) → TRL's DPOTrainer, from the previous stage's model or the base model."""
 
     name, label = "dpo", "DPO"
+    options, plays_episodes = DPOOptions, False
     steps_flag, lr_flag = None, "dpo_learning_rate"  # always the last stage: what --max_train_steps leaves
     plots = (
         Plot("dpo_loss.png", "loss", "DPO loss"),

@@ -30,6 +30,7 @@ from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational, model_prompt
+from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
@@ -197,6 +198,7 @@ class GRPOStage:
     """GRPO with TRL's GRPOTrainer, from the previous stage's model (or the base model)."""
 
     name, label = "grpo", "GRPO"
+    options, plays_episodes = GRPOOptions, True
     steps_flag, lr_flag = None, "grpo_learning_rate"  # the last stage: what --max_train_steps leaves
     plots = (
         Plot("grpo_reward.png", "reward", "GRPO reward (± reward_std)", "reward_std"),

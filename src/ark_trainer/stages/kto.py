@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
+from ark_trainer.options.kto import KTOOptions
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
@@ -42,15 +43,15 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import KTOConfig, KTOTrainer
 
-    cfg = ctx.cfg
+    cfg, opts = ctx.cfg, ctx.cfg.options(KTOOptions)
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     good = sum(1 for r in rows if r["label"])
     desirable_weight, undesirable_weight = class_weights(good, len(rows) - good)
     ctx.monitor.event("kto_weights", desirable_weight=desirable_weight, undesirable_weight=undesirable_weight)
     args = KTOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
-        beta=cfg.kto_beta,
-        loss_type=cfg.kto_loss_type,
+        beta=opts.kto_beta,
+        loss_type=opts.kto_loss_type,
         desirable_weight=desirable_weight,
         undesirable_weight=undesirable_weight,
     )
@@ -73,6 +74,7 @@ class KTOStage:
     """Good/bad answers (thumbs labels or reward-split samples) → TRL's KTOTrainer."""
 
     name, label = "kto", "KTO"
+    options, plays_episodes = KTOOptions, False
     steps_flag, lr_flag = None, "kto_learning_rate"  # always the last stage: what --max_train_steps leaves
     plots = (
         Plot("kto_loss.png", "loss", "KTO loss"),

@@ -15,10 +15,11 @@ those of installed plug-ins (``ark_trainer.plugins``), on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ark_trainer.strategies import PlanStage, strategy_table
 
@@ -74,7 +75,10 @@ class Stage(Protocol):
     lr_flag: str  # the TrainConfig field giving its learning rate
     plots: tuple[Plot, ...]
 
-    # Optional: ``headline_metric`` (str: the report's headline compares it with the base model),
+    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.flags.flag` fields: the stage's own
+    # flags, in ``train --help`` and ``run.yaml``; read with ``ctx.cfg.options(TheOptions)``),
+    # ``plays_episodes`` (True: it trains whole agent episodes under ``--env``; default False),
+    # ``headline_metric`` (str: the report's headline compares it with the base model),
     # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]`` and
     # ``flat_reward_fix(config) -> str | None`` (one more fix the diagnosis offers when its groups are flat).
 
@@ -95,8 +99,28 @@ def register_stage(cls: type) -> type:
     stage = cls()
     if stage.name in _STAGES:
         raise ValueError(f"a stage named {stage.name!r} is already registered; pick another name")
+    _check_options(stage)
     _STAGES[stage.name] = stage
     return cls
+
+
+def _check_options(stage: Stage) -> None:
+    """A stage's ``options``: a frozen dataclass whose flags no other stage or shared flag declares."""
+    options: Any = getattr(stage, "options", None)
+    if options is None:
+        return
+    params = getattr(options, "__dataclass_params__", None)  # a dataclass's (frozen or not)
+    if not isinstance(options, type) or params is None or not params.frozen:
+        raise ValueError(f"stage {stage.name!r}: its options must be a frozen dataclass of flag() fields")
+    from ark_trainer.config import TrainConfig
+
+    if issubclass(TrainConfig, options):  # a built-in stage's: TrainConfig is made of them
+        return
+    others = [o for s in _STAGES.values() if (o := getattr(s, "options", None)) is not None]
+    taken = {f.name for cls in (TrainConfig, *others) for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(options):
+        if f.name in taken:
+            raise ValueError(f"a flag named --{f.name} is already declared; pick another name")
 
 
 def stages() -> dict[str, Stage]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
+from ark_trainer.options.rft import RFTOptions
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import reselect, rft_budget, sample_and_select
@@ -72,6 +73,7 @@ class RFTStage:
     """Sample → score → select → SFT on the best (resume reuses an earlier attempt's scored samples)."""
 
     name, label = "rft", "RFT"
+    options, plays_episodes = RFTOptions, True
     steps_flag, lr_flag = "rft_steps", "rft_learning_rate"
     plots = (Plot("rft_loss.png", "loss", "RFT loss"),)
     headline_metric = PREFERENCE_ALIGNMENT  # the report's headline compares it with the base model

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
+from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.options.rloo import RLOOOptions
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
@@ -30,15 +32,15 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from datasets import Dataset
     from trl import RLOOConfig, RLOOTrainer
 
-    cfg = ctx.cfg
+    cfg, grpo = ctx.cfg, ctx.cfg.options(GRPOOptions)  # group size, temperature and KL: GRPO's flags
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     funcs, weights = ctx.reward.trl_reward_funcs()
     args = RLOOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
-        num_generations=cfg.num_generations,
+        num_generations=grpo.num_generations,
         max_completion_length=new_tokens(cfg),
-        temperature=cfg.temperature,
-        beta=cfg.beta,
+        temperature=grpo.temperature,
+        beta=grpo.beta,
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
         **rollout_kwargs(cfg, ctx.rt.device),
@@ -64,6 +66,7 @@ class RLOOStage:
     """RLOO with TRL's RLOOTrainer on the GRPO rewards, from the previous stage's model or the base model."""
 
     name, label = "rloo", "RLOO"
+    options, plays_episodes = RLOOOptions, False
     steps_flag, lr_flag = None, "rloo_learning_rate"  # always the last stage: what --max_train_steps leaves
     plots = (
         Plot("rloo_reward.png", "reward", "RLOO reward (± reward_std)", "reward_std"),

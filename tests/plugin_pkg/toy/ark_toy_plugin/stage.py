@@ -3,13 +3,29 @@ SFTTrainer, through the helper every built-in stage trains with (resume, guards,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from ark_trainer.flags import flag
+from ark_trainer.ranges import Range
 from ark_trainer.stages.registry import Plot
+
+
+@dataclass(frozen=True)
+class EchoOptions:
+    """The stage's own flags: in ``train --help`` (under "Echo"), ``--config`` and ``run.yaml``."""
+
+    echo_candidate: int = flag(
+        0,
+        "which candidate answer of each row Echo trains on (0: the first)",
+        group="Echo",
+        range=Range(0, 16),
+    )
 
 
 class EchoStage:
     name, label = "echo", "Echo"
+    options = EchoOptions
     steps_flag, lr_flag = None, "rft_learning_rate"  # the last stage; it reuses RFT's learning rate
     plots = (Plot("echo_loss.png", "loss", "Echo loss"),)
 
@@ -23,12 +39,13 @@ class EchoStage:
 
         tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
         chat = is_conversational(tok)  # TRL takes chat lists for a chat model, text otherwise
+        pick = ctx.cfg.options(EchoOptions).echo_candidate
         rows = [
             {
                 "prompt": model_prompt(r["prompt"], chat),
-                "completion": [{"role": "assistant", "content": r["candidates"][0]}]
+                "completion": [{"role": "assistant", "content": _pick(r["candidates"], pick)}]
                 if chat
-                else r["candidates"][0],
+                else _pick(r["candidates"], pick),
             }
             for r in ctx.train
             if r["candidates"]
@@ -42,3 +59,7 @@ class EchoStage:
             train_dataset=Dataset.from_list(rows),
         )  # fmt: skip
         return str(final_dir)  # the next stage (and the evaluation) starts from here
+
+
+def _pick(candidates: list[str], index: int) -> str:
+    return candidates[min(index, len(candidates) - 1)]
