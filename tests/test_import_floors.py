@@ -27,6 +27,9 @@ FLOORS: list[tuple[str, set[str]]] = [
             "scale",
             "strategies",
             "chat",
+            "flags",
+            "options",
+            "run_options",
         },
     ),
     (
@@ -63,8 +66,8 @@ ALLOWED_UPWARD: dict[str, str] = {
         "`data collect --openclaw` lists and reads OpenClaw's sessions through the OpenClaw CLI"
     ),
     "ark_trainer.config -> ark_trainer.agent.mcp_config": (
-        "coerce checks a YAML `env: {mcp_servers: ...}` with the MCP parser (in a function); config.py "
-        "changes only its import lines while its options move to stages/"
+        "coerce checks a YAML `env: {mcp_servers: ...}` with the MCP parser (in a function), which reads "
+        "OpenClaw's own server fields; moving it down means moving openclaw/cli.py's config lookup with it"
     ),
 }
 
