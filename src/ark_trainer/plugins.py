@@ -147,5 +147,10 @@ def _refusing(register: Callable[..., Any], plugin: Plugin) -> Callable[..., Any
     return guarded
 
 
+_said: set[str] = set()  # each warning once a process, however many registries read the plug-ins
+
+
 def _refuse(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    if message not in _said:
+        _said.add(message)
+        print(f"warning: {message}", file=sys.stderr)
