@@ -1,6 +1,6 @@
 """Candidate episodes in the data: validated by the loader, replayed in the environment by RFT over episodes.
 
-Run: PYTHONPATH=src python -m pytest tests/test_agent_candidates.py -q
+Run: PYTHONPATH=src python -m pytest tests/agent/test_agent_candidates.py -q
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ark_trainer.agent.rollout import replay
 from ark_trainer.data.loader import episode_candidate_problems, load_jsonl
 from ark_trainer.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "agent_env" / "shop_env.py"
 PROMPT = [{"role": "user", "content": "Where is my order A1?"}]
 

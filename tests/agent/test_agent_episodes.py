@@ -13,7 +13,7 @@ from ark_trainer.chat.episode import view
 from ark_trainer.errors import UserError
 from ark_trainer.metrics import agent_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "agent_env" / "shop_env.py"
 
 ENV_SOURCE = '''

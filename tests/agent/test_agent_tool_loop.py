@@ -17,7 +17,7 @@ from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.fileio import write_jsonl
 from conftest import run_cli, save_tiny_qwen
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = f"{ROOT / 'examples' / 'agent_env' / 'shop_env.py'}:make_env"
 STATUS = {"A1": "shipped", "B2": "pending", "C3": "delivered", "D4": "cancelled"}
 IDS = list(STATUS)

@@ -11,7 +11,7 @@ from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.fileio import write_jsonl
 from conftest import run_cli, save_tiny_qwen
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "agent_env" / "shop_env.py"
 TEXTS = [
     "Tools:\n- lookup_order(order_id): Look up an order's status.",

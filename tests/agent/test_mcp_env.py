@@ -18,7 +18,7 @@ from ark_trainer.agent.env import Limits, limited_env_class, load_env
 from ark_trainer.agent.rollout import start, step
 from ark_trainer.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
 TIME_SERVER = shutil.which("mcp-server-time") or str(Path(sys.executable).parent / "mcp-server-time")
 TIME = {"mcp_servers": {"time": {"command": TIME_SERVER, "args": ["--local-timezone", "UTC"]}}}

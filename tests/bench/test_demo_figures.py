@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "demo_figures.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "demo_figures.py"
 
 
 @pytest.fixture(scope="module")

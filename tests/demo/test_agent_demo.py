@@ -1,6 +1,6 @@
 """The agent demo's ingredients: the customer-service environment, its tasks and trajectories, the base model.
 
-Run: PYTHONPATH=src python -m pytest tests/test_agent_demo.py -q
+Run: PYTHONPATH=src python -m pytest tests/demo/test_agent_demo.py -q
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.demo import agent_data, agent_env
 from ark_trainer.demo.agent_data import Flaws, generate_tasks, gold_trajectories, play
 from ark_trainer.demo.agent_env import CustomerServiceEnv, make_env
+from tiny_runs import TINY_AGENT
 
 
 def _row(task: str, decoy: bool = False, refundable: bool | None = None) -> dict:
@@ -189,22 +190,12 @@ def test_flawless_flaws_are_the_gold_agent():
     assert env.get_reward() == 0.0
 
 
-TINY = {
-    "hidden_size": 16,
-    "num_layers": 1,
-    "warmup_steps": 2,
-    "n_warmup": 40,
-    "vocab_size": 400,
-    "batch_size": 8,
-}
-
-
 @pytest.fixture(scope="module")
 def tiny_agent_model(tmp_path_factory):
     from ark_trainer.demo.agent_model import build_agent_model
 
     out = tmp_path_factory.mktemp("agent") / "base"
-    return build_agent_model(out, generate_tasks(30, seed=0), progress=False, **TINY)
+    return build_agent_model(out, generate_tasks(30, seed=0), progress=False, **TINY_AGENT)
 
 
 def test_base_model_builder_runs_on_a_tiny_setting(tiny_agent_model):
@@ -272,7 +263,7 @@ def _tiny_builder(monkeypatch):
     monkeypatch.setattr(
         agent_model,
         "build_agent_model",
-        lambda out, rows, **kw: real(out, rows, **{**kw, **TINY, "progress": False}),
+        lambda out, rows, **kw: real(out, rows, **{**kw, **TINY_AGENT, "progress": False}),
     )
 
 

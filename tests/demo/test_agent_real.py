@@ -1,7 +1,7 @@
 """``ark-trainer demo --task agent --base_model PATH``: the agent demo on a real model.
 
 Fast tests of the wiring (tiny ChatML models stand in for SmolLM2) and one slow test on the real SmolLM2 GGUF.
-Run: PYTHONPATH=src python -m pytest tests/test_agent_real.py -q            (add -m slow for the real model)
+Run: PYTHONPATH=src python -m pytest tests/demo/test_agent_real.py -q            (add -m slow for the real model)
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from ark_trainer.deploy.rendererror import TemplateRenderError
 from ark_trainer.errors import UserError
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
 from conftest import save_tiny_qwen  # noqa: E402
 
 REFUSES_GREETINGS = (  # the smoke request says 你好

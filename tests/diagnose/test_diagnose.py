@@ -23,7 +23,7 @@ from ark_trainer.diagnose import CODES, diagnose, to_json
 from ark_trainer.diagnose.evals import check_same_answers
 from ark_trainer.diagnose.rundata import load
 from ark_trainer.fileio import read_jsonl, write_jsonl
-from test_resume import assets, flags, run_child  # noqa: F401 - the module fixture is reused
+from tiny_runs import assets, flags, run_child  # noqa: F401 - the module fixture is reused
 
 CONSTANT_SPEC = "graders:\n  - name: always_one\n    type: regex\n    pattern: '^'\n"
 
@@ -68,7 +68,7 @@ def still_run(assets, tmp_path_factory) -> Path:  # noqa: F811
 
 
 def test_every_code_is_documented_in_the_readme():
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "long-runs.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "long-runs.md").read_text(encoding="utf-8")
     assert [code for code in CODES if f"`{code}`" not in readme] == []
 
 

@@ -1,6 +1,6 @@
 """``no_learning`` on the full agent demo's own eval files: GRPO changed what the episodes did.
 
-The fixture ``fixtures/agent_demo_evals.json`` holds the held-out answers (final text, reward, environment
+The fixture ``tests/fixtures/agent_demo_evals.json`` holds the held-out answers (final text, reward, environment
 reward, tool calls with arguments and results) and headline metrics of ``eval/rft.json`` and
 ``eval/grpo.json`` of a full ``ark-trainer demo --task agent`` run (seed 0, n = 240, 2026-12-01). Almost
 every episode ends with the same sign-off ("完成"), so a comparison of final texts calls the two models the
@@ -17,7 +17,7 @@ import pytest
 from ark_trainer.diagnose.evals import _answer_key, check_same_answers
 from ark_trainer.diagnose.rundata import load
 
-FIXTURE = Path(__file__).parent / "fixtures" / "agent_demo_evals.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_demo_evals.json"
 
 
 @pytest.fixture

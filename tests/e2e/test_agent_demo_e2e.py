@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from test_agent_demo import TINY
+from tiny_runs import TINY_AGENT
 
 AGENT_KEYS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls", "n")
 
@@ -21,7 +21,7 @@ def test_agent_demo_runs_end_to_end_through_the_cli(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(
         agent_model,
         "build_agent_model",
-        lambda out, rows, **kw: real(out, rows, **{**kw, **TINY, "progress": False}),
+        lambda out, rows, **kw: real(out, rows, **{**kw, **TINY_AGENT, "progress": False}),
     )
     out = tmp_path / "agent-demo"
     argv = ["demo", "--task", "agent", "--output_dir", str(out), "--n_train", "6", "--n_eval", "4"]

@@ -28,7 +28,7 @@ from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json, read_jsonl
 from ark_trainer.runtime.system import pid_alive
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
 from openai_stub import REPLY, StubServer  # noqa: E402
 
 CONFIG = """// hand-written OpenClaw config: JSON5, with a comment and trailing commas

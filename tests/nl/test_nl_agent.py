@@ -5,7 +5,7 @@ real OpenClaw CLI: a tiny model is deployed with ``ark-trainer deploy``, the age
 conversations (transcripts written in OpenClaw's session-file format), and the reference's own sentence
 trains that model on them.
 
-Run: PYTHONPATH=src python -m pytest tests/test_nl_agent.py -q
+Run: PYTHONPATH=src python -m pytest tests/nl/test_nl_agent.py -q
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ark_trainer.cli import main
 from ark_trainer.fileio import write_json
 from ark_trainer.nl.plan import plan_request
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
 from openai_stub import _chunk  # noqa: E402
 
 REQUEST = "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度"

@@ -1,6 +1,6 @@
 """``ark-trainer plan``: natural-language requests → validated configs, command lines, assumptions.
 
-Run: PYTHONPATH=src python -m pytest tests/test_nl_plan.py -q
+Run: PYTHONPATH=src python -m pytest tests/nl/test_nl_plan.py -q
 """
 
 from __future__ import annotations

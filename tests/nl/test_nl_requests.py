@@ -8,7 +8,7 @@ Fields: strategy (as the config normalises it: RFT+GRPO, GRPO, auto), model_path
 output_dir, steps (--max_train_steps), rft_steps, lr (--grpo_learning_rate), rft_lr, batch, weights
 (--reward_weights). A field not listed is not checked.
 
-Run: PYTHONPATH=src python -m pytest tests/test_nl_requests.py -q
+Run: PYTHONPATH=src python -m pytest tests/nl/test_nl_requests.py -q
 """
 
 from __future__ import annotations

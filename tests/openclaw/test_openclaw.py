@@ -17,7 +17,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.openclaw import cli as oc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _doctor(capsys) -> tuple[int, dict]:

@@ -1,4 +1,4 @@
-"""The report at a glance (ark_trainer/report/glance.py): on the fake run folder of tests/test_report.py."""
+"""The report at a glance (ark_trainer/report/glance.py): on the fake run folder of tests/report/test_report.py."""
 
 from __future__ import annotations
 

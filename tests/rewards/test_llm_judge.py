@@ -159,7 +159,7 @@ def test_judge_with_a_wrong_key_stops_with_a_user_error(server, tmp_path):
 
 
 def test_judge_unreachable_server_stops_at_the_first_request(tmp_path):
-    # a judge that never answered and refuses connections fails fast (tests/test_harden_rewards.py)
+    # a judge that never answered and refuses connections fails fast (tests/rewards/test_harden_rewards.py)
     comp = judge_spec(tmp_path, "http://127.0.0.1:9/v1", max_retries=1, timeout=1)
     with pytest.raises(UserError, match="cannot reach"):
         comp(["q"], ["抱歉"])

@@ -1,6 +1,6 @@
 """A bad (NaN/inf) step does not end the run: it is skipped, a streak rolls back, and a stop keeps a report.
 
-Real TRL training on the tiny model of ``test_resume`` with ``ARK_FAULT`` (``ark_trainer.runtime.faults``) making
+Real TRL training on the tiny model of ``test_resume`` (``tiny_runs.py``) with ``ARK_FAULT`` (``ark_trainer.runtime.faults``) making
 chosen steps' gradients NaN, as a real blow-up would.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
-from test_resume import assets, flags, weights  # noqa: F401 - the module fixture is reused
+from tiny_runs import assets, flags, weights  # noqa: F401 - the module fixture is reused
 
 
 def events(out: Path, name: str) -> list[dict]:

@@ -11,7 +11,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete, rotate
-from test_resume import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
+from tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
 
 
 def complete_steps(stage_dir: Path) -> list[int]:
@@ -133,7 +133,7 @@ def test_auto_resume_halves_the_micro_batch_after_oom(assets, tmp_path, monkeypa
     monkeypatch.setenv("ARK_FAULT_STAGE", "grpo")
     monkeypatch.setenv(
         "PYTHONPATH",
-        str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        str(Path(__file__).resolve().parents[2] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
     assert main(["train", *flags(assets, out, "GRPO"), "--auto_resume", "2"]) == 0
     events = read_jsonl(out / "events.jsonl")

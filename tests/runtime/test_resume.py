@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,45 +10,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete
-from conftest import tiny_qc_assets
-
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> dict[str, Path]:
-    return tiny_qc_assets(tmp_path_factory.mktemp("resume_assets"))
-
-
-def flags(a: dict, out: Path, strategy: str, steps: int = 4) -> list[str]:
-    return [
-        "--strategy", strategy, "--model_path", str(a["model"]), "--data_path", str(a["train"]),
-        "--output_dir", str(out), "--max_train_steps", str(steps), "--rft_steps", str(steps if strategy != "GRPO" else 0),
-        "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "2", "--max_completion_length", "6",
-        "--rft_min_reward", "0", "--rft_learning_rate", "1e-2", "--grpo_learning_rate", "1e-2", "--dpo_learning_rate", "1e-2", "--warmup_ratio", "0.25",
-        "--logging_steps", "1", "--save_steps", "2", "--save_total_limit", "2", "--eval_auto", "False",
-        "--device", "cpu", "--heartbeat_interval", "1", "--seed", "7",
-    ]  # fmt: skip
-
-
-def run_child(
-    args: list[str], fault: str = "", stage: str = "", timeout: float = 300
-) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.update(ARK_FAULT=fault, ARK_FAULT_STAGE=stage)
-    return subprocess.run(
-        [sys.executable, "-m", "ark_trainer", "train", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def weights(path: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(path / "model.safetensors"))
+from tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
 
 
 def final_state(stage_dir: Path) -> dict:
@@ -77,7 +36,7 @@ def assert_same_run(straight: Path, resumed: Path, stage: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy,stage", [("RFT+GRPO", "rft"), ("GRPO", "grpo"), ("DPO", "dpo")])
-def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
+def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):  # noqa: F811
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert main(["train", *flags(assets, straight, strategy)]) == 0
 
@@ -103,7 +62,7 @@ def test_kill_and_resume_equals_straight_run(assets, tmp_path, strategy, stage):
 
 
 @pytest.mark.slow
-def test_kill_during_save_keeps_previous_checkpoint_and_resume_uses_it(assets, tmp_path):
+def test_kill_during_save_keeps_previous_checkpoint_and_resume_uses_it(assets, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     killed = run_child(flags(assets, out, "GRPO"), fault="kill_in_save:4", stage="grpo")
     assert killed.returncode == -9, killed.stderr[-2000:]

@@ -4,7 +4,7 @@ The two models differ only in their warm-up targets (``build_base_model(strong=.
 the demo's deliberately flawed answers, the strong one the correct ones. The probe must choose RFT+GRPO for
 the first and Only GRPO for the second, and plan.json, run.yaml and the report must say why.
 
-Run: PYTHONPATH=src python -m pytest tests/test_nl_auto.py -q
+Run: PYTHONPATH=src python -m pytest tests/stages/test_probe.py -q
 """
 
 from __future__ import annotations
