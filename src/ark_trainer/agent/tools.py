@@ -33,7 +33,7 @@ class EnvSpec:
 MAX_TOOLS = 128  # tools one environment shows the model (OpenAI's API takes 128 too); each costs prompt
 MAX_TOOL_CHARS = 16_000  # one tool's description and JSON schema as the prompt shows them
 # names of the wrappers' own (env.ToolEnv, mcp_env.McpEnvironment: methods and instance attributes): a tool
-# of the same name would replace them (tests/test_mcp_env.py checks this list against both classes)
+# of the same name would replace them (tests/agent/test_mcp_env.py checks this list against both classes)
 WRAPPER_NAMES = frozenset({"reset", "get_reward", "calls", "tool_errors", "n_invalid", "episode", "timeout"})
 
 
