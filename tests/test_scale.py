@@ -170,15 +170,10 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
 def test_auto_precision_choice():
     from ark_trainer.scale import auto_precision
 
-    class C:
-        mixed_precision = "auto"
-
-    assert auto_precision(C, "cpu", False, False) == (False, False, None)
-    assert auto_precision(C, "cuda:0", True, False)[:2] == (True, False)  # --fp16 True wins
-    C.mixed_precision = "no"
-    assert auto_precision(C, "cuda:0", False, False)[:2] == (False, False)
-    C.mixed_precision = "bf16"
-    assert auto_precision(C, "cuda:0", False, False)[:2] == (False, True)
+    assert auto_precision("auto", "cpu", False, False) == (False, False, None)
+    assert auto_precision("auto", "cuda:0", True, False)[:2] == (True, False)  # --fp16 True wins
+    assert auto_precision("no", "cuda:0", False, False)[:2] == (False, False)
+    assert auto_precision("bf16", "cuda:0", False, False)[:2] == (False, True)
 
 
 def test_rft_sampling_is_one_generate_call_per_batch_and_keeps_prompt_order(tmp_path):
@@ -266,17 +261,14 @@ def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_aske
     from ark_trainer.models.device import Runtime
     from ark_trainer.scale import trainer_model_kwargs
 
-    class C:
-        load_in_4bit = False
-
     assert (
-        trainer_model_kwargs(C, Runtime("cuda:0", fp16=True, bf16=False, warnings=[]))["dtype"]
+        trainer_model_kwargs(False, Runtime("cuda:0", fp16=True, bf16=False, warnings=[]))["dtype"]
         == torch.float32
     )
     bf16 = Runtime("cuda:0", fp16=False, bf16=True, warnings=[])
-    assert trainer_model_kwargs(C, bf16)["dtype"] == torch.float32  # autocast over fp32 weights
+    assert trainer_model_kwargs(False, bf16)["dtype"] == torch.float32  # autocast over fp32 weights
     bf16.bf16_weights = True  # --mixed_precision bf16_weights
-    assert trainer_model_kwargs(C, bf16) == {}
+    assert trainer_model_kwargs(False, bf16) == {}
 
 
 def test_shards_cover_the_prompts_in_order():

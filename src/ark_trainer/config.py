@@ -266,7 +266,7 @@ def validate(cfg: TrainConfig) -> None:
     from ark_trainer.scale import validate_scale
     from ark_trainer.trackers import report_to_problems
 
-    problems += validate_scale(cfg)
+    problems += validate_scale(cfg.load_in_4bit, cfg.save_adapter_only, cfg.lora_r)
     problems += report_to_problems(cfg.report_to)
     problems += choice_problems(cfg)
     if problems:

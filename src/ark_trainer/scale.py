@@ -34,13 +34,13 @@ GPU_GENERATION_SEQUENCES = 128  # sequences per generate call on a GPU
 MAX_ROLLOUT_ROUNDS = 4  # optimizer steps one GRPO generation may feed (staleness ≤ 3 steps)
 
 
-def validate_scale(cfg) -> list[str]:
+def validate_scale(load_in_4bit: bool, save_adapter_only: bool, lora_r: int | None) -> list[str]:
     """Problems between the scale/speed flags (no hardware needed); each flag's own range and allowed values
     are declared with it (``config.py``) and checked there."""
     problems = []
-    if cfg.load_in_4bit and not cfg.lora_r:
+    if load_in_4bit and not lora_r:
         problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")
-    if cfg.save_adapter_only and not cfg.lora_r:
+    if save_adapter_only and not lora_r:
         problems.append("--save_adapter_only: there is no adapter without LoRA; pass --lora_r (e.g. 16)")
     return problems
 
@@ -62,16 +62,16 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def check_hardware(cfg, device: str) -> None:
+def check_hardware(device: str, load_in_4bit: bool, use_vllm: bool) -> None:
     """Refuse, in one line, what this machine cannot do (called before anything is written)."""
     on_gpu = device.startswith("cuda")
-    if cfg.load_in_4bit:
+    if load_in_4bit:
         _require(
             "--load_in_4bit: QLoRA needs bitsandbytes and a CUDA GPU",
             {"bitsandbytes": _installed("bitsandbytes"), "a CUDA GPU": on_gpu},
             "use --lora_r alone for LoRA in full precision",
         )
-    if cfg.use_vllm:
+    if use_vllm:
         _require(
             "--use_vllm: vLLM rollouts need the vllm package and a CUDA GPU",
             {"the vllm package": _installed("vllm"), "a CUDA GPU": on_gpu},
@@ -106,7 +106,9 @@ def cpuinfo_has_bf16(cpuinfo: str) -> bool:
     return False
 
 
-def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool, str | None]:
+def auto_precision(
+    mixed_precision: str, device: str, fp16: bool, bf16: bool
+) -> tuple[bool, bool, str | None]:
     """(fp16, bf16, note): explicit --fp16/--bf16 win; otherwise ``--mixed_precision`` decides.
 
     On CPU (where ``--fp16/--bf16 True`` have already fallen back to fp32) only ``--mixed_precision bf16`` or
@@ -115,16 +117,16 @@ def auto_precision(cfg, device: str, fp16: bool, bf16: bool) -> tuple[bool, bool
     if fp16 or bf16:
         return fp16, bf16, None
     if device == "cpu":
-        if cfg.mixed_precision not in ("bf16", "bf16_weights"):
+        if mixed_precision not in ("bf16", "bf16_weights"):
             return False, False, None
         if native_cpu_bf16():
             return False, True, None
         note = (
-            f"--mixed_precision {cfg.mixed_precision}: this CPU has no native bf16 (AVX512-BF16, AMX or Arm "
+            f"--mixed_precision {mixed_precision}: this CPU has no native bf16 (AVX512-BF16, AMX or Arm "
             "BF16), where bf16 is emulated and slower; training in fp32"
         )
         return False, False, note
-    mode = cfg.mixed_precision
+    mode = mixed_precision
     if mode == "auto":
         import torch
 
@@ -167,33 +169,33 @@ def peft_config(cfg, task_type: str = "CAUSAL_LM"):
     )
 
 
-def trainer_extras(cfg, rt) -> dict[str, Any]:
+def trainer_extras(gradient_checkpointing: bool) -> dict[str, Any]:
     """Extra TrainingArguments: gradient checkpointing and the 4-bit loading of QLoRA.
 
     Checkpointing is off unless ``--gradient_checkpointing`` turns it on: TRL's SFT and GRPO configs default
     it to on, which recomputes every activation in the backward pass (a quarter more compute per step on
     CPU, where memory is seldom the limit) that the flag did not ask for."""
     extras: dict[str, Any] = {"gradient_checkpointing": False}
-    if cfg.gradient_checkpointing:
+    if gradient_checkpointing:
         extras["gradient_checkpointing"] = True
         extras["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     return extras
 
 
-def trainer_model_kwargs(cfg, rt) -> dict[str, Any]:
+def trainer_model_kwargs(load_in_4bit: bool, rt) -> dict[str, Any]:
     """``model_init_kwargs`` additions for the trainers: fp32 master weights under mixed precision (the
     Trainer then autocasts; the fp16 grad scaler refuses fp16 parameters, and bf16 weights lose small
     updates), unless ``--mixed_precision bf16_weights`` asks for bf16 weights; and QLoRA."""
     import torch
 
-    master = (rt.fp16 or rt.bf16) and not rt.bf16_weights and not cfg.load_in_4bit
+    master = (rt.fp16 or rt.bf16) and not rt.bf16_weights and not load_in_4bit
     extra: dict[str, Any] = {"dtype": torch.float32} if master else {}
-    return {**extra, **quantization_kwargs(cfg, rt)}
+    return {**extra, **quantization_kwargs(load_in_4bit, rt)}
 
 
-def quantization_kwargs(cfg, rt) -> dict[str, Any]:
+def quantization_kwargs(load_in_4bit: bool, rt) -> dict[str, Any]:
     """``model_init_kwargs`` additions for QLoRA (NF4, double quantisation, compute in the run's dtype)."""
-    if not cfg.load_in_4bit:
+    if not load_in_4bit:
         return {}
     from transformers import BitsAndBytesConfig
 

@@ -62,8 +62,8 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         warnings.append("--trust_remote_code True: the model folder's own Python code will run")
     from ark_trainer.scale import auto_precision, check_hardware  # precision, QLoRA, vLLM
 
-    check_hardware(cfg, device)
-    fp16, bf16, note = auto_precision(cfg, device, fp16, bf16)
+    check_hardware(device, cfg.load_in_4bit, cfg.use_vllm)
+    fp16, bf16, note = auto_precision(cfg.mixed_precision, device, fp16, bf16)
     if note and device == "cpu":
         warnings.append(note)
     return Runtime(

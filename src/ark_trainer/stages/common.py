@@ -43,9 +43,9 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "fp16": rt.fp16,
         "bf16": rt.bf16,
         "dataloader_num_workers": 0,
-        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(cfg, rt)},
+        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(cfg.load_in_4bit, rt)},
         "disable_tqdm": False,
-        **trainer_extras(cfg, rt),
+        **trainer_extras(cfg.gradient_checkpointing),
     }
 
 
