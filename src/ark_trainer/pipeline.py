@@ -345,7 +345,8 @@ def _run_prepared(p: Prepared) -> Path:
     from ark_trainer.runtime import launch
     from ark_trainer.runtime.distributed import QuietMonitor, init_ranks, run_device
 
-    if launch.wants_relaunch(cfg):  # several processes: accelerate starts them, each runs this pipeline
+    # several processes: accelerate starts them, each runs this pipeline
+    if launch.wants_relaunch(cfg.num_processes, cfg.launcher):
         launch.relaunch(cfg, p.rt.use_cpu)
         return p.out
     ranks = init_ranks(p.rt.use_cpu)

@@ -33,18 +33,19 @@ def is_child() -> bool:
     return os.environ.get(CHILD_ENV) == "1"
 
 
-def wants_relaunch(cfg) -> bool:
-    return not is_child() and (cfg.num_processes > 1 or cfg.launcher == "accelerate")
+def wants_relaunch(num_processes: int, launcher: str) -> bool:
+    return not is_child() and (num_processes > 1 or launcher == "accelerate")
 
 
 def _flag_value(value: Any) -> str:
     return str(bool(value)) if isinstance(value, bool) else str(value)
 
 
-def child_flags(cfg) -> list[str]:
-    """The resolved config as ``train`` flags: the children run exactly what the parent checked."""
+def child_flags(flags: dict[str, Any]) -> list[str]:
+    """The resolved config's flags (``flag_items()``) as ``train`` flags: the children run exactly what the
+    parent checked."""
     out: list[str] = []
-    for name, value in cfg.flag_items().items():
+    for name, value in flags.items():
         if value is not None:
             out += [f"--{name}", _flag_value(value)]
     return out
@@ -65,7 +66,7 @@ def launch_command(cfg, use_cpu: bool) -> list[str]:
     if cfg.main_process_port or not cfg.accelerate_config:
         cmd += ["--main_process_port", str(cfg.main_process_port or free_port())]
     resume = ["--resume", "True"] if cfg.resume else []  # CLI-only: not among the config's flag items
-    return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg), *resume]
+    return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg.flag_items()), *resume]
 
 
 def check_engine(path: str, use_cpu: bool) -> None:

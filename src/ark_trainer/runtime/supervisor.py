@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.runfolder import RunFolder
@@ -35,10 +36,11 @@ NO_RETRY_ERRORS = ("TrainingDiverged",)
 NO_RETRY_CODES = (2, 130, 143)  # bad input, Ctrl-C, SIGTERM
 
 
-def child_argv(cfg, resume: bool) -> list[str]:
-    """The child's ``train`` command line: every setting of ``cfg`` spelled out, no supervisor."""
+def child_argv(flags: dict[str, Any], resume: bool) -> list[str]:
+    """The child's ``train`` command line: every setting (the config's ``flag_items()``) spelled out, no
+    supervisor."""
     argv = [sys.executable, "-m", "ark_trainer", "train"]
-    for key, value in cfg.flag_items().items():
+    for key, value in flags.items():
         if value is not None:
             argv += [f"--{key}", str(value)]
     argv += ["--auto_resume", "0"]
@@ -64,7 +66,7 @@ def supervise(cfg, write_report: Callable[[Path], object]) -> Path:
     for attempt in range(cfg.auto_resume + 1):
         start_line = RunFolder(out).n_event_lines()
         t0 = time.time()
-        code = subprocess.call(child_argv(cfg, resume), env=env)
+        code = subprocess.call(child_argv(cfg.flag_items(), resume), env=env)
         if code == 0:
             return out
         if code in NO_RETRY_CODES:
