@@ -77,7 +77,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     # validate() refuses a config without them (config.REQUIRED)
     assert cfg.output_dir and cfg.data_path and cfg.model_path
     out = Path(cfg.output_dir)
-    data_path = cfg.data_path  # a local: mypy narrows it, in lambdas too
+    data_path, model_path = cfg.data_path, cfg.model_path  # locals: mypy narrows them, in lambdas too
     parent = not is_child()  # the parent of an accelerate launch checked the folder and passes --resume on
     if parent:
         check_free(out)  # a live run in this folder: refused, naming its pid
@@ -104,8 +104,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     loads += model_checked[:1]  # the model named: checked, not converted
     checks += model_checked[1:]
     given_hf = model_kind(cfg.model_path) == "hf"
-    if cfg.env and given_hf:  # an agent run: the environment loads, the chat template shows tools
-        checks.append(lambda: check_agent(cfg))  # (a GGUF's tokenizer: checked once converted, below)
+    if (env := cfg.env) and given_hf:  # an agent run: the environment loads, the chat template shows tools
+        # (a GGUF's tokenizer: checked once converted, below)
+        checks.append(lambda: check_agent(env, model_path, cfg.trust_remote_code))
     results, problems = collect([*loads, *checks])  # every problem of every input at once
     if problems:
         raise UserError(*problems)
@@ -133,7 +134,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
     from ark_trainer.agent.rft import check_episode_sources
 
-    check_episode_sources(cfg, train, [s.name for s in plan.stages])
+    check_episode_sources(cfg.env, data_path, cfg.rft_num_samples, train, [s.name for s in plan.stages])
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
@@ -196,7 +197,7 @@ def _converted(cfg: TrainConfig, out: Path, model):
     claim_folder(out)  # ours before its first file
     model = convert(model, RunFolder(out).base_model_dir)
     if cfg.env:
-        check_agent(replace(cfg, model_path=str(model.path)))
+        check_agent(cfg.env, str(model.path), cfg.trust_remote_code)
     return model
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -96,15 +95,14 @@ def test_episode_candidates_need_env_and_rft_without_samples_needs_candidates(tm
         and "(3 rows hold one)" in line
         and "--env" in line
     )
-    cfg = SimpleNamespace(env=None, rft_num_samples=0, data_path="d.jsonl")
     with pytest.raises(UserError, match="give --env"):
-        check_episode_sources(cfg, rows, ["rft", "grpo"])
-    env_cfg = SimpleNamespace(env="shop.py:make_env", rft_num_samples=0, data_path="d.jsonl")
-    check_episode_sources(env_cfg, rows, ["rft", "grpo"])  # candidates to replay: fine
+        check_episode_sources(None, "d.jsonl", 0, rows, ["rft", "grpo"])
+    env = "shop.py:make_env"
+    check_episode_sources(env, "d.jsonl", 0, rows, ["rft", "grpo"])  # candidates to replay: fine
     bare = [{"prompt": PROMPT, "candidates": []}]
     with pytest.raises(UserError, match="--rft_num_samples: 0 plays no episode"):
-        check_episode_sources(env_cfg, bare, ["rft", "grpo"])
-    check_episode_sources(env_cfg, bare, ["grpo"])  # no RFT stage: nothing to choose from is fine
+        check_episode_sources(env, "d.jsonl", 0, bare, ["rft", "grpo"])
+    check_episode_sources(env, "d.jsonl", 0, bare, ["grpo"])  # no RFT stage: nothing to choose from is fine
 
 
 def test_a_replayed_candidate_gets_the_environments_results_and_reward():

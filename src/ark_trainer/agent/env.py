@@ -346,13 +346,13 @@ def env_for(cfg: Any) -> tuple[type[ToolEnv], Limits] | None:
     return limited_env_class(load_env(cfg.env), limits), limits
 
 
-def check_agent(cfg: Any) -> None:
+def check_agent(env: str | dict, model_path: str, trust_remote_code: bool) -> None:
     """``train --env``: the environment loads and the model's chat template can show tools (before any write)."""
     from ark_trainer.models.loading import load_tokenizer
 
-    load_env(cfg.env)
+    load_env(env)
     try:
-        tok = load_tokenizer(cfg.model_path, cfg.trust_remote_code)
+        tok = load_tokenizer(model_path, trust_remote_code)
     except Exception:  # noqa: BLE001 - the model folder's own check reports a broken tokenizer
         return
-    check_tokenizer(tok, cfg.model_path)
+    check_tokenizer(tok, model_path)

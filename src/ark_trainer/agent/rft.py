@@ -86,18 +86,20 @@ def candidate_episodes(row: dict) -> list[list[dict]]:
     ]
 
 
-def check_episode_sources(cfg: Any, rows: list[dict], stage_names: list[str]) -> None:
+def check_episode_sources(
+    env: str | dict | None, data_path: str, rft_num_samples: int, rows: list[dict], stage_names: list[str]
+) -> None:
     """Before anything is written: episode candidates need ``--env``; RFT over episodes needs samples or
     candidates to choose from."""
     from ark_trainer.data.loader import episode_candidate_problems
 
-    if not cfg.env:
-        problems = episode_candidate_problems(rows, cfg.data_path)
+    if not env:
+        problems = episode_candidate_problems(rows, data_path)
         if problems:
             raise UserError(*problems)
-    elif "rft" in stage_names and cfg.rft_num_samples == 0 and not any(r.get("candidates") for r in rows):
+    elif "rft" in stage_names and rft_num_samples == 0 and not any(r.get("candidates") for r in rows):
         raise UserError(
-            f"--rft_num_samples: 0 plays no episode, and no training row of --data_path {cfg.data_path} carries "
+            f"--rft_num_samples: 0 plays no episode, and no training row of --data_path {data_path} carries "
             "candidate episodes to replay; use 1 or more, or give the rows candidates"
         )
 
