@@ -434,7 +434,9 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     if cfg.openclaw_env:
         from ark_trainer.openclaw import check_openclaw
 
-        monitor.event("openclaw", **check_openclaw(monitor.warn, cfg))
+        monitor.event(
+            "openclaw", **check_openclaw(monitor.warn, cfg.output_dir, cfg.model_path, cfg.save_total_limit)
+        )
     log.info(
         "task %s: %s, %d train / %d eval prompts, device %s",
         cfg.task_name,

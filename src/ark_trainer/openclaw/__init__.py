@@ -11,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def check_openclaw(warn: Callable[[str], None], cfg=None) -> dict:
-    """``doctor``'s checks for ``--openclaw_env True`` (disk sized for ``cfg``); problems are warnings here."""
+def check_openclaw(
+    warn: Callable[[str], None],
+    output_dir: str | None = None,
+    model_path: str | None = None,
+    checkpoints: int = 2,
+) -> dict:
+    """``doctor``'s checks for ``--openclaw_env True`` (disk sized for ``output_dir``, ``model_path`` and
+    ``checkpoints`` kept, ``--save_total_limit``); problems are warnings here."""
     from ark_trainer.openclaw.doctor import run_checks
 
-    checks = run_checks(cfg.output_dir, cfg.model_path, cfg.save_total_limit) if cfg else run_checks()
+    checks = run_checks(output_dir, model_path, checkpoints)
     for c in checks:
         if c.status != "ok":
             warn(f"--openclaw_env True: {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
