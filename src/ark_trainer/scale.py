@@ -45,16 +45,16 @@ def validate_scale(load_in_4bit: bool, save_adapter_only: bool, lora_r: int | No
     return problems
 
 
-def lora_problems(cfg) -> list[str]:
+def lora_problems(lora_r: int | None, lora_alpha: int | None, lora_dropout: float) -> list[str]:
     """What is wrong with ``--lora_r/--lora_alpha/--lora_dropout`` of ``rm train`` (``train`` declares the
     same limits as ranges of its fields)."""
     problems = []
-    if cfg.lora_r is not None and cfg.lora_r < 0:
-        problems.append(f"--lora_r: must be ≥ 0, got {cfg.lora_r}")
-    if cfg.lora_alpha is not None and cfg.lora_alpha <= 0:
+    if lora_r is not None and lora_r < 0:
+        problems.append(f"--lora_r: must be ≥ 0, got {lora_r}")
+    if lora_alpha is not None and lora_alpha <= 0:
         problems.append("--lora_alpha: must be > 0")
-    if not 0 <= cfg.lora_dropout < 1:
-        problems.append(f"--lora_dropout: must be in [0, 1), got {cfg.lora_dropout}")
+    if not 0 <= lora_dropout < 1:
+        problems.append(f"--lora_dropout: must be in [0, 1), got {lora_dropout}")
     return problems
 
 
@@ -149,20 +149,26 @@ def precision_name(fp16: bool, bf16: bool, bf16_weights: bool) -> str:
     return "fp32"
 
 
-def peft_config(cfg, task_type: str = "CAUSAL_LM"):
+def peft_config(
+    lora_r: int | None,
+    lora_alpha: int | None,
+    lora_dropout: float,
+    lora_target_modules: str,
+    task_type: str = "CAUSAL_LM",
+):
     """peft ``LoraConfig`` for ``--lora_r`` > 0, else None (``SEQ_CLS``: the score head trains in full)."""
-    if not cfg.lora_r or cfg.lora_r <= 0:
+    if not lora_r or lora_r <= 0:
         return None
     from peft import LoraConfig
 
-    targets = cfg.lora_target_modules.strip()
+    targets = lora_target_modules.strip()
     modules: Any = (
         targets if targets == "all-linear" else [m.strip() for m in targets.split(",") if m.strip()]
     )
     return LoraConfig(
-        r=cfg.lora_r,
-        lora_alpha=cfg.lora_alpha or 2 * cfg.lora_r,
-        lora_dropout=cfg.lora_dropout,
+        r=lora_r,
+        lora_alpha=lora_alpha or 2 * lora_r,
+        lora_dropout=lora_dropout,
         target_modules=modules,
         task_type=task_type,
         bias="none",

@@ -83,7 +83,9 @@ class RMTrainArgs:
         from ark_trainer.scale import lora_problems
 
         lora = {n: RANGES[n] for n in ("lora_r", "lora_alpha")}  # train's: a rank of 1e9 allocates 64 GB
-        if problems := range_problems(vars(self), lora) or lora_problems(self):
+        if problems := range_problems(vars(self), lora) or lora_problems(
+            self.lora_r, self.lora_alpha, self.lora_dropout
+        ):
             raise UserError(*problems)
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise UserError(f"--device: unknown device {self.device!r}; use auto, cpu, cuda or cuda:N")
@@ -299,7 +301,9 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
         args=config,
         train_dataset=Dataset.from_list(texts),
         processing_class=tok,
-        peft_config=peft_config(args, "SEQ_CLS"),
+        peft_config=peft_config(
+            args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules, "SEQ_CLS"
+        ),
     )
     use_console_progress(trainer, "rm")
     result = trainer.train()

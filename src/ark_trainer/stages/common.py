@@ -118,7 +118,7 @@ def train_and_save(
         trainer = trainer_cls(
             processing_class=tok,
             callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to),
-            peft_config=peft_config(cfg),
+            peft_config=peft_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.lora_target_modules),
             **trainer_kw,
         )
         return wrap(trainer) if wrap else trainer
