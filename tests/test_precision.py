@@ -177,7 +177,9 @@ def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
     from ark_trainer.scale import rollout_kwargs
 
     cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
-    kwargs = rollout_kwargs(cfg, device)
+    kwargs = rollout_kwargs(
+        device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+    )
     assert kwargs == expected
     args = GRPOConfig(  # TRL accepts it: whole prompt groups per generation batch
         output_dir=str(tmp_path), per_device_train_batch_size=batch, gradient_accumulation_steps=accum,

@@ -244,11 +244,15 @@ def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
         "gradient_checkpointing": cfg.gradient_checkpointing,
         "export": "adapter" if cfg.save_adapter_only else "merged" if cfg.lora_r else "full",
         "rollouts": f"vllm-{cfg.vllm_mode}" if cfg.use_vllm else "transformers",
-        **rollout_kwargs(cfg, rt.device),
+        **rollout_kwargs(
+            rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+        ),
     }
 
 
-def rollout_kwargs(cfg, device: str) -> dict[str, Any]:
+def rollout_kwargs(
+    device: str, rollout_steps: int | None, batch_size: int, gradient_accumulation_steps: int, use_vllm: bool
+) -> dict[str, Any]:
     """TRL ``GRPOConfig`` options for faster transformers rollouts on a GPU (empty on CPU or with vLLM).
 
     Generates the rollouts of several optimizer steps in one ``generate`` call (``steps_per_generation``, a
@@ -256,16 +260,16 @@ def rollout_kwargs(cfg, device: str) -> dict[str, Any]:
     ``GPU_GENERATION_SEQUENCES`` sequences are decoded together, at most ``MAX_ROLLOUT_ROUNDS`` steps.
     ``--rollout_steps N`` sets the number of optimizer steps itself (1: TRL's default, on any device).
     """
-    if cfg.rollout_steps:  # the user's choice; 1 is TRL's default (one generation per optimizer step)
-        steps = cfg.rollout_steps * cfg.gradient_accumulation_steps
-        return {"steps_per_generation": steps} if cfg.rollout_steps > 1 else {}
-    if not device.startswith("cuda") or cfg.use_vllm:
+    if rollout_steps:  # the user's choice; 1 is TRL's default (one generation per optimizer step)
+        steps = rollout_steps * gradient_accumulation_steps
+        return {"steps_per_generation": steps} if rollout_steps > 1 else {}
+    if not device.startswith("cuda") or use_vllm:
         return {}
-    per_step = max(1, cfg.batch_size * cfg.gradient_accumulation_steps)
+    per_step = max(1, batch_size * gradient_accumulation_steps)
     rounds = min(MAX_ROLLOUT_ROUNDS, -(-GPU_GENERATION_SEQUENCES // per_step))
     if rounds <= 1:
         return {}
-    return {"steps_per_generation": cfg.gradient_accumulation_steps * rounds}
+    return {"steps_per_generation": gradient_accumulation_steps * rounds}
 
 
 def generation_batch(device: str, cpu_batch: int) -> int:

@@ -70,7 +70,10 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         reward_weights=weights,
         shuffle_dataset=not balanced,  # the balanced order is the order
         **vllm_grpo_kwargs(cfg),
-        **rollout_kwargs(cfg, rt.device),  # larger generation batches on a GPU; nothing on CPU
+        # larger generation batches on a GPU; nothing on CPU
+        **rollout_kwargs(
+            rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+        ),
         **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))

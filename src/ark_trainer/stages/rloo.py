@@ -43,7 +43,9 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         beta=grpo.beta,
         reward_weights=weights,
         **vllm_grpo_kwargs(cfg),
-        **rollout_kwargs(cfg, ctx.rt.device),
+        **rollout_kwargs(
+            ctx.rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+        ),
     )
     dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
     train_and_save(
