@@ -200,12 +200,16 @@ def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path
         del trainer  # before the next one loads (GPU memory)
         _free_memory()
         if attempt == cfg.max_rollbacks:
-            _diverged(monitor, trained, streak, base_lr * factor, precision, cfg)
+            _diverged(monitor, trained, streak, base_lr * factor, precision, cfg.max_rollbacks)
         attempt, factor = attempt + 1, factor * ROLLBACK_LR_FACTOR
-        ckpt = _roll_back(monitor, stage, attempt, streak, base_lr * factor, precision, cfg, out_dir)
+        ckpt = _roll_back(
+            monitor, stage, attempt, streak, base_lr * factor, precision, cfg.max_rollbacks, out_dir
+        )
 
 
-def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str, cfg, out_dir: Path):
+def _roll_back(
+    monitor, stage: str, attempt: int, bad, lr: float, precision: str, max_rollbacks: int, out_dir: Path
+):
     """Record rollback ``attempt`` to the newest complete checkpoint (None: the stage's start); return it."""
     ckpt = latest_complete(out_dir)
     step = read_json(ckpt / MARKER)["step"] if ckpt else 0
@@ -215,7 +219,7 @@ def _roll_back(monitor, stage: str, attempt: int, bad, lr: float, precision: str
     )  # fmt: skip
     log.warning(
         "%s: %d bad steps in a row up to step %d (%s); rollback %d of %d to step %d with learning rate %g",
-        stage, bad.streak, bad.step, precision, attempt, cfg.max_rollbacks, step, lr,
+        stage, bad.streak, bad.step, precision, attempt, max_rollbacks, step, lr,
     )  # fmt: skip
     return ckpt
 
@@ -254,7 +258,7 @@ def _free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _diverged(monitor, trained: TrainedStage, bad, lr: float, precision: str, cfg) -> None:
+def _diverged(monitor, trained: TrainedStage, bad, lr: float, precision: str, max_rollbacks: int) -> None:
     """Stop the stage after the last rollback: one line naming the precision and the flags to change."""
     from ark_trainer.runtime.bad_steps import precision_fix
     from ark_trainer.runtime.guards import TrainingDiverged
@@ -262,7 +266,7 @@ def _diverged(monitor, trained: TrainedStage, bad, lr: float, precision: str, cf
     stage = trained.name
     message = (
         f"{stage} step {bad.step}: {bad.what} was NaN/inf on {bad.streak} steps in a row (each skipped) "
-        f"after {cfg.max_rollbacks} rollback(s) to the last checkpoint at lower learning rates (last "
+        f"after {max_rollbacks} rollback(s) to the last checkpoint at lower learning rates (last "
         f"{lr:g}); precision in use: {precision}. Lower --{trained.lr_flag}"
         f"{precision_fix(precision)}, check the data for extreme examples, or raise --max_bad_steps / "
         "--max_rollbacks; the stages that finished are in the report"
