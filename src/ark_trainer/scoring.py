@@ -215,14 +215,14 @@ def sample_and_score(
     sampler = Sampler(cfg, rt, model_path)
     try:
         with monitor.stage(stage, total=len(ranks().shard(rows))):
-            answers, scores = _sample_round(cfg, monitor, sampler, rows, reward, stage, 0, 0)
+            answers, scores = _sample_round(cfg.seed, monitor, sampler, rows, reward, stage, 0, 0)
     finally:
         sampler.close()
     return answers, scores, sampler.tok
 
 
 def _sample_round(
-    cfg: TrainConfig,
+    seed: int,
     monitor: Monitor,
     sampler: Sampler,
     rows: list[dict],
@@ -236,7 +236,7 @@ def _sample_round(
     mine = dist.shard(rows)
     samples = sampler(
         [r["prompt"] for r in mine],
-        seed=cfg.seed + dist.index + 1000 * round_index,  # round 0: the seed of a run that samples all
+        seed=seed + dist.index + 1000 * round_index,  # round 0: the seed of a run that samples all
         on_batch=lambda n: monitor.progress(done + n),
         desc=stage.replace("_", " "),
         on_tick=monitor.tick,
@@ -294,7 +294,7 @@ def sample_and_select(
                 chunk = order[len(sampled) : len(sampled) + size]
                 monitor.progress(done, done + len(dist.shard(chunk)))
                 more_answers, more_scores = _sample_round(
-                    cfg, monitor, sampler, chunk, reward, "rft_sampling", rounds, done
+                    cfg.seed, monitor, sampler, chunk, reward, "rft_sampling", rounds, done
                 )
                 sampled += chunk
                 done += len(dist.shard(chunk))
