@@ -32,9 +32,10 @@ def test_data_shapes():
 
 def test_decide_prefers_the_data_shape_then_the_probe_rules():
     cfg = TrainConfig(auto_probe_samples=2, pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5)
-    strong = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], cfg)
-    weak = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], cfg)
-    flat = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], cfg)
+    limits = cfg.auto_probe_samples, cfg.pass_threshold, cfg.auto_min_pass_rate, cfg.auto_max_zero_std
+    strong = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], *limits)
+    weak = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], *limits)
+    flat = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], *limits)
     assert [decide(r)[0] for r in (strong, weak, flat)] == ["GRPO", "RFT+GRPO", "RFT+GRPO"]  # unchanged
     strong.data = "pairs"
     strategy, reason = decide(strong)

@@ -148,20 +148,21 @@ def _cfg(**kw) -> TrainConfig:
 
 def test_decision_rules():
     cfg = _cfg(pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5)
+    limits = cfg.auto_probe_samples, cfg.pass_threshold, cfg.auto_min_pass_rate, cfg.auto_max_zero_std
     # mostly failing → RFT first
-    result = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], cfg)
+    result = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], *limits)
     assert (result.pass_rate, result.zero_std_share) == (round(1 / 6, 4), 0.0)
     assert decide(result)[0] == "RFT+GRPO"
     # passes often but every group identical → GRPO would get no signal → RFT first
-    result = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], cfg)
+    result = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], *limits)
     assert result.zero_std_share == 1.0 and result.pass_rate == round(4 / 6, 4)
     strategy, reason = decide(result)
     assert strategy == "RFT+GRPO" and "--auto_max_zero_std" in reason
     # passes often and groups differ → Only GRPO
-    result = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], cfg)
+    result = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], *limits)
     assert decide(result)[0] == "GRPO"
     # None (reward not applicable) never passes
-    assert summarize([[None, None]], cfg).pass_rate == 0.0
+    assert summarize([[None, None]], *limits).pass_rate == 0.0
 
 
 def test_auto_settings_are_validated(capsys):

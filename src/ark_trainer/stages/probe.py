@@ -71,21 +71,29 @@ def probe_prompts(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(f"ark-probe:{seed}").sample(rows, n)
 
 
-def summarize(groups: list[list[float | None]], cfg: TrainConfig) -> ProbeResult:
-    """Pass rate and zero-variance share of scored groups (``None`` rewards count as not passing)."""
+def summarize(
+    groups: list[list[float | None]],
+    samples_per_prompt: int,
+    pass_threshold: float,
+    min_pass_rate: float,
+    max_zero_std: float,
+) -> ProbeResult:
+    """Pass rate and zero-variance share of scored groups (``None`` rewards count as not passing);
+    ``pass_threshold``, ``min_pass_rate`` and ``max_zero_std`` are ``--pass_threshold``,
+    ``--auto_min_pass_rate`` and ``--auto_max_zero_std``, ``samples_per_prompt`` ``--auto_probe_samples``."""
     flat = [r for g in groups for r in g]
     scored = [r for r in flat if r is not None]
-    passed = sum(r is not None and r >= cfg.pass_threshold - 1e-9 for r in flat)
+    passed = sum(r is not None and r >= pass_threshold - 1e-9 for r in flat)
     zero_std = sum(len({None if r is None else round(r, 6) for r in g}) <= 1 for g in groups)
     return ProbeResult(
         prompts=len(groups),
-        samples_per_prompt=cfg.auto_probe_samples,
-        pass_threshold=cfg.pass_threshold,
+        samples_per_prompt=samples_per_prompt,
+        pass_threshold=pass_threshold,
         pass_rate=round(passed / max(len(flat), 1), 4),
         zero_std_share=round(zero_std / max(len(groups), 1), 4),
         reward_mean=round(statistics.fmean(scored), 4) if scored else 0.0,
-        min_pass_rate=cfg.auto_min_pass_rate,
-        max_zero_std=cfg.auto_max_zero_std,
+        min_pass_rate=min_pass_rate,
+        max_zero_std=max_zero_std,
     )
 
 
@@ -178,7 +186,13 @@ def run_probe(
         }
         for row, texts, group in zip(sample, answers, scores, strict=True)
     ]
-    result = summarize([[s["total"] for s in group] for group in scores], cfg)
+    result = summarize(
+        [[s["total"] for s in group] for group in scores],
+        cfg.auto_probe_samples,
+        cfg.pass_threshold,
+        cfg.auto_min_pass_rate,
+        cfg.auto_max_zero_std,
+    )
     result.data = data_shape(rows)
     return result, scored
 
