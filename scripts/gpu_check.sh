@@ -9,7 +9,7 @@
 # 1. tests/test_gpu.py: autocast over fp32 master weights by default, bf16 weights only when asked,
 #    a NaN step skipped on the GPU, fp16 master weights, bf16 LoRA merge, QLoRA/vLLM where installed;
 # 2. the demo end to end with default flags (`ark-trainer demo`): must exit 0 and write its report;
-# 3. the advanced reference template of the README (`--device cuda:0 --fp16 True`) on the demo's data;
+# 3. the advanced reference template (docs/getting-started.md) (`--device cuda:0 --fp16 True`) on the demo's data;
 # 4. bench/gpu_generation.py: generation methods side by side (tokens/s);
 # 5. bench/memory.py --gpu: peak GPU memory of GRPO full fine-tuning vs LoRA, and per precision mode.
 # Results land in $OUT (default /tmp/ark-gpu) and, for 2-5, in bench/results/gpu_*.md / memory_gpu.md:
