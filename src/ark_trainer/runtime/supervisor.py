@@ -27,6 +27,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 from ark_trainer.runfolder import RunFolder
+from ark_trainer.runtime.launch import child_flags
 from ark_trainer.runtime.monitor import Monitor
 
 log = logging.getLogger("ark_trainer")
@@ -39,11 +40,7 @@ NO_RETRY_CODES = (2, 130, 143)  # bad input, Ctrl-C, SIGTERM
 def child_argv(flags: dict[str, Any], resume: bool) -> list[str]:
     """The child's ``train`` command line: every setting (the config's ``flag_items()``) spelled out, no
     supervisor."""
-    argv = [sys.executable, "-m", "ark_trainer", "train"]
-    for key, value in flags.items():
-        if value is not None:
-            argv += [f"--{key}", str(value)]
-    argv += ["--auto_resume", "0"]
+    argv = [sys.executable, "-m", "ark_trainer", "train", *child_flags(flags), "--auto_resume", "0"]
     if resume:
         argv += ["--resume", "True", "--overwrite_output_dir", "False"]
     return argv
