@@ -229,9 +229,15 @@ def test_example_accelerate_configs_load_and_are_documented():
 
 @pytest.mark.parametrize("mode", ["colocate", "server"])
 def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
+    from types import SimpleNamespace
+
     from trl import GRPOConfig
 
     from ark_trainer.scale import vllm_grpo_kwargs
+    from ark_trainer.stages.common import vllm_settings
+
+    def vllm(cfg):  # the run's vLLM flags, as a stage reads them from its context
+        return vllm_settings(SimpleNamespace(cfg=cfg))
 
     cfg = resolve_config(
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
@@ -242,7 +248,7 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
             "vllm_gpu_memory_utilization": "0.5",
         }
     )
-    kwargs = vllm_grpo_kwargs(cfg)
+    kwargs = vllm_grpo_kwargs(vllm(cfg))
     args = GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, **kwargs
     )  # TRL's own names, accepted as they are
@@ -252,7 +258,7 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
     else:
         assert args.vllm_gpu_memory_utilization == 0.5
     cfg = dataclasses.replace(cfg, use_vllm=False)
-    assert vllm_grpo_kwargs(cfg) == {}
+    assert vllm_grpo_kwargs(vllm(cfg)) == {}
 
 
 def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_asked():

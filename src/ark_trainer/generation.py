@@ -17,9 +17,10 @@ memory nor crawl through one huge batch, while a toy model's short prompts still
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.prompts import render_prompt
+from ark_trainer.scale import VLLMSettings
 
 GEN_SEQUENCES = 128  # sequences per generate call while sampling (prompts × samples)
 GEN_TOKENS_CPU = 16_384  # tokens (prompt + completion) per generate call on CPU
@@ -170,6 +171,18 @@ def generate(
     return restored
 
 
+@dataclass(frozen=True)
+class SamplingSettings:
+    """What sampling candidates reads: ``--rft_num_samples`` answers per prompt at ``--rft_temperature``, the
+    run's completion length and seed, and the vLLM flags (``--use_vllm`` samples through vLLM)."""
+
+    num_samples: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+    vllm: VLLMSettings
+
+
 class Sampler:
     """RFT candidates: ``--rft_num_samples`` per prompt, from vLLM (``--use_vllm``) or transformers.
 
@@ -178,11 +191,11 @@ class Sampler:
     and loads only the tokenizer.
     """
 
-    def __init__(self, cfg, rt, model_path: str) -> None:
+    def __init__(self, settings: SamplingSettings, rt, model_path: str) -> None:
         from ark_trainer.models.loading import load_policy, load_tokenizer
 
-        self.cfg, self.model_path, self.model = cfg, model_path, None
-        if cfg.use_vllm or cfg.rft_num_samples == 0:
+        self.settings, self.model_path, self.model = settings, model_path, None
+        if settings.vllm.use_vllm or settings.num_samples == 0:
             self.tok = load_tokenizer(model_path)
         else:
             self.model, self.tok = load_policy(model_path, rt)
@@ -190,23 +203,32 @@ class Sampler:
     def __call__(
         self, prompts: list, seed: int, on_batch=None, desc: str = "RFT sampling", on_tick=None
     ) -> list[list[str]]:
-        cfg = self.cfg
-        if cfg.rft_num_samples == 0:
+        settings = self.settings
+        if settings.num_samples == 0:
             if on_batch:
                 on_batch(len(prompts))
             return [[] for _ in prompts]
-        if cfg.use_vllm:
+        if settings.vllm.use_vllm:
             from ark_trainer.vllm_rollouts import vllm_sample
 
-            return vllm_sample(cfg, self.model_path, self.tok, prompts, seed=seed)
+            return vllm_sample(
+                settings.vllm,
+                self.model_path,
+                self.tok,
+                prompts,
+                seed=seed,
+                n=settings.num_samples,
+                temperature=settings.temperature,
+                max_tokens=settings.max_new_tokens,
+            )
         return generate(
             self.model,
             self.tok,
             prompts,
-            num_samples=cfg.rft_num_samples,
-            temperature=cfg.rft_temperature,
-            max_new_tokens=new_tokens(cfg),
-            batch_size=max(1, GEN_SEQUENCES // cfg.rft_num_samples),
+            num_samples=settings.num_samples,
+            temperature=settings.temperature,
+            max_new_tokens=settings.max_new_tokens,
+            batch_size=max(1, GEN_SEQUENCES // settings.num_samples),
             seed=seed,
             on_batch=on_batch,
             desc=desc,
@@ -218,10 +240,16 @@ class Sampler:
 
 
 def sample_prompts(
-    cfg, rt, model_path: str, prompts: list, seed: int, on_batch=None, desc: str = "RFT sampling"
+    settings: SamplingSettings,
+    rt,
+    model_path: str,
+    prompts: list,
+    seed: int,
+    on_batch=None,
+    desc: str = "RFT sampling",
 ) -> tuple[list[list[str]], object]:
     """:class:`Sampler` for one call: (samples per prompt, tokenizer); the model is freed before returning."""
-    sampler = Sampler(cfg, rt, model_path)
+    sampler = Sampler(settings, rt, model_path)
     try:
         return sampler(prompts, seed, on_batch=on_batch, desc=desc), sampler.tok
     finally:

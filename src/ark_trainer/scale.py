@@ -24,6 +24,7 @@ Everything here maps our flags onto the engines' own options (peft ``LoraConfig`
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -215,17 +216,29 @@ def quantization_kwargs(load_in_4bit: bool, rt) -> dict[str, Any]:
     }
 
 
-def vllm_grpo_kwargs(cfg) -> dict[str, Any]:
+@dataclass(frozen=True)
+class VLLMSettings:
+    """The vLLM flags (``--use_vllm``, ``--vllm_*``): what vLLM rollouts and RFT's vLLM sampling read."""
+
+    use_vllm: bool
+    mode: str  # colocate or server
+    server_host: str
+    server_port: int
+    gpu_memory_utilization: float
+    tensor_parallel_size: int
+
+
+def vllm_grpo_kwargs(vllm: VLLMSettings) -> dict[str, Any]:
     """TRL ``GRPOConfig`` options for vLLM rollouts (empty without ``--use_vllm``)."""
-    if not cfg.use_vllm:
+    if not vllm.use_vllm:
         return {}
-    kwargs: dict[str, Any] = {"use_vllm": True, "vllm_mode": cfg.vllm_mode}
-    if cfg.vllm_mode == "server":
-        kwargs.update(vllm_server_host=cfg.vllm_server_host, vllm_server_port=cfg.vllm_server_port)
+    kwargs: dict[str, Any] = {"use_vllm": True, "vllm_mode": vllm.mode}
+    if vllm.mode == "server":
+        kwargs.update(vllm_server_host=vllm.server_host, vllm_server_port=vllm.server_port)
     else:
         kwargs.update(
-            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+            vllm_gpu_memory_utilization=vllm.gpu_memory_utilization,
+            vllm_tensor_parallel_size=vllm.tensor_parallel_size,
         )
     return kwargs
 

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
-from ark_trainer.generation import Sampler
+from ark_trainer.generation import Sampler, SamplingSettings
 from ark_trainer.metrics import VERIFIERS
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.prompts import is_conversational, model_prompt
@@ -198,7 +197,7 @@ def next_round(needed: int, kept: int, sampled: int, available: int, rounds: int
 
 
 def sample_and_score(
-    cfg: TrainConfig,
+    sampling: SamplingSettings,
     rt: Runtime,
     monitor: Monitor,
     model_path: str,
@@ -212,10 +211,10 @@ def sample_and_score(
     samples and scores its own slice of the prompts, ``ark_trainer.runtime.distributed``), and the tokenizer.
     RFT selects from them (:func:`sample_and_select`); DPO and KTO pair or label them (``stages/preference.py``).
     """
-    sampler = Sampler(cfg, rt, model_path)
+    sampler = Sampler(sampling, rt, model_path)
     try:
         with monitor.stage(stage, total=len(ranks().shard(rows))):
-            answers, scores = _sample_round(cfg.seed, monitor, sampler, rows, reward, stage, 0, 0)
+            answers, scores = _sample_round(sampling.seed, monitor, sampler, rows, reward, stage, 0, 0)
     finally:
         sampler.close()
     return answers, scores, sampler.tok
@@ -262,7 +261,7 @@ def budget_order(rows: list[dict], needed: int | None, seed: int) -> list[dict]:
 
 
 def sample_and_select(
-    cfg: TrainConfig,
+    sampling: SamplingSettings,
     rt: Runtime,
     monitor: Monitor,
     model_path: str,
@@ -270,20 +269,23 @@ def sample_and_select(
     reward: CompositeReward,
     data_dir: Path,
     needed: int | None = None,
+    *,
+    min_reward: float,
 ) -> Selection:
-    """Sample from the model, score everything, select; writes rft_scored.jsonl and rft_pairs.jsonl.
+    """Sample from the model, score everything, select at ``min_reward`` (``--rft_min_reward``); writes
+    rft_scored.jsonl and rft_pairs.jsonl.
 
     ``needed`` (:func:`rft_budget`) bounds the sampling: only as many prompts as it takes to keep that
     many answers, in rounds (:func:`next_round`); ``None`` samples every row. Every process selects from the
     same full, gathered list.
     """
     dist = ranks()
-    order = budget_order(rows, needed, cfg.seed)
+    order = budget_order(rows, needed, sampling.seed)
     want = len(order) if needed is None else needed
     sampled: list[dict] = []
     answers: list[list[tuple[str, str]]] = []
     scores: list[list[dict]] = []
-    sampler = Sampler(cfg, rt, model_path)
+    sampler = Sampler(sampling, rt, model_path)
     conversational = is_conversational(sampler.tok)
     kept, rounds, done = 0, 0, 0  # done: prompts this process sampled in earlier rounds
     first = next_round(want, 0, 0, len(order), 0) if needed is not None else len(order)
@@ -294,14 +296,14 @@ def sample_and_select(
                 chunk = order[len(sampled) : len(sampled) + size]
                 monitor.progress(done, done + len(dist.shard(chunk)))
                 more_answers, more_scores = _sample_round(
-                    cfg.seed, monitor, sampler, chunk, reward, "rft_sampling", rounds, done
+                    sampling.seed, monitor, sampler, chunk, reward, "rft_sampling", rounds, done
                 )
                 sampled += chunk
                 done += len(dist.shard(chunk))
                 answers += more_answers
                 scores += more_scores
                 rounds += 1
-                kept = len(select(sampled, answers, scores, cfg.rft_min_reward, conversational).sft_rows)
+                kept = len(select(sampled, answers, scores, min_reward, conversational).sft_rows)
                 size = next_round(want, kept, len(sampled), len(order), rounds) if needed is not None else 0
                 if size:
                     log.info(
@@ -310,7 +312,7 @@ def sample_and_select(
                     )  # fmt: skip
     finally:
         sampler.close()
-    sel = select(sampled, answers, scores, cfg.rft_min_reward, conversational)
+    sel = select(sampled, answers, scores, min_reward, conversational)
     sel.stats.update(n_rows=len(rows), n_needed=needed, rounds=rounds)
     if needed is not None and 0 < kept < needed:
         monitor.warn(

@@ -15,27 +15,34 @@ from __future__ import annotations
 
 import gc
 
-from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.models.prompts import render_prompt
+from ark_trainer.scale import VLLMSettings
 
 
-def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> list[list[str]]:
-    """``cfg.rft_num_samples`` completions per prompt, as texts."""
+def vllm_sample(
+    vllm: VLLMSettings,
+    model_path: str,
+    tokenizer,
+    prompts: list,
+    seed: int,
+    *,
+    n: int,
+    temperature: float,
+    max_tokens: int,
+) -> list[list[str]]:
+    """``n`` completions per prompt, as texts."""
     texts = [render_prompt(tokenizer, p) for p in prompts]
     if not texts:
         return []
-    n = cfg.rft_num_samples
-    if cfg.vllm_mode == "server":
+    if vllm.mode == "server":
         from trl.generation.vllm_client import VLLMClient
 
-        client = VLLMClient(
-            host=cfg.vllm_server_host, server_port=cfg.vllm_server_port, connection_timeout=60
-        )
+        client = VLLMClient(host=vllm.server_host, server_port=vllm.server_port, connection_timeout=60)
         out = client.generate(
             texts,
             n=n,
-            temperature=cfg.rft_temperature,
-            max_tokens=new_tokens(cfg),
+            temperature=temperature,
+            max_tokens=max_tokens,
             logprobs=None,
             generation_kwargs={"seed": seed},
         )
@@ -57,13 +64,13 @@ def vllm_sample(cfg, model_path: str, tokenizer, prompts: list, seed: int) -> li
     ensure_master_addr_port()
     llm = LLM(
         model=model_path,
-        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        tensor_parallel_size=cfg.vllm_tensor_parallel_size if world == 1 else 1,
+        gpu_memory_utilization=vllm.gpu_memory_utilization,
+        tensor_parallel_size=vllm.tensor_parallel_size if world == 1 else 1,
         distributed_executor_backend="external_launcher",
         seed=seed,
         max_num_batched_tokens=4096,
     )
-    params = SamplingParams(n=n, temperature=cfg.rft_temperature, max_tokens=new_tokens(cfg), seed=seed)
+    params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     results = llm.generate(texts, params)
     samples = [[c.text for c in r.outputs] for r in results]
     del llm

@@ -62,6 +62,8 @@ def _select(tmp_path, data_path, steps: int, batch: int):
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.runtime.monitor import Monitor
     from ark_trainer.scoring import sample_and_select
+    from ark_trainer.stages.common import rft_sampling
+    from ark_trainer.stages.registry import StageContext
     from conftest import save_tiny_qwen
 
     model = save_tiny_qwen(tmp_path / "model")
@@ -74,8 +76,10 @@ def _select(tmp_path, data_path, steps: int, batch: int):
     monitor = Monitor(out, heartbeat=False)
     monitor.start()
     needed = rft_budget(steps, batch, 1, 1)
+    rt = Runtime("cpu", False, False, [])
+    sampling = rft_sampling(StageContext(cfg, rt, monitor, rows, reward, out, out))
     sel = sample_and_select(
-        cfg, Runtime("cpu", False, False, []), monitor, str(model), rows, reward, out / "data", needed
+        sampling, rt, monitor, str(model), rows, reward, out / "data", needed, min_reward=cfg.rft_min_reward
     )
     scored = (out / "data" / "rft_scored.jsonl").read_text(encoding="utf-8").splitlines()
     return sel, scored, needed
@@ -121,3 +125,34 @@ def test_generation_ticks_within_a_batch(tmp_path):
     monitor.progress(2)
     monitor.write_heartbeat()
     assert "detail" not in json.loads((tmp_path / "heartbeat.json").read_text())
+
+
+def test_sampling_through_a_vllm_server_asks_for_the_rft_settings(tmp_path, monkeypatch):
+    """``--use_vllm --vllm_mode server``: one request with RFT's samples, temperature, length and the seed."""
+    import trl.generation.vllm_client as vllm_client
+
+    from ark_trainer.generation import Sampler, SamplingSettings
+    from ark_trainer.models.device import Runtime
+    from ark_trainer.scale import VLLMSettings
+    from conftest import save_tiny_qwen
+
+    asked: list[dict] = []
+
+    class FakeClient:
+        def __init__(self, host, server_port, connection_timeout):
+            asked.append({"host": host, "port": server_port})
+
+        def generate(self, texts, **kwargs):
+            asked.append(kwargs)
+            return {"completion_ids": [[] for _ in texts for _ in range(kwargs["n"])]}
+
+    monkeypatch.setattr(vllm_client, "VLLMClient", FakeClient)
+    vllm = VLLMSettings(True, "server", "10.0.0.1", 8123, 0.3, 1)
+    settings = SamplingSettings(num_samples=2, temperature=0.7, max_new_tokens=5, seed=3, vllm=vllm)
+    sampler = Sampler(settings, Runtime("cpu", False, False, []), str(save_tiny_qwen(tmp_path / "m")))
+    samples = sampler([[{"role": "user", "content": "你好"}]] * 3, seed=9)
+    assert sampler.model is None and samples == [["", ""]] * 3
+    assert asked[0] == {"host": "10.0.0.1", "port": 8123}
+    assert {k: asked[1][k] for k in ("n", "temperature", "max_tokens", "generation_kwargs")} == {
+        "n": 2, "temperature": 0.7, "max_tokens": 5, "generation_kwargs": {"seed": 9}
+    }  # fmt: skip

@@ -1,5 +1,7 @@
-"""What the training stages share: trainer settings, callbacks, the final save, and the one helper every
-stage trains through. Model loading, device and prompts live below, in ``ark_trainer.models``.
+"""What the training stages share: trainer settings, the settings their helpers read (built here from the
+run's config, so the helpers below the stages never take the whole config), callbacks, the final save, and
+the one helper every stage trains through. Model loading, device and prompts live below, in
+``ark_trainer.models``.
 """
 
 from __future__ import annotations
@@ -9,9 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig
+from ark_trainer.generation import SamplingSettings
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import model_init_kwargs
+from ark_trainer.scale import VLLMSettings
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -47,6 +52,32 @@ def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr:
         "disable_tqdm": False,
         **trainer_extras(cfg.gradient_checkpointing),
     }
+
+
+def vllm_settings(ctx: StageContext) -> VLLMSettings:
+    """The run's vLLM flags (``--use_vllm``, ``--vllm_*``)."""
+    cfg = ctx.cfg
+    return VLLMSettings(
+        use_vllm=cfg.use_vllm,
+        mode=cfg.vllm_mode,
+        server_host=cfg.vllm_server_host,
+        server_port=cfg.vllm_server_port,
+        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+    )
+
+
+def rft_sampling(ctx: StageContext) -> SamplingSettings:
+    """How RFT (and DPO/KTO without pairs of their own) samples candidates: ``--rft_num_samples`` at
+    ``--rft_temperature``, the run's completion length and seed, through vLLM under ``--use_vllm``."""
+    cfg = ctx.cfg
+    return SamplingSettings(
+        num_samples=cfg.rft_num_samples,
+        temperature=cfg.rft_temperature,
+        max_new_tokens=new_tokens(cfg),
+        seed=cfg.seed,
+        vllm=vllm_settings(ctx),
+    )
 
 
 def warmup_steps(ratio: float, steps: int) -> int:

@@ -34,7 +34,7 @@ from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import train_and_save, trainer_kwargs
+from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -69,7 +69,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         scale_rewards=cfg.scale_rewards,
         reward_weights=weights,
         shuffle_dataset=not balanced,  # the balanced order is the order
-        **vllm_grpo_kwargs(cfg),
+        **vllm_grpo_kwargs(vllm_settings(ctx)),
         # larger generation batches on a GPU; nothing on CPU
         **rollout_kwargs(
             rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm

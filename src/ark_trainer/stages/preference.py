@@ -25,6 +25,7 @@ from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import ANSWER_COLUMNS, sample_and_score
+from ark_trainer.stages.common import rft_sampling
 from ark_trainer.stages.registry import StageContext
 
 log = logging.getLogger("ark_trainer")
@@ -127,7 +128,7 @@ def dpo_pairs(ctx: StageContext, model_in: str) -> PreferenceData:
         stats["n_without_pair"] = len(ctx.train) - len(given)
     else:
         answers, scores, _ = sample_and_score(
-            ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "dpo_sampling"
+            rft_sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "dpo_sampling"
         )
         pairs, stats = pairs_from_scores(ctx.train, answers, scores, ctx.cfg.dpo_min_margin)
     conv = _conversational(ctx, model_in)
@@ -147,7 +148,7 @@ def kto_examples(ctx: StageContext, model_in: str) -> PreferenceData:
     else:
         threshold = ctx.cfg.pass_threshold if ctx.cfg.kto_threshold is None else ctx.cfg.kto_threshold
         answers, scores, _ = sample_and_score(
-            ctx.cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "kto_sampling"
+            rft_sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "kto_sampling"
         )
         examples, stats = examples_from_scores(ctx.train, answers, scores, threshold)
     good = sum(bool(e["label"]) for e in examples)

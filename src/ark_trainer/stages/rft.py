@@ -19,7 +19,7 @@ from ark_trainer.options.rft import RFTOptions
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import reselect, rft_budget, sample_and_select
-from ark_trainer.stages.common import train_and_save, trainer_kwargs
+from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
@@ -93,7 +93,15 @@ class RFTStage:
                 plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
             )
             sel = sample_and_select(
-                cfg, ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, RunFolder(ctx.out).data_dir, needed
+                rft_sampling(ctx),
+                ctx.rt,
+                ctx.monitor,
+                model_in,
+                ctx.train,
+                ctx.reward,
+                RunFolder(ctx.out).data_dir,
+                needed,
+                min_reward=cfg.rft_min_reward,
             )
         gc.collect()
         if not sel.sft_rows:

@@ -19,7 +19,7 @@ from ark_trainer.models.prompts import is_conversational
 from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.options.rloo import RLOOOptions
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
+from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs, vllm_settings
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -42,7 +42,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         temperature=grpo.temperature,
         beta=grpo.beta,
         reward_weights=weights,
-        **vllm_grpo_kwargs(cfg),
+        **vllm_grpo_kwargs(vllm_settings(ctx)),
         **rollout_kwargs(
             ctx.rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
         ),
