@@ -26,7 +26,6 @@ from ark_trainer.auto_defaults import (
     new_tokens,
     parse_grpo_weights,
 )
-from ark_trainer.config import TrainConfig
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational, model_prompt
@@ -57,12 +56,13 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     cfg = replace(ctx.cfg, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
     tok = load_tokenizer(model_in, rt.trust_remote_code)
     funcs, weights = grpo_reward(ctx).trl_reward_funcs()
-    agent = agent_kwargs(cfg, tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
+    agent = agent_kwargs(_env(ctx), tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
     rows, balanced = label_balanced(ctx.train, cfg.seed)
+    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg))
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
-        max_completion_length=grpo_new_tokens(cfg),
+        max_completion_length=max_new_tokens,
         temperature=cfg.temperature,
         beta=cfg.beta,
         loss_type=cfg.loss_type,
@@ -80,6 +80,11 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     trainer_cls: type = GRPOTrainer
     if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
         trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
+    eval_steps = 0 if cfg.env else cfg.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
+
+    def wrap(trainer):
+        return _with_best_policy(_timed(trainer), ctx, tok, model_in, eval_steps, max_new_tokens)
+
     trainer = train_and_save(
         ctx,
         plan,
@@ -87,7 +92,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         trainer_cls,
         tok,
         final_dir,
-        wrap=lambda trainer: _with_best_policy(_timed(trainer), ctx, tok, cfg, model_in),
+        wrap=wrap,
         model=model_in,
         reward_funcs=funcs,
         args=args,
@@ -107,9 +112,10 @@ def grpo_reward(ctx: StageContext):
     return ctx.reward.reweighted(parse_grpo_weights(spec, ctx.reward.components))
 
 
-def grpo_new_tokens(cfg: TrainConfig) -> int:
-    """``--grpo_max_completion_length`` as resolved; the run's completion length where nothing resolved it."""
-    return int(cfg.grpo_max_completion_length or new_tokens(cfg))
+def grpo_new_tokens(grpo_length: int | None, run_length: int) -> int:
+    """``--grpo_max_completion_length`` (``grpo_length``) as resolved; the run's completion length
+    (``run_length``, ``auto_defaults.new_tokens``) where nothing resolved it."""
+    return int(grpo_length or run_length)
 
 
 def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
@@ -136,8 +142,16 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
     return [row for _, _, row in keyed] + rest, True
 
 
-def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> dict:
-    """Under ``--env``: GRPOTrainer's ``environment_factory`` and the tool-loop settings; else nothing.
+def _env(ctx: StageContext):
+    """The run's environment class and limits under ``--env`` (``agent/env.py``); ``None`` without it."""
+    from ark_trainer.agent.env import env_for
+
+    return env_for(ctx.cfg)
+
+
+def agent_kwargs(env: tuple | None, tok, funcs: list, weights: list[float]) -> dict:
+    """Under ``--env`` (``env``: the environment class and its limits): GRPOTrainer's ``environment_factory``
+    and the tool-loop settings; else (``None``) nothing.
 
     The factory is our limit-applying class (``agent/env.py``): TRL lists its tool methods, resets one per
     rollout with the row's columns, runs the model's calls through it (``--max_turns`` assistant turns:
@@ -145,10 +159,8 @@ def agent_kwargs(cfg: TrainConfig, tok, funcs: list, weights: list[float]) -> di
     functions receive the instances as ``environments`` (the ``env_reward`` grader reads them). A weight-0
     ``agent_turns`` function makes TRL log the mean assistant turns per episode (``rewards/agent_turns/mean``).
     """
-    from ark_trainer.agent.env import env_for
     from ark_trainer.agent.toolcall import attach_response_parser
 
-    env = env_for(cfg)
     if env is None:
         return {}
     env_cls, limits = env
@@ -165,15 +177,16 @@ def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     return [float(view(c).turns) for c in completions]
 
 
-def _with_best_policy(trainer, ctx: StageContext, tok, cfg: TrainConfig, model_in: str):
-    """``trainer`` evaluating itself every ``--grpo_eval_steps`` and ending on its best step
-    (``stages/grpo_eval.py``); as it is where that is off, there is no held-out set, or episodes are played."""
+def _with_best_policy(trainer, ctx: StageContext, tok, model_in: str, eval_steps: int, max_new_tokens: int):
+    """``trainer`` evaluating itself every ``eval_steps`` (``--grpo_eval_steps``) with answers of up to
+    ``max_new_tokens`` and ending on its best step (``stages/grpo_eval.py``); as it is where that is off (0:
+    also when episodes are played) or there is no held-out set."""
     from ark_trainer.stages.grpo_eval import best_policy_callback, starting_score
 
-    if cfg.grpo_eval_steps and ctx.held_out and not cfg.env:
+    if eval_steps and ctx.held_out:
         reward = ctx.reward  # the run's graders: the task accuracy the report shows
         callback = best_policy_callback(
-            ctx.held_out, reward, tok, cfg.grpo_eval_steps, grpo_new_tokens(cfg), ctx.rt.bf16, ctx.monitor,
+            ctx.held_out, reward, tok, eval_steps, max_new_tokens, ctx.rt.bf16, ctx.monitor,
             start=starting_score(ctx.out, model_in),
         )  # fmt: skip
         trainer.add_callback(callback)
