@@ -488,12 +488,22 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
 
 def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     """``--strategy auto``: probe the base model, resolve the plan with its choice, rewrite plan.json."""
-    from ark_trainer.stages.probe import decide, probe_record, run_probe
+    from ark_trainer.stages.probe import ProbeSettings, decide, probe_record, run_probe
 
     cfg = p.cfg
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
+    settings = ProbeSettings(
+        prompts=cfg.auto_probe_prompts,
+        samples=cfg.auto_probe_samples,
+        temperature=cfg.temperature,
+        max_new_tokens=new_tokens(cfg),
+        seed=cfg.seed,
+        pass_threshold=cfg.pass_threshold,
+        min_pass_rate=cfg.auto_min_pass_rate,
+        max_zero_std=cfg.auto_max_zero_std,
+    )
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
-        result, scored = run_probe(cfg, p.rt, p.model_path, p.train, p.reward, on_batch=monitor.progress)
+        result, scored = run_probe(settings, p.rt, p.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed
     p.plan = resolve_plan(cfg, ProbeChoice(strategy, reason, probe_record(result)))
     from ark_trainer.runtime.distributed import ranks

@@ -28,8 +28,6 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.config import TrainConfig
 from ark_trainer.generation import GEN_SEQUENCES, generate
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_policy
@@ -49,6 +47,22 @@ class ProbeResult:
     min_pass_rate: float
     max_zero_std: float
     data: str = "prompts"  # the training data's shape (data_shape): prompts, pairs or labels
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What the probe reads: ``--auto_probe_prompts`` prompts × ``--auto_probe_samples`` answers at the GRPO
+    ``--temperature``, the run's completion length and seed, and the thresholds that decide
+    (``--pass_threshold``, ``--auto_min_pass_rate``, ``--auto_max_zero_std``)."""
+
+    prompts: int
+    samples: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+    pass_threshold: float
+    min_pass_rate: float
+    max_zero_std: float
 
 
 def data_shape(rows: list[dict]) -> str:
@@ -149,7 +163,7 @@ def decide(result: ProbeResult) -> tuple[str, str]:
 
 
 def run_probe(
-    cfg: TrainConfig,
+    settings: ProbeSettings,
     rt: Runtime,
     model_path: str,
     rows: list[dict],
@@ -160,18 +174,18 @@ def run_probe(
     """Sample and score the base model's answers on a sample of training prompts.
 
     Returns the summary and, per prompt, its answers with their rewards (for ``OUT/data/probe_scored.jsonl``)."""
-    sample = probe_prompts(rows, cfg.auto_probe_prompts, cfg.seed)
+    sample = probe_prompts(rows, settings.prompts, settings.seed)
     model, tok = load_policy(model_path, rt)
     try:
         answers = generate(
             model,
             tok,
             [row["prompt"] for row in sample],
-            num_samples=cfg.auto_probe_samples,
-            temperature=cfg.temperature,
-            max_new_tokens=new_tokens(cfg),
-            batch_size=max(1, GEN_SEQUENCES // cfg.auto_probe_samples),
-            seed=cfg.seed,
+            num_samples=settings.samples,
+            temperature=settings.temperature,
+            max_new_tokens=settings.max_new_tokens,
+            batch_size=max(1, GEN_SEQUENCES // settings.samples),
+            seed=settings.seed,
             on_batch=on_batch,
             desc="probing base model",
             on_tick=on_tick,
@@ -188,10 +202,10 @@ def run_probe(
     ]
     result = summarize(
         [[s["total"] for s in group] for group in scores],
-        cfg.auto_probe_samples,
-        cfg.pass_threshold,
-        cfg.auto_min_pass_rate,
-        cfg.auto_max_zero_std,
+        settings.samples,
+        settings.pass_threshold,
+        settings.min_pass_rate,
+        settings.max_zero_std,
     )
     result.data = data_shape(rows)
     return result, scored
