@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.config import TrainConfig
 from ark_trainer.generation import SamplingSettings
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import model_init_kwargs
@@ -25,7 +24,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("ark_trainer")
 
 
-def trainer_kwargs(cfg: TrainConfig, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
+class TrainerSettings(Protocol):
+    """The run flags :func:`trainer_kwargs` reads. The run's config has them all: a stage (a plug-in's too)
+    passes ``ctx.cfg``."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def gradient_accumulation_steps(self) -> int: ...
+    @property
+    def warmup_ratio(self) -> float: ...
+    @property
+    def logging_steps(self) -> int: ...
+    @property
+    def save_steps(self) -> int: ...
+    @property
+    def save_total_limit(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def report_to(self) -> str: ...
+    @property
+    def load_in_4bit(self) -> bool: ...
+    @property
+    def gradient_checkpointing(self) -> bool: ...
+
+
+def trainer_kwargs(cfg: TrainerSettings, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
     from ark_trainer.scale import trainer_extras, trainer_model_kwargs
     from ark_trainer.trackers import trainer_report_to
