@@ -148,12 +148,13 @@ def test_bf16_weights_is_a_known_value_and_fp8_is_not():
 
 def test_the_run_records_its_precision(monkeypatch, tmp_path):
     """plan.json and the ``scale`` event say which precision the run trained in (here: CPU, fp32)."""
-    from ark_trainer.scale import scale_summary
+    from ark_trainer.scale import SUMMARY_FLAGS, scale_summary
 
     fake_gpu(monkeypatch, (9, 0))
     cfg = TrainConfig()
     rt = resolve_runtime(cfg)
-    assert scale_summary(cfg, rt, 1)["precision"] == "bf16 autocast, fp32 weights"
+    flags = {name: getattr(cfg, name) for name in SUMMARY_FLAGS}
+    assert scale_summary(rt, 1, **flags)["precision"] == "bf16 autocast, fp32 weights"
 
 
 # --- generation on a GPU: the automatic choice (measured by bench/gpu_generation.py) ---

@@ -372,9 +372,10 @@ def _run_prepared(p: Prepared) -> Path:
     from ark_trainer.diagnose.run_end import after_run, may_deploy
     from ark_trainer.rewards.guards import attach_monitor, warn_skipped
     from ark_trainer.runtime.watchdog import Watchdog
-    from ark_trainer.scale import scale_summary
+    from ark_trainer.scale import SUMMARY_FLAGS, scale_summary
 
-    monitor.event("scale", **scale_summary(cfg, p.rt, ranks.num_processes))
+    flags = {name: getattr(cfg, name) for name in SUMMARY_FLAGS}
+    monitor.event("scale", **scale_summary(p.rt, ranks.num_processes, **flags))
     attach_monitor(p.reward, monitor)
     watchdog = Watchdog(monitor, cfg.stall_timeout if ranks.is_main else 0).start()
     try:

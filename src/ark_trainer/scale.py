@@ -243,23 +243,52 @@ def vllm_grpo_kwargs(vllm: VLLMSettings) -> dict[str, Any]:
     return kwargs
 
 
-def scale_summary(cfg, rt, processes: int) -> dict[str, Any]:
-    """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM."""
-    precision = rt.precision
+SUMMARY_FLAGS = (
+    "launcher",
+    "accelerate_config",
+    "lora_r",
+    "load_in_4bit",
+    "gradient_checkpointing",
+    "save_adapter_only",
+    "use_vllm",
+    "vllm_mode",
+    "rollout_steps",
+    "batch_size",
+    "gradient_accumulation_steps",
+)
+"""The flags :func:`scale_summary` reads: its keyword arguments, named as the flags are."""
+
+
+def scale_summary(
+    rt,
+    processes: int,
+    *,
+    launcher: str,
+    accelerate_config: str | None,
+    lora_r: int | None,
+    load_in_4bit: bool,
+    gradient_checkpointing: bool,
+    save_adapter_only: bool,
+    use_vllm: bool,
+    vllm_mode: str,
+    rollout_steps: int | None,
+    batch_size: int,
+    gradient_accumulation_steps: int,
+) -> dict[str, Any]:
+    """What the run chose, for ``events.jsonl`` (``scale`` event): processes, precision, LoRA, vLLM; the
+    keyword arguments are the flags of :data:`SUMMARY_FLAGS`."""
     return {
         "processes": processes,
-        "launcher": "accelerate" if processes > 1 or cfg.launcher == "accelerate" else "none",
-        "accelerate_config": cfg.accelerate_config,
+        "launcher": "accelerate" if processes > 1 or launcher == "accelerate" else "none",
+        "accelerate_config": accelerate_config,
         "device": rt.device,
-        "precision": precision,
-        "lora_r": cfg.lora_r or None,
-        "load_in_4bit": cfg.load_in_4bit,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "export": "adapter" if cfg.save_adapter_only else "merged" if cfg.lora_r else "full",
-        "rollouts": f"vllm-{cfg.vllm_mode}" if cfg.use_vllm else "transformers",
-        **rollout_kwargs(
-            rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
-        ),
+        "precision": rt.precision,
+        "lora_r": lora_r or None,
+        "load_in_4bit": load_in_4bit,
+        "gradient_checkpointing": gradient_checkpointing,
+        "export": "adapter" if save_adapter_only else "merged" if lora_r else "full",
+        "rollouts": f"vllm-{vllm_mode}" if use_vllm else "transformers",
+        **rollout_kwargs(rt.device, rollout_steps, batch_size, gradient_accumulation_steps, use_vllm),
     }
 
 
