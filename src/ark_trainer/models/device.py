@@ -13,10 +13,7 @@ AVX512-BF16 or AMX, Arm's BF16 extension); elsewhere it is emulated and slower t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ark_trainer.config import TrainConfig
+from typing import Protocol
 
 
 @dataclass
@@ -48,22 +45,41 @@ class Runtime:
         return torch.float16 if self.fp16 else torch.bfloat16 if self.bf16 else torch.float32
 
 
-def resolve_runtime(cfg: TrainConfig) -> Runtime:
+class RuntimeFlags(Protocol):
+    """The flags the runtime is resolved from (the run's config has them all)."""
+
+    @property
+    def device(self) -> str: ...
+    @property
+    def fp16(self) -> bool: ...
+    @property
+    def bf16(self) -> bool: ...
+    @property
+    def mixed_precision(self) -> str: ...
+    @property
+    def trust_remote_code(self) -> bool: ...
+    @property
+    def load_in_4bit(self) -> bool: ...
+    @property
+    def use_vllm(self) -> bool: ...
+
+
+def resolve_runtime(flags: RuntimeFlags) -> Runtime:
     from ark_trainer.runtime.system import resolve_device
 
     warnings: list[str] = []
-    device = resolve_device(cfg.device, fallback=warnings.append)
-    fp16, bf16 = cfg.fp16, cfg.bf16
+    device = resolve_device(flags.device, fallback=warnings.append)
+    fp16, bf16 = flags.fp16, flags.bf16
     if device == "cpu" and (fp16 or bf16):
         flag = "--fp16" if fp16 else "--bf16"
         warnings.append(f"{flag} True: half precision needs a GPU; training in fp32 on CPU instead")
         fp16 = bf16 = False
-    if cfg.trust_remote_code:
+    if flags.trust_remote_code:
         warnings.append("--trust_remote_code True: the model folder's own Python code will run")
     from ark_trainer.scale import auto_precision, check_hardware  # precision, QLoRA, vLLM
 
-    check_hardware(device, cfg.load_in_4bit, cfg.use_vllm)
-    fp16, bf16, note = auto_precision(cfg.mixed_precision, device, fp16, bf16)
+    check_hardware(device, flags.load_in_4bit, flags.use_vllm)
+    fp16, bf16, note = auto_precision(flags.mixed_precision, device, fp16, bf16)
     if note and device == "cpu":
         warnings.append(note)
     return Runtime(
@@ -71,6 +87,6 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         fp16=fp16,
         bf16=bf16,
         warnings=warnings,
-        trust_remote_code=cfg.trust_remote_code,
-        bf16_weights=bf16 and cfg.mixed_precision == "bf16_weights",
+        trust_remote_code=flags.trust_remote_code,
+        bf16_weights=bf16 and flags.mixed_precision == "bf16_weights",
     )
