@@ -142,7 +142,11 @@ def test_unavailable_scale_options_are_refused_in_one_line(assets, tmp_path, cap
 
 
 def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
-    from ark_trainer.runtime.launch import launch_command
+    from ark_trainer.pipeline import launch_settings
+    from ark_trainer.runtime import launch
+
+    def launch_command(cfg, use_cpu):  # with what the pipeline passes for the run's config
+        return launch.launch_command(launch_settings(cfg), use_cpu)
 
     cfg = resolve_config(
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
@@ -165,6 +169,24 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
     cfg = dataclasses.replace(cfg, accelerate_config="zero3.yaml")
     cmd = launch_command(cfg, use_cpu=False)
     assert cmd[3:5] == ["--config_file", "zero3.yaml"] and "--multi_gpu" not in cmd
+
+
+def test_relaunch_runs_the_launch_command_as_the_launched_child(monkeypatch):
+    from types import SimpleNamespace
+
+    from ark_trainer.runtime import launch
+
+    ran: dict = {}
+
+    def run(cmd, env, check):
+        ran.update(cmd=cmd, env=env)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(launch.subprocess, "run", run)
+    launch.relaunch(launch.LaunchSettings(2, None, 29511, True, ("--seed", "1")), use_cpu=True)
+    assert ran["env"][launch.CHILD_ENV] == "1" and ran["env"]["ACCELERATE_USE_CPU"] == "true"
+    assert ran["cmd"][-4:] == ["--seed", "1", "--resume", "True"]
+    assert ran["cmd"][ran["cmd"].index("--main_process_port") + 1] == "29511"
 
 
 def test_auto_precision_choice():

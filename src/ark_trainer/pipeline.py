@@ -30,6 +30,7 @@ from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.runfolder import DATA_STATS, RunFolder
+from ark_trainer.runtime.launch import LaunchSettings, child_flags
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
 from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
@@ -341,6 +342,17 @@ def run_train(cfg: TrainConfig) -> Path:
         return _run_prepared(p)  # the launching process holds OUT/.lock; accelerate's children do not
 
 
+def launch_settings(cfg: TrainConfig) -> LaunchSettings:
+    """What relaunching ``train`` through accelerate reads of the run's config (``runtime/launch.py``)."""
+    return LaunchSettings(
+        num_processes=cfg.num_processes,
+        accelerate_config=cfg.accelerate_config,
+        main_process_port=cfg.main_process_port,
+        resume=cfg.resume,
+        child_flags=tuple(child_flags(cfg.flag_items())),
+    )
+
+
 def _run_prepared(p: Prepared) -> Path:
     cfg = p.cfg
     from ark_trainer.runtime import launch
@@ -348,7 +360,7 @@ def _run_prepared(p: Prepared) -> Path:
 
     # several processes: accelerate starts them, each runs this pipeline
     if launch.wants_relaunch(cfg.num_processes, cfg.launcher):
-        launch.relaunch(cfg, p.rt.use_cpu)
+        launch.relaunch(launch_settings(cfg), p.rt.use_cpu)
         return p.out
     ranks = init_ranks(p.rt.use_cpu)
     p.rt.device = run_device(p.rt.device)

@@ -19,6 +19,7 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from ark_trainer.errors import UserError
@@ -51,22 +52,34 @@ def child_flags(flags: dict[str, Any]) -> list[str]:
     return out
 
 
-def launch_command(cfg, use_cpu: bool) -> list[str]:
+@dataclass(frozen=True)
+class LaunchSettings:
+    """What the relaunch reads: ``--num_processes``, ``--accelerate_config``, ``--main_process_port``,
+    ``--resume``, and the children's ``train`` flags (:func:`child_flags` of the resolved config)."""
+
+    num_processes: int
+    accelerate_config: str | None
+    main_process_port: int | None
+    resume: bool
+    child_flags: tuple[str, ...]
+
+
+def launch_command(launch: LaunchSettings, use_cpu: bool) -> list[str]:
     cmd = [sys.executable, "-m", "accelerate.commands.launch"]
-    if cfg.accelerate_config:
-        cmd += ["--config_file", cfg.accelerate_config]
-        if cfg.num_processes > 1:
-            cmd += ["--num_processes", str(cfg.num_processes)]
+    if launch.accelerate_config:
+        cmd += ["--config_file", launch.accelerate_config]
+        if launch.num_processes > 1:
+            cmd += ["--num_processes", str(launch.num_processes)]
     else:
         # --multi_gpu selects torchrun; on CPU the children pick gloo themselves (ACCELERATE_USE_CPU).
         # accelerate's own --cpu flag would start a single process (several CPU processes need mpirun).
-        several = ["--multi_gpu"] if cfg.num_processes > 1 else (["--cpu"] if use_cpu else [])
-        cmd += [*several, "--num_processes", str(cfg.num_processes), "--num_machines", "1"]
+        several = ["--multi_gpu"] if launch.num_processes > 1 else (["--cpu"] if use_cpu else [])
+        cmd += [*several, "--num_processes", str(launch.num_processes), "--num_machines", "1"]
         cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
-    if cfg.main_process_port or not cfg.accelerate_config:
-        cmd += ["--main_process_port", str(cfg.main_process_port or free_port())]
-    resume = ["--resume", "True"] if cfg.resume else []  # CLI-only: not among the config's flag items
-    return [*cmd, "-m", "ark_trainer", "train", *child_flags(cfg.flag_items()), *resume]
+    if launch.main_process_port or not launch.accelerate_config:
+        cmd += ["--main_process_port", str(launch.main_process_port or free_port())]
+    resume = ["--resume", "True"] if launch.resume else []  # CLI-only: not among the config's flag items
+    return [*cmd, "-m", "ark_trainer", "train", *launch.child_flags, *resume]
 
 
 def check_engine(path: str, use_cpu: bool) -> None:
@@ -99,27 +112,28 @@ def check_engine(path: str, use_cpu: bool) -> None:
         )
 
 
-def relaunch(cfg, use_cpu: bool) -> None:
+def relaunch(launch: LaunchSettings, use_cpu: bool) -> None:
     """Run the training through accelerate and wait; raises when the children fail."""
-    if cfg.accelerate_config:
-        if not os.path.isfile(cfg.accelerate_config):
-            raise UserError(f"--accelerate_config: no such file {cfg.accelerate_config!r}")
-        check_engine(cfg.accelerate_config, use_cpu)
-    if cfg.num_processes > 1 and not use_cpu:
+    processes = launch.num_processes
+    if launch.accelerate_config:
+        if not os.path.isfile(launch.accelerate_config):
+            raise UserError(f"--accelerate_config: no such file {launch.accelerate_config!r}")
+        check_engine(launch.accelerate_config, use_cpu)
+    if processes > 1 and not use_cpu:
         import torch
 
-        if torch.cuda.device_count() < cfg.num_processes and not cfg.accelerate_config:
+        if torch.cuda.device_count() < processes and not launch.accelerate_config:
             raise UserError(
-                f"--num_processes: {cfg.num_processes} processes need {cfg.num_processes} GPUs; this machine has "
+                f"--num_processes: {processes} processes need {processes} GPUs; this machine has "
                 f"{torch.cuda.device_count()} (use --device cpu for CPU processes)"
             )
-    cmd = launch_command(cfg, use_cpu)
+    cmd = launch_command(launch, use_cpu)
     env = {**os.environ, CHILD_ENV: "1"}
     if use_cpu:
         env["ACCELERATE_USE_CPU"] = "true"
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.num_processes)))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // processes)))
     log.info("relaunching through accelerate: %s", " ".join(cmd[:12]) + " ...")
-    print(f"launching {cfg.num_processes} process(es) through accelerate", file=sys.stderr, flush=True)
+    print(f"launching {processes} process(es) through accelerate", file=sys.stderr, flush=True)
     rc = subprocess.run(cmd, env=env, check=False).returncode
     if rc != 0:
         raise UserError(
