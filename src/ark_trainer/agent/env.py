@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ark_trainer.agent.tools import MAX_TOOLS, EnvSpec, ToolError, tool_name_problem, tool_schema
 from ark_trainer.errors import UserError
@@ -338,12 +338,25 @@ def check_tokenizer(tokenizer: Any, model_path: str) -> None:
         )
 
 
-def env_for(cfg: Any) -> tuple[type[ToolEnv], Limits] | None:
+class EnvFlags(Protocol):
+    """The agent flags :func:`env_for` reads (the run's config has them all)."""
+
+    @property
+    def env(self) -> str | dict | None: ...
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def tool_timeout(self) -> float: ...
+    @property
+    def max_tool_output(self) -> int: ...
+
+
+def env_for(flags: EnvFlags) -> tuple[type[ToolEnv], Limits] | None:
     """The run's limit-applying environment class and its limits (``None`` without ``--env``)."""
-    if not getattr(cfg, "env", None):
+    if not flags.env:
         return None
-    limits = Limits(cfg.max_turns, cfg.tool_timeout, cfg.max_tool_output)
-    return limited_env_class(load_env(cfg.env), limits), limits
+    limits = Limits(flags.max_turns, flags.tool_timeout, flags.max_tool_output)
+    return limited_env_class(load_env(flags.env), limits), limits
 
 
 def check_agent(env: str | dict, model_path: str, trust_remote_code: bool) -> None:
