@@ -271,7 +271,7 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
     from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.resume import run_trainer
+    from ark_trainer.runtime.resume import AttemptSettings, run_trainer
 
     monkeypatch.setenv("ARK_FAULT", "nan_at_step:2")
     ids = [[5, 6, 7, 8, 9, 10]] * 8
@@ -281,7 +281,7 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
         bf16=True, use_cpu=True, report_to="none", save_strategy="no", logging_steps=1,
     )  # fmt: skip
     model = AutoModelForCausalLM.from_pretrained(str(assets["model"]), dtype=torch.float32)
-    cfg = SimpleNamespace(
+    cfg = AttemptSettings(
         max_bad_steps=3, max_rollbacks=2, resume=False, min_free_disk_gb=0, save_total_limit=0
     )
     monitor = Monitor(tmp_path, heartbeat=False)

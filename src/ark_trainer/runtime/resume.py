@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -164,7 +165,19 @@ def harden(trainer, stage: str, min_free_gb: float, keep: int) -> None:
     trainer._save_checkpoint = _save_checkpoint
 
 
-def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path):
+@dataclass(frozen=True)
+class AttemptSettings:
+    """What :func:`run_trainer` reads: ``--resume``, ``--max_bad_steps``, ``--max_rollbacks``,
+    ``--min_free_disk_gb`` and ``--save_total_limit``."""
+
+    resume: bool
+    max_bad_steps: int
+    max_rollbacks: int
+    min_free_disk_gb: float
+    save_total_limit: int
+
+
+def run_trainer(make_trainer, settings: AttemptSettings, monitor, trained: TrainedStage, out_dir: Path):
     """Train the stage's trainer (``make_trainer()`` builds it), resumed from the newest complete checkpoint
     under ``--resume``, with the guards; returns the trainer that finished. ``trained`` is the stage.
 
@@ -175,9 +188,9 @@ def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path
     from ark_trainer.runtime.bad_steps import ROLLBACK_LR_FACTOR, BadStreak, step_guard
 
     stage = trained.name
-    guard = step_guard(monitor, stage, cfg.max_bad_steps)
+    guard = step_guard(monitor, stage, settings.max_bad_steps)
     fault = faults.fault_callback(stage)  # one per stage: a fault that fired stays fired after a rollback
-    ckpt = latest_complete(out_dir) if cfg.resume else None
+    ckpt = latest_complete(out_dir) if settings.resume else None
     if ckpt is not None:
         check_loadable(ckpt)
         step = read_json(ckpt / MARKER)["step"]
@@ -185,7 +198,7 @@ def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path
         log.info("%s: resuming from %s (step %d)", stage, ckpt, step)
     factor, attempt = 1.0, 0
     while True:
-        trainer = _prepared(make_trainer(), cfg, monitor, trained, (guard, fault), factor)
+        trainer = _prepared(make_trainer(), settings, monitor, trained, (guard, fault), factor)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         except BadStreak as bad:
@@ -195,15 +208,15 @@ def run_trainer(make_trainer, cfg, monitor, trained: TrainedStage, out_dir: Path
                 _precision(trainer),
             )
         else:
-            check_disk(out_dir, cfg.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
+            check_disk(out_dir, settings.min_free_disk_gb, f"{stage} final model")  # the stage saves it next
             return trainer
         del trainer  # before the next one loads (GPU memory)
         _free_memory()
-        if attempt == cfg.max_rollbacks:
-            _diverged(monitor, trained, streak, base_lr * factor, precision, cfg.max_rollbacks)
+        if attempt == settings.max_rollbacks:
+            _diverged(monitor, trained, streak, base_lr * factor, precision, settings.max_rollbacks)
         attempt, factor = attempt + 1, factor * ROLLBACK_LR_FACTOR
         ckpt = _roll_back(
-            monitor, stage, attempt, streak, base_lr * factor, precision, cfg.max_rollbacks, out_dir
+            monitor, stage, attempt, streak, base_lr * factor, precision, settings.max_rollbacks, out_dir
         )
 
 
@@ -224,14 +237,16 @@ def _roll_back(
     return ckpt
 
 
-def _prepared(trainer, cfg, monitor, trained: TrainedStage, callbacks: tuple, factor: float):
+def _prepared(
+    trainer, settings: AttemptSettings, monitor, trained: TrainedStage, callbacks: tuple, factor: float
+):
     """``trainer`` with crash-safe saves, console progress, faults, guards and (after a rollback) a lower LR."""
     from ark_trainer.runtime.bad_steps import lower_lr_callback
     from ark_trainer.runtime.guards import guard_callbacks
     from ark_trainer.runtime.monitor import use_console_progress
 
     guard, fault = callbacks
-    harden(trainer, trained.name, cfg.min_free_disk_gb, cfg.save_total_limit or 0)
+    harden(trainer, trained.name, settings.min_free_disk_gb, settings.save_total_limit or 0)
     use_console_progress(trainer, trained.name)
     for cb in ([fault] if fault else []) + guard_callbacks(monitor, trained.label):
         trainer.add_callback(cb)
@@ -338,7 +353,18 @@ class ResumableStage(Protocol):
     steps_flag: str | None
 
 
-def check_resume(cfg, out: Path, stages: Sequence[ResumableStage]) -> bool:
+class ResumeFlags(Protocol):
+    """What the resume check reads of the run's config: ``--resume``, ``--overwrite_output_dir`` and every
+    flag (``flag_items()``, compared with the earlier run's ``run.yaml``)."""
+
+    @property
+    def resume(self) -> bool: ...
+    @property
+    def overwrite_output_dir(self) -> bool: ...
+    def flag_items(self) -> dict[str, Any]: ...
+
+
+def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) -> bool:
     """Decide whether this run continues the one in ``out`` (the caller builds its config with
     ``resume=True`` then), or raise UserError. ``stages``: every stage a run may have.
 

@@ -164,7 +164,7 @@ def train_and_save(
 
     The stage module passes its own TRL trainer class: it stays the one place that names it."""
     from ark_trainer.runtime.distributed import check_replicas
-    from ark_trainer.runtime.resume import run_trainer
+    from ark_trainer.runtime.resume import AttemptSettings, run_trainer
     from ark_trainer.scale import peft_config
     from ark_trainer.stages.registry import get_stage
 
@@ -180,7 +180,14 @@ def train_and_save(
         return wrap(trainer) if wrap else trainer
 
     with ctx.monitor.stage(name, total=plan.steps):
-        trainer = run_trainer(make_trainer, cfg, ctx.monitor, get_stage(name), ctx.out / name)
+        attempts = AttemptSettings(
+            resume=cfg.resume,
+            max_bad_steps=cfg.max_bad_steps,
+            max_rollbacks=cfg.max_rollbacks,
+            min_free_disk_gb=cfg.min_free_disk_gb,
+            save_total_limit=cfg.save_total_limit,
+        )
+        trainer = run_trainer(make_trainer, attempts, ctx.monitor, get_stage(name), ctx.out / name)
         check_replicas(trainer, name)
         save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
     return trainer
