@@ -330,9 +330,9 @@ def run_train(cfg: TrainConfig) -> Path:
     """Run the whole pipeline; returns the run directory."""
     if cfg.auto_resume > 0:
         from ark_trainer.report import build_report
-        from ark_trainer.runtime.supervisor import supervise
+        from ark_trainer.runtime.supervisor import SupervisedRun, supervise
 
-        return supervise(cfg, build_report)
+        return supervise(SupervisedRun(cfg.resume, cfg.auto_resume, cfg.flag_items()), build_report)
     p = prepare(cfg)
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.runlock import RunLock

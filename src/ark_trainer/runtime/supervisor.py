@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,18 +52,30 @@ def last_error(out: Path, since: int) -> dict | None:
     return errors[-1] if errors else None
 
 
-def supervise(cfg, write_report: Callable[[Path], object]) -> Path:
-    """Run ``cfg`` in child processes until it finishes or ``cfg.auto_resume`` restarts are used up.
+@dataclass(frozen=True)
+class SupervisedRun:
+    """What the supervisor reads: ``--resume``, ``--auto_resume``, and the flags every child is given (the
+    run's ``flag_items()``: its ``output_dir``, and the micro-batch and accumulation a restart after running
+    out of memory halves and doubles)."""
+
+    resume: bool
+    auto_resume: int
+    flags: dict[str, Any]
+
+
+def supervise(run: SupervisedRun, write_report: Callable[[Path], object]) -> Path:
+    """Run ``run.flags`` in child processes until it finishes or ``run.auto_resume`` restarts are used up.
 
     ``write_report(OUT)`` writes the report when the restarts are used up (the caller's: the report is a
     floor above the runtime)."""
-    out = Path(cfg.output_dir)
+    flags = dict(run.flags)
+    out = Path(flags["output_dir"])
     env = dict(os.environ)
-    resume = cfg.resume
-    for attempt in range(cfg.auto_resume + 1):
+    resume = run.resume
+    for attempt in range(run.auto_resume + 1):
         start_line = RunFolder(out).n_event_lines()
         t0 = time.time()
-        code = subprocess.call(child_argv(cfg.flag_items(), resume), env=env)
+        code = subprocess.call(child_argv(flags, resume), env=env)
         if code == 0:
             return out
         if code in NO_RETRY_CODES:
@@ -72,31 +84,25 @@ def supervise(cfg, write_report: Callable[[Path], object]) -> Path:
         kind = error.get("kind") or str(error.get("message", "")).split(":", 1)[0]
         if kind in NO_RETRY_ERRORS:
             raise SystemExit(1)
-        if attempt == cfg.auto_resume:
+        if attempt == run.auto_resume:
             break
         change = {}
         if kind in OOM_ERRORS:
-            if cfg.batch_size < 2:
+            batch, accumulation = flags["batch_size"], flags["gradient_accumulation_steps"]
+            if batch < 2:
                 _restart_event(out, attempt + 1, code, kind, {}, "out of memory at --batch_size 1: giving up")
                 break
             change = {
-                "batch_size": [cfg.batch_size, cfg.batch_size // 2],
-                "gradient_accumulation_steps": [
-                    cfg.gradient_accumulation_steps,
-                    cfg.gradient_accumulation_steps * 2,
-                ],
+                "batch_size": [batch, batch // 2],
+                "gradient_accumulation_steps": [accumulation, accumulation * 2],
             }
-            # the config is frozen: the next attempt runs a new one, half the micro-batch, same effective batch
-            cfg = replace(
-                cfg,
-                batch_size=cfg.batch_size // 2,
-                gradient_accumulation_steps=cfg.gradient_accumulation_steps * 2,
-            )
+            # the next attempt runs half the micro-batch, same effective batch
+            flags.update(batch_size=batch // 2, gradient_accumulation_steps=accumulation * 2)
         reason = kind or f"exit code {code}"
         _restart_event(out, attempt + 1, code, reason, change, f"failed after {time.time() - t0:.0f}s")
         env.pop("ARK_FAULT", None)  # an injected fault fires in the first attempt only
         resume = True
-    message = f"--auto_resume {cfg.auto_resume}: the run failed every time; see {RunFolder(out).events_path}"
+    message = f"--auto_resume {run.auto_resume}: the run failed every time; see {RunFolder(out).events_path}"
     _give_up(out, message, write_report)
     raise UserError(message)
 
