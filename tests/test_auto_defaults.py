@@ -167,16 +167,22 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
     cfg, rows = _cfg(model, tmp_path, rft_learning_rate=3e-5)
     resolved, record, _ = with_auto_defaults(cfg, rows, rt)
     assert resolved.rft_learning_rate == 3e-5 and "rft_learning_rate" not in record  # the user's stays
-    for name in ("grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"):
+    for name in ("dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate", "rft_min_reward"):
         assert getattr(resolved, name) == preset[name] != getattr(TrainConfig, name)
         assert record[name]["value"] == preset[name]
         assert "demo's toy model" in record[name]["reason"] and "from scratch" in record[name]["reason"]
     assert resolved.dpo_loss_type == preset["dpo_loss_type"] == record["dpo_loss_type"]["value"]
     assert "frays the answer format" in record["dpo_loss_type"]["reason"]
+    # GRPO on a short run: gentler than the preset's own 300 steps at batch 32 (which sets both itself)
+    assert (resolved.grpo_learning_rate, resolved.scale_rewards) == (5e-5, "none")
+    assert preset["grpo_learning_rate"] == 5e-4 and preset["scale_rewards"] == "group"
+    assert "collapses GRPO" in record["grpo_learning_rate"]["reason"]
+    assert record["scale_rewards"]["value"] == "none"
     lines: list[str] = []
     ad.announce(record, lambda fmt, *a: lines.append(fmt % a))
     assert lines[0].startswith("automatic choices for ark-trainer's demo toy model")
-    assert any(line.startswith("  --grpo_learning_rate 0.0005: presets/demo.yaml's, for") for line in lines)
+    assert any(line.startswith("  --kto_learning_rate 0.0005: presets/demo.yaml's, for") for line in lines)
+    assert any(line.startswith("  --grpo_learning_rate 5e-05: for the demo's toy model outside") for line in lines)
 
 
 def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):
