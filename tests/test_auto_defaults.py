@@ -182,7 +182,9 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
     ad.announce(record, lambda fmt, *a: lines.append(fmt % a))
     assert lines[0].startswith("automatic choices for ark-trainer's demo toy model")
     assert any(line.startswith("  --kto_learning_rate 0.0005: presets/demo.yaml's, for") for line in lines)
-    assert any(line.startswith("  --grpo_learning_rate 5e-05: for the demo's toy model outside") for line in lines)
+    assert any(
+        line.startswith("  --grpo_learning_rate 5e-05: for the demo's toy model outside") for line in lines
+    )
 
 
 def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):

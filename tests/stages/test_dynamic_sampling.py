@@ -129,3 +129,27 @@ def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_
     assert "--dynamic_sampling_rounds 2" in off.fix and "--num_generations from 8 to 16" in off.fix
     (on,) = check_flat_reward(RunData(tmp_path, config={"dynamic_sampling_rounds": 2}, events=events))
     assert "--dynamic_sampling_rounds" not in on.fix
+
+
+def test_the_flat_reward_diagnosis_judges_the_groups_dynamic_sampling_trained_on(tmp_path):
+    """On the toy demo 64% of the groups first sampled were flat but 77% of those trained on were not: no finding."""
+    from ark_trainer.diagnose.rundata import RunData
+    from ark_trainer.diagnose.training import check_flat_reward
+
+    def events(informative: float) -> list[dict]:
+        return [
+            {
+                "event": "metrics",
+                "stage": "grpo",
+                "step": s,
+                "frac_reward_zero_std": 0.64,
+                "dynamic_sampling/frac_informative": informative,
+            }
+            for s in (5, 10)
+        ]
+
+    config = {"dynamic_sampling_rounds": 2}
+    assert check_flat_reward(RunData(tmp_path, config=config, events=events(0.77))) == []
+    (still,) = check_flat_reward(RunData(tmp_path, config=config, events=events(0.3)))
+    assert "70% of GRPO groups had zero reward variance" in still.evidence
+    assert "after dynamic sampling replaced flat ones (64% of the groups first sampled)" in still.evidence

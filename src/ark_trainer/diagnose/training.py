@@ -29,8 +29,14 @@ def check_flat_reward(run: RunData) -> list[Finding]:
 
 
 def _flat_reward(run: RunData, stage: str) -> list[Finding]:
-    points = run.series(stage, "frac_reward_zero_std")
+    points = run.series(stage, "frac_reward_zero_std")  # TRL's, of the groups it sampled first
     share = mean(points)
+    informative = run.series(stage, "dynamic_sampling/frac_informative")  # of the groups trained on
+    sampled = ""
+    if informative and share is not None:  # dynamic sampling replaced flat groups: judge what was trained on
+        sampled = f" after dynamic sampling replaced flat ones ({share:.0%} of the groups first sampled)"
+        points = [(step, 1 - value) for step, value in informative]
+        share = mean(points)
     if share is None or share < FLAT_SHARE:
         return []
     constant = [
@@ -40,7 +46,7 @@ def _flat_reward(run: RunData, stage: str) -> list[Finding]:
     ]
     evidence = (
         f"on average {share:.0%} of {stage_label(stage)} groups had zero reward variance over "
-        f"{steps_text(points)} (≥ {FLAT_SHARE:.0%}: those groups give no gradient)"
+        f"{steps_text(points)}{sampled} (≥ {FLAT_SHARE:.0%}: those groups give no gradient)"
     )
     if constant:
         evidence += f"; graders constant within every group: {', '.join(constant)}"
