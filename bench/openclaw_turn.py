@@ -46,7 +46,7 @@ def _load() -> float:
 
 
 def _agent_turn(env: dict, message: str, session: str) -> dict:
-    from ark_trainer.openclaw import cli
+    from ark_trainer.external import openclaw_cli as cli
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load, t0 = _load(), time.perf_counter()

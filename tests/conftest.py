@@ -53,7 +53,7 @@ def save_tiny_qwen(path, model_class: str = "Qwen2ForCausalLM", texts=(), **conf
 @pytest.fixture
 def openclaw():
     """The real OpenClaw CLI wrapper; skips when the CLI is missing, fails under ARK_REQUIRE_OPENCLAW=1 (CI)."""
-    from ark_trainer.openclaw import cli as oc
+    from ark_trainer.external import openclaw_cli as oc
 
     if oc.find_openclaw() is None:
         if os.environ.get("ARK_REQUIRE_OPENCLAW") == "1":

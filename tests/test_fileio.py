@@ -99,7 +99,7 @@ def test_data_that_is_not_a_small_file(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("name", ["mcp.json", "mcp.yaml"])
 def test_mcp_servers_file_that_is_not_a_small_file(tmp_path, name):
-    from ark_trainer.agent.mcp_config import servers_from_source
+    from ark_trainer.external.mcp_config import servers_from_source
 
     for path in (_sparse(tmp_path / name), _fifo(tmp_path / f"pipe-{name}")):
         with pytest.raises(UserError) as exc:

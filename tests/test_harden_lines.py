@@ -228,7 +228,7 @@ def test_judge_cache_and_glance_prompts(tmp_path, sep):
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_openclaw_json_after_log_lines(sep):
-    from ark_trainer.openclaw.cli import parse_json
+    from ark_trainer.external.openclaw_cli import parse_json
 
     value = {"sessions": [{"title": f"a{sep}b"}]}
     assert parse_json("log line\n" + json.dumps(value, ensure_ascii=False, indent=2)) == value

@@ -144,7 +144,7 @@ def coerce(name: str, value: Any, where: str) -> Any:
     """Convert a raw flag or YAML value to the field's type, or raise a one-line UserError."""
     kind = field_types()[name]
     if name == "env" and isinstance(value, dict):  # MCP servers given in the YAML: env: {mcp_servers: ...}
-        from ark_trainer.agent.mcp_config import servers_from_source
+        from ark_trainer.external.mcp_config import servers_from_source
 
         servers_from_source(value, where)  # the shape, checked before anything starts
         return value

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.openclaw import cli as oc
+from ark_trainer.external import openclaw_cli as oc
 
 ROOT = Path(__file__).resolve().parents[2]
 

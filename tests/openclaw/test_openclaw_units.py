@@ -9,7 +9,7 @@ import pytest
 
 from ark_trainer.data.collect import Session, parse_since, session_rows
 from ark_trainer.data.scrub import Scrubber
-from ark_trainer.openclaw import cli as oc
+from ark_trainer.external import openclaw_cli as oc
 from ark_trainer.openclaw.config_edit import apply_patch, merge
 from ark_trainer.openclaw.deploy import provider_patch, restore_config
 from optional import need

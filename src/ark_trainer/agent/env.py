@@ -64,10 +64,10 @@ _MCP_SPECS: dict[tuple, EnvSpec] = {}
 def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
     """Import ``module:factory`` or ``file.py:factory``, make one environment and check its tools.
 
-    MCP servers (``{mcp_servers: ...}``, ``mcp:FILE`` or ``openclaw``; ``agent/mcp_config.py``) are started
+    MCP servers (``{mcp_servers: ...}``, ``mcp:FILE`` or ``openclaw``; ``external/mcp_config.py``) are started
     and their tools listed instead (``agent/mcp_env.py``).
     """
-    from ark_trainer.agent.mcp_config import is_mcp_source, servers_from_source
+    from ark_trainer.external.mcp_config import is_mcp_source, servers_from_source
 
     if is_mcp_source(source):
         from ark_trainer.agent.mcp_env import mcp_env_spec

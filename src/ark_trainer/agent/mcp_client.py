@@ -26,7 +26,7 @@ import tempfile
 import threading
 from typing import Any
 
-from ark_trainer.agent.mcp_config import McpServer
+from ark_trainer.external.mcp_config import McpServer
 
 log = logging.getLogger("ark_trainer")
 STOP_TIMEOUT = 5.0  # seconds to close a server (stdin closed, then SIGTERM, then SIGKILL: the SDK's sequence)

@@ -28,7 +28,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.agent.mcp_config import McpServer
 from ark_trainer.agent.tools import (
     MAX_TOOL_CHARS,
     MAX_TOOLS,
@@ -38,6 +37,7 @@ from ark_trainer.agent.tools import (
     tool_schema,
 )
 from ark_trainer.errors import UserError
+from ark_trainer.external.mcp_config import McpServer
 
 log = logging.getLogger("ark_trainer")
 HOOKS = ("reset", "get_reward")

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 def _cmd_collect(args: CollectOptions) -> int:
     from ark_trainer.data.collect import collect, write_rows
-    from ark_trainer.openclaw import cli
+    from ark_trainer.external import openclaw_cli as cli
 
     if not args.openclaw:
         raise UserError("data collect: give --openclaw (the source to collect from)")

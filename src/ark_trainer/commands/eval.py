@@ -57,7 +57,7 @@ def register(sub) -> None:
 
 def _cmd_eval(args: EvalOptions) -> int:
     if args.record_openclaw_shape:
-        from ark_trainer.openclaw.cli import OpenClawError
+        from ark_trainer.external.openclaw_cli import OpenClawError
         from ark_trainer.openclaw.shape import record_shape
 
         try:

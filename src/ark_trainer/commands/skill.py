@@ -39,8 +39,8 @@ def skill_source() -> Path:
 
 
 def install_skill(workspace: str | None = None, force: bool = False) -> Path:
+    from ark_trainer.external.openclaw_cli import state_dir
     from ark_trainer.fileio import atomic_write_bytes
-    from ark_trainer.openclaw.cli import state_dir
 
     root = Path(workspace) / "skills" if workspace else state_dir() / "skills"
     target = root / "ark-trainer" / "SKILL.md"

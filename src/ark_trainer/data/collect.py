@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.errors import UserError
+from ark_trainer.external import openclaw_cli as cli
 from ark_trainer.fileio import (
     MAX_LINES_BYTES,
     atomic_write_text,
@@ -39,7 +40,6 @@ from ark_trainer.fileio import (
     read_bounded,
     read_json,
 )
-from ark_trainer.openclaw import cli
 
 
 @dataclass

@@ -40,7 +40,7 @@ class AgentState:
 
 
 def _load_config() -> tuple[dict, str]:
-    from ark_trainer.openclaw import cli
+    from ark_trainer.external import openclaw_cli as cli
 
     path, _ = cli.config_path()
     if not path.is_file():

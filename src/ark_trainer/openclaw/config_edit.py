@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from ark_trainer.errors import UserError
+from ark_trainer.external import openclaw_cli as cli
 from ark_trainer.fileio import atomic_write_text, read_text_bounded
-from ark_trainer.openclaw import cli
 
 
 def merge(base: dict, patch: dict) -> dict:

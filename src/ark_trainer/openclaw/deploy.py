@@ -52,6 +52,7 @@ from ark_trainer.deploy.process import (
 )
 from ark_trainer.deploy.targets import Serving
 from ark_trainer.errors import UserError
+from ark_trainer.external import openclaw_cli as cli
 from ark_trainer.fileio import (
     atomic_write_bytes,
     atomic_write_text,
@@ -59,7 +60,7 @@ from ark_trainer.fileio import (
     read_json,
     write_json,
 )
-from ark_trainer.openclaw import cli, config_edit
+from ark_trainer.openclaw import config_edit
 from ark_trainer.openclaw.homes import PROVIDER, home_file, kept_running, provider
 from ark_trainer.openclaw.homes import shared_server as _find_shared
 from ark_trainer.runtime import faults

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ark_trainer.openclaw import cli
+from ark_trainer.external import openclaw_cli as cli
 
 SCHEMA = "ark-trainer.doctor/1"
 LIBRARIES = ("transformers", "trl", "accelerate", "peft", "datasets", "tokenizers", "safetensors")

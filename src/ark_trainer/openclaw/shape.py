@@ -94,7 +94,7 @@ def capture_turn(patch: dict, message: str = MARKER, timeout: float = 240) -> tu
     ``patch(base_url)``'s config (a provider entry pointing at the capture server, and any knobs) is the
     whole ``openclaw.json`` of that state; OpenClaw writes its default workspace there on first use.
     """
-    from ark_trainer.openclaw import cli
+    from ark_trainer.external import openclaw_cli as cli
 
     with tempfile.TemporaryDirectory(prefix="ark-shape-") as tmp, CaptureServer() as server:
         state = Path(tmp) / "state"
@@ -123,7 +123,7 @@ def patch_for(base_url: str, patch: dict) -> dict:
 
 def record_shape(path: Path = SHAPE_FILE, log=print) -> dict:
     """Record OpenClaw's turn request with its defaults and deploy's provider entry; write ``path``."""
-    from ark_trainer.openclaw import cli
+    from ark_trainer.external import openclaw_cli as cli
     from ark_trainer.openclaw.deploy import provider_patch
 
     patch = provider_patch(SHAPE_MODEL, 1, 8192, 512, None, "ark-shape-key")

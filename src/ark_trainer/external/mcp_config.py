@@ -196,7 +196,7 @@ def _server(name: str, spec: dict, at: str) -> McpServer:
 
 def openclaw_servers(flag: str = "--env") -> list[McpServer]:
     """``mcp.servers`` of the active OpenClaw config."""
-    from ark_trainer.openclaw.cli import config_path
+    from ark_trainer.external.openclaw_cli import config_path
 
     path, why = config_path()
     if not path.is_file():

@@ -5,7 +5,7 @@ Where the CLI is looked for, in order: ``$ARK_OPENCLAW_BIN``; ``.tools/bin/openc
 source checkout, else ``~/.ark-trainer/tools``); ``openclaw`` on PATH. OpenClaw needs Node >= 24.16: a
 ``.mjs``/``.js`` entry point is run with ``$ARK_NODE_BIN``, the ``.tools`` Node, or ``node`` on PATH.
 
-    from ark_trainer.openclaw.cli import run_json
+    from ark_trainer.external.openclaw_cli import run_json
     run_json(["config", "validate", "--json"], check=False)   # -> dict, or OpenClawError
 """
 
