@@ -1,13 +1,15 @@
 """The toy QC demo's documented figures against what the demo produces, and against the docs.
 
-``bench/results/demo_figures.json`` holds the figures the docs state for ``ark-trainer demo`` (per stage:
-``task_accuracy``, ``compliance_rate``, ``preference_alignment``, as shares), the seed-to-seed noise of
-each metric in percentage points (and where that noise comes from), and the docs that state them.
+``bench/results/demo_figures.json`` holds the figures the docs state for ``ark-trainer demo``, one set per CPU
+family (``cpus``: the toy base model is trained on the spot and follows another path on each CPU's float
+kernels; per stage: ``task_accuracy``, ``compliance_rate``, ``preference_alignment``, as shares), the
+seed-to-seed noise of each metric in percentage points (and where that noise comes from), and the docs that
+state them. This machine's set is the one whose name (``AMD EPYC``, ``Intel Xeon``) its CPU model carries.
 
-    python bench/demo_figures.py OUT            # OUT/eval/{base,rft,grpo}.json against the file: exit 1
+    python bench/demo_figures.py OUT            # OUT/eval/{base,rft,grpo}.json against this CPU's set: exit 1
                                                 # naming each metric that drifted by more than its noise
-    python bench/demo_figures.py --update OUT   # rewrite the figures from OUT (noise kept), stamp date/machine
-    python bench/demo_figures.py --check-docs   # exit 1 naming each figure a listed doc does not state
+    python bench/demo_figures.py --update OUT   # rewrite this CPU's set from OUT (noise kept), stamp date/machine
+    python bench/demo_figures.py --check-docs   # exit 1 naming each figure (any set) a listed doc does not state
 
 No training: it reads a run folder made by ``ark-trainer demo``.
 """
@@ -29,6 +31,30 @@ def load(path: Path = FIGURES) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def cpu_model() -> str:
+    """This machine's CPU model as /proc/cpuinfo names it, "(R)" and "(TM)" dropped; "" where unknown."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    name = next((line.split(":", 1)[1] for line in lines if line.startswith("model name")), "")
+    return " ".join(name.replace("(R)", "").replace("(TM)", "").split())
+
+
+def cpu_set(figures: dict, cpu: str | None = None) -> str:
+    """The name of the figure set for ``cpu`` (default: this machine's): the one whose name it contains,
+    else a set named after the CPU model itself (``--update`` starts it)."""
+    cpu = cpu_model() if cpu is None else cpu
+    return next((name for name in figures["cpus"] if name in cpu), cpu or "unknown CPU")
+
+
+def view(figures: dict, cpu: str | None = None) -> dict:
+    """One CPU's figures (``stages``, ``measured``, ``n_eval``) with the file's noise and docs: what
+    :func:`drifts` compares a run with; its ``stages`` are empty for a CPU with no set yet."""
+    found = figures["cpus"].get(cpu_set(figures, cpu), {"stages": {}, "measured": "", "n_eval": None})
+    return {**found, "cpu": cpu_set(figures, cpu), "noise": figures["noise"], "docs": figures["docs"]}
+
+
 def percent(share: float) -> str:
     """A share as the docs write it: ``71.3%``, ``30.0%``, but ``100%`` and ``0%``."""
     text = f"{share * 100:.1f}"
@@ -39,7 +65,8 @@ def doc_figures(figures: dict) -> list[tuple[str, str, str]]:
     """(stage, metric, text) of every figure the docs must state."""
     return [
         (stage, metric, percent(value))
-        for stage, metrics in figures["stages"].items()
+        for one in figures["cpus"].values()
+        for stage, metrics in one["stages"].items()
         for metric, value in metrics.items()
     ]
 
@@ -55,7 +82,7 @@ def missing_from_docs(figures: dict, root: Path = ROOT) -> list[str]:
         text = path.read_text(encoding="utf-8")
         problems += [
             f"{doc}: {stage} {metric} {shown} not stated"
-            for stage, metric, shown in doc_figures(figures)
+            for stage, metric, shown in dict.fromkeys(doc_figures(figures))
             if shown not in text
         ]
     return problems
@@ -70,7 +97,9 @@ def read_run(out: Path) -> dict[str, dict]:
 
 def drifts(figures: dict, evals: dict[str, dict]) -> list[str]:
     """One line per stage metric that is missing from ``evals`` or differs from the figure by more than
-    its noise (percentage points); [] when all are within it."""
+    its noise (percentage points); [] when all are within it. ``figures``: one CPU's (:func:`view`)."""
+    if not figures["stages"]:
+        return [f"no figures for {figures['cpu']} yet: --update OUT records this machine's"]
     problems = []
     for stage, metrics in figures["stages"].items():
         for metric, documented in metrics.items():
@@ -95,16 +124,19 @@ def eval_size(evals: dict[str, dict]) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def update(figures: dict, evals: dict[str, dict], measured: str) -> dict:
-    """The figures rewritten from ``evals`` (every stage and noise metric required), noise kept."""
+def update(figures: dict, evals: dict[str, dict], measured: str, cpu: str | None = None) -> dict:
+    """The figures with ``cpu``'s set (default: this machine's) rewritten from ``evals`` (every stage and
+    noise metric required), the other sets and the noise kept."""
     missing = [f"{s} {m}" for s in STAGES for m in figures["noise"] if evals.get(s, {}).get(m) is None]
     if missing:
         raise ValueError(f"the run folder lacks {', '.join(missing)}")
-    new = dict(figures)
-    new["stages"] = {s: {m: round(float(evals[s][m]), 4) for m in figures["noise"]} for s in STAGES}
-    new["measured"] = measured
-    new["n_eval"] = eval_size(evals) or figures.get("n_eval")
-    return new
+    name = cpu_set(figures, cpu)
+    one = {
+        "measured": measured,
+        "n_eval": eval_size(evals) or figures["cpus"].get(name, {}).get("n_eval"),
+        "stages": {s: {m: round(float(evals[s][m]), 4) for m in figures["noise"]} for s in STAGES},
+    }
+    return {**figures, "cpus": {**figures["cpus"], name: one}}
 
 
 def stamp() -> str:
@@ -136,22 +168,21 @@ def main(argv: list[str] | None = None) -> int:
             args.figures.write_text(
                 json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )
-            print(f"wrote {args.figures}: " + "; ".join(
-                f"{s} " + ", ".join(f"{m} {percent(v)}" for m, v in ms.items()) for s, ms in figures["stages"].items()
+            mine = view(figures)
+            print(f"wrote {args.figures} ({mine['cpu']}): " + "; ".join(
+                f"{s} " + ", ".join(f"{m} {percent(v)}" for m, v in ms.items()) for s, ms in mine["stages"].items()
             ))  # fmt: skip
         else:
+            mine = view(figures)
             n = eval_size(evals)
-            if n is not None and n != figures.get("n_eval"):
-                print(
-                    f"note: the run evaluated {n} prompts, the figures {figures.get('n_eval')}",
-                    file=sys.stderr,
-                )
-            problems = drifts(figures, evals)
+            if n is not None and mine["stages"] and n != mine.get("n_eval"):
+                print(f"note: the run evaluated {n} prompts, the figures {mine.get('n_eval')}", file=sys.stderr)
+            problems = drifts(mine, evals)
             for line in problems:
                 print(f"DRIFT {line}", file=sys.stderr)
             failed |= bool(problems)
             if not problems:
-                print(f"{args.out}: every figure within its noise of {args.figures.name}")
+                print(f"{args.out}: every figure within its noise of {args.figures.name} ({mine['cpu']})")
     if args.check_docs:
         problems = missing_from_docs(figures)
         for line in problems:
