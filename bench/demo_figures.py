@@ -176,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             mine = view(figures)
             n = eval_size(evals)
             if n is not None and mine["stages"] and n != mine.get("n_eval"):
-                print(f"note: the run evaluated {n} prompts, the figures {mine.get('n_eval')}", file=sys.stderr)
+                print(
+                    f"note: the run evaluated {n} prompts, the figures {mine.get('n_eval')}", file=sys.stderr
+                )
             problems = drifts(mine, evals)
             for line in problems:
                 print(f"DRIFT {line}", file=sys.stderr)

@@ -100,7 +100,9 @@ def test_update_rewrites_this_cpus_figures_and_keeps_the_noise(bench, tmp_path, 
     assert new["cpus"]["AMD EPYC"] == figures["cpus"]["AMD EPYC"]  # another CPU's set stays
     intel = new["cpus"]["Intel Xeon"]
     assert intel["measured"] == "2027-01-01, a test machine" and intel["n_eval"] == 300
-    assert intel["stages"]["grpo"]["task_accuracy"] == pytest.approx(mine["stages"]["grpo"]["task_accuracy"] + 0.1)
+    assert intel["stages"]["grpo"]["task_accuracy"] == pytest.approx(
+        mine["stages"]["grpo"]["task_accuracy"] + 0.1
+    )
     assert bench.main([str(out), "--figures", str(path)]) == 0
     (out / "eval" / "base.json").unlink()
     assert bench.main(["--update", str(out), "--figures", str(path)]) == 1
