@@ -51,8 +51,9 @@ def cpu_set(figures: dict, cpu: str | None = None) -> str:
 def view(figures: dict, cpu: str | None = None) -> dict:
     """One CPU's figures (``stages``, ``measured``, ``n_eval``) with the file's noise and docs: what
     :func:`drifts` compares a run with; its ``stages`` are empty for a CPU with no set yet."""
-    found = figures["cpus"].get(cpu_set(figures, cpu), {"stages": {}, "measured": "", "n_eval": None})
-    return {**found, "cpu": cpu_set(figures, cpu), "noise": figures["noise"], "docs": figures["docs"]}
+    name = cpu_set(figures, cpu)
+    found = figures["cpus"].get(name, {"stages": {}, "measured": "", "n_eval": None})
+    return {**found, "cpu": name, "noise": figures["noise"], "docs": figures["docs"]}
 
 
 def percent(share: float) -> str:
