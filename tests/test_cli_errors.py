@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli as cli
-from conftest import save_tiny_qwen
+from tests.conftest import run_cli as cli
+from tests.conftest import save_tiny_qwen
 
 PROBLEM_RE = re.compile(r"^error: (?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 

@@ -254,7 +254,7 @@ def toy_run(tmp_path, monkeypatch):
     from ark_trainer.fileio import write_jsonl
     from ark_trainer.stages import registry
     from ark_trainer.strategies import Strategy, add_strategy
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     registry.stages()
     registry.register_stage(KeepStage)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from test_scale import _args, _events, assets  # noqa: F401 - the module fixture is reused
+from tests.test_scale import _args, _events, assets  # noqa: F401 - the module fixture is reused
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import refused, tiny_qc_assets, train_argv
+from tests.conftest import refused, tiny_qc_assets, train_argv
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
-from conftest import refused, tiny_qc_assets, train_argv
+from tests.conftest import refused, tiny_qc_assets, train_argv
 
 
 @pytest.fixture(scope="module")

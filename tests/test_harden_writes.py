@@ -20,7 +20,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.folders import MARKER, check_folder, claim_folder, owned
-from conftest import refused, tiny_qc_assets
+from tests.conftest import refused, tiny_qc_assets
 
 
 @pytest.fixture(scope="module")

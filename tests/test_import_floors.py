@@ -10,7 +10,7 @@ resolved.
 
 from __future__ import annotations
 
-from test_import_graph import PACKAGE, import_graph, modules
+from tests.test_import_graph import PACKAGE, import_graph, modules
 
 # ground first; a room may import rooms on its own floor and the floors below it
 FLOORS: list[tuple[str, set[str]]] = [

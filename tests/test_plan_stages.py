@@ -17,7 +17,7 @@ from ark_trainer.plan import Plan, PlanStage, ProbeChoice, resolve_plan
 from ark_trainer.stages import registry
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 from ark_trainer.strategies import Strategy, add_strategy
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 
 def cfg_of(**values) -> TrainConfig:
@@ -172,7 +172,7 @@ def test_pipeline_loop_report_and_resume_name_no_stage():
 def test_the_config_and_the_runtime_ask_no_stage_registry():
     """The strategy table sits below the config; resume, guards and bad steps are told the stage by their
     caller. Counted as the import-graph test counts: module level, in functions and type-only imports."""
-    from test_import_graph import import_graph
+    from tests.test_import_graph import import_graph
 
     graph = import_graph()
     low = ["ark_trainer.config", "ark_trainer.strategies", "ark_trainer.ranges", "ark_trainer.plugins"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_qc_assets
+from tests.conftest import tiny_qc_assets
 
 PLUGINS = Path(__file__).resolve().parent / "plugin_pkg"
 CLASH = "warning: plug-in clash (ark-clash-plugin 0.1): "

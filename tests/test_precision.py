@@ -15,7 +15,7 @@ import torch
 from ark_trainer.config import TrainConfig, validate
 from ark_trainer.models.device import resolve_runtime
 from ark_trainer.stages.common import trainer_kwargs
-from tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 
 def fake_gpu(monkeypatch, capability: tuple[int, int] | None) -> None:

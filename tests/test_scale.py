@@ -13,7 +13,7 @@ import yaml
 from ark_trainer.cli import main
 from ark_trainer.config import resolve_config
 from ark_trainer.fileio import read_jsonl
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 ZERO3 = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / "deepspeed_zero3.yaml"
 

@@ -13,7 +13,7 @@ from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_jsonl
 from ark_trainer.nl.parse import parse_request
 from ark_trainer.stages.probe import data_shape, decide, summarize
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 PAIR = {"prompt": [{"role": "user", "content": "q"}], "candidates": [], "chosen": "good", "rejected": "bad"}
 THUMB = {"prompt": [{"role": "user", "content": "q"}], "candidates": ["an answer"], "label": True}

@@ -12,7 +12,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.trackers import parse_report_to, report_to_problems, trainer_report_to
-from tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 
 def test_names_are_parsed_as_transformers_spells_them():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_qc_assets
+from tests.conftest import tiny_qc_assets
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -15,7 +15,7 @@ import pytest
 from ark_trainer.agent.env import Limits, limited_env_class, load_env
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.fileio import write_jsonl
-from conftest import run_cli, save_tiny_qwen
+from tests.conftest import run_cli, save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = f"{ROOT / 'examples' / 'agent_env' / 'shop_env.py'}:make_env"

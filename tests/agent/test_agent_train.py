@@ -9,7 +9,7 @@ import pytest
 
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.fileio import write_jsonl
-from conftest import run_cli, save_tiny_qwen
+from tests.conftest import run_cli, save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "agent_env" / "shop_env.py"

@@ -20,7 +20,7 @@ from ark_trainer.agent.env import Limits, limited_env_class, load_env
 from ark_trainer.agent.rollout import start, step
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.fileio import write_jsonl
-from conftest import run_cli, save_tiny_qwen
+from tests.conftest import run_cli, save_tiny_qwen
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
 SERVERS = {

@@ -10,7 +10,7 @@ from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.qc import format_answer
 from ark_trainer.scoring import summarise
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
 WRONG = format_answer("无", "不归我管")

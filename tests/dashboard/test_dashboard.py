@@ -22,8 +22,8 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.dashboard.server import make_server
 from ark_trainer.fileio import read_jsonl
-from cdp_pipe import Chromium, find_chromium
-from tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
+from tests.cdp_pipe import Chromium, find_chromium
+from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 
 @pytest.fixture(scope="module")

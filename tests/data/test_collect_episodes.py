@@ -9,7 +9,7 @@ from ark_trainer.data.collect import Session, session_rows
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.fileio import write_jsonl
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 CALL = {"type": "toolCall", "id": "call_1", "name": "ls", "arguments": {"path": "."}}
 

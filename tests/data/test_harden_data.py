@@ -16,8 +16,8 @@ import pytest
 
 from ark_trainer.data.loader import MAX_DEPTH, load_jsonl, resolve_eval_path
 from ark_trainer.errors import UserError
-from conftest import run_cli as cli
-from conftest import save_tiny_qwen
+from tests.conftest import run_cli as cli
+from tests.conftest import save_tiny_qwen
 
 PROBLEM_RE = re.compile(r"^(?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from ark_trainer.data.scrub import Scrubber
-from test_harden_scrub import as_en, as_json, as_tool_call, as_zh
+from tests.data.test_harden_scrub import as_en, as_json, as_tool_call, as_zh
 
 ZW = "\u200b"
 FAMILIES: dict[str, list[tuple[str, str]]] = {

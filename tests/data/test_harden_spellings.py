@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.data.scrub import Scrubber
-from test_harden_scrub import as_en, as_json, as_zh
+from tests.data.test_harden_scrub import as_en, as_json, as_zh
 
 SEED = "abandon ability able about above absent absorb abstract absurd abuse access accident"
 FAMILIES: dict[str, list[tuple[str, str]]] = {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")

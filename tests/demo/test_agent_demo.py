@@ -16,7 +16,7 @@ from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.demo import agent_data, agent_env
 from ark_trainer.demo.agent_data import Flaws, generate_tasks, gold_trajectories, play
 from ark_trainer.demo.agent_env import CustomerServiceEnv, make_env
-from tiny_runs import TINY_AGENT
+from tests.tiny_runs import TINY_AGENT
 
 
 def _row(task: str, decoy: bool = False, refundable: bool | None = None) -> dict:

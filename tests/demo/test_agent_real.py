@@ -15,7 +15,7 @@ from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, AGENT_CHAT_TEMPLATE_
 from ark_trainer.demo import agent_real
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_jsonl
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 
 def _model(path: Path, template: str | None = None) -> Path:
@@ -136,7 +136,7 @@ def test_the_agent_demo_runs_on_smollm2(tmp_path, monkeypatch):
     """The real model end to end on a tiny setting (~2-3 min on 2 quiet cores): 4 tasks, 2 held out, one RFT
     and one GRPO step, with turns cut to 48 tokens (the preset's 224 are for the measured run)."""
     from ark_trainer.cli import main
-    from model_files import smollm2_gguf
+    from tests.model_files import smollm2_gguf
 
     gguf = smollm2_gguf()
     preset = agent_real.config_path().read_text(encoding="utf-8")

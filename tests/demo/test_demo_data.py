@@ -334,7 +334,7 @@ def test_demo_lang_en_writes_english_data_and_makes_the_toy_from_it(tmp_path, mo
 
 
 def test_demo_lang_is_checked(tmp_path):
-    from conftest import run_cli
+    from tests.conftest import run_cli
 
     for args, message in (
         (("--lang", "fr"), "argument --lang: invalid choice: 'fr'"),

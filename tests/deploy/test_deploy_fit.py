@@ -7,7 +7,7 @@ import json
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.deploy.fit import CUT_MARK, PromptFitter, compact_tools, current_turn_start, fit_messages
 from ark_trainer.deploy.toolcalls import StreamSplitter, as_plain_messages, template_support
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 SYSTEM = "You are a personal assistant running inside OpenClaw. " * 400
 NOTE = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> Active exec sessions: none <<<END_OPENCLAW_INTERNAL_CONTEXT>>>"

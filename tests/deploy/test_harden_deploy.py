@@ -26,9 +26,7 @@ from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json
 from ark_trainer.runtime.system import pid_alive
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
-from conftest import save_tiny_qwen  # noqa: E402
+from tests.conftest import save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """// hand-written, with a secret

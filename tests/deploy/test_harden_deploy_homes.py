@@ -8,16 +8,11 @@ keeps its own record (``OUT/deploy/homes/``), a second home's deploy shares the 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_harden_deploy import CONFIG, _run_dir, _servers  # noqa: E402
+from tests.deploy.test_harden_deploy import CONFIG, _run_dir, _servers
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -19,9 +18,7 @@ import pytest
 
 from ark_trainer.deploy.rendererror import TemplateRenderError
 from ark_trainer.errors import UserError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
-from conftest import save_tiny_qwen  # noqa: E402
+from tests.conftest import save_tiny_qwen
 
 REFUSES_GREETINGS = (  # the smoke request says 你好
     "{% for m in messages %}{% if '你好' in (m['content'] | string) %}"

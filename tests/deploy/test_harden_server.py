@@ -189,7 +189,7 @@ def _held_port() -> tuple[socket.socket, int]:
 
 
 def test_deploy_on_a_taken_port_names_it_and_writes_nothing(tmp_path):
-    from conftest import run_cli, save_tiny_qwen
+    from tests.conftest import run_cli, save_tiny_qwen
 
     out = tmp_path / "run"
     save_tiny_qwen(out / "model")
@@ -221,7 +221,7 @@ def test_the_real_server_answers_400_not_500(openclaw, tmp_path):
     from ark_trainer.cli import main
     from ark_trainer.deploy.process import stop_server
     from ark_trainer.fileio import read_json
-    from test_harden_deploy import _config, _request, _run_dir
+    from tests.deploy.test_harden_deploy import _config, _request, _run_dir
 
     out = _run_dir(tmp_path)
     _config()
@@ -247,7 +247,7 @@ def test_the_real_server_answers_400_not_500(openclaw, tmp_path):
 
 
 def test_a_loop_on_a_taken_port_names_it_and_writes_nothing(tmp_path):
-    from conftest import run_cli, save_tiny_qwen
+    from tests.conftest import run_cli, save_tiny_qwen
 
     model = save_tiny_qwen(tmp_path / "model")
     sock, port = _held_port()

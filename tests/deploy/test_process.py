@@ -84,7 +84,7 @@ def test_an_interrupt_while_the_eval_server_starts_stops_it(tmp_path, monkeypatc
     from ark_trainer.deploy.process import servers_dir
     from ark_trainer.folders import claim_folder
     from ark_trainer.openclaw.parity import _Server
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     out = claim_folder(tmp_path / "run")
     model = save_tiny_qwen(out / "model")

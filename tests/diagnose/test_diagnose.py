@@ -23,7 +23,7 @@ from ark_trainer.diagnose import CODES, diagnose, to_json
 from ark_trainer.diagnose.evals import check_same_answers
 from ark_trainer.diagnose.rundata import load
 from ark_trainer.fileio import read_jsonl, write_jsonl
-from tiny_runs import assets, flags, run_child  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags, run_child  # noqa: F401 - the module fixture is reused
 
 CONSTANT_SPEC = "graders:\n  - name: always_one\n    type: regex\n    pattern: '^'\n"
 

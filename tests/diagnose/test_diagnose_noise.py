@@ -18,7 +18,7 @@ from ark_trainer.diagnose import diagnose, to_json
 from ark_trainer.diagnose.significance import ALPHA, paired_p, two_proportion_p
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.metrics import PASS_RATE, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
-from test_diagnose_stages import CONFIG, sick_steps
+from tests.diagnose.test_diagnose_stages import CONFIG, sick_steps
 
 
 def test_two_proportions_at_two_sample_sizes():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tiny_runs import TINY_AGENT
+from tests.tiny_runs import TINY_AGENT
 
 AGENT_KEYS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_calls", "n")
 

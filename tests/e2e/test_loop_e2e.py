@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
-from conftest import run_cli, save_tiny_qwen
+from tests.conftest import run_cli, save_tiny_qwen
 
 GOOD = "好的"
 BAD = "错错"

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from conftest import run_cli
-from model_files import smollm2_gguf
+from tests.conftest import run_cli
+from tests.model_files import smollm2_gguf
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,9 +26,7 @@ from ark_trainer.data.scrub import Scrubber
 from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json, read_jsonl
 from ark_trainer.runtime.system import pid_alive
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
-from openai_stub import REPLY, StubServer  # noqa: E402
+from tests.openai_stub import REPLY, StubServer
 
 CONFIG = """// hand-written OpenClaw config: JSON5, with a comment and trailing commas
 {{

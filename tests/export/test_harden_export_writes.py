@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from model_files import save_tiny
+from tests.model_files import save_tiny
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import gate, serving, supervisor
 from ark_trainer.loop.state import fresh_state, load_state, save_state
 from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings, request_rollback
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 QC_ROWS = [
     {"question": f"客服：您好 {i}。顾客：订单{i}不对。", "label": ["无", "辱骂", "未致歉"][i % 3]}

@@ -310,7 +310,7 @@ def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tm
     """A live conversation soon outgrows a small model's window; ``train`` would refuse the round's rows
     (exit 2, the round lost), so the loop fits them as the server fits a request: the newest turn kept."""
     from ark_trainer.data.length import check_prompt_lengths
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     model = save_tiny_qwen(tmp_path / "m", texts=["订单什么时候发货？不对，应该回答：好的"])
     history = []

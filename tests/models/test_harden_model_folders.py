@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from conftest import tiny_qc_assets
+from tests.conftest import tiny_qc_assets
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_a_malformed_model_folder_is_one_line_and_writes_nothing(assets, tmp_pat
 
 
 def test_transformers_warnings_do_not_add_lines(assets, tmp_path):
-    from conftest import run_cli
+    from tests.conftest import run_cli
 
     model = tmp_path / "model"
     shutil.copytree(assets["model"], model)

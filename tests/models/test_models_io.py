@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from model_files import copy_truncated, ollama_store, save_tiny, tiny_gguf
+from tests.model_files import copy_truncated, ollama_store, save_tiny, tiny_gguf
 
 PROMPTS = ["结论：违规 类型：辱骂 回复：抱歉", "hello world 你好", "客服：您好。顾客：订单不对。"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from model_files import ollama_store
+from tests.model_files import ollama_store
 
 SECRET = b"API_KEY=do-not-copy\n"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from model_files import tiny_gguf
+from tests.model_files import tiny_gguf
 
 GOOD = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|a|>{% endif %}"
 HOSTILE = {
@@ -133,7 +133,7 @@ def test_hostile_gguf_metadata_is_refused_before_conversion(llama_gguf, tmp_path
 
 def test_a_folder_with_a_hostile_template_is_refused(tmp_path):
     from ark_trainer.models.structure import check_tokenizer_loads
-    from model_files import save_tiny
+    from tests.model_files import save_tiny
 
     folder = save_tiny(tmp_path / "m", "qwen2")
     config = json.loads((folder / "tokenizer_config.json").read_text())
@@ -148,7 +148,7 @@ def test_a_folder_with_a_hostile_template_is_refused(tmp_path):
 @pytest.mark.parametrize("case", ["nested loops", "raise_exception"])
 def test_deploy_refuses_a_hostile_template_before_starting_a_server(tmp_path, capsys, case):
     from ark_trainer.cli import main
-    from model_files import save_tiny
+    from tests.model_files import save_tiny
 
     folder = save_tiny(tmp_path / "m", "qwen2")
     (folder / "chat_template.jinja").unlink(missing_ok=True)

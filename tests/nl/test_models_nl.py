@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from model_files import ollama_store, tiny_gguf
+from tests.model_files import ollama_store, tiny_gguf
 
 REQUEST = "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度"
 

@@ -26,9 +26,7 @@ import ark_trainer
 from ark_trainer.cli import main
 from ark_trainer.fileio import write_json
 from ark_trainer.nl.plan import plan_request
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the helpers are
-from openai_stub import _chunk  # noqa: E402
+from tests.openai_stub import _chunk
 
 REQUEST = "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度"
 TINY = {
@@ -141,7 +139,7 @@ def test_the_reference_sentence_trains_the_deployed_model_on_its_conversations(o
 
     from ark_trainer.fileio import read_json
     from ark_trainer.folders import claim_folder
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     deployed = claim_folder(tmp_path / "demo")  # a run of ours: deploy writes its deploy/ inside it
     torch.manual_seed(
@@ -222,7 +220,7 @@ def _text(message: dict) -> str:
 def test_an_openclaw_agent_plans_and_starts_a_run_through_the_skill(openclaw, tmp_path, monkeypatch):
     """A real ``openclaw agent --local`` turn: the scripted model calls exec with plan, then run --yes."""
     from ark_trainer.demo.data import write_demo_data
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     train, _ = write_demo_data(tmp_path / "data", n_train=8, n_eval=2, seed=3)
     model = save_tiny_qwen(tmp_path / "base", max_position_embeddings=1024)

@@ -83,7 +83,7 @@ def test_the_base_smollm2_deployed_directly_answers_paris(openclaw, tmp_path, ca
 def test_a_trained_qc_model_gives_the_right_verdict_through_the_agent(openclaw, tmp_path):
     from ark_trainer.demo.data import generate_rows, gold_answer
     from ark_trainer.rewards.qc import parse_answer
-    from test_openclaw_fit import train_tiny_chat_model
+    from tests.openclaw.test_openclaw_fit import train_tiny_chat_model
 
     rows = [r for r in generate_rows(40, 3, "eval", with_candidates=False) if len(r["question"]) < 260]
     pick = [next(r for r in rows if r["label"] == "无"), next(r for r in rows if r["label"] == "辱骂")]

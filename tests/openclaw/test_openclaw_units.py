@@ -12,7 +12,7 @@ from ark_trainer.data.scrub import Scrubber
 from ark_trainer.external import openclaw_cli as oc
 from ark_trainer.openclaw.config_edit import apply_patch, merge
 from ark_trainer.openclaw.deploy import provider_patch, restore_config
-from optional import need
+from tests.optional import need
 
 json5 = need("json5", "ARK_REQUIRE_OPENCLAW")  # OpenClaw's config is JSON5; CI requires it
 

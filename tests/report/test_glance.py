@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ark_trainer.report import build_report
 from ark_trainer.report.glance import changes, page_lang, reward_range
-from test_report import make_run
+from tests.report.test_report import make_run
 
 
 def with_answers(root: Path, rewards: list[float]) -> Path:

@@ -18,7 +18,7 @@ from ark_trainer.demo.data import generate_rows
 from ark_trainer.report import build_report
 from ark_trainer.report.glance import _clip, prompt_text
 from ark_trainer.report.render import _md_cell
-from test_report import make_run
+from tests.report.test_report import make_run
 
 REWARDS = [0.1, 0.9, 0.5, 0.2, 0.95, 0.0]
 

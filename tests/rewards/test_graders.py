@@ -13,7 +13,7 @@ from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
 from ark_trainer.rewards.qc import format_answer
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
 BAD = format_answer("无", "不归我管，你打13812345678问问")

@@ -21,7 +21,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.composite import Component, CompositeReward
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 CATASTROPHIC = "a" * 5000 + "!"  # `(a+)+$` backtracks exponentially on it under `re`
 

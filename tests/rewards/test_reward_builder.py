@@ -16,7 +16,7 @@ from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.rewards.qc import format_answer
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "ark_trainer"

@@ -35,7 +35,7 @@ from ark_trainer.rewards.registry import (
     register_reward,
     register_reward_factory,
 )
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 GOOD_REPLY = "非常抱歉给您带来不便，我们会尽快为您处理。"
 

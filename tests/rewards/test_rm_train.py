@@ -12,7 +12,7 @@ from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.split import split_rows
 from ark_trainer.fileio import write_jsonl
-from conftest import save_tiny_qwen
+from tests.conftest import save_tiny_qwen
 
 EVAL_RATIO = 0.2
 

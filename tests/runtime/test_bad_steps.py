@@ -14,7 +14,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
-from tiny_runs import assets, flags, weights  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags, weights  # noqa: F401 - the module fixture is reused
 
 
 def events(out: Path, name: str) -> list[dict]:

@@ -11,7 +11,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete, rotate
-from tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
 
 
 def complete_steps(stage_dir: Path) -> list[int]:

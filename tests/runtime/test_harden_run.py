@@ -22,7 +22,7 @@ from ark_trainer.cli import main
 from ark_trainer.config import field_types
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER
-from conftest import refused, save_tiny_qwen, tiny_qc_assets
+from tests.conftest import refused, save_tiny_qwen, tiny_qc_assets
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NUMERIC = sorted(n for n, kind in field_types().items() if kind in (int, float))

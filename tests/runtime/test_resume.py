@@ -10,7 +10,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete
-from tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
+from tests.tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
 
 
 def final_state(stage_dir: Path) -> dict:

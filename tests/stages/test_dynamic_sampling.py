@@ -10,7 +10,7 @@ from ark_trainer.config import resolve_config
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer, informative, refill
-from conftest import save_tiny_qwen, tiny_qc_assets
+from tests.conftest import save_tiny_qwen, tiny_qc_assets
 
 PAD = 9
 

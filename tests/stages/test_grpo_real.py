@@ -59,7 +59,7 @@ def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path):
     rise of at least 0.2 is asserted. Wall time 3.5-5 minutes there under load (train 2-4 min), less alone.
     """
     from ark_trainer.cli import main
-    from model_files import smollm2_gguf
+    from tests.model_files import smollm2_gguf
 
     gguf = smollm2_gguf()
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))

@@ -64,7 +64,7 @@ def _select(tmp_path, data_path, steps: int, batch: int):
     from ark_trainer.scoring import sample_and_select
     from ark_trainer.stages.common import rft_sampling
     from ark_trainer.stages.registry import StageContext
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     model = save_tiny_qwen(tmp_path / "model")
     out = tmp_path / "out"
@@ -110,7 +110,7 @@ def test_generation_ticks_within_a_batch(tmp_path):
     from ark_trainer.models.device import Runtime
     from ark_trainer.models.loading import load_policy
     from ark_trainer.runtime.monitor import Monitor
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     model, tok = load_policy(str(save_tiny_qwen(tmp_path / "m")), Runtime("cpu", False, False, []))
     ticks: list[str] = []
@@ -134,7 +134,7 @@ def test_sampling_through_a_vllm_server_asks_for_the_rft_settings(tmp_path, monk
     from ark_trainer.generation import Sampler, SamplingSettings
     from ark_trainer.models.device import Runtime
     from ark_trainer.scale import VLLMSettings
-    from conftest import save_tiny_qwen
+    from tests.conftest import save_tiny_qwen
 
     asked: list[dict] = []
 

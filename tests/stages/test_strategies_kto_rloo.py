@@ -10,7 +10,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.stages.preference import labelled_answers, thumbs
-from conftest import tiny_qc_assets
+from tests.conftest import tiny_qc_assets
 
 
 @pytest.fixture(scope="module")
