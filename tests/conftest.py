@@ -90,6 +90,12 @@ def tiny_qc_assets(root: Path) -> dict[str, Path]:
     return {"model": model, "train": root / "train.jsonl", "eval": root / "eval.jsonl", "root": root}
 
 
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict[str, Path]:
+    """``tiny_qc_assets``, made once per test module (a module that defines its own ``assets`` uses that)."""
+    return tiny_qc_assets(tmp_path_factory.mktemp("assets"))
+
+
 def refused(capsys, argv: list[str]) -> list[str]:
     """Run ``argv`` in-process; assert exit 2 with only one-line ``error:`` messages and no traceback; return
     the lines (the promise for bad input: one line naming the file, field or flag, nothing written)."""

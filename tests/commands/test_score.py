@@ -10,7 +10,7 @@ from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.qc import format_answer
 from ark_trainer.scoring import summarise
-from tests.conftest import save_tiny_qwen
+from tests.conftest import refused, save_tiny_qwen
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
 WRONG = format_answer("无", "不归我管")
@@ -110,3 +110,23 @@ def test_summary_flags_flat_groups_and_inapplicable_graders():
     assert flat.zero_variance_groups == 2 and "each prompt" in flat.warnings[0]
     assert summarise("n", 1.0, [[None, None]]).warnings[0].startswith("grader 'n' applies to no answer")
     assert summarise("ok", 1.0, [[0.0, 1.0]]).warnings == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--reward_timeout", "1e300"], "--reward_timeout: expected a number in [0, 1e+06], got 1e+300"),
+        (["--reward_timeout", "nan"], "--reward_timeout: expected a number in [0, 1e+06], got nan"),
+        (["--reward_timeout", "-1"], "--reward_timeout: expected a number in [0, 1e+06], got -1.0"),
+        (
+            ["--temperature", "0", "--num_samples", "4"],
+            "--temperature: expected a number > 0 to sample 4 answers",
+        ),
+        (["--temperature", "-1"], "--temperature: expected a number > 0 to sample 4 answers, got -1.0"),
+        (["--temperature", "nan"], "--temperature: expected a number > 0 to sample 4 answers, got nan"),
+    ],
+)
+def test_score_seconds_and_temperature_are_checked(assets, capsys, flags, says):
+    argv = ["score", "--data_path", str(assets["train"]), "--model_path", str(assets["model"]), *flags]
+    lines = refused(capsys, [*argv, "--device", "cpu"])
+    assert len(lines) == 1 and lines[0].startswith(f"error: {says}"), lines

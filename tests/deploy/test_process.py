@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.runtime.system import pid_alive
+from tests.conftest import refused
 
 
 def _fake_server(serve_dir: Path) -> subprocess.Popen:
@@ -110,3 +111,18 @@ def test_an_interrupt_while_the_eval_server_starts_stops_it(tmp_path, monkeypatc
         for proc in started:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+def test_a_port_outside_the_tcp_range_is_one_line(assets, tmp_path, capsys, port):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model").symlink_to(assets["model"])
+    says = f"error: --port: expected 1..65535 (or leave it out to have a free one picked), got {port}"
+    assert refused(capsys, ["deploy", str(run), "--port", port]) == [says]
+    assert not (run / "deploy").exists()
+    loop = tmp_path / "loop"
+    assert refused(
+        capsys, ["loop", "--output_dir", str(loop), "--model_path", str(assets["model"]), "--port", port]
+    ) == [says]
+    assert not loop.exists()

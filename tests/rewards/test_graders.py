@@ -13,7 +13,7 @@ from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
 from ark_trainer.rewards.qc import format_answer
-from tests.conftest import save_tiny_qwen
+from tests.conftest import refused, save_tiny_qwen
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
 BAD = format_answer("无", "不归我管，你打13812345678问问")
@@ -324,3 +324,29 @@ def test_two_graders_may_not_share_a_name():
 
     with pytest.raises(UserError, match="'reward_model' is the name of two graders"):
         CompositeReward([Component("reward_model", len, 1.0), Component("reward_model", len, 1.0)])
+
+
+def test_a_regex_timeout_is_bounded(assets, tmp_path, capsys):
+    spec = tmp_path / "regex.yaml"
+    spec.write_text(
+        "graders:\n  - name: r\n    type: regex\n    pattern: 'a+'\n    timeout: 1e300\n", encoding="utf-8"
+    )
+    lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
+    assert lines == [f"error: {spec}:5: timeout: expected a number in [0.001, 3600], got 1e+300"], lines
+
+
+@pytest.mark.parametrize(
+    "formula",
+    ["-" * 50_000 + "a", "a+" * 30_000 + "a", "a**" * 2_000 + "a", "min(a, " * 120 + "a" + ")" * 120],
+)
+def test_a_formula_too_long_or_too_deep_is_one_line_naming_the_grader(assets, tmp_path, capsys, formula):
+    spec = tmp_path / "multi.yaml"
+    spec.write_text(
+        "graders:\n  - name: m\n    type: multi\n    graders:\n"
+        "      a: {type: string_check, reference: x, operation: like}\n"
+        f"    calculate_output: '{formula}'\n",
+        encoding="utf-8",
+    )
+    lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
+    assert len(lines) == 1 and lines[0].startswith(f"error: {spec}:6: calculate_output: "), lines
+    assert "too long" in lines[0] or "nests" in lines[0], lines

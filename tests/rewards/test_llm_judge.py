@@ -12,6 +12,7 @@ import pytest
 from ark_trainer.errors import UserError
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
+from tests.conftest import refused
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -205,3 +206,26 @@ def test_score_reports_judge_failures(server, tmp_path, capsys):
         in out
     )
     assert "warning: llm_judge 'politeness': 2 failed samples" in out
+
+
+JUDGE = (
+    "graders:\n  - name: judge\n    type: llm_judge\n    model: m\n    base_url: http://127.0.0.1:9/v1\n"
+    "    input: [{{role: user, content: 'score {{{{sample.output_text}}}}'}}]\n    range: [0, 10]\n    {extra}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("timeout: 1e300", "timeout: expected a number in [0.001, 3600], got 1e+300"),
+        ("max_retries: 1000000000000", "max_retries: expected a number in [0, 10], got 1000000000000"),
+        ("backoff: 1e300", "backoff: expected a number in [0, 600], got 1e+300"),
+        ("concurrency: 1000000000", "concurrency: expected a number in [1, 256], got 1000000000"),
+        ("max_tokens: 100000000000", "max_tokens: expected a number in [1, 131072], got 100000000000"),
+    ],
+)
+def test_judge_settings_are_bounded(assets, tmp_path, capsys, extra, says):
+    spec = tmp_path / "judge.yaml"
+    spec.write_text(JUDGE.format(extra=extra), encoding="utf-8")
+    lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
+    assert lines == [f"error: {spec}:8: {says}"], lines

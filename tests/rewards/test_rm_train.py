@@ -12,7 +12,7 @@ from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.split import split_rows
 from ark_trainer.fileio import write_jsonl
-from tests.conftest import save_tiny_qwen
+from tests.conftest import refused, save_tiny_qwen
 
 EVAL_RATIO = 0.2
 
@@ -209,3 +209,22 @@ def test_rft_pairs_written_by_the_rft_stage_are_valid_input(tmp_path):
     write_jsonl(path, sel.pairs)
     pairs, dropped = load_pairs(path)
     assert dropped == 0 and pairs[0]["chosen"] == "good" and pairs[0]["rejected"] == ""
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--lora_r", "1000000000"], "--lora_r: must be in [0, 4096], got 1000000000"),
+        (["--learning_rate", "nan"], "--learning_rate: expected a number > 0, got nan"),
+        (["--learning_rate", "inf"], "--learning_rate: expected a number > 0, got inf"),
+        (["--num_train_epochs", "nan"], "--num_train_epochs: expected a number > 0 (or give --max_steps)"),
+        (["--lora_alpha", "1000000000000"], "--lora_alpha: must be in [1, 2147483647], got 1000000000000"),
+    ],
+)
+def test_rm_train_sizes_and_rates_are_bounded(assets, tmp_path, capsys, flags, says):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"prompt": "q", "chosen": "a", "rejected": "b"}) + "\n", encoding="utf-8")
+    argv = ["rm", "train", "--model_path", str(assets["model"]), "--data_path", str(pairs)]
+    lines = refused(capsys, [*argv, "--output_dir", str(tmp_path / "rm"), "--device", "cpu", *flags])
+    assert lines == [f"error: {says}"], lines
+    assert not (tmp_path / "rm").exists()
