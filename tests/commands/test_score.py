@@ -130,3 +130,12 @@ def test_score_seconds_and_temperature_are_checked(assets, capsys, flags, says):
     argv = ["score", "--data_path", str(assets["train"]), "--model_path", str(assets["model"]), *flags]
     lines = refused(capsys, [*argv, "--device", "cpu"])
     assert len(lines) == 1 and lines[0].startswith(f"error: {says}"), lines
+
+
+def test_score_counts_have_ranges(assets, capsys):
+    base = ["score", "--data_path", str(assets["train"])]
+    assert (
+        "[1, 256]"
+        in refused(capsys, [*base, "--model_path", str(assets["model"]), "--num_samples", "1000000000"])[0]
+    )
+    assert "[1, 131072]" in refused(capsys, [*base, "--max_new_tokens", "999999999"])[0]

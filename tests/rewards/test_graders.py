@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
 from ark_trainer.rewards.qc import format_answer
 from tests.conftest import refused, save_tiny_qwen
+from tests.rewards.spec_files import grader_spec
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
 BAD = format_answer("无", "不归我管，你打13812345678问问")
@@ -350,3 +352,24 @@ def test_a_formula_too_long_or_too_deep_is_one_line_naming_the_grader(assets, tm
     lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
     assert len(lines) == 1 and lines[0].startswith(f"error: {spec}:6: calculate_output: "), lines
     assert "too long" in lines[0] or "nests" in lines[0], lines
+
+
+def test_a_complex_formula_names_the_grader_and_its_line(assets, tmp_path, capsys):
+    spec = grader_spec(
+        tmp_path,
+        "  - name: qc_verdict\n  - name: combined\n    type: multi\n"
+        "    calculate_output: '(a - 2) ** 0.5'\n    graders:\n"
+        "      a: {type: string_check, reference: 结论, operation: like}\n",
+    )
+    from ark_trainer.rewards.composite import CompositeReward
+
+    reward = CompositeReward.from_spec(spec)
+    scores = reward.score(["q", "q"], ["结论：违规", "no"], label=["无", "无"])
+    assert scores["combined"] == [None, None]
+    multi = reward.components[1].fn
+    assert multi.failed == 2 and multi.failure.startswith(
+        f"{spec}:5: multi grader 'combined': calculate_output"
+    )
+    assert main(["score", "--reward_config", str(spec), "--data_path", str(assets["train"])]) == 0
+    out = capsys.readouterr()
+    assert f"{spec}:5: multi grader 'combined'" in out.out + out.err
