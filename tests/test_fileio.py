@@ -10,7 +10,18 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import UnreadableFile, read_bounded, read_json, read_text_bounded
+from ark_trainer.fileio import (
+    UnreadableFile,
+    json_line,
+    jsonl_byte_lines,
+    jsonl_lines,
+    read_bounded,
+    read_json,
+    read_jsonl,
+    read_text_bounded,
+    write_jsonl,
+)
+from tests.line_breakers import IDS, RAW_LEGAL, SEPARATORS, records, write_raw
 
 
 def _sparse(path: Path, size: int = 3 << 30) -> Path:
@@ -107,3 +118,26 @@ def test_mcp_servers_file_that_is_not_a_small_file(tmp_path, name):
         assert str(exc.value).startswith(f"--env: {path}") or "--env: no such file" in str(exc.value), (
             exc.value
         )
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=IDS)
+def test_writer_escapes_every_line_breaker_and_reads_back(tmp_path, sep):
+    rows = records(sep) + [{"lone": "\ud800 and \udfff"}]
+    write_jsonl(tmp_path / "a.jsonl", rows)
+    text = (tmp_path / "a.jsonl").read_text(encoding="utf-8")
+    assert len(text.splitlines()) == len(rows)  # even str.splitlines sees one record per line
+    assert read_jsonl(tmp_path / "a.jsonl") == rows
+    assert json_line(rows[0]).count("\n") == 1 and json.loads(json_line(rows[0])) == rows[0]
+
+
+def test_line_splitters_break_at_newline_only():
+    text = "a\u2028b\r\nc\x85d\x1c\ne\rf\x0b\x0cg"
+    assert jsonl_lines(text) == ["a\u2028b", "c\x85d\x1c", "e\rf\x0b\x0cg"]
+    assert jsonl_lines(text + "\n") == jsonl_lines(text)
+    assert jsonl_byte_lines(text.encode()) == [x.encode() for x in jsonl_lines(text)]
+
+
+@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
+def test_read_jsonl_keeps_every_row(tmp_path, sep):
+    write_raw(tmp_path / "a.jsonl", records(sep))
+    assert read_jsonl(tmp_path / "a.jsonl") == records(sep)

@@ -20,6 +20,7 @@ from ark_trainer.runfolder import (
     RunFolder,
     run_end_status,
 )
+from tests.line_breakers import IDS, RAW_LEGAL, write_raw
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
 NAMES = {RUN_CONFIG, PLAN, HEARTBEAT, EVENTS, DIAGNOSIS, EXPORT_RECORD}
@@ -118,3 +119,34 @@ def test_the_reports_other_files_are_read_through_the_run_folder_too(tmp_path):
     (folder.export_dir / EXPORT_RECORD).write_text("[{", encoding="utf-8")
     problems: list[str] = []
     assert folder.exports(problems) == [] and problems[0].startswith("export/export.json: unreadable")
+
+
+def run_events(out: Path, sep: str) -> list[dict]:
+    """An ``events.jsonl`` whose every event carries ``sep`` raw, ending in a failed run."""
+    events = [
+        {"event": "run_start", "time": 1.0},
+        {"event": "stage_end", "stage": "rft", "status": "ok", "note": f"a{sep}b", "time": 2.0},
+        {"event": "error", "message": f"boom{sep}bang", "time": 3.0},
+        {"event": "run_end", "status": "failed", "note": f"c{sep}d", "time": 4.0},
+    ]
+    write_raw(out / "events.jsonl", events)
+    return events
+
+
+@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
+def test_run_event_readers(tmp_path, sep):
+    from ark_trainer.diagnose.rundata import load
+    from ark_trainer.runfolder import EventLog, RunFolder, read_events, run_end_status
+    from ark_trainer.runtime.resume import Progress
+    from ark_trainer.runtime.supervisor import last_error
+
+    events = run_events(tmp_path, sep)
+    path = tmp_path / "events.jsonl"
+    assert run_end_status(RunFolder(tmp_path).events()) == "failed"
+    assert RunFolder(tmp_path).n_event_lines() == 4
+    assert last_error(tmp_path, since=1)["message"] == f"boom{sep}bang"
+    assert Progress(tmp_path).stage_ok("rft") and len(Progress(tmp_path).events) == 4
+    problems: list[str] = []
+    assert read_events(path, problems) == events and not problems
+    assert load(tmp_path).events == events
+    assert EventLog(path).read() == events

@@ -3,6 +3,8 @@ format, tool results as ``tool`` turns, and the loss on the assistant turn only.
 
 from __future__ import annotations
 
+import pytest
+
 from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
 from ark_trainer.chat.toolcall import parse_tool_calls
 from ark_trainer.data.collect import Session, session_rows
@@ -10,6 +12,7 @@ from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.scrub import Scrubber
 from ark_trainer.fileio import write_jsonl
 from tests.conftest import save_tiny_qwen
+from tests.line_breakers import IDS, RAW_LEGAL, records, write_raw
 
 CALL = {"type": "toolCall", "id": "call_1", "name": "ls", "arguments": {"path": "."}}
 
@@ -88,3 +91,11 @@ def test_a_collected_row_puts_the_loss_on_its_assistant_turn_only(tmp_path):
     assert "<tool_call>" in rows[0]["candidates"][0] and "<tool_response>" in tok.decode(
         trainer.train_dataset[1]["input_ids"]
     )
+
+
+@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
+def test_collected_session_lines(tmp_path, sep):
+    from ark_trainer.data.collect import read_jsonl_objects
+
+    write_raw(tmp_path / "s.jsonl", records(sep))
+    assert read_jsonl_objects(tmp_path / "s.jsonl") == (records(sep), 0)

@@ -10,9 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import write_jsonl
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
 from tests.conftest import refused
+from tests.line_breakers import IDS, RAW_LEGAL, write_raw
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -193,7 +195,6 @@ def test_parse_score(reply, score):
 
 def test_score_reports_judge_failures(server, tmp_path, capsys):
     from ark_trainer.cli import main
-    from ark_trainer.fileio import write_jsonl
 
     server.mode = "garbage"
     judge_spec(tmp_path, server.base_url)  # writes judge.yaml
@@ -229,3 +230,14 @@ def test_judge_settings_are_bounded(assets, tmp_path, capsys, extra, says):
     spec.write_text(JUDGE.format(extra=extra), encoding="utf-8")
     lines = refused(capsys, ["score", "--reward_config", str(spec), "--data_path", str(assets["train"])])
     assert lines == [f"error: {spec}:8: {says}"], lines
+
+
+@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
+def test_judge_cache_and_glance_prompts(tmp_path, sep):
+    from ark_trainer.report.glance import _prompts
+    from ark_trainer.rewards.llm_judge import _Cache
+
+    write_raw(tmp_path / "cache.jsonl", [{"key": f"k{i}", "reply": f"r{sep}{i}"} for i in range(3)])
+    assert _Cache(tmp_path / "cache.jsonl").data == {f"k{i}": f"r{sep}{i}" for i in range(3)}
+    write_raw(tmp_path / "data" / "eval.jsonl", [{"prompt": f"p{sep}{i}"} for i in range(3)])
+    assert _prompts(tmp_path) == [f"p{sep}{i}" for i in range(3)]

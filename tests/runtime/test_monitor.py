@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from ark_trainer.runtime.monitor import console_line
+from tests.line_breakers import IDS, RAW_LEGAL
 
 
 def test_a_grpo_log_becomes_one_short_line_in_a_fixed_order():
@@ -61,3 +66,16 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
     use_console_progress(trainer, "grpo")
     assert [type(cb).__name__ for cb in trainer.callbacks] == ["_ConsoleProgress"]
     assert isinstance(trainer.callbacks[0], ProgressCallback)  # the same bar
+
+
+@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
+def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
+    from ark_trainer.runtime.monitor import Monitor
+
+    monitor = Monitor(tmp_path)
+    for i in range(3):
+        monitor.event("note", text=f"x{sep}{i}")
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["text"] for line in lines if '"note"' in line] == [
+        f"x{sep}{i}" for i in range(3)
+    ]
