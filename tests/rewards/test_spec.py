@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ark_trainer.errors import UserError
 from tests.conftest import refused, train_argv
 from tests.rewards.spec_files import grader_spec
 
@@ -51,3 +52,17 @@ def test_multi_weights_and_reward_weights_are_bounded(assets, tmp_path, capsys):
     for bad in ("qc_verdict=1e308", "qc_verdict=nan", "qc_verdict=inf"):
         lines = refused(capsys, train_argv(assets, tmp_path / "out", "--reward_weights", bad))
         assert any("expected name=weight with a weight in [0, 1e+06]" in line for line in lines), lines
+
+
+def test_a_plan_still_checks_code_graders_for_shape(tmp_path):
+    from ark_trainer.rewards.spec import load_graders
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        "graders:\n  - name: a\n    type: python\n    source: 'def grade(:'\n"
+        "  - name: b\n    type: python\n    function: no_colon\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError) as info:
+        load_graders(spec, run_code=False)
+    assert [m.split(": ")[1] for m in info.value.messages] == ["source", "function"]
