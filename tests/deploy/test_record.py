@@ -91,3 +91,14 @@ def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     assert len(turns) == 4 and turns[1] == {"_torn": True}
     assert turns[3]["messages"][0]["content"] == "q3"
     assert len(jsonl_file_lines(tmp_path / "turns.jsonl")) == 4
+
+
+def test_recorded_turn_with_a_surrogate_or_a_blank_question(tmp_path):
+    """The live recorder keeps a turn with a bad character (replaced), and skips an invisible question."""
+    from ark_trainer.deploy.record import build_row
+
+    row = build_row({"messages": [{"role": "user", "content": "问\ud800"}]}, "答", [], "t", 1)
+    assert row["messages"][0]["content"] == "问\ufffd"
+    json.dumps(row, ensure_ascii=False).encode("utf-8")
+    assert build_row({"messages": [{"role": "user", "content": "\u200b\ufeff"}]}, "答", [], "t", 1) is None
+    assert build_row({"messages": [{"role": "user", "content": "q"}]}, "\u200b", [], "t", 1) is None

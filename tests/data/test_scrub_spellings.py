@@ -1,11 +1,10 @@
-"""More spellings of the same secrets, and more ways of asking for them (a third adversarial round).
+"""More spellings of the same secrets for the scrubber (``data/scrub.py``): a third adversarial round.
 
-The scrubber: mobiles with underscores, commas, dashes of other widths, spaced separators, brackets or a
-space between every digit; keys split by the blank characters that are not zero-width (Hangul fillers,
-the braille blank); ``password是…`` and a card PIN; e-mails with spaced ``@``/``.`` and a spelled-out dot in
-the local part; wallet seed phrases. The safety filter: requests without an asking verb ("你的银行卡密码多少"),
-with verbs it did not know (说下, 需要您的, 发过来, 回复给), a secret word split by a space, and the code of
-an SMS asked for in other words. Ordinary text around them must survive.
+Mobiles with underscores, commas, dashes of other widths, spaced separators, brackets or a space between
+every digit; keys split by the blank characters that are not zero-width (Hangul fillers, the braille
+blank); ``password是…`` and a card PIN; e-mails with spaced ``@``/``.`` and a spelled-out dot in the local
+part; wallet seed phrases. Ordinary text around them must survive. The round's ways of asking for a secret
+are checked in ``tests/loop/test_safety.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.data.scrub import Scrubber
-from tests.data.test_harden_scrub import as_en, as_json, as_zh
+from tests.data.scrub_forms import as_en, as_json, as_zh
 
 SEED = "abandon ability able about above absent absorb abstract absurd abuse access accident"
 FAMILIES: dict[str, list[tuple[str, str]]] = {
@@ -84,42 +83,3 @@ def test_ordinary_text_is_left_alone(text):
     s = Scrubber()
     assert s.text(text) == text, s.counts
     assert not s.counts
-
-
-ASKS = [
-    "把身份证号和密码发过来",
-    "你的银行卡密码多少",
-    "账户密码是多少？",
-    "您的支付密码是什么呢",
-    "麻烦说下您的取款密码",
-    "为了核实身份，我需要您的支付密码",
-    "请将短信验证码回复给客服",
-    "请提供您的密 码",
-    "请把收到的6位数字发给我",
-    "Send the code from the SMS",
-    "What's the PIN of your card?",
-]
-KEPT = [
-    "请勿将验证码发过来",
-    "密码多少位都可以，建议 8 位以上",
-    "忘记密码是什么原因导致的？可以点击找回密码",
-    "收到的短信请勿转发给他人",
-    "需要您的订单号，我们会尽快处理",
-    "我们不会要求您说下密码",
-    "Never send the code from the SMS to anyone",
-]
-
-
-@pytest.mark.parametrize("text", ASKS)
-def test_more_ways_of_asking_for_a_secret_are_refused(text):
-    from ark_trainer.loop.safety import correction_problem
-
-    problem = correction_problem(text)
-    assert problem is not None and problem[0] == "credential_request", (text, problem)
-
-
-@pytest.mark.parametrize("text", KEPT)
-def test_warnings_and_other_questions_are_kept(text):
-    from ark_trainer.loop.safety import correction_problem
-
-    assert correction_problem(text) is None

@@ -1,44 +1,27 @@
-"""The scrubber against the forms personal data once leaked through, and ``data collect`` end to end.
+"""The scrubber (``data/scrub.py``) against the families of personal data that once leaked through.
 
 Table-driven: every sample of every family is checked in each form it reaches training data in (Chinese
 text, English text, a JSON string, and a tool call's arguments, which ``data collect`` writes into the
-assistant text and the ``tool_calls`` column, with a nested JSON string whose quotes are escaped).
-Ordinary numbers (order ids, prices, dates) must survive, or the data stops being useful.
+assistant text and the ``tool_calls`` column, with a nested JSON string whose quotes are escaped; the forms
+are ``tests/data/scrub_forms.py``). Ordinary numbers (order ids, prices, dates) must survive, or the data
+stops being useful. ``data collect`` end to end is in ``test_collect.py``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from ark_trainer.data.collect import _assistant
 from ark_trainer.data.scrub import Scrubber
+from tests.data.scrub_forms import CARD_19, as_en, as_json, as_tool_call, as_zh, group, luhn
 
-
-def luhn(prefix: str, length: int) -> str:
-    """``prefix`` padded with 0s and completed with its Luhn check digit to ``length`` digits."""
-    body = prefix.ljust(length - 1, "0")
-    digits = [int(c) for c in body]
-    total = sum(d if i % 2 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(reversed(digits)))
-    return body + str((10 - total % 10) % 10)
-
-
-def group(number: str, sizes: list[int], sep: str = " ") -> str:
-    out, i = [], 0
-    for size in sizes:
-        out.append(number[i : i + size])
-        i += size
-    return sep.join(out)
-
-
-CARD_19 = luhn("6222021", 19)
 CARD_16 = luhn("4111", 16)
 FULLWIDTH = str.maketrans("0123456789X@.", "０１２３４５６７８９Ｘ＠．")
+
 
 # family -> [(fragment as written, fragment after scrubbing)]
 FAMILIES: dict[str, list[tuple[str, str]]] = {
@@ -122,26 +105,6 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
 CASES = [(family, raw, clean) for family, samples in FAMILIES.items() for raw, clean in samples]
 
 
-def as_zh(text: str) -> str:
-    return f"请帮我记一下：{text}，谢谢。"
-
-
-def as_en(text: str) -> str:
-    return f"Please note {text} for later.\nThanks"
-
-
-def as_json(text: str) -> str:
-    return json.dumps({"note": as_en(text), "备注": as_zh(text)}, ensure_ascii=False)
-
-
-def as_tool_call(text: str) -> tuple[str, list[dict]]:
-    """What ``data collect`` writes for a tool call carrying ``text``: the assistant text and the column."""
-    nested = json.dumps({"body": as_zh(text), "raw": text}, ensure_ascii=False)  # escaped quotes inside
-    return _assistant(
-        [{"type": "toolCall", "name": "send", "arguments": {"body": as_en(text), "payload": nested}}]
-    )
-
-
 @pytest.mark.parametrize("form", [as_zh, as_en, as_json], ids=["zh", "en", "json"])
 @pytest.mark.parametrize(("family", "raw", "clean"), CASES)
 def test_each_family_in_text_and_json(family, raw, clean, form):
@@ -198,101 +161,6 @@ def test_ordinary_numbers_and_words_are_left_alone(text):
     s = Scrubber()
     assert s.text(text) == text
     assert not s.counts
-
-
-# --- data collect end to end: no secret survives in any column ---
-
-SECRETS = {
-    "phone": "138-1234-5678",
-    "phone_key": "+8613912345678",
-    "email": "张三@例子.中国",
-    "email_key": "alice@corp.com",
-    "id": "110105 19491231 002X",
-    "card": group(CARD_19, [4, 4, 4, 4, 3]),
-    "aws": "AKIAIOSFODNN7EXAMPLE",
-    "ali": "LTAI5tRqvXg9bKzP8wY3mN2c",
-    "password": "hunter2x",
-    "api_value": "abcd1234efgh5678",
-    "agent": "carol@corp.com",
-}
-
-
-def _transcript(path: Path, session_id: str) -> None:
-    s = SECRETS
-    user = (
-        f"我的手机 {s['phone']}，邮箱 {s['email']}，身份证 {s['id']}，卡号 {s['card']}，密码：{s['password']}"
-    )
-    call = {
-        "type": "toolCall",
-        "name": "deploy",
-        "arguments": {"api_key": s["api_value"], "env": json.dumps({"AWS_KEY": s["aws"], "ali": s["ali"]})},
-    }
-    entries = [
-        {"type": "session", "id": session_id, "version": 3},
-        {"type": "message", "message": {"role": "system", "content": f"owner {s['email_key']}"}},
-        {"type": "message", "message": {"role": "user", "content": user}},
-        {"type": "message", "message": {"role": "assistant", "content": [call]}},
-        {"type": "message", "message": {"role": "toolResult", "content": f"password: {s['password']}"}},
-        {"type": "message", "message": {"role": "assistant", "content": f"已通知 {s['phone']}"}},
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries), encoding="utf-8")
-
-
-def collect(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ARK_OPENCLAW_BIN": str(tmp_path / "no-openclaw"), "PYTHONWARNINGS": "ignore"}
-    out = tmp_path / "collected.jsonl"
-    return subprocess.run(
-        [sys.executable, "-m", "ark_trainer", "data", "collect", "--openclaw", "-o", str(out), *extra],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def test_collect_leaves_no_secret_in_any_column(tmp_path):
-    state = Path(os.environ["OPENCLAW_STATE_DIR"])
-    # A channel session: its key and id carry the peer's phone number and e-mail.
-    key = f"whatsapp:{SECRETS['phone_key']}:{SECRETS['email_key']}"
-    _transcript(state / "agents" / "main" / "sessions" / f"{key}.jsonl", f"sess-{SECRETS['phone_key']}")
-    _transcript(state / "agents" / SECRETS["agent"] / "sessions" / "s2.jsonl", "s2")  # an agent named by mail
-    result = collect(tmp_path)
-    assert result.returncode == 0, result.stderr
-    text = (tmp_path / "collected.jsonl").read_text(encoding="utf-8")
-    rows = [json.loads(line) for line in text.splitlines()]
-    assert len(rows) == 4
-    dumped = text + json.dumps(rows, ensure_ascii=False)  # raw, and with escapes undone
-    for name, secret in SECRETS.items():
-        assert secret not in dumped, f"{name} leaked"
-        assert secret.replace(" ", "") not in dumped.replace(" ", ""), f"{name} leaked (spaces)"
-    assert "13912345678" not in dumped and "alice" not in dumped
-    by_agent = {r["agent_id"]: r for r in rows}
-    assert by_agent["main"]["session_key"] == "legacy:main:whatsapp:[PHONE]:[EMAIL]"
-    assert by_agent["main"]["session_id"] == "sess-[PHONE]"
-    assert by_agent["[EMAIL]"]["session_key"] == "legacy:[EMAIL]:s2"
-
-
-def test_collect_skips_a_torn_last_line_with_a_warning(tmp_path):
-    state = Path(os.environ["OPENCLAW_STATE_DIR"])
-    path = state / "agents" / "main" / "sessions" / "live.jsonl"
-    _transcript(path, "live")
-    torn = json.dumps(
-        {"type": "message", "message": {"role": "user", "content": "写到一半的消息"}}, ensure_ascii=False
-    )
-    with path.open("ab") as f:
-        f.write(
-            torn.encode("utf-8")[:-7]
-        )  # cut mid-object and mid-character, no newline: still being written
-    result = collect(tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 1 and str(path) in warnings[0] and "1 unreadable line" in warnings[0]
-    rows = [
-        json.loads(line) for line in (tmp_path / "collected.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
-    assert len(rows) == 2  # the rest of the session is kept
 
 
 @pytest.mark.slow

@@ -1,10 +1,9 @@
-"""Secrets in the spellings the scrubber once missed, and the safety filter on users' corrections.
+"""Secrets in the spellings the scrubber (``data/scrub.py``) once missed.
 
-The scrubber: mobiles with dots or slashes or in Chinese digits, keys after Chinese labels without a colon,
-keys and labels split by zero-width characters, verification and card security codes, e-mails spelled
-out. Each sample is checked in every form it reaches training data in (the helpers of test_harden_scrub).
-The loop: a correction "不对，应该回答：X" whose X carries a secret or asks for a credential or payment secret
-never becomes a training target, and the drop is counted in ``status`` and the loop report.
+Mobiles with dots or slashes or in Chinese digits, keys after Chinese labels without a colon, keys and
+labels split by zero-width characters, verification and card security codes, e-mails spelled out. Each
+sample is checked in every form it reaches training data in (``tests/data/scrub_forms.py``). The safety
+filter on corrections that carry such a secret is checked in ``tests/loop/test_safety.py``.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ import json
 import pytest
 
 from ark_trainer.data.scrub import Scrubber
-from tests.data.test_harden_scrub import as_en, as_json, as_tool_call, as_zh
+from tests.data.scrub_forms import ZW, as_en, as_json, as_tool_call, as_zh
 
-ZW = "\u200b"
 FAMILIES: dict[str, list[tuple[str, str]]] = {
     "phone": [
         ("186.1234.5678", "[PHONE]"),
@@ -137,114 +135,6 @@ def test_ordinary_text_is_left_alone(text):
     s = Scrubber()
     assert s.text(text) == text
     assert not s.counts
-
-
-# --- the safety filter on corrections ---
-
-HARMFUL = {
-    "secret": [
-        "您的支付密码是 889900",
-        "密码abc123",
-        "验证码 482913",
-        "联系 bob at gmail dot com",
-        "接口密钥 abcd1234efgh5678",
-        "您的卡号是 [CARD_NUMBER]",  # what the recorder's scrubbing leaves
-        "[PASSWORD]",
-    ],
-    "credential_request": [
-        "请提供您的银行卡密码和验证码",
-        "请输入短信验证码完成支付",
-        "麻烦发一下您的身份证号和密码",
-        "请把卡背面的三位数字告诉我",
-        "把卡号和密码发给我",
-        "请您提供一下银行卡的有效期和CVV",
-        "为了核实身份，请告诉我您的登录密码",
-        f"请提供您的{ZW}密{ZW}码",
-        "Please send me your password",
-        "What is your CVV?",
-        "Please tell us your PIN and the verification code",
-        "Give me the seed phrase of your wallet",
-    ],
-}
-BENIGN = [
-    "请勿向任何人透露您的密码和验证码",
-    "我们不会要求您提供密码",
-    "请妥善保管您的密码",
-    "不要把验证码告诉任何人",
-    "验证码请勿告诉他人",
-    "您可以在设置中修改登录密码",
-    "请提供订单号，我们会尽快处理",
-    "Never share your password or verification code with anyone.",
-    "We will never ask for your PIN.",
-    "结论：违规\n类型：泄露隐私\n回复：非常抱歉给您带来不便。",
-]
-
-
-@pytest.mark.parametrize(("reason", "text"), [(r, t) for r, ts in HARMFUL.items() for t in ts])
-def test_harmful_corrections_are_refused(reason, text):
-    from ark_trainer.loop.safety import correction_problem
-
-    assert correction_problem(text)[0] == reason
-
-
-@pytest.mark.parametrize("text", BENIGN)
-def test_safe_corrections_pass(text):
-    from ark_trainer.loop.safety import correction_problem
-
-    assert correction_problem(text) is None
-
-
-def conversation(question: str, answer: str, correction: str) -> list[dict]:
-    """The recorded turns of one exchange and the correction after it (as the recorder writes them)."""
-    from ark_trainer.deploy.record import build_row
-
-    first = build_row({"messages": [{"role": "user", "content": question}]}, answer, [], "round-0", 1)
-    history = first["messages"] + [{"role": "user", "content": correction}]
-    second = build_row({"messages": history}, "好的", [], "round-0", 2)
-    return [first, second]
-
-
-def test_a_harmful_correction_never_becomes_a_target_and_is_counted(tmp_path):
-    from collections import Counter
-
-    from ark_trainer.loop import feedback, rounds
-
-    rows = conversation("怎么付款？", "请在页面付款。", "不对，应该回答：请提供您的银行卡密码和验证码")
-    rows += conversation("密码忘了？", "请重置。", "不对，应该回答：您的新密码是 Abc12345")
-    rows += conversation("怎么退货？", "不能退。", "不对，应该回答：七天内可以无理由退货。")
-    dropped: Counter = Counter()
-    out = rounds.scored_rows(rows, rows, feedback.Rules(), None, False, dropped)
-    assert dropped == {"credential_request": 1, "secret": 1}
-    targets = [r.get("reference") for r in out]
-    assert targets.count("七天内可以无理由退货。") == 1
-    dumped = json.dumps(out, ensure_ascii=False)
-    assert "银行卡密码和验证码" not in dumped.replace("不对，应该回答：请提供您的银行卡密码和验证码", "")
-    corrected = [r for r in out if r["feedback"] == -1 and "reference" not in r]
-    assert len(corrected) == 2  # still corrections: their answers are not imitated
-    assert all(
-        m["role"] != "assistant" or m["content"] != "请在页面付款。"
-        for r in corrected
-        for m in r["messages"][-1:]
-    )
-
-
-def test_status_and_loop_report_count_the_dropped_corrections(tmp_path):
-    from ark_trainer.fileio import write_jsonl
-    from ark_trainer.loop.report import status_lines, write_report
-    from ark_trainer.loop.serving import TURNS
-    from ark_trainer.loop.state import fresh_state
-
-    rows = conversation("怎么付款？", "请在页面付款。", "不对，应该回答：请提供您的银行卡密码和验证码")
-    rows += conversation("q", "a", "不对，应该回答：验证码 482913")
-    write_jsonl(tmp_path / TURNS, rows)
-    state = fresh_state(str(tmp_path), {"main_metric": "reward_mean"})
-    state["history"].append({"round": 1, "promoted": False, "reasons": ["x"], "main": None,
-                             "current_main": None, "decided_at": "t",
-                             "corrections_dropped": {"credential_request": 1, "secret": 1}})  # fmt: skip
-    lines = status_lines(tmp_path, state)
-    assert "corrections dropped by the safety filter: 2 (1 credential_request, 1 secret)" in lines
-    report = write_report(tmp_path, state).read_text(encoding="utf-8")
-    assert "corrections dropped" in report and "| 2 (1 credential_request, 1 secret) |" in report
 
 
 @pytest.mark.slow

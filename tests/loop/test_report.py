@@ -1,0 +1,24 @@
+"""``LOOP/report.md`` and ``status`` (``loop/report.py``): what the loop did, dropped corrections included."""
+
+from __future__ import annotations
+
+from tests.loop.corrections import conversation
+
+
+def test_status_and_loop_report_count_the_dropped_corrections(tmp_path):
+    from ark_trainer.fileio import write_jsonl
+    from ark_trainer.loop.report import status_lines, write_report
+    from ark_trainer.loop.serving import TURNS
+    from ark_trainer.loop.state import fresh_state
+
+    rows = conversation("怎么付款？", "请在页面付款。", "不对，应该回答：请提供您的银行卡密码和验证码")
+    rows += conversation("q", "a", "不对，应该回答：验证码 482913")
+    write_jsonl(tmp_path / TURNS, rows)
+    state = fresh_state(str(tmp_path), {"main_metric": "reward_mean"})
+    state["history"].append({"round": 1, "promoted": False, "reasons": ["x"], "main": None,
+                             "current_main": None, "decided_at": "t",
+                             "corrections_dropped": {"credential_request": 1, "secret": 1}})  # fmt: skip
+    lines = status_lines(tmp_path, state)
+    assert "corrections dropped by the safety filter: 2 (1 credential_request, 1 secret)" in lines
+    report = write_report(tmp_path, state).read_text(encoding="utf-8")
+    assert "corrections dropped" in report and "| 2 (1 credential_request, 1 secret) |" in report
