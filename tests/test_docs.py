@@ -3,6 +3,7 @@
 A link `[text](path#anchor)` must point to a file of the repository, and the anchor (when given) to a
 heading of that file, slugged as GitHub does. Every `ark-trainer COMMAND` (or `ark-trainer-inner COMMAND`)
 written in code, inline or in a fenced block, must be a subcommand of `ark_trainer.cli.build_parser()`.
+The OpenClaw skill names the states ``status`` prints, and the README's prerequisites name npm.
 """
 
 from __future__ import annotations
@@ -106,3 +107,15 @@ def test_checks_catch_drift(tmp_path):
     named = {m.group(1) for m in COMMAND.finditer(code_text(doc))}
     assert named - commands() == {"frobnicate"}
     assert slug("Train a reward model: `ark-trainer rm train`") == "train-a-reward-model-ark-trainer-rm-train"
+
+
+def test_skill_names_the_states_status_prints_and_readme_lists_npm():
+    from ark_trainer.runtime import monitor
+
+    skill = (ROOT / "src/ark_trainer/openclaw/skill/SKILL.md").read_text()
+    states_text = skill.split("## 4. Status")[1].split("## 5.")[0].split("ark-trainer diagnose")[0]
+    named = set(re.findall(r"`(\w+)`", states_text))  # the states the skill names, before the diagnosis part
+    states = set(re.findall(r'"(\w+)"', Path(monitor.__file__).read_text()))
+    assert "stalled" in named and named - {"status"} <= states, named - states
+    intro = (ROOT / "README.md").read_text().split("## Two commands")[1].split("## ")[0]
+    assert re.search(r"On a fresh Linux machine[^:]*`npm`", intro), intro  # the prerequisites name npm

@@ -12,7 +12,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
-from tests.deploy.test_harden_deploy import CONFIG, _run_dir, _servers
+from tests.deploy_runs import CONFIG, _run_dir, _servers
 
 
 @pytest.mark.slow
