@@ -97,3 +97,9 @@ def copy_truncated(src: Path, dest: Path, keep: float) -> Path:
 def copy_file(src: Path, dest: Path) -> Path:
     shutil.copyfile(src, dest)
     return dest
+
+
+# a tiny qwen2 HF folder, once per test module (tests/commands and tests/openclaw: their conftest.py imports it)
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("export_writes") / "tiny-hf", "qwen2")

@@ -141,3 +141,25 @@ def test_line_splitters_break_at_newline_only():
 def test_read_jsonl_keeps_every_row(tmp_path, sep):
     write_raw(tmp_path / "a.jsonl", records(sep))
     assert read_jsonl(tmp_path / "a.jsonl") == records(sep)
+
+
+def test_a_rename_that_fails_midway_puts_back_what_it_replaced(tmp_path, monkeypatch):
+    from ark_trainer.fileio import replace_together, staged_path
+
+    a, b = tmp_path / "a.gguf", tmp_path / "Modelfile"
+    a.write_text("old a")
+    b.write_text("old b")
+    staged_path(a).write_text("new a")
+    staged_path(b).write_text("new b")
+    real = os.replace
+
+    def fail_on_b(src, dst):
+        if Path(src) == staged_path(b):
+            raise OSError(13, "Permission denied", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_on_b)
+    with pytest.raises(OSError):
+        replace_together([a, b])
+    assert (a.read_text(), b.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Modelfile", "a.gguf"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import socket
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.runtime.system import pid_alive
-from tests.conftest import refused, save_tiny_qwen
+from tests.conftest import refused
 from tests.deploy.templates import REASON
 from tests.deploy_runs import ROOT, _config, _run_dir
 
@@ -74,6 +73,8 @@ def test_a_server_whose_command_died_is_reaped_by_the_next_command(tmp_path, cap
 
 
 def test_a_server_whose_command_still_runs_is_left_alone(tmp_path):
+    import os
+
     from ark_trainer.deploy.process import _owned_record, process_start, reap_orphans
     from ark_trainer.fileio import write_json
 
@@ -95,6 +96,7 @@ def test_an_interrupt_while_the_eval_server_starts_stops_it(tmp_path, monkeypatc
     from ark_trainer.deploy.process import servers_dir
     from ark_trainer.folders import claim_folder
     from ark_trainer.openclaw.parity import _Server
+    from tests.conftest import save_tiny_qwen
 
     out = claim_folder(tmp_path / "run")
     model = save_tiny_qwen(out / "model")

@@ -112,3 +112,19 @@ def test_the_server_needs_the_deployments_key_and_secrets_stay_private(openclaw,
         stop_server(record["pid"])
     assert main(["deploy", "--rollback"]) == 0
     assert config.read_bytes() == original and config.stat().st_mode & 0o777 == 0o640
+
+
+def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):
+    import shutil
+
+    from ark_trainer.folders import claim_folder
+    from ark_trainer.openclaw.deploy import deploy_folder
+
+    project = tmp_path / "project"
+    shutil.copytree(model, project / "model")
+    served = deploy_folder(project)
+    assert served != project.resolve() and os.readlink(served / "model") == str((project / "model").resolve())
+    assert sorted(p.name for p in project.iterdir()) == ["model"]  # nothing written into the user's folder
+    run = claim_folder(tmp_path / "run")  # a run of ours: its deploy/ goes inside it, as before
+    shutil.copytree(model, run / "model")
+    assert deploy_folder(run) == run.resolve()

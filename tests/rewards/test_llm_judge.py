@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_jsonl
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
 from tests.conftest import refused
@@ -195,6 +194,7 @@ def test_parse_score(reply, score):
 
 def test_score_reports_judge_failures(server, tmp_path, capsys):
     from ark_trainer.cli import main
+    from ark_trainer.fileio import write_jsonl
 
     server.mode = "garbage"
     judge_spec(tmp_path, server.base_url)  # writes judge.yaml

@@ -1,5 +1,5 @@
-"""``export`` writes a GGUF file and a Modelfile only where it may: never over a user's file, never in a
-system folder, never into a folder it did not make.
+"""``ark-trainer export`` (``commands/export.py``) writes a GGUF file and a Modelfile only where it may: never
+over a user's file, never in a system folder, never into a folder it did not make.
 
 It once wrote ``-o notes.md`` over the user's notes with GGUF bytes (and a Modelfile beside it), wrote
 ``-o /etc/x.gguf`` and ``/etc/Modelfile``, and gave an ``IsADirectoryError`` traceback for ``-o FOLDER``.
@@ -14,20 +14,8 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
+from tests.commands.refusals import refused
 from tests.model_files import save_tiny
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return save_tiny(tmp_path_factory.mktemp("export_writes") / "tiny-hf", "qwen2")
-
-
-def refused(capsys, argv: list[str]) -> list[str]:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    return lines
 
 
 def test_a_file_of_another_kind_is_never_overwritten(model, tmp_path, capsys):
@@ -98,36 +86,6 @@ def test_a_folder_that_is_not_a_run_of_ours_gets_no_export_folder(model, tmp_pat
         f"give its model folder ({project / 'model'}) or -o FILE.gguf"
     ]
     assert not (project / "export").exists()
-
-
-# --- deploy: OUT/deploy/ only in a run of ours, --record only over a JSONL file ------------------------------
-
-
-def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):
-    import shutil
-
-    from ark_trainer.folders import claim_folder
-    from ark_trainer.openclaw.deploy import deploy_folder
-
-    project = tmp_path / "project"
-    shutil.copytree(model, project / "model")
-    served = deploy_folder(project)
-    assert served != project.resolve() and os.readlink(served / "model") == str((project / "model").resolve())
-    assert sorted(p.name for p in project.iterdir()) == ["model"]  # nothing written into the user's folder
-    run = claim_folder(tmp_path / "run")  # a run of ours: its deploy/ goes inside it, as before
-    shutil.copytree(model, run / "model")
-    assert deploy_folder(run) == run.resolve()
-
-
-def test_deploy_record_never_appends_to_a_file_of_another_kind(model, tmp_path, capsys):
-    notes = tmp_path / "notes.md"
-    notes.write_text("# mine\n", encoding="utf-8")
-    lines = refused(capsys, ["deploy", str(model), "--record", str(notes)])
-    assert lines == [
-        f"error: --record: {str(notes)!r} exists and is not a JSONL file; it is not overwritten: give a new file name"
-    ]
-    assert notes.read_text(encoding="utf-8") == "# mine\n"
-    assert "is a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]
 
 
 def _run_from_gguf(model: Path, tmp_path: Path, source: Path, where: str) -> Path:
@@ -228,25 +186,3 @@ def test_a_full_disk_after_the_gguf_leaves_the_previous_export_as_it_was(
     [line] = refused(capsys, ["export", str(run)])
     assert "No space left on device" in line and "the previous export, if any, is unchanged" in line, line
     assert {p.name: p.read_bytes() for p in export.iterdir()} == before
-
-
-def test_a_rename_that_fails_midway_puts_back_what_it_replaced(tmp_path, monkeypatch):
-    from ark_trainer.fileio import replace_together, staged_path
-
-    a, b = tmp_path / "a.gguf", tmp_path / "Modelfile"
-    a.write_text("old a")
-    b.write_text("old b")
-    staged_path(a).write_text("new a")
-    staged_path(b).write_text("new b")
-    real = os.replace
-
-    def fail_on_b(src, dst):
-        if Path(src) == staged_path(b):
-            raise OSError(13, "Permission denied", str(dst))
-        return real(src, dst)
-
-    monkeypatch.setattr(os, "replace", fail_on_b)
-    with pytest.raises(OSError):
-        replace_together([a, b])
-    assert (a.read_text(), b.read_text()) == ("old a", "old b")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["Modelfile", "a.gguf"]
