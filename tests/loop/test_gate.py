@@ -1,8 +1,21 @@
-"""The promotion gate (``loop/gate.py``): a round is promoted only when it is better, never on nan settings."""
+"""The promotion gate (``loop/gate.py``): a round is promoted only when it is better, never on nan settings.
+
+The gate's main metric must be one the frozen held-out set measures: ``auto`` (the default) is
+``task_accuracy`` on labelled rows, and a metric the rows cannot measure is refused when the loop starts,
+before anything is written (a gate on it could never pass).
+"""
 
 from __future__ import annotations
 
-from tests.conftest import refused
+from pathlib import Path
+
+import pytest
+
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import write_jsonl
+from ark_trainer.loop import gate
+from tests.conftest import refused, save_tiny_qwen
+from tests.loop.heldout_rows import QC_ROWS
 
 
 def test_a_gate_that_cannot_pass_is_refused_when_the_loop_starts(assets, tmp_path, capsys):
@@ -26,3 +39,72 @@ def test_nan_settings_can_never_promote_a_round():
     assert not decide(current, better_but_drifted, "task_accuracy").promote
     assert not decide(current, same, "task_accuracy", min_improvement=float("nan")).promote
     assert not decide(current, better_but_drifted, "task_accuracy", max_regression=float("nan")).promote
+
+
+UNLABELLED = [{"question": f"订单{i}什么时候发货？"} for i in range(6)]
+REFERENCED = [{"question": f"订单{i}什么时候发货？", "reference": "明天发货。"} for i in range(6)]
+
+
+def measures(rows, reward_config=None):
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.rewards.builder import build_reward
+
+    def loaded(tmp):
+        write_jsonl(tmp, rows)
+        return load_jsonl(tmp)
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        held = loaded(Path(tmp) / "h.jsonl")
+    flags = {"reward_config": reward_config} if reward_config else {}
+    reward = build_reward(flags, held, "cpu")
+    return gate.heldout_measures(held, reward, None if reward_config else [reward.components[0].name])
+
+
+def test_auto_is_task_accuracy_on_labelled_rows_else_reward_mean():
+    from ark_trainer.rewards.composite import preset_path
+
+    qc, ref = measures(QC_ROWS), measures(REFERENCED)
+    free = measures(UNLABELLED, reward_config=str(preset_path("conversations")))  # label-free graders
+    assert qc["task_accuracy"] and ref["task_accuracy"] and not free["task_accuracy"]
+    assert gate.resolve_main_metric("auto", qc, "H") == "task_accuracy"
+    assert gate.resolve_main_metric("auto", ref, "H") == "task_accuracy"
+    assert gate.resolve_main_metric("auto", free, "H") == "reward_mean"
+    assert gate.resolve_main_metric("compliance_rate", free, "H") == "compliance_rate"
+    with pytest.raises(
+        UserError, match=r"--main_metric auto \(reward_mean: the held-out rows are not labelled\)"
+    ):
+        gate.resolve_main_metric("auto", measures(UNLABELLED), "H")  # the QC preset grades none of them
+
+
+@pytest.mark.parametrize(
+    ("metric", "rows", "words"),
+    [
+        ("task_accuracy", UNLABELLED, "needs rows with a label or reference"),
+        ("reward_mean", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
+        ("pass_rate", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
+        ("accuracy", QC_ROWS, "unknown metric 'accuracy'"),
+    ],
+)
+def test_a_main_metric_the_heldout_set_cannot_measure_is_refused(metric, rows, words):
+    with pytest.raises(UserError) as err:
+        gate.resolve_main_metric(metric, measures(rows), "LOOP/heldout.jsonl")
+    message = str(err.value)
+    assert words in message and "\n" not in message
+    if metric != "accuracy":
+        assert "no round could ever pass" in message and "--main_metric" in message
+
+
+def test_the_loop_refuses_such_a_gate_at_start_and_writes_nothing(tmp_path, capsys):
+    from ark_trainer.cli import main
+
+    model = save_tiny_qwen(tmp_path / "model")
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, UNLABELLED)
+    loop = tmp_path / "loop"
+    argv = ["loop", "--output_dir", str(loop), "--model_path", str(model), "--eval_dataset", str(held)]
+    assert main([*argv, "--main_metric", "task_accuracy"]) == 2
+    err = capsys.readouterr().err
+    assert "--main_metric task_accuracy" in err and "could ever pass" in err and "Traceback" not in err
+    assert not loop.exists()

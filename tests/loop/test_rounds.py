@@ -39,3 +39,12 @@ def test_loop_round_rows_drop_blank_user_turns():
     assert turn_row({"messages": [{"role": "user", "content": "q"}, empty, answer]}, None) is None
     row = turn_row({"messages": [empty, answer, {"role": "user", "content": "q"}, answer]}, None)
     assert [m["role"] for m in row["messages"]] == ["assistant", "user", "assistant"]
+
+
+def test_a_reused_round_pid_is_a_round_that_ended(stranger):
+    from ark_trainer.loop import rounds
+
+    assert rounds.exit_code(stranger.pid, started="1") == -1
+    from ark_trainer.runtime.system import process_start
+
+    assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process

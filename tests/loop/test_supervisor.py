@@ -1,9 +1,10 @@
-"""The live loop's gate on a labelled (QC) held-out set, and a rollback asked for as the supervisor leaves.
+"""The long-running loop (``loop/supervisor.py``): its gate on a labelled (QC) held-out set, and a rollback
+asked for as the supervisor leaves.
 
-The gate's main metric must be one the frozen held-out set measures: ``auto`` (the default) is
-``task_accuracy`` on labelled rows, and a metric the rows cannot measure is refused when the loop starts,
-before anything is written (a gate on it could never pass). ``loop --rollback N`` issued while the
-supervisor decides its last round must not wait for a supervisor that will not look again.
+``auto`` (the default main metric) is ``task_accuracy`` on labelled rows, said when the loop starts.
+``loop --rollback N`` issued while the supervisor decides its last round must not wait for a supervisor
+that will not look again; a supervisor's pid reused by another process neither stalls a rollback nor is
+signalled.
 """
 
 from __future__ import annotations
@@ -14,84 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json, write_jsonl
 from ark_trainer.loop import gate, serving, supervisor
 from ark_trainer.loop.state import fresh_state, load_state, save_state
 from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings, request_rollback
 from tests.conftest import save_tiny_qwen
-
-QC_ROWS = [
-    {"question": f"客服：您好 {i}。顾客：订单{i}不对。", "label": ["无", "辱骂", "未致歉"][i % 3]}
-    for i in range(6)
-]
-UNLABELLED = [{"question": f"订单{i}什么时候发货？"} for i in range(6)]
-REFERENCED = [{"question": f"订单{i}什么时候发货？", "reference": "明天发货。"} for i in range(6)]
-
-
-def measures(rows, reward_config=None):
-    from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.rewards.builder import build_reward
-
-    def loaded(tmp):
-        write_jsonl(tmp, rows)
-        return load_jsonl(tmp)
-
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        held = loaded(Path(tmp) / "h.jsonl")
-    flags = {"reward_config": reward_config} if reward_config else {}
-    reward = build_reward(flags, held, "cpu")
-    return gate.heldout_measures(held, reward, None if reward_config else [reward.components[0].name])
-
-
-def test_auto_is_task_accuracy_on_labelled_rows_else_reward_mean():
-    from ark_trainer.rewards.composite import preset_path
-
-    qc, ref = measures(QC_ROWS), measures(REFERENCED)
-    free = measures(UNLABELLED, reward_config=str(preset_path("conversations")))  # label-free graders
-    assert qc["task_accuracy"] and ref["task_accuracy"] and not free["task_accuracy"]
-    assert gate.resolve_main_metric("auto", qc, "H") == "task_accuracy"
-    assert gate.resolve_main_metric("auto", ref, "H") == "task_accuracy"
-    assert gate.resolve_main_metric("auto", free, "H") == "reward_mean"
-    assert gate.resolve_main_metric("compliance_rate", free, "H") == "compliance_rate"
-    with pytest.raises(
-        UserError, match=r"--main_metric auto \(reward_mean: the held-out rows are not labelled\)"
-    ):
-        gate.resolve_main_metric("auto", measures(UNLABELLED), "H")  # the QC preset grades none of them
-
-
-@pytest.mark.parametrize(
-    ("metric", "rows", "words"),
-    [
-        ("task_accuracy", UNLABELLED, "needs rows with a label or reference"),
-        ("reward_mean", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
-        ("pass_rate", UNLABELLED, "needs rows a grader of the loop's reward applies to"),
-        ("accuracy", QC_ROWS, "unknown metric 'accuracy'"),
-    ],
-)
-def test_a_main_metric_the_heldout_set_cannot_measure_is_refused(metric, rows, words):
-    with pytest.raises(UserError) as err:
-        gate.resolve_main_metric(metric, measures(rows), "LOOP/heldout.jsonl")
-    message = str(err.value)
-    assert words in message and "\n" not in message
-    if metric != "accuracy":
-        assert "no round could ever pass" in message and "--main_metric" in message
-
-
-def test_the_loop_refuses_such_a_gate_at_start_and_writes_nothing(tmp_path, capsys):
-    from ark_trainer.cli import main
-
-    model = save_tiny_qwen(tmp_path / "model")
-    held = tmp_path / "held.jsonl"
-    write_jsonl(held, UNLABELLED)
-    loop = tmp_path / "loop"
-    argv = ["loop", "--output_dir", str(loop), "--model_path", str(model), "--eval_dataset", str(held)]
-    assert main([*argv, "--main_metric", "task_accuracy"]) == 2
-    err = capsys.readouterr().err
-    assert "--main_metric task_accuracy" in err and "could ever pass" in err and "Traceback" not in err
-    assert not loop.exists()
+from tests.loop.heldout_rows import QC_ROWS
 
 
 def test_the_loop_resolves_auto_to_task_accuracy_on_qc_heldout_and_says_so(tmp_path, monkeypatch):
@@ -139,9 +68,6 @@ def test_a_better_round_on_qc_rows_is_promoted_though_reward_mean_is_flat(tmp_pa
     assert decision["reasons"][0].startswith("task_accuracy: 0.5000 -> 0.9000")
     assert load_state(folder)["serving"] == 1
     assert "main metric `task_accuracy`" in (folder / "report.md").read_text(encoding="utf-8")
-
-
-# --- loop --rollback while the supervisor leaves ---
 
 
 def _promoted_loop(tmp_path: Path, supervisor_pid: int | None) -> Path:
@@ -302,46 +228,6 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     assert gate.with_heldout(cand, 12)["heldout_reward_mean"] is None
 
 
-@pytest.mark.parametrize(
-    ("text", "says"),
-    [
-        ("{garbage", "unreadable (Expecting property name enclosed in double quotes"),
-        ("[]", "it holds a JSON list, not an object, so it is not a loop's state"),
-        ('{"serving": 0}', "history: expected list, got NoneType, so it is not a loop's state"),
-        ('{"kind": "ark-trainer-loop", "serving": 0, "history": [1], "settings": {}, "model_path": "m"}',
-         "history: expected a list of {round, promoted, ...} objects"),
-        ("[" * 50_000 + "]" * 50_000, "unreadable (nested too deeply)"),
-    ],
-)  # fmt: skip
-def test_a_damaged_loop_state_is_one_line_for_rollback_and_status(tmp_path, capsys, text, says):
-    from ark_trainer.cli import main
-    from ark_trainer.folders import claim_folder
-
-    folder = claim_folder(tmp_path / "loop", "loop")
-    (folder / "rounds").mkdir()
-    (folder / "state.json").write_text(text, encoding="utf-8")
-    for argv in (["loop", "--output_dir", str(folder), "--rollback", "0"], ["status", str(folder)]):
-        assert main(argv) == 2, argv
-        err = capsys.readouterr().err
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"error: {folder / 'state.json'}: {says}"), err
-        assert "Traceback" not in err
-
-
-# --- a supervisor's or a round's pid reused by another process after a crash ---
-
-
-@pytest.fixture
-def stranger():
-    """A live process that is not the loop's (what a crashed supervisor's pid may belong to later)."""
-    import subprocess
-
-    proc = subprocess.Popen(["sleep", "60"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
 def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_path, served, stranger):
     folder = _promoted_loop(tmp_path, supervisor_pid=stranger.pid)
     state = load_state(folder)
@@ -355,12 +241,3 @@ def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_p
     assert "supervisor: not running" in status_lines(folder, load_state(folder))
     supervisor.stop_loop(folder)
     assert stranger.poll() is None  # never signalled: it is not the supervisor
-
-
-def test_a_reused_round_pid_is_a_round_that_ended(stranger):
-    from ark_trainer.loop import rounds
-
-    assert rounds.exit_code(stranger.pid, started="1") == -1
-    from ark_trainer.runtime.system import process_start
-
-    assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process
