@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.cli import main
 from tests.model_files import ollama_store
 
 SECRET = b"API_KEY=do-not-copy\n"
@@ -128,3 +129,20 @@ def test_a_manifest_that_is_a_fifo_does_not_hang(tmp_path, monkeypatch):
     os.mkfifo(_manifest(store))
     with pytest.raises(UserError, match="no manifest"):
         find_model("ollama:tiny", store=store)
+
+
+@pytest.mark.parametrize(
+    "manifest", ["[" * 100_000 + "]" * 100_000, '{"layers": ' + "[" * 50_000 + "]" * 50_000 + "}"]
+)
+def test_an_ollama_manifest_nested_too_deep_is_one_line(assets, tmp_path, capsys, monkeypatch, manifest):
+    store = tmp_path / "ollama"
+    path = store / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "latest"
+    path.parent.mkdir(parents=True)
+    path.write_text(manifest)
+    monkeypatch.setenv("OLLAMA_MODELS", str(store))
+    argv = ["train", "--model_path", "ollama:tiny", "--data_path", str(assets["train"])]
+    assert main([*argv, "--output_dir", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"manifest {path} is not valid JSON" in lines[0], err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

@@ -16,12 +16,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from tests.conftest import tiny_qc_assets
-
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> dict[str, Path]:
-    return tiny_qc_assets(tmp_path_factory.mktemp("model_folder_assets"))
+from tests.models.folder_edits import edit_config
 
 
 def safetensors(header: object, data: bytes = b"", length: int | None = None) -> bytes:
@@ -31,15 +26,6 @@ def safetensors(header: object, data: bytes = b"", length: int | None = None) ->
 
 def set_weights(content: bytes) -> Callable[[Path], None]:
     return lambda m: (m / "model.safetensors").write_bytes(content)
-
-
-def edit_config(**changes) -> Callable[[Path], None]:
-    def edit(m: Path) -> None:
-        config = json.loads((m / "config.json").read_text())
-        config.update(changes)
-        (m / "config.json").write_text(json.dumps(config))
-
-    return edit
 
 
 def edit_header(change: Callable[[dict], None]) -> Callable[[Path], None]:
@@ -163,10 +149,6 @@ def _write(name: str, text: str) -> Callable[[Path], None]:
     return lambda m: (m / name).write_text(text)
 
 
-def _adapter_only(m: Path) -> None:
-    (m / "model.safetensors").rename(m / "adapter_model.safetensors")
-
-
 # what the safetensors library and transformers refuse deep inside loading (a traceback, a run folder left
 # half-written): found here, from the headers and a skeleton of the model on the meta device
 MORE_CASES = {
@@ -214,32 +196,6 @@ def test_a_malformed_model_folder_is_one_line_and_writes_nothing(assets, tmp_pat
     assert not out.exists()
 
 
-def test_transformers_warnings_do_not_add_lines(assets, tmp_path):
-    from tests.conftest import run_cli
-
-    model = tmp_path / "model"
-    shutil.copytree(assets["model"], model)
-    edit_config(rope_scaling={"type": "bogus", "factor": 2.0})(model)
-    result = run_cli("train", "--model_path", str(model), "--data_path", str(assets["train"]),
-                     "--output_dir", str(tmp_path / "out"), cwd=tmp_path)  # fmt: skip
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert not (tmp_path / "out").exists()
-
-
-def test_an_adapter_folder_names_what_it_lacks(assets, tmp_path, capsys):
-    model = tmp_path / "model"
-    shutil.copytree(assets["model"], model)
-    _adapter_only(model)
-    argv = ["train", "--model_path", str(model), "--data_path", str(assets["train"])]
-    assert main([*argv, "--output_dir", str(tmp_path / "out"), "--device", "cpu"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == [
-        f"error: --model_path: {str(model)!r} has no model.safetensors (nor model.safetensors.index.json naming "
-        "its shards); a LoRA adapter folder needs its base model merged in: save the merged model with save_pretrained"
-    ]
-    assert not (tmp_path / "out").exists()
-
-
 def test_the_reward_model_folder_is_checked_the_same_way(assets, tmp_path, capsys):
     rm = tmp_path / "rm"
     shutil.copytree(assets["model"], rm)
@@ -279,20 +235,3 @@ def test_deeply_nested_json_in_a_model_folder_is_one_line(assets, tmp_path, caps
     err = capsys.readouterr().err
     assert "config.json: not valid JSON" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
-
-
-@pytest.mark.parametrize(
-    "manifest", ["[" * 100_000 + "]" * 100_000, '{"layers": ' + "[" * 50_000 + "]" * 50_000 + "}"]
-)
-def test_an_ollama_manifest_nested_too_deep_is_one_line(assets, tmp_path, capsys, monkeypatch, manifest):
-    store = tmp_path / "ollama"
-    path = store / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "latest"
-    path.parent.mkdir(parents=True)
-    path.write_text(manifest)
-    monkeypatch.setenv("OLLAMA_MODELS", str(store))
-    argv = ["train", "--model_path", "ollama:tiny", "--data_path", str(assets["train"])]
-    assert main([*argv, "--output_dir", str(tmp_path / "out"), "--device", "cpu"]) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and f"manifest {path} is not valid JSON" in lines[0], err
-    assert "Traceback" not in err and not (tmp_path / "out").exists()
