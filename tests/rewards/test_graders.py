@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
+from ark_trainer.fileio import read_jsonl
 from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
 from ark_trainer.rewards.qc import format_answer
 from tests.conftest import refused, save_tiny_qwen
+from tests.rewards.attacks import CATASTROPHIC, regex_yaml, score, unlabelled_data
 from tests.rewards.spec_files import grader_spec
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")
@@ -373,3 +377,58 @@ def test_a_complex_formula_names_the_grader_and_its_line(assets, tmp_path, capsy
     assert main(["score", "--reward_config", str(spec), "--data_path", str(assets["train"])]) == 0
     out = capsys.readouterr()
     assert f"{spec}:5: multi grader 'combined'" in out.out + out.err
+
+
+@pytest.mark.slow
+def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
+    data = unlabelled_data(tmp_path, n=1, candidates=[CATASTROPHIC, "aaa"])
+    started = time.time()
+    code, out, _ = score(regex_yaml(tmp_path), data, capsys)
+    assert code == 0 and time.time() - started < 20
+    warning = [line for line in out.splitlines() if "'ends_in_a'" in line and "not graded" in line]
+    assert len(warning) == 1 and "took over 1s" in warning[0], out
+    assert "1/2" in next(line for line in out.splitlines() if line.startswith("ends_in_a"))
+
+
+@pytest.mark.slow
+def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(tmp_path):
+    from ark_trainer.config import TrainConfig
+    from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.rewards.guards import attach_monitor
+    from ark_trainer.runtime.monitor import Monitor
+
+    cfg = TrainConfig(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)
+    reward = build_reward(cfg, [], "cpu")
+    attach_monitor(reward, Monitor(tmp_path, heartbeat=False))
+    ticks, stop = [], threading.Event()
+    ticker = threading.Thread(
+        target=lambda: [ticks.append(1) or time.sleep(0.05) for _ in iter(stop.is_set, True)]
+    )
+    ticker.start()
+    started = time.time()
+    table = reward.score(["p", "p"], [CATASTROPHIC, "aaa"])
+    elapsed = time.time() - started
+    stop.set()
+    ticker.join()
+    assert elapsed < 20 and table["ends_in_a"] == [None, 1.0] and table["total"][0] is not None
+    assert len(ticks) >= 10  # the interpreter was not held: another thread ran all along
+    (event,) = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "reward_skipped"]
+    assert event["reward"] == "ends_in_a" and event["reason"] == "failed" and "took over 1s" in event["error"]
+
+
+def test_a_multi_grader_refuses_a_sub_score_too_large_for_a_float(tmp_path, monkeypatch):
+    module = tmp_path / "huge_mod.py"
+    module.write_text("def huge(prompts, completions, **kw):\n    return [10**400 for _ in completions]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tmp_path / "multi.yaml"
+    spec.write_text(
+        "graders:\n  - name: both\n    type: multi\n    graders:\n"
+        "      a: {type: rule, rule: 'huge_mod:huge'}\n      b: {type: regex, pattern: 'x'}\n",
+        encoding="utf-8",
+    )
+    reward = CompositeReward.from_spec(spec)
+    assert reward(["p", "p"], ["x", "y"]) == [1.0, 0.0]  # a is refused, b alone decides
+    from ark_trainer.rewards.graders import failures
+
+    count, reason = failures(reward.components[0].fn)
+    assert count == 2 and "sub-grader 'a'" in reason

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.rewards.composite import Component, CompositeReward
 from ark_trainer.rewards.guards import attach_monitor, guard_reward
 from ark_trainer.runtime.guards import guard_callbacks
 from ark_trainer.runtime.monitor import Monitor
+from tests.rewards.attacks import CATASTROPHIC, regex_yaml, score, train_flags, unlabelled_data
 
 
 def length_reward(prompts, completions, **kw):
@@ -117,3 +121,43 @@ def test_reward_calls_share_one_worker_thread_until_one_hangs(tmp_path):
     seen.clear()
     assert reward(["p"], ["fine"]) == [1.0]  # a fresh worker serves on
     assert len({id(t) for t in seen}) == 1
+
+
+def test_a_python_grader_returning_a_huge_int_is_one_line(user_rules, tmp_path, capsys):
+    spec = tmp_path / "py.yaml"
+    spec.write_text(
+        "graders:\n  - name: py\n    type: python\n    function: harden_rules:grade\n", encoding="utf-8"
+    )
+    code, out, _ = score(spec, unlabelled_data(tmp_path, n=1, candidates=["a"]), capsys)
+    # score's reward is train's (rewards/builder.py): guarded, so the sample is skipped and named in one line
+    (line,) = [
+        line for line in out.splitlines() if line.startswith("warning: grader 'py'") and "skipped" in line
+    ]
+    assert code == 0 and "py.yaml:4" in line and "finite number" in line and "characters" in line
+
+
+@pytest.mark.slow
+def test_label_free_rules_train_and_bad_scores_never_reach_training(user_rules, model, tmp_path):
+    """Unlabelled rows train with label-free graders (13); the catastrophic regex is bounded in RFT's
+    scoring (5); inf/nan/1e308/10**400 from a rule are refused, evented, and training stays finite (10)."""
+    spec = tmp_path / "free.yaml"
+    spec.write_text(
+        regex_yaml(tmp_path).read_text(encoding="utf-8")
+        + "  - name: wild\n    type: rule\n    rule: 'harden_rules:bad'\n    weight: 0.5\n",
+        encoding="utf-8",
+    )
+    data = unlabelled_data(tmp_path, n=8, candidates=[CATASTROPHIC, "好的"])
+    out = tmp_path / "run"
+    started = time.time()
+    assert main(train_flags(model, data, out, spec, strategy="RFT+GRPO")) == 0
+    assert time.time() - started < 300 and (out / "model" / "model.safetensors").is_file()
+    events = read_jsonl(out / "events.jsonl")
+    skipped = {(e["reward"], e["reason"]) for e in events if e["event"] == "reward_skipped"}
+    assert ("ends_in_a", "failed") in skipped and ("wild", "invalid") in skipped
+    assert not [e for e in events if e["event"] == "stalled"]
+    rewards = [
+        e["reward"] for e in events if e["event"] == "metrics" and e.get("stage") == "grpo" and "reward" in e
+    ]
+    assert rewards and all(abs(r) <= 1.0 for r in rewards)
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "Rewards: ends_in_a (weight 1), short (weight 1), wild (weight 0.5)" in report

@@ -9,11 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
 from tests.conftest import refused
 from tests.line_breakers import IDS, RAW_LEGAL, write_raw
+from tests.rewards.attacks import closed_port, judge_yaml, one_error_line, score, train_flags, unlabelled_data
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -161,7 +163,7 @@ def test_judge_with_a_wrong_key_stops_with_a_user_error(server, tmp_path):
 
 
 def test_judge_unreachable_server_stops_at_the_first_request(tmp_path):
-    # a judge that never answered and refuses connections fails fast (tests/rewards/test_harden_rewards.py)
+    # a judge that never answered and refuses connections fails fast (test_a_refused_connection_stops_score_at_once)
     comp = judge_spec(tmp_path, "http://127.0.0.1:9/v1", max_retries=1, timeout=1)
     with pytest.raises(UserError, match="cannot reach"):
         comp(["q"], ["抱歉"])
@@ -241,3 +243,72 @@ def test_judge_cache_and_glance_prompts(tmp_path, sep):
     assert _Cache(tmp_path / "cache.jsonl").data == {f"k{i}": f"r{sep}{i}" for i in range(3)}
     write_raw(tmp_path / "data" / "eval.jsonl", [{"prompt": f"p{sep}{i}"} for i in range(3)])
     assert _prompts(tmp_path) == [f"p{sep}{i}" for i in range(3)]
+
+
+def test_judge_does_not_follow_a_redirect_and_never_sends_the_key_elsewhere(
+    servers, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("HARDEN_JUDGE_KEY", "sk-secret")
+    other = servers()  # another origin (port): it must never see a request, let alone the key
+    redirecting = servers("redirect", target=other.url + "/chat/completions")
+    code, out, err = score(
+        judge_yaml(tmp_path, redirecting.url), unlabelled_data(tmp_path, candidates=["好的"]), capsys
+    )
+    line = one_error_line(err)
+    assert code == 2 and "HTTP 302" in line and other.url in line and "base_url" in line
+    assert other.hits == [] and 1 <= len(redirecting.hits) <= 4  # 4: the judge's concurrency, not 8 rows
+    assert "sk-secret" not in err + out
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_judge_refusing_the_key_stops_train_not_just_score(servers, model, tmp_path, capsys, status):
+    judge = servers(status)
+    spec, data, out = (
+        judge_yaml(tmp_path, judge.url, concurrency=1),
+        unlabelled_data(tmp_path),
+        tmp_path / "run",
+    )
+    assert main(train_flags(model, data, out, spec)) == 2
+    line = one_error_line(capsys.readouterr().err, logs=True)
+    assert f"HTTP {status}" in line and "api_key_env" in line
+    assert len(judge.hits) == 1  # the first request stopped the run: not one per sample
+    assert not (out / "model").exists()
+    assert json.loads((out / "heartbeat.json").read_text())["state"] == "failed"
+
+
+def test_a_refused_connection_stops_score_at_once(tmp_path, capsys):
+    spec = judge_yaml(tmp_path, f"http://127.0.0.1:{closed_port()}/v1")  # default retries: 1+2+4 s per answer
+    started = time.time()
+    code, _, err = score(spec, unlabelled_data(tmp_path, candidates=["好的", "抱歉"]), capsys)
+    assert code == 2 and time.time() - started < 3
+    line = one_error_line(err)
+    assert "cannot reach" in line and "Connection refused" in line and "judge.yaml:1" in line
+
+
+def test_an_unknown_judge_host_stops_score_at_once(tmp_path, capsys, no_dns):
+    spec = judge_yaml(tmp_path, "http://judge.nonexistent.invalid:8000/v1")
+    started = time.time()
+    code, _, err = score(spec, unlabelled_data(tmp_path, candidates=["好的", "抱歉"]), capsys)
+    assert code == 2 and time.time() - started < 3
+    assert "cannot reach" in one_error_line(err) and no_dns  # refused by the patched resolver
+
+
+def test_an_unreachable_judge_stops_train_at_the_first_request(model, tmp_path, capsys):
+    spec = judge_yaml(tmp_path, f"http://127.0.0.1:{closed_port()}/v1")
+    out = tmp_path / "run"
+    started = time.time()
+    assert main(train_flags(model, unlabelled_data(tmp_path), out, spec)) == 2
+    assert "cannot reach" in one_error_line(capsys.readouterr().err, logs=True)
+    assert time.time() - started < 60 and not (out / "model").exists()
+
+
+def test_a_judge_that_answered_once_is_retried_when_it_goes_away(servers, tmp_path):
+    judge = servers()
+    reward = CompositeReward.from_spec(
+        judge_yaml(tmp_path, judge.url, max_retries=1, backoff=0.01, cache=False)
+    )
+    assert reward(["q"], ["好的"]) == pytest.approx([7 / 9])
+    judge.shutdown()
+    judge.server_close()  # a restart mid-run: that answer is a failed sample, the run goes on
+    assert reward(["q"], ["抱歉"]) == [None]
+    assert reward.components[0].fn.stats["request_failures"] == 1
