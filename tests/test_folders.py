@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.folders import MARKER, check_folder, claim_folder, owned
 from tests.conftest import refused
+from tests.tiny_runs import base
 
 
 def project(root: Path) -> dict[str, bytes]:
@@ -246,3 +248,27 @@ def test_a_run_marks_its_folder_and_may_replace_it_later(assets, tmp_path, capsy
     assert json.loads((out / MARKER).read_text())["kind"] == "run" and (out / "model").is_dir()
     assert main([*train_argv(assets, out), *flags, "--overwrite_output_dir", "True"]) == 0  # ours: replaced
     capsys.readouterr()
+
+
+def test_output_dir_that_is_a_file_is_refused_and_left_alone(assets, tmp_path, capsys):
+    target = tmp_path / "out.txt"
+    target.write_text("mine")
+    lines = refused(capsys, base(assets, target))
+    assert any("--output_dir:" in line and "is a file" in line for line in lines)
+    assert target.read_text() == "mine"
+    lines = refused(capsys, base(assets, target / "run"))
+    assert any("--output_dir:" in line and "is a file" in line for line in lines)
+
+
+def test_output_dir_on_a_read_only_mount_is_refused(assets, tmp_path, capsys):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
+        pytest.skip("cannot mount a read-only tmpfs here (needs root)")
+    try:
+        lines = refused(capsys, base(assets, mnt / "run"))
+        assert any(line.startswith("error: --output_dir: cannot write in") for line in lines), lines
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

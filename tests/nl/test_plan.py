@@ -5,6 +5,7 @@ and no user code run (a python grader's code runs at ``run``).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,29 @@ def test_plan_runs_no_user_code_even_from_the_users_own_config(assets, tmp_path,
     with pytest.raises(UserError, match="os:system"):  # the rule is imported and checked at run time
         build_reward({"reward_config": str(spec)}, [{"prompt": "q"}], "cpu")
     assert ran.read_text() == "ran"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["..", ".", "...", ".hidden", "a..b", "x" * 300, "-rf", "客服质检_v2", "名字.txt", "\u202e", "con\x00"],
+)
+def test_a_task_name_becomes_one_safe_folder_name(name):
+    from ark_trainer.nl.plan import safe_folder_name
+
+    safe = safe_folder_name(name)
+    assert safe and "/" not in safe and "\\" not in safe and ".." not in safe
+    assert not safe.startswith((".", "-")) and len(safe) <= 80 and safe.isprintable()
+    if name.isidentifier() and len(name) <= 80:
+        assert safe == name  # unicode letters are kept as they are
+
+
+@pytest.mark.parametrize("task", ["..", "...", ".ssh", "..-x", "a" * 300])
+def test_run_never_writes_outside_runs_from_a_parsed_task_name(assets, tmp_path, monkeypatch, task):
+    from ark_trainer.nl.plan import plan_request
+
+    monkeypatch.chdir(tmp_path)
+    plan = plan_request(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
+    out = Path(plan.cfg.output_dir)
+    assert out.parent == Path("runs") and out.name not in ("", ".", "..") and not out.name.startswith(".")
+    assert len(out.name) <= 80
+    assert (tmp_path / out).resolve().parent == (tmp_path / "runs").resolve()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from ark_trainer.cli import main
 from ark_trainer.runtime.monitor import console_line
 from tests.line_breakers import IDS, RAW_LEGAL
+from tests.tiny_runs import read_status_state, train_flags
 
 
 def test_a_grpo_log_becomes_one_short_line_in_a_fixed_order():
@@ -79,3 +82,63 @@ def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
     assert [json.loads(line)["text"] for line in lines if '"note"' in line] == [
         f"x{sep}{i}" for i in range(3)
     ]
+
+
+def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
+    from ark_trainer.runtime.monitor import Monitor
+
+    monitor = Monitor(tmp_path, heartbeat=True, interval=1)
+    monitor.start(task_name="t")
+    with monitor.stage("eval_grpo", total=89):
+        monitor.progress(89)
+        monitor.write_heartbeat()
+        assert main(["status", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "prompt 89/89" in out and "step 89/89" not in out
+    with monitor.stage("grpo", total=40):
+        monitor.progress(12)
+        monitor.write_heartbeat()
+        assert main(["status", str(tmp_path)]) == 0
+    assert "step 12/40" in capsys.readouterr().out
+    monitor.finish("finished")
+
+
+def test_stage_summary_after_a_resume_counts_this_attempts_steps():
+    from ark_trainer.runtime.monitor import console_line
+
+    line = console_line("grpo", 30, 30, {"train_runtime": 67.0}, start=10)
+    assert line == "grpo: 20 steps (resumed from step 10) in 67.0s"
+    assert console_line("grpo", 30, 30, {"train_runtime": 67.0}) == "grpo: 30 steps in 67.0s"
+
+
+def test_a_kill_while_the_report_is_built_does_not_leave_a_finished_run(assets, tmp_path, monkeypatch):
+    import ark_trainer.report as report
+    from ark_trainer.runtime.monitor import read_status
+
+    out = tmp_path / "run"
+    seen = {}
+    real = report.build_report
+
+    def spy(run_dir):
+        seen["state"] = read_status(run_dir)[0]  # what a SIGKILL now would leave behind
+        seen["beat"] = json.loads((Path(run_dir) / "heartbeat.json").read_text())["state"]
+        return real(run_dir)
+
+    monkeypatch.setattr(report, "build_report", spy)
+    assert main(["train", *train_flags(assets, out, steps=2)]) == 0
+    assert seen == {"state": "running", "beat": "running"}
+    assert read_status(out)[0] == "finished"
+
+
+def test_a_full_disk_ends_the_run_as_failed(assets, tmp_path):
+    from ark_trainer.runtime.monitor import Monitor
+
+    monitor = Monitor(tmp_path, heartbeat=True, interval=10)
+    monitor.start(task_name="t")
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monitor.write_heartbeat = no_space  # what a full disk does to the atomic rewrite (a new temp file)
+    monitor.finish("failed")
+    assert read_status_state(tmp_path) == "failed"

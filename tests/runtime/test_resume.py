@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,8 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_jsonl
 from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete
-from tests.tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
+from tests.conftest import refused
+from tests.tiny_runs import assets, child, flags, run_child, train_flags, weights  # noqa: F401 - the module fixture is reused
 
 
 def final_state(stage_dir: Path) -> dict:
@@ -75,3 +80,47 @@ def test_kill_during_save_keeps_previous_checkpoint_and_resume_uses_it(assets, t
     assert [e["step"] for e in events if e["event"] == "resume"] == [2]
     assert {s: ok for s, _, ok in checkpoints(out / "grpo")} == {2: True, 4: True}
     assert (out / "model" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_kill_after_grpos_final_save_still_evaluates_grpo_on_resume(assets, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "run"
+    args = ["train", *train_flags(assets, out, steps=2, eval_auto=True, eval_dataset=assets["eval"])]
+    proc = child(
+        args, fault="kill_after_stage:2", stage="grpo", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, err[-3000:]
+    assert (out / "model" / "model.safetensors").is_file() and not (out / "eval" / "grpo.json").exists()
+    assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
+    events = read_jsonl(out / "events.jsonl")
+    assert [e["stage"] for e in events if e["event"] == "stage_end" and e["stage"] == "eval_grpo"] == [
+        "eval_grpo"
+    ]
+    assert (out / "eval" / "grpo.json").is_file()
+    assert "Final model (GRPO)" in (out / "report.md").read_text()
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ.get('ARK_EVIL_MARK', '/tmp/ark-evil-mark')}",))
+
+
+@pytest.mark.slow
+def test_a_poisoned_checkpoint_is_refused_in_one_line_on_resume(assets, tmp_path, capsys, monkeypatch):  # noqa: F811
+    out = tmp_path / "run"
+    proc = child(["train", *train_flags(assets, out)], fault="kill_after_step:3", stage="grpo",
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, err[-3000:]
+    ckpt = out / "grpo" / "checkpoint-2"
+    mark = tmp_path / "pwned"
+    monkeypatch.setenv("ARK_EVIL_MARK", str(mark))
+    for name, payload in (("rng_state.pth", pickle.dumps(_Evil())), ("optimizer.pt", b"\x00garbage" * 10)):
+        original = (ckpt / name).read_bytes()
+        (ckpt / name).write_bytes(payload)
+        lines = refused(capsys, ["train", "--output_dir", str(out), "--resume", "True"])
+        assert len(lines) == 1 and str(ckpt / name) in lines[0] and "delete the folder" in lines[0], lines
+        assert "weights_only=False" not in lines[0] and not mark.exists()
+        (ckpt / name).write_bytes(original)
+    assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0

@@ -171,3 +171,13 @@ def test_auto_settings_are_validated(capsys):
     err = capsys.readouterr().err
     assert "--auto_probe_samples: must be in [2, 256]: a group needs at least 2 answers" in err
     assert "--auto_min_pass_rate: must be in [0, 1], got 2.0" in err
+
+
+@pytest.mark.parametrize("rate,threshold", [(0.297, 0.3), (0.3049, 0.3), (0.2999, 0.3), (0.6951, 0.7)])
+def test_auto_reason_never_prints_equal_numbers_for_different_values(rate, threshold):
+    from ark_trainer.stages.probe import ProbeResult, decide
+
+    _, reason = decide(ProbeResult(8, 4, 0.8, rate, 0.2, 0.5, threshold, 0.9))
+    shown = reason.split("pass rate ")[1].split(" ")[0]
+    limit = reason.split("--auto_min_pass_rate ")[1].split(")")[0].split(",")[0].split(" ")[0]
+    assert shown != limit, reason
