@@ -3,7 +3,8 @@
 A link `[text](path#anchor)` must point to a file of the repository, and the anchor (when given) to a
 heading of that file, slugged as GitHub does. Every `ark-trainer COMMAND` (or `ark-trainer-inner COMMAND`)
 written in code, inline or in a fenced block, must be a subcommand of `ark_trainer.cli.build_parser()`.
-The OpenClaw skill names the states ``status`` prints, and the README's prerequisites name npm.
+The OpenClaw skill names the states ``status`` prints, and the README's prerequisites name npm; the skill and
+the getting-started guide name every strategy.
 """
 
 from __future__ import annotations
@@ -119,3 +120,14 @@ def test_skill_names_the_states_status_prints_and_readme_lists_npm():
     assert "stalled" in named and named - {"status"} <= states, named - states
     intro = (ROOT / "README.md").read_text().split("## Two commands")[1].split("## ")[0]
     assert re.search(r"On a fresh Linux machine[^:]*`npm`", intro), intro  # the prerequisites name npm
+
+
+def test_the_skill_and_the_docs_name_every_strategy():
+    from ark_trainer.strategies import STRATEGIES
+
+    root = Path(__file__).resolve().parents[1]
+    skill = (root / "src" / "ark_trainer" / "openclaw" / "skill" / "SKILL.md").read_text(encoding="utf-8")
+    guide = (root / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for name in STRATEGIES:
+        assert name in skill and f"`{name}`" in guide, name
+    assert "PPO" in skill and "PPO" in guide

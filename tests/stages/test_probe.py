@@ -2,7 +2,9 @@
 
 The two models differ only in their warm-up targets (``build_base_model(strong=...)``): the weak one learned
 the demo's deliberately flawed answers, the strong one the correct ones. The probe must choose RFT+GRPO for
-the first and Only GRPO for the second, and plan.json, run.yaml and the report must say why.
+the first and Only GRPO for the second, and plan.json, run.yaml and the report must say why. Among all
+strategies, the data's shape comes first: pairs only -> DPO, thumbs labels only -> KTO, otherwise the
+probe's rule, unchanged.
 
 Run: PYTHONPATH=src python -m pytest tests/stages/test_probe.py -q
 """
@@ -17,8 +19,9 @@ import yaml
 
 from ark_trainer.cli import main
 from ark_trainer.config import TrainConfig
-from ark_trainer.fileio import read_jsonl
-from ark_trainer.stages.probe import decide, summarize
+from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
+from ark_trainer.stages.probe import data_shape, decide, summarize
+from tests.conftest import save_tiny_qwen
 
 # Small enough to build both models in seconds on CPU, trained enough for the strong one to answer with the
 # right verdict and a compliant reply most of the time (measured on all 48 training prompts × 4 samples at
@@ -181,3 +184,59 @@ def test_auto_reason_never_prints_equal_numbers_for_different_values(rate, thres
     shown = reason.split("pass rate ")[1].split(" ")[0]
     limit = reason.split("--auto_min_pass_rate ")[1].split(")")[0].split(",")[0].split(" ")[0]
     assert shown != limit, reason
+
+
+PAIR = {"prompt": [{"role": "user", "content": "q"}], "candidates": [], "chosen": "good", "rejected": "bad"}
+THUMB = {"prompt": [{"role": "user", "content": "q"}], "candidates": ["an answer"], "label": True}
+QC = {"prompt": [{"role": "user", "content": "q"}], "candidates": ["结论：合规"], "label": "无"}
+
+
+def test_data_shapes():
+    assert data_shape([PAIR, {**PAIR, "label": False}]) == "pairs"
+    assert data_shape([THUMB, {**THUMB, "label": False}]) == "labels"
+    assert data_shape([QC, QC]) == "prompts"  # the QC data of today: the probe decides, as before
+    assert data_shape([PAIR, QC]) == "prompts" and data_shape([{**PAIR, "label": "辱骂"}]) == "prompts"
+    assert data_shape([{**PAIR, "reference": "x"}]) == "prompts"  # a checkable answer: the rewards can verify
+    assert data_shape([{**THUMB, "candidates": []}]) == "prompts"  # a thumb with no answer to judge
+    assert data_shape([]) == "prompts"
+
+
+def test_decide_prefers_the_data_shape_then_the_probe_rules():
+    cfg = TrainConfig(auto_probe_samples=2, pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5)
+    limits = cfg.auto_probe_samples, cfg.pass_threshold, cfg.auto_min_pass_rate, cfg.auto_max_zero_std
+    strong = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], *limits)
+    weak = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], *limits)
+    flat = summarize([[0.9, 0.9], [1.0, 1.0], [0.5, 0.5]], *limits)
+    assert [decide(r)[0] for r in (strong, weak, flat)] == ["GRPO", "RFT+GRPO", "RFT+GRPO"]  # unchanged
+    strong.data = "pairs"
+    strategy, reason = decide(strong)
+    assert strategy == "DPO" and "preference pair" in reason and "pass rate" in reason
+    weak.data = "labels"
+    strategy, reason = decide(weak)
+    assert strategy == "KTO" and "thumbs-up/down" in reason
+
+
+def test_auto_on_pairs_only_data_runs_dpo_and_says_why(tmp_path):
+    model = save_tiny_qwen(tmp_path / "model")
+    rows = [
+        {"question": f"顾客：包裹{i}丢了。", "chosen": "结论：合规", "rejected": "好的"} for i in range(8)
+    ]
+    write_jsonl(tmp_path / "pairs.jsonl", rows)
+    reward = tmp_path / "reward.yaml"  # pairs carry no QC label: a label-free grader scores probe and eval
+    reward.write_text(
+        "graders:\n  - name: verdict\n    type: string_check\n    reference: 结论\n    operation: like\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    argv = [
+        "train", "--strategy", "auto", "--model_path", str(model), "--data_path", str(tmp_path / "pairs.jsonl"),
+        "--reward_config", str(reward), "--output_dir", str(out), "--max_train_steps", "2", "--batch_size", "4",
+        "--num_generations", "2", "--auto_probe_prompts", "4", "--auto_probe_samples", "2",
+        "--max_completion_length", "4", "--dpo_learning_rate", "1e-2", "--save_steps", "0", "--eval_auto", "False",
+        "--device", "cpu",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    plan = read_json(out / "plan.json")
+    assert plan["strategy"] == "DPO" and plan["requested"] == "auto" and plan["probe"]["data"] == "pairs"
+    assert "preference pair" in plan["reason"] and [s["name"] for s in plan["stages"]] == ["dpo"]
+    assert (out / "model" / "model.safetensors").is_file()

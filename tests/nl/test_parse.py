@@ -1,0 +1,34 @@
+"""The request parser (``nl/parse.py``): it knows every strategy by name, and refuses PPO in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from ark_trainer.errors import UserError
+from ark_trainer.nl.parse import parse_request
+
+
+@pytest.mark.parametrize(
+    ("request_text", "strategy"),
+    [
+        ("用DPO训练我的质检agent", "DPO"),
+        ("train my agent with KTO", "KTO"),
+        ("用KTO训练，数据是用户的点赞点踩", "KTO"),
+        ("train with RLOO on my QC data, 500 steps", "RLOO"),
+        ("用RLOO训练客服模型", "RLOO"),
+        ("先RFT再DPO训练质检模型", "RFT+DPO"),
+        ("RFT+DPO on my QC data", "RFT+DPO"),
+        ("only DPO please", "DPO"),
+        ("对当前客服质检Agent执行RFT+GRPO训练", "RFT+GRPO"),  # unchanged
+    ],
+)
+def test_planner_knows_the_strategies(request_text, strategy):
+    assert parse_request(request_text).flags["strategy"] == strategy
+
+
+@pytest.mark.parametrize("request_text", ["用PPO训练我的质检agent", "train my agent with PPO"])
+def test_planner_refuses_ppo_in_one_line(request_text):
+    with pytest.raises(UserError) as err:
+        parse_request(request_text)
+    (line,) = err.value.messages
+    assert "no longer ships PPO" in line and "GRPO or RLOO" in line
