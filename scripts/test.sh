@@ -3,7 +3,7 @@
 #   bash scripts/test.sh          everything: lint + every test, the slow end-to-end tier included (CI)
 #   bash scripts/test.sh --fast   lint + the fast tier (pytest -m "not slow" on 2 workers): the inner loop, under 2 minutes
 #   ARK_TEST_WORKERS=2 bash scripts/test.sh   everything on 2 pytest-xdist workers (opt-in, see below)
-# Any other arguments go to pytest (e.g. bash scripts/test.sh --fast tests/data/test_data.py -x).
+# Any other arguments go to pytest (e.g. bash scripts/test.sh --fast tests/data/test_loader.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TIER=()

@@ -1,4 +1,7 @@
-"""The data loader (``data/loader.py``): every row read, and the right line named, whatever breaks a line."""
+"""The data loader (``data/loader.py``): the JSONL shapes users bring, file:line validation.
+
+Hostile data is ``test_loader_hostile.py``; the train/eval split ``test_split.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,247 +11,348 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.data.loader import MAX_DEPTH, load_jsonl
+from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 from ark_trainer.errors import UserError
-from tests.data.blank_text import BLANKS, VISIBLE
-from tests.data.refusals import refusal, train, write_lines
-from tests.line_breakers import CONTROLS, IDS, RAW_LEGAL, raw_line, write_raw
-
-
-@pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
-def test_data_loader_reads_every_row(tmp_path, sep):
-    from ark_trainer.data.loader import load_jsonl
-
-    rows = [{"question": f"问题{i}{sep}第二行", "label": "clean"} for i in range(6)]
-    write_raw(tmp_path / "d.jsonl", rows)
-    loaded = load_jsonl(tmp_path / "d.jsonl")
-    assert [r["_line"] for r in loaded] == [1, 2, 3, 4, 5, 6]
-    assert loaded[2]["prompt"][0]["content"] == f"问题2{sep}第二行"
-
-
-@pytest.mark.parametrize("sep", CONTROLS, ids=IDS[3:])
-def test_data_loader_names_the_right_line_of_a_raw_control_character(tmp_path, sep):
-    from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.errors import UserError
-
-    lines = [raw_line({"question": f"q{i}"}) for i in range(4)]
-    lines[1] = '{"question": "a' + sep + 'b"}\n'  # raw inside the string: not valid JSON
-    lines[3] = '{"question": "x", "answers": 3}\n'  # a second problem, two lines on
-    (tmp_path / "d.jsonl").write_bytes("".join(lines).encode())
-    with pytest.raises(UserError) as err:
-        load_jsonl(tmp_path / "d.jsonl")
-    problems = err.value.messages
-    assert len(problems) == 2, problems
-    assert problems[0].startswith(f"{tmp_path / 'd.jsonl'}:2: json: not valid JSON")
-    assert problems[1].startswith(f"{tmp_path / 'd.jsonl'}:4: answers:")
-
-
-def test_data_loader_reads_crlf_files(tmp_path):
-    from ark_trainer.data.loader import load_jsonl
-
-    (tmp_path / "d.jsonl").write_bytes(b'{"question": "a"}\r\n\r\n{"question": "b"}\r\n')
-    assert [r["_line"] for r in load_jsonl(tmp_path / "d.jsonl")] == [1, 3]
-
 
 PROBLEM_RE = re.compile(r"^(?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 
 
-def problems(path: Path) -> list[tuple[int, str, str]]:
-    out = []
-    for message in refusal(path):
-        match = PROBLEM_RE.match(message)
-        assert match, f"not path:line: field: message -> {message!r}"
-        assert match["path"] == str(path)
-        out.append((int(match["line"]), match["field"], match["message"]))
-    return out
-
-
-WRONG_TYPES = [
-    ({"messages": "hello"}, "messages", "got string"),
-    ({"messages": {"role": "user", "content": "q"}}, "messages", "got object"),
-    ({"question": ["q"]}, "question", "expected text, got list"),
-    ({"question": 5}, "question", "expected text, got number"),
-    ({"prompt": 5}, "prompt", "got number"),
-    ({"prompt": {"role": "user", "content": "q"}}, "prompt", "got object"),
-    ({"prompt": ["q"]}, "prompt[0]", "got string"),
-    ({"messages": [{"role": ["user"], "content": "q"}]}, "messages[0].role", "unknown role"),
-    ({"messages": [{"role": "user", "content": 7}]}, "messages[0].content", "got number"),
-    ({"messages": [{"role": "user", "content": None}]}, "messages[0].content", "got null"),
-    ({"prompt": "q", "candidates": "a"}, "candidates", "got string"),
-    ({"prompt": "q", "candidates": ["a", 2]}, "candidates[1]", "got number"),
-    ({"prompt": "q", "answers": [{"role": "assistant", "content": "a"}]}, "answers[0]", "got object"),
-    ({"prompt": "q", "chosen": 1, "rejected": "b"}, "chosen", "got number"),
-    ({"prompt": "q", "chosen": "a", "rejected": {"text": "b"}}, "rejected", "got object"),
-    ({"prompt": "q", "chosen": [{"content": "a"}]}, "chosen[0]", "'role' and 'content'"),
-    ({"prompt": "q", "chosen": [{"role": "assistant", "content": ["a"]}]}, "chosen[0].content", "got list"),
-    ({"prompt": "q", "completion": 3}, "completion", "got number"),
-    ({"prompt": "q", "reference": ["a", "b"]}, "reference", "got list"),
-    ({"prompt": "q", "reference": {"a": 1}}, "reference", "got object"),
-    ({"prompt": "q", "label": ["辱骂"]}, "label", "got list"),
-]
-
-
-@pytest.mark.parametrize(("row", "field", "message"), WRONG_TYPES)
-def test_a_field_of_the_wrong_type_is_refused_not_reinterpreted(tmp_path, row, field, message):
-    path = write_lines(tmp_path / "d.jsonl", [{"prompt": "fine"}, row])
-    [(line, got_field, got_message)] = problems(path)
-    assert (line, got_field) == (2, field)
-    assert message in got_message
-
-
-@pytest.mark.parametrize(
-    "row",
-    [
-        {"prompt": "q", "reference": 42},
-        {"prompt": "q", "reference": True},
-        {"prompt": "q", "label": {"type": "辱骂"}},
-        {"prompt": "q", "label": None, "reference": None},
-        {"prompt": "q", "chosen": [{"role": "assistant", "content": "a"}], "rejected": "b"},
-    ],
-)
-def test_right_types_still_load(tmp_path, row):
-    assert len(load_jsonl(write_lines(tmp_path / "d.jsonl", [row]))) == 1
-
-
-def test_deeply_nested_row_is_one_line_not_a_recursion_error(tmp_path):
-    deep = '{"prompt": "q", "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
-    path = write_lines(tmp_path / "d.jsonl", [{"prompt": "ok"}, deep])
-    [(line, field, message)] = problems(path)
-    assert (line, field) == (2, "json") and "nested too deeply" in message
-
-
-def test_nesting_beyond_the_limit_but_parseable_is_refused(tmp_path):
-    deep = '{"prompt": "q", "x": ' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}"
-    [(line, field, _)] = problems(write_lines(tmp_path / "d.jsonl", [deep]))
-    assert (line, field) == (1, "json")
-
-
-def test_duplicate_keys_are_refused_naming_the_key(tmp_path):
-    path = write_lines(
-        tmp_path / "d.jsonl",
-        [
-            '{"prompt": "q", "label": "辱骂", "label": "无"}',
-            '{"prompt": "q", "chosen": [{"role": "assistant", "content": "a", "content": "b"}]}',
-        ],
-    )
-    found = problems(path)
-    assert [(line, field) for line, field, _ in found] == [(1, "label"), (2, "content")]
-    assert all("twice" in message for _, _, message in found)
-
-
-@pytest.mark.parametrize("number", ["NaN", "Infinity", "1" * 5000])
-def test_non_json_numbers_are_refused(tmp_path, number):
-    path = write_lines(tmp_path / "d.jsonl", ['{"prompt": "q", "reference": ' + number + "}"])
-    [(line, field, _)] = problems(path)
-    assert (line, field) == (1, "json")
-
-
-@pytest.mark.slow
-def test_cli_messages_as_a_string_is_refused(tmp_path, small_window_model):
-    data = write_lines(tmp_path / "d.jsonl", [{"prompt": "ok"}, {"messages": "hello"}])
-    lines = train(small_window_model, data, tmp_path / "out")
-    assert lines == [
-        f"error: {data}:2: messages: expected a non-empty list of {{role, content}} messages, got string"
-    ]
-
-
-def write(path: Path, rows: list) -> Path:
-    path.write_text(
-        "".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows), encoding="utf-8"
-    )
+def write_jsonl(path: Path, lines: list) -> Path:
+    """Write ``lines`` (objects are dumped as JSON, strings written as they are) one per line."""
+    text = "\n".join(x if isinstance(x, str) else json.dumps(x, ensure_ascii=False) for x in lines) + "\n"
+    path.write_text(text, encoding="utf-8")
     return path
 
 
-def refusals(path: Path) -> list[str]:
-    with pytest.raises(UserError) as err:
+def load_one(tmp_path: Path, obj: dict) -> dict:
+    rows = load_jsonl(write_jsonl(tmp_path / "d.jsonl", [obj]))
+    assert len(rows) == 1
+    return rows[0]
+
+
+def problems(tmp_path: Path, lines: list) -> list[dict]:
+    """The parsed ``path:line: field: message`` problems of a file that must be refused."""
+    path = write_jsonl(tmp_path / "bad.jsonl", lines)
+    with pytest.raises(UserError) as exc:
         load_jsonl(path)
-    return err.value.messages
+    out = []
+    for message in exc.value.messages:
+        match = PROBLEM_RE.match(message)
+        assert match, f"not path:line: field: message -> {message!r}"
+        assert match["path"] == str(path)
+        out.append({**match.groupdict(), "line": int(match["line"])})
+    return out
 
 
-def blank_rows(b: str) -> list[tuple[dict, str, str]]:
-    """(row, field named, words in the message) for each place a blank string is refused."""
-    user = {"role": "user", "content": "问题"}
-    return [
-        ({"question": b}, "question", "empty text"),
-        ({"prompt": b}, "prompt", "empty text"),
-        ({"messages": [{"role": "user", "content": b}]}, "messages[0].content", "empty user turn"),
-        (
-            {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": b}]},
-            "messages[1].content",
-            "empty user turn",
-        ),
-        (
-            {"messages": [user, {"role": "assistant", "content": "a"}, {"role": "user", "content": b}]},
-            "messages[2].content",
-            "empty user turn",
-        ),
-        ({"messages": [user, {"role": "assistant", "content": b}]}, "messages[1].content", "empty answer"),
-        ({"prompt": [{"role": "user", "content": b}]}, "prompt[0].content", "empty user turn"),
-        ({"question": "q", "candidates": ["ok", b]}, "candidates[1]", "non-empty text"),
-        ({"question": "q", "answers": [b]}, "answers[0]", "non-empty text"),
-        ({"question": "q", "chosen": b, "rejected": "r"}, "chosen", "non-empty text"),
-        ({"question": "q", "completion": b}, "completion", "non-empty text"),
+def only_problem(tmp_path: Path, lines: list) -> dict:
+    found = problems(tmp_path, lines)
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --- accepted shapes ---
+
+
+def test_prompt_text(tmp_path):
+    row = load_one(tmp_path, {"prompt": "退货怎么办"})
+    assert row["prompt"] == [{"role": "user", "content": "退货怎么办"}]
+    assert row["candidates"] == []
+    assert row["_line"] == 1
+
+
+def test_prompt_as_chat_list(tmp_path):
+    chat = [{"role": "system", "content": "你是质检员"}, {"role": "user", "content": "检查这段对话"}]
+    row = load_one(tmp_path, {"prompt": chat})
+    assert row["prompt"] == chat
+
+
+def test_question(tmp_path):
+    row = load_one(tmp_path, {"question": "这段对话合规吗"})
+    assert row["prompt"] == [{"role": "user", "content": "这段对话合规吗"}]
+
+
+def test_messages_trailing_assistant_becomes_candidate(tmp_path):
+    row = load_one(
+        tmp_path,
+        {"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]},
+    )
+    assert row["prompt"] == [{"role": "user", "content": "Q"}]
+    assert row["candidates"] == ["A"]
+
+
+def test_messages_without_trailing_assistant(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
     ]
+    row = load_one(tmp_path, {"messages": msgs})
+    assert row["prompt"] == msgs and row["candidates"] == []
 
 
-@pytest.mark.parametrize("blank", BLANKS.values(), ids=BLANKS.keys())
-def test_blank_text_is_refused_with_file_line_and_field(tmp_path, blank):
-    cases = blank_rows(blank)
-    path = write(tmp_path / "d.jsonl", [{"question": "fine"}] + [row for row, _, _ in cases])
-    got = refusals(path)
-    assert len(got) == len(cases), got
-    for i, (message, (_, field, words)) in enumerate(zip(got, cases, strict=True), start=2):
-        assert message.startswith(f"{path}:{i}: {field}: "), message
-        assert words in message and "invisible" in message, message
+@pytest.mark.parametrize("key", ["candidates", "answers"])
+def test_candidates_and_answers(tmp_path, key):
+    row = load_one(tmp_path, {"question": "Q", key: ["a", "b"]})
+    assert row["candidates"] == ["a", "b"]
 
 
-@pytest.mark.parametrize("text", VISIBLE)
-def test_visible_text_with_invisible_characters_still_loads(tmp_path, text):
-    path = write(
-        tmp_path / "d.jsonl", [{"messages": [{"role": "user", "content": text}]}, {"question": text}]
+def test_messages_candidate_plus_candidates_list(tmp_path):
+    row = load_one(
+        tmp_path,
+        {
+            "messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}],
+            "candidates": ["B"],
+        },
+    )
+    assert row["candidates"] == ["A", "B"]
+
+
+def test_chosen_rejected(tmp_path):
+    row = load_one(tmp_path, {"prompt": "Q", "chosen": "good", "rejected": "bad"})
+    assert row["chosen"] == "good" and row["rejected"] == "bad"
+
+
+def test_chosen_as_chat_messages(tmp_path):
+    row = load_one(tmp_path, {"prompt": "Q", "chosen": [{"role": "assistant", "content": "good"}]})
+    assert row["chosen"] == "good"
+
+
+def test_reference_and_label_and_extra_columns_kept(tmp_path):
+    row = load_one(
+        tmp_path,
+        {"prompt": "Q", "reference": "R", "label": "辱骂", "scenario": "退款", "meta": {"a": 1}, "score": 3},
+    )
+    assert row["reference"] == "R" and row["label"] == "辱骂"
+    assert row["scenario"] == "退款" and row["meta"] == {"a": 1} and row["score"] == 3
+
+
+def test_blank_lines_skipped_and_line_numbers_kept(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "a"}, "", "   ", {"prompt": "b"}])
+    rows = load_jsonl(path)
+    assert [r["_line"] for r in rows] == [1, 4]
+
+
+def test_utf8_bom_accepted(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"prompt": "问"}, ensure_ascii=False).encode("utf-8") + b"\n"
+    )
+    assert load_jsonl(path)[0]["prompt"][0]["content"] == "问"
+
+
+def test_crlf_line_endings(tmp_path):
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(b'{"prompt": "a"}\r\n{"prompt": "b"}\r\n')
+    assert len(load_jsonl(path)) == 2
+
+
+def test_nulls_do_not_break_column_types(tmp_path):
+    path = write_jsonl(
+        tmp_path / "d.jsonl", [{"prompt": "a", "label": None}, {"prompt": "b", "label": "辱骂"}]
     )
     assert len(load_jsonl(path)) == 2
 
 
-SURROGATES = [
-    ({"question": "a\ud800b"}, "question"),
-    ({"question": "\udfff"}, "question"),
-    ({"messages": [{"role": "user", "content": "hi \udc00"}]}, "messages[0].content"),
-    ({"question": "q", "candidates": ["ok", "x\ud83d"]}, "candidates[1]"),
-    ({"question": "q", "meta": {"note": ["a", "b\ud800"]}}, "meta.note[1]"),
-    ({"question": "q", "k\ud800": 1}, "k\\ud800"),
-]
+# --- malformed files: path:line: field: message ---
 
 
-def test_lone_surrogates_are_refused_naming_line_and_field(tmp_path):
-    # json.dumps writes them as \\udXXX escapes, the form a user's file holds them in
-    path = write(tmp_path / "d.jsonl", [{"question": "ok"}] + [row for row, _ in SURROGATES])
-    got = refusals(path)
-    assert len(got) == len(SURROGATES), got
-    for i, (message, (_, field)) in enumerate(zip(got, SURROGATES, strict=True), start=2):
-        assert message.startswith(f"{path}:{i}: {field}: holds a lone surrogate (\\u"), message
-        message.encode("utf-8")  # the message itself can be printed
+def test_bad_json(tmp_path):
+    p = only_problem(tmp_path, ['{"prompt": "a"'])
+    assert (p["line"], p["field"]) == (1, "json")
 
 
-def test_a_surrogate_pair_is_one_character_and_loads(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"question": "smile \\ud83d\\ude00"}\n', encoding="utf-8")
-    assert load_jsonl(path)[0]["prompt"][0]["content"] == "smile 😀"
+def test_non_object_line(tmp_path):
+    p = only_problem(tmp_path, ['["prompt", "a"]'])
+    assert (p["line"], p["field"]) == (1, "json") and "object" in p["message"]
 
 
-@pytest.mark.parametrize("field", ["label", "reference"])
-@pytest.mark.parametrize("blank", ["\u200b\ufeff", "  ", "\u3164", ""])
-def test_a_blank_label_or_reference_is_refused(tmp_path, field, blank):
-    """A label nobody can read would grade every answer against nothing; null says "no label"."""
-    path = tmp_path / "rows.jsonl"
-    rows = [
-        {"question": "客服：您好", field: "无"},
-        {"question": "客服：您好", field: blank},
-        {"question": "q", field: None},
-    ]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    with pytest.raises(UserError) as info:
+def test_missing_prompt(tmp_path):
+    p = only_problem(tmp_path, [{"text": "a"}])
+    assert p["field"] == "prompt" and "missing" in p["message"]
+
+
+def test_two_prompt_keys(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": "a", "question": "b"}])
+    assert p["field"] == "question" and "only one" in p["message"]
+
+
+@pytest.mark.parametrize("key", ["prompt", "question"])
+def test_empty_text(tmp_path, key):
+    p = only_problem(tmp_path, [{key: "  "}])
+    assert p["field"] == key and "empty" in p["message"]
+
+
+def test_empty_messages_list(tmp_path):
+    assert only_problem(tmp_path, [{"messages": []}])["field"] == "messages"
+
+
+def test_bad_role(tmp_path):
+    p = only_problem(
+        tmp_path, [{"messages": [{"role": "user", "content": "hi"}, {"role": "customer", "content": "x"}]}]
+    )
+    assert p["field"] == "messages[1].role" and "customer" in p["message"]
+
+
+def test_message_without_content(tmp_path):
+    p = only_problem(tmp_path, [{"messages": [{"role": "user", "content": "hi"}, {"role": "user"}]}])
+    assert p["field"] == "messages[1]"
+
+
+def test_message_content_not_text(tmp_path):
+    p = only_problem(tmp_path, [{"messages": [{"role": "user", "content": 3}]}])
+    assert p["field"] == "messages[0].content"
+
+
+def test_no_user_turn(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": [{"role": "system", "content": "s"}]}])
+    assert p["field"] == "prompt" and "user" in p["message"]
+
+
+def test_only_assistant_turn(tmp_path):
+    found = problems(tmp_path, [{"messages": [{"role": "assistant", "content": "A"}]}])
+    assert any(p["field"] == "messages" for p in found)
+
+
+def test_candidates_not_a_list(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": "a", "candidates": "one answer"}])
+    assert p["field"] == "candidates" and "list" in p["message"]
+
+
+def test_candidate_item_empty(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": "a", "answers": ["ok", ""]}])
+    assert p["field"] == "answers[1]"
+
+
+def test_chosen_empty(tmp_path):
+    assert only_problem(tmp_path, [{"prompt": "a", "chosen": ""}])["field"] == "chosen"
+
+
+def test_column_type_changes_between_lines(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": "a", "score": 1}, {"prompt": "b", "score": "high"}])
+    assert (p["line"], p["field"]) == (2, "score") and "line 1" in p["message"]
+
+
+def test_bool_and_number_are_different_types(tmp_path):
+    p = only_problem(tmp_path, [{"prompt": "a", "flag": True}, {"prompt": "b", "flag": 1}])
+    assert p["line"] == 2
+
+
+@pytest.mark.parametrize("name", ["completions", "prompts", "trainer_state", "_line", "_private"])
+def test_reserved_column_name(tmp_path, name):
+    p = only_problem(tmp_path, [{"prompt": "a", name: "x"}])
+    assert p["field"] == name and "reserved" in p["message"]
+
+
+def test_non_utf8_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"prompt": "ok"}\n{"prompt": "\xff\xfe"}\n{"prompt": "ok2"}\n')
+    with pytest.raises(UserError) as exc:
         load_jsonl(path)
-    assert info.value.messages == [
-        f"{path}:2: {field}: empty text (only whitespace or invisible characters); write it, or null for none"
+    assert len(exc.value.messages) == 1
+    assert exc.value.messages[0].startswith(f"{path}:2: ") and "UTF-8" in exc.value.messages[0]
+
+
+def test_gbk_file_every_line_reported(tmp_path):
+    path = tmp_path / "gbk.jsonl"
+    path.write_bytes(
+        "\n".join(json.dumps({"prompt": f"问题{i}"}, ensure_ascii=False) for i in range(3)).encode("gbk")
+    )
+    with pytest.raises(UserError) as exc:
+        load_jsonl(path)
+    assert [m.split(":")[1] for m in exc.value.messages] == ["1", "2", "3"]
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(UserError) as exc:
+        load_jsonl(path)
+    assert str(path) in exc.value.messages[0] and "empty" in exc.value.messages[0]
+
+
+def test_blank_only_file_is_empty(tmp_path):
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(UserError, match="empty"):
+        load_jsonl(path)
+
+
+def test_missing_file_names_flag(tmp_path):
+    with pytest.raises(UserError) as exc:
+        load_jsonl(tmp_path / "nope.jsonl", "--eval_dataset")
+    assert exc.value.messages[0].startswith("--eval_dataset: ") and "nope.jsonl" in exc.value.messages[0]
+
+
+def test_folder_is_not_a_file(tmp_path):
+    with pytest.raises(UserError, match="--data_path"):
+        load_jsonl(tmp_path)
+
+
+def test_all_problems_of_a_file_in_one_pass(tmp_path):
+    lines = [
+        {"prompt": "fine", "score": 1},  # 1 ok
+        "{not json",  # 2
+        "42",  # 3
+        {"text": "no prompt"},  # 4
+        {"prompt": "a", "question": "b"},  # 5
+        {"prompt": ""},  # 6
+        {"messages": [{"role": "robot", "content": "x"}]},  # 7
+        {"prompt": "c", "candidates": "x"},  # 8
+        {"prompt": "d", "score": "one"},  # 9
+        {"prompt": "e", "completions": []},  # 10
+        {"prompt": "also fine", "score": 2},  # 11 ok
     ]
+    found = problems(tmp_path, lines)
+    assert sorted({p["line"] for p in found}) == [2, 3, 4, 5, 6, 7, 8, 9, 10]
+    pairs = {(p["line"], p["field"]) for p in found}
+    assert {
+        (2, "json"),
+        (3, "json"),
+        (4, "prompt"),
+        (7, "messages[0].role"),
+        (9, "score"),
+        (10, "completions"),
+    } <= pairs
+
+
+def test_several_problems_on_one_line(tmp_path):
+    found = problems(tmp_path, [{"messages": [{"role": "bot", "content": 1}, {"role": "x", "content": "y"}]}])
+    assert {p["field"] for p in found} >= {"messages[0].role", "messages[0].content", "messages[1].role"}
+    assert {p["line"] for p in found} == {1}
+
+
+# --- eval path ---
+
+
+def test_resolve_eval_path_file(tmp_path):
+    path = write_jsonl(tmp_path / "e.jsonl", [{"prompt": "a"}])
+    assert resolve_eval_path(str(path)) == path
+
+
+@pytest.mark.parametrize("name", ["eval.jsonl", "test.jsonl"])
+def test_resolve_eval_path_folder(tmp_path, name):
+    write_jsonl(tmp_path / "train.jsonl", [{"prompt": "a"}])
+    write_jsonl(tmp_path / name, [{"prompt": "b"}])
+    assert resolve_eval_path(str(tmp_path)) == tmp_path / name
+
+
+def test_resolve_eval_path_folder_with_one_jsonl(tmp_path):
+    write_jsonl(tmp_path / "held.jsonl", [{"prompt": "b"}])
+    assert resolve_eval_path(str(tmp_path)) == tmp_path / "held.jsonl"
+
+
+def test_resolve_eval_path_ambiguous_folder(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"prompt": "a"}])
+    write_jsonl(tmp_path / "b.jsonl", [{"prompt": "b"}])
+    with pytest.raises(UserError, match="--eval_dataset"):
+        resolve_eval_path(str(tmp_path))
+
+
+def test_resolve_eval_path_missing(tmp_path):
+    with pytest.raises(UserError, match="--eval_dataset"):
+        resolve_eval_path(str(tmp_path / "nope"))
+
+
+def test_prompt_completion_shape_gives_a_candidate(tmp_path):
+    row = load_one(tmp_path, {"prompt": "q", "completion": "a"})
+    assert row["candidates"] == ["a"] and "completion" not in row
