@@ -7,8 +7,8 @@
 - The refused and the live ``train`` runs of the ranges, inputs, folders, monitor, run-lock and resume tests:
   ``base`` (``train`` on ``assets`` into a folder), ``train_flags`` (a short GRPO run), ``child`` (``train``
   in a child process that Ctrl-C and SIGTERM end as a user's would) and ``read_status_state``.
-- ``TINY_AGENT``: the settings of the agent demo's tiny base model (``demo/test_agent_demo.py`` and
-  ``e2e/test_agent_demo_e2e.py``).
+- ``TINY_AGENT``: the settings of the agent demo's tiny base model (``demo/test_agent_model.py``,
+  ``demo/test_run.py`` and ``e2e/test_agent_demo_e2e.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tests for the synthetic QC data set (ark_trainer.demo.data): determinism, proportions, splits, answers.
 
-Run: PYTHONPATH=src python -m pytest tests/demo/test_demo_data.py -q
+Run: PYTHONPATH=src python -m pytest tests/demo/test_data.py -q
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tests for the demo's tiny base model (ark_trainer.demo.model): tokenizer, warm-up data, build and reload.
 
-Run: PYTHONPATH=src python -m pytest tests/demo/test_demo_model.py -q
+Run: PYTHONPATH=src python -m pytest tests/demo/test_model.py -q
 """
 
 from __future__ import annotations
