@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from ark_trainer.deploy.record import usage_of
 from tests.line_breakers import CONTROLS, IDS, RAW_LEGAL, SEPARATORS, raw_line, write_raw
 
 
@@ -102,3 +103,14 @@ def test_recorded_turn_with_a_surrogate_or_a_blank_question(tmp_path):
     json.dumps(row, ensure_ascii=False).encode("utf-8")
     assert build_row({"messages": [{"role": "user", "content": "\u200b\ufeff"}]}, "答", [], "t", 1) is None
     assert build_row({"messages": [{"role": "user", "content": "q"}]}, "\u200b", [], "t", 1) is None
+
+
+def test_usage_of_a_streamed_and_a_plain_answer():
+    sse = (
+        b'data: {"choices": [{"delta": {"content": "hi"}, "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    assert usage_of(sse, True) == {"prompt_tokens": 9, "completion_tokens": 2, "finish_reason": "stop"}
+    plain = json.dumps({"choices": [{"finish_reason": "length"}], "usage": {"completion_tokens": 5}}).encode()
+    assert usage_of(plain, False) == {"completion_tokens": 5, "finish_reason": "length"}

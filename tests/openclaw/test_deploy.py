@@ -19,6 +19,7 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json
+from ark_trainer.openclaw.deploy import knobs_said, provider_patch
 from tests.deploy_runs import ROOT, _config, _request, _run_dir, _servers
 
 KILL_POINTS = ("backup", "server_started", "smoke", "patched", "recorded")
@@ -128,3 +129,22 @@ def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, t
     run = claim_folder(tmp_path / "run")  # a run of ours: its deploy/ goes inside it, as before
     shutil.copytree(model, run / "model")
     assert deploy_folder(run) == run.resolve()
+
+
+def test_the_provider_entry_carries_the_shapes_knobs_and_an_honest_budget():
+    bare = provider_patch("m", 1, 8192, 512, None, "k", "bare")
+    model = bare["models"]["providers"]["ark"]["models"][0]
+    assert model["contextWindow"] == 8192 and model["maxTokens"] == 512 and model["contextTokens"] == 32768
+    assert model["compat"] == {"supportsTools": False}
+    assert bare["agents"]["defaults"]["contextInjection"] == "never"
+    assert knobs_said(bare) == [
+        "models.providers.ark.models[].contextTokens=32768",
+        "models.providers.ark.models[].compat.supportsTools=false",
+        'agents.defaults.contextInjection="never"',
+    ]
+    tools = provider_patch("m", 1, 512, 128, "work", "k", "tools")
+    assert "compat" not in tools["models"]["providers"]["ark"]["models"][0]
+    assert tools["agents"]["entries"]["work"] == {"model": {"primary": "ark/m"}, "contextInjection": "never"}
+    whole = provider_patch("m", 1, 32768, 512, None, "k", "openclaw")
+    assert "contextTokens" not in whole["models"]["providers"]["ark"]["models"][0]
+    assert whole["agents"] == {"defaults": {"model": {"primary": "ark/m"}}} and knobs_said(whole) == []

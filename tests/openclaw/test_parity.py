@@ -1,13 +1,18 @@
-"""``openclaw/parity.py``: which model ``eval OUT --through openclaw --stage base`` serves."""
+"""``openclaw/parity.py``: which model ``eval OUT --through openclaw --stage base`` serves; a held-out prompt
+in OpenClaw's recorded request, and the gap between the two evaluations.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_json
+from ark_trainer.openclaw.parity import gap, openclaw_messages, table_lines
+from ark_trainer.openclaw.shape import MARKER, load_shape
 
 
 def _run(tmp_path: Path, model_path: str) -> Path:
@@ -42,3 +47,33 @@ def test_base_of_a_run_from_a_folder_is_that_folder_and_a_missing_one_is_one_lin
     (folder / "config.json").unlink()
     with pytest.raises(UserError, match="--stage: base: no model folder at"):
         stage_model(tmp_path / "run", "base")
+
+
+def test_a_held_out_prompt_in_openclaws_request():
+    shape = load_shape()
+    prompt = [
+        {"role": "system", "content": "own"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "answer"},
+        {"role": "user", "content": "客服：您好"},
+    ]
+    body = openclaw_messages(shape, prompt, "ark-x")
+    roles = [m["role"] for m in body["messages"]]
+    assert roles[:4] == ["system", "user", "assistant", "user"] and body["model"] == "ark-x"
+    assert (
+        body["messages"][0]["content"] == shape["request"]["messages"][0]["content"]
+    )  # OpenClaw's, not "own"
+    assert (
+        body["messages"][3]["content"].startswith("[")
+        and "] 客服：您好\n\nRuntime:" in body["messages"][3]["content"]
+    )
+    assert MARKER not in json.dumps(body, ensure_ascii=False)
+
+
+def test_the_gap_and_its_table():
+    bare = {"n": 4, "task_accuracy": 0.75, "pass_rate": 0.5, "reward_mean": 0.4, "compliance_rate": None}
+    through = {"n": 4, "task_accuracy": 0.5, "pass_rate": 0.5, "reward_mean": 0.3, "compliance_rate": 1.0}
+    g = gap(through, bare)
+    assert g["task_accuracy"] == -0.25 and g["pass_rate"] == 0 and g["compliance_rate"] is None
+    lines = table_lines({**through, "name": "grpo-openclaw", "bare": bare, "gap": g})
+    assert lines[1].split() == ["task_accuracy", "75.0%", "50.0%", "-25.0"]

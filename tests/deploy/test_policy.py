@@ -20,10 +20,7 @@ from ark_trainer.deploy.policy import (
     unwrap_request,
     write_shape,
 )
-from ark_trainer.deploy.record import usage_of
-from ark_trainer.openclaw.deploy import knobs_said, provider_patch
-from ark_trainer.openclaw.parity import gap, openclaw_messages, table_lines
-from ark_trainer.openclaw.shape import MARKER, load_shape, turn_request
+from ark_trainer.openclaw.shape import load_shape, turn_request
 
 QUESTION = "What is the capital of France?"
 
@@ -31,16 +28,6 @@ QUESTION = "What is the capital of France?"
 @pytest.fixture
 def turn():
     return turn_request(load_shape(), QUESTION, "ark-x")
-
-
-def test_the_shipped_request_is_a_real_openclaw_turn():
-    shape = load_shape()
-    body = shape["request"]
-    assert shape["openclaw"].startswith("OpenClaw ") and shape["marker"] == MARKER
-    system = body["messages"][0]
-    assert system["role"] == "system" and "running inside OpenClaw" in system["content"]
-    assert len(system["content"]) > 20_000 and len(body["tools"]) >= 10 and body["stream"] is True
-    assert MARKER in body["messages"][1]["content"] and body["messages"][1]["content"].startswith("[")
 
 
 def test_bare_shows_the_users_request_alone(turn):
@@ -117,66 +104,6 @@ def test_shape_for_a_model_folder(tmp_path):
     assert json.loads((tmp_path / "ark_prompt_shape.json").read_text())["shape"] == "tools"
 
 
-def test_the_provider_entry_carries_the_shapes_knobs_and_an_honest_budget():
-    bare = provider_patch("m", 1, 8192, 512, None, "k", "bare")
-    model = bare["models"]["providers"]["ark"]["models"][0]
-    assert model["contextWindow"] == 8192 and model["maxTokens"] == 512 and model["contextTokens"] == 32768
-    assert model["compat"] == {"supportsTools": False}
-    assert bare["agents"]["defaults"]["contextInjection"] == "never"
-    assert knobs_said(bare) == [
-        "models.providers.ark.models[].contextTokens=32768",
-        "models.providers.ark.models[].compat.supportsTools=false",
-        'agents.defaults.contextInjection="never"',
-    ]
-    tools = provider_patch("m", 1, 512, 128, "work", "k", "tools")
-    assert "compat" not in tools["models"]["providers"]["ark"]["models"][0]
-    assert tools["agents"]["entries"]["work"] == {"model": {"primary": "ark/m"}, "contextInjection": "never"}
-    whole = provider_patch("m", 1, 32768, 512, None, "k", "openclaw")
-    assert "contextTokens" not in whole["models"]["providers"]["ark"]["models"][0]
-    assert whole["agents"] == {"defaults": {"model": {"primary": "ark/m"}}} and knobs_said(whole) == []
-
-
-def test_a_held_out_prompt_in_openclaws_request():
-    shape = load_shape()
-    prompt = [
-        {"role": "system", "content": "own"},
-        {"role": "user", "content": "first"},
-        {"role": "assistant", "content": "answer"},
-        {"role": "user", "content": "客服：您好"},
-    ]
-    body = openclaw_messages(shape, prompt, "ark-x")
-    roles = [m["role"] for m in body["messages"]]
-    assert roles[:4] == ["system", "user", "assistant", "user"] and body["model"] == "ark-x"
-    assert (
-        body["messages"][0]["content"] == shape["request"]["messages"][0]["content"]
-    )  # OpenClaw's, not "own"
-    assert (
-        body["messages"][3]["content"].startswith("[")
-        and "] 客服：您好\n\nRuntime:" in body["messages"][3]["content"]
-    )
-    assert MARKER not in json.dumps(body, ensure_ascii=False)
-
-
-def test_the_gap_and_its_table():
-    bare = {"n": 4, "task_accuracy": 0.75, "pass_rate": 0.5, "reward_mean": 0.4, "compliance_rate": None}
-    through = {"n": 4, "task_accuracy": 0.5, "pass_rate": 0.5, "reward_mean": 0.3, "compliance_rate": 1.0}
-    g = gap(through, bare)
-    assert g["task_accuracy"] == -0.25 and g["pass_rate"] == 0 and g["compliance_rate"] is None
-    lines = table_lines({**through, "name": "grpo-openclaw", "bare": bare, "gap": g})
-    assert lines[1].split() == ["task_accuracy", "75.0%", "50.0%", "-25.0"]
-
-
-def test_usage_of_a_streamed_and_a_plain_answer():
-    sse = (
-        b'data: {"choices": [{"delta": {"content": "hi"}, "finish_reason": null}]}\n\n'
-        b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}\n\n'
-        b"data: [DONE]\n\n"
-    )
-    assert usage_of(sse, True) == {"prompt_tokens": 9, "completion_tokens": 2, "finish_reason": "stop"}
-    plain = json.dumps({"choices": [{"finish_reason": "length"}], "usage": {"completion_tokens": 5}}).encode()
-    assert usage_of(plain, False) == {"completion_tokens": 5, "finish_reason": "length"}
-
-
 def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
     from ark_trainer.deploy.policy import reply_budget
 
@@ -186,19 +113,3 @@ def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
     write_shape(tmp_path, PromptShape("bare", None, "test", 96))
     assert reply_budget(tmp_path, 8192) == 96 and read_shape(tmp_path).reply_tokens == 96
     assert reply_budget(tmp_path, 128) == 64  # at most half the window
-
-
-def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report.parity import parity_blocks, parity_files
-    from ark_trainer.report.render import Table, to_markdown
-
-    bare = {"n": 2, "task_accuracy": 1.0, "pass_rate": 1.0, "reward_mean": 0.9}
-    result = {**bare, "name": "grpo-openclaw", "bare": bare, "gap": gap(bare, bare)}
-    write_json(tmp_path / "eval" / "grpo-openclaw.json", result)
-    write_json(tmp_path / "eval" / "grpo-openclaw-as-openclaw.json", {**result, "name": "other"})
-    assert [r["name"] for r in parity_files(tmp_path)] == ["grpo-openclaw"]
-    blocks = parity_blocks(tmp_path)
-    assert any(
-        isinstance(b, Table) for b in blocks
-    ) and "| task_accuracy | 100.0% | 100.0% | +0.0 |" in to_markdown(blocks)
