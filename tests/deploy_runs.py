@@ -12,7 +12,6 @@ from pathlib import Path
 from ark_trainer.runtime.system import pid_alive
 from tests.conftest import save_tiny_qwen
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository
 CONFIG = """// hand-written, with a secret
 {
   models: { providers: { x: {

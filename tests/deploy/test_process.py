@@ -21,9 +21,9 @@ import pytest
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
 from ark_trainer.runtime.system import pid_alive
-from tests.conftest import refused
+from tests.conftest import ROOT, refused
 from tests.deploy.templates import REASON
-from tests.deploy_runs import ROOT, _config, _run_dir
+from tests.deploy_runs import _config, _run_dir
 
 
 def _fake_server(serve_dir: Path) -> subprocess.Popen:

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.errors import UserError
-from tests.conftest import save_tiny_qwen
+from tests.conftest import ROOT, save_tiny_qwen
 from tests.deploy.chat_bodies import BAD_BODIES, USER, encoded
 from tests.deploy.templates import REASON
-from tests.deploy_runs import ROOT
 
 
 def _closure(requirements: list[str]) -> set[str]:

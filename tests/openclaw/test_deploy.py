@@ -20,7 +20,8 @@ from ark_trainer.cli import main
 from ark_trainer.deploy.process import stop_server
 from ark_trainer.fileio import read_json
 from ark_trainer.openclaw.deploy import knobs_said, provider_patch
-from tests.deploy_runs import ROOT, _config, _request, _run_dir, _servers
+from tests.conftest import ROOT
+from tests.deploy_runs import _config, _request, _run_dir, _servers
 
 KILL_POINTS = ("backup", "server_started", "smoke", "patched", "recorded")
 
@@ -148,3 +149,15 @@ def test_the_provider_entry_carries_the_shapes_knobs_and_an_honest_budget():
     whole = provider_patch("m", 1, 32768, 512, None, "k", "openclaw")
     assert "contextTokens" not in whole["models"]["providers"]["ark"]["models"][0]
     assert whole["agents"] == {"defaults": {"model": {"primary": "ark/m"}}} and knobs_said(whole) == []
+
+
+def test_the_default_agent_or_a_named_one():
+    assert provider_patch("m", 1, 32768, 512, None, "k")["agents"] == {
+        "defaults": {"model": {"primary": "ark/m"}}
+    }
+    assert (
+        provider_patch("m", 1, 32768, 512, None, "k")["models"]["providers"]["ark"]["models"][0][
+            "contextWindow"
+        ]
+        == 32768
+    )
