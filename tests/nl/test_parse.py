@@ -1,4 +1,6 @@
-"""The request parser (``nl/parse.py``): it knows every strategy by name, and refuses PPO in one line."""
+"""The request parser (``nl/parse.py``): it knows every strategy by name, refuses PPO in one line, and reads
+which OpenClaw agent a request names.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +34,21 @@ def test_planner_refuses_ppo_in_one_line(request_text):
         parse_request(request_text)
     (line,) = err.value.messages
     assert "no longer ships PPO" in line and "GRPO or RLOO" in line
+
+
+AGENTS = [  # which OpenClaw agent a request names
+    ("对当前客服质检Agent执行RFT+GRPO训练", "current"),
+    ("train my current agent with GRPO", "current"),
+    ("优化我们的客服智能体", "current"),
+    ("agent qc-bot, only GRPO", "qc-bot"),
+    ("--agent ops2 RFT+GRPO", "ops2"),
+    ("agent_id: sales", "sales"),
+    ("agent main 两阶段训练", "main"),
+    ("RFT+GRPO, model ./m, data ./d.jsonl", None),
+    ("agent training with GRPO", None),
+]
+
+
+@pytest.mark.parametrize(("text", "agent"), AGENTS)
+def test_named_agent(text, agent):
+    assert parse_request(text).agent == agent

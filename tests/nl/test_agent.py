@@ -5,7 +5,7 @@ real OpenClaw CLI: a tiny model is deployed with ``ark-trainer deploy``, the age
 conversations (transcripts written in OpenClaw's session-file format), and the reference's own sentence
 trains that model on them.
 
-Run: PYTHONPATH=src python -m pytest tests/nl/test_nl_agent.py -q
+Run: PYTHONPATH=src python -m pytest tests/nl/test_agent.py -q
 """
 
 from __future__ import annotations

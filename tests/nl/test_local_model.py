@@ -1,4 +1,5 @@
-"""Models in through plan/run: a .gguf or ollama:NAME in the request, and the current agent on a local server.
+"""The current agent's model on a local server (``nl/local_model.py``), through plan/run: Ollama's store, another
+local server, a hosted model. (A ``.gguf`` or ``ollama:NAME`` named in the request: ``test_paths.py``.)
 
 OpenClaw's config is written by hand (as ``openclaw config patch`` would leave it); the Ollama store is
 built by the test (tests/model_files.py).
@@ -81,18 +82,3 @@ def test_a_hosted_model_is_not_looked_for_locally(tmp_path):
     )
     line = plan_request(REQUEST, {"output_dir": str(tmp_path / "run")}).missing[0]
     assert "not a model ark-trainer deployed" in line and "Ollama" not in line
-
-
-@pytest.mark.parametrize(
-    ("request_text", "model"),
-    [
-        ("用 data/qc.jsonl 训练 ollama:qwen2.5:0.5b，输出到 runs/x", "ollama:qwen2.5:0.5b"),
-        ("train ./models/smol.Q4_1.gguf on data/qc.jsonl with RFT+GRPO", "./models/smol.Q4_1.gguf"),
-        ("RFT+GRPO on data/qc.jsonl, model smol.gguf", "smol.gguf"),
-    ],
-)
-def test_a_request_names_a_gguf_file_or_an_ollama_model(request_text, model):
-    from ark_trainer.nl.plan import plan_request
-
-    plan = plan_request(request_text, {})
-    assert plan.cfg.model_path == model and plan.cfg.data_path == "data/qc.jsonl"
