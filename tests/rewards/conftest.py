@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.calc_env import calc  # noqa: F401 - the agent tests' Calc environment, for the episode graders
 from tests.conftest import save_tiny_qwen
 from tests.rewards.attacks import _serve
 

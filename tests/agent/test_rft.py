@@ -1,6 +1,7 @@
-"""Candidate episodes in the data: validated by the loader, replayed in the environment by RFT over episodes.
+"""RFT on whole episodes (``agent/rft.py``): candidate episodes in the data, validated by the loader and replayed
+in the environment; the loss on the assistant turns only.
 
-Run: PYTHONPATH=src python -m pytest tests/agent/test_agent_candidates.py -q
+Run: PYTHONPATH=src python -m pytest tests/agent/test_rft.py -q
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import pytest
 
 from ark_trainer.agent.env import Limits, limited_env_class, load_env
 from ark_trainer.agent.rft import candidate_episodes, check_episode_sources
-from ark_trainer.agent.rollout import replay
+from ark_trainer.agent.rollout import replay, start, step
 from ark_trainer.data.loader import episode_candidate_problems, load_jsonl
 from ark_trainer.errors import UserError
+from tests.agent.calc_env import call, row
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "agent_env" / "shop_env.py"
@@ -126,3 +128,18 @@ def test_a_replayed_candidate_gets_the_environments_results_and_reward():
 def test_a_text_candidate_is_one_assistant_turn():
     episodes = candidate_episodes({"candidates": ["plain answer", solved()]})
     assert episodes[0] == [{"role": "assistant", "content": "plain answer"}] and episodes[1] == solved()
+
+
+def test_rft_trains_on_the_assistant_turns_only(calc):
+    from ark_trainer.agent.rft import tokenized_episodes
+    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+    from ark_trainer.demo.model import train_tokenizer
+
+    tok = train_tokenizer(["add the numbers", call("add", a=2, b=3), "It is 5."], vocab_size=300)
+    tok.chat_template = AGENT_CHAT_TEMPLATE
+    ep = start(row(target=5), calc)
+    step(ep, call("add", a=2, b=3), False)
+    step(ep, "It is 5.", False)
+    [item] = tokenized_episodes(tok, [{"messages": ep.messages, "tools": calc._spec.schemas}])
+    learnt = tok.decode([t for t, m in zip(item["input_ids"], item["assistant_masks"], strict=True) if m])
+    assert learnt == call("add", a=2, b=3) + "<|im_end|>It is 5.<|im_end|>"  # no prompt, no tool result

@@ -1,0 +1,3 @@
+"""The fixtures of the agent tests."""
+
+from tests.agent.calc_env import calc  # noqa: F401 - the Calc environment with tight limits
