@@ -1,7 +1,7 @@
 """A tiny Chrome DevTools Protocol client over ``--remote-debugging-pipe`` (no websocket library needed).
 
 Chromium reads commands from fd 3 and writes replies and events to fd 4, each a JSON message ended by a NUL
-byte. Used by tests/dashboard/test_dashboard.py to load the page in real headless Chromium, read its console errors,
+byte. Used by tests/dashboard/test_server.py to load the page in real headless Chromium, read its console errors,
 evaluate expressions in it and take a screenshot.
 """
 

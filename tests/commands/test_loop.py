@@ -1,9 +1,13 @@
-"""``ark-trainer loop`` (``commands/loop.py``): the loop's own options are checked before anything runs."""
+"""``ark-trainer loop`` (``commands/loop.py``): the loop's own options are checked before anything runs, and
+``--rollback`` is refused in one line where it cannot be done.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+from ark_trainer.cli import main
+from ark_trainer.loop.state import fresh_state, save_state
 from tests.conftest import refused
 
 
@@ -27,3 +31,18 @@ def test_loop_options_are_checked_before_anything_runs(assets, tmp_path, capsys,
     argv = ["loop", "--output_dir", str(loop), "--model_path", str(assets["model"]), *flags]
     assert refused(capsys, argv) == [f"error: {says}"]
     assert not loop.exists()
+
+
+def test_loop_flags_and_rollback_refusals(tmp_path, capsys):
+    assert main(["loop", "--output_dir", str(tmp_path / "l"), "--min_new_turns", "many"]) == 2
+    assert "--min_new_turns: expected int" in capsys.readouterr().err
+    assert main(["loop", "--output_dir", str(tmp_path / "l"), "--rollback", "1"]) == 2
+    assert "not a loop folder" in capsys.readouterr().err
+    state = fresh_state(str(tmp_path), {"main_metric": "reward_mean"})
+    state["history"] = [{"round": 1, "promoted": False, "reasons": ["x"], "main": 0.1, "decided_at": "t"}]
+    save_state(tmp_path / "l", state)
+    assert main(["loop", "--output_dir", str(tmp_path / "l"), "--rollback", "1"]) == 2
+    assert "round 1 was never promoted" in capsys.readouterr().err
+    assert main(["status", str(tmp_path / "l")]) == 0
+    out = capsys.readouterr().out
+    assert "serving round 0" in out and "round 1: refused at t: x" in out and "training: none" in out

@@ -1,4 +1,6 @@
-"""Hot swap (``deploy/hotswap.py``): the new model is loaded in its own recorded dtype."""
+"""Hot swap (``deploy/hotswap.py``): ``SIGHUP`` drops the loaded model and takes the new tag, loaded in its own
+recorded dtype.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import os
 import signal
 
 from ark_trainer.deploy import hotswap
+from ark_trainer.deploy.record import Recorder
 
 
 def test_a_hot_swap_loads_the_new_model_in_its_own_recorded_dtype(tmp_path, monkeypatch):
@@ -27,3 +30,31 @@ def test_a_hot_swap_loads_the_new_model_in_its_own_recorded_dtype(tmp_path, monk
     finally:
         signal.signal(signal.SIGHUP, previous)
     assert manager.dtype == "torch.bfloat16"
+
+
+def test_sighup_drops_the_loaded_model_and_takes_the_new_tag(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from ark_trainer.deploy import hotswap
+
+    class Manager:
+        def __init__(self):
+            self.loaded_models = {"ark-loop": self}
+
+        def delete_model(self):  # transformers' TimedModel.delete_model pops itself from the cache
+            self.loaded_models.pop("ark-loop")
+
+    manager, said = Manager(), []
+    monkeypatch.setattr(hotswap, "_MANAGERS", [manager])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / hotswap.TAG_FILE).write_text("round-3\n")
+    recorder = Recorder(lambda *a: None, tmp_path / "t.jsonl", "round-2")
+    previous = signal.getsignal(signal.SIGHUP)
+    try:
+        hotswap.install(recorder, log=lambda text, **_: said.append(text))
+        os.kill(os.getpid(), signal.SIGHUP)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert manager.loaded_models == {} and recorder.tag == "round-3"
+    assert said == ["[ark serve] serving round-3 (reloaded)"]

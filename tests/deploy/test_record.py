@@ -1,14 +1,18 @@
-"""The recorder of the model server's turns (``deploy/record.py``): one line per turn whatever the turn holds,
-and every turn read back after a line breaker or a raw control character.
+"""The recorder of the model server's turns (``deploy/record.py``): one line per answered completion whatever
+the turn holds, scrubbed and read by the loader; every turn read back after a line breaker or a raw
+control character; streamed replies and tool-call pieces joined, and their usage read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
-from ark_trainer.deploy.record import usage_of
+from ark_trainer.data.loader import load_jsonl
+from ark_trainer.deploy.record import Recorder, build_row, read_turns, reply_of, usage_of
+from ark_trainer.fileio import write_jsonl
 from tests.line_breakers import CONTROLS, IDS, RAW_LEGAL, SEPARATORS, raw_line, write_raw
 
 
@@ -114,3 +118,68 @@ def test_usage_of_a_streamed_and_a_plain_answer():
     assert usage_of(sse, True) == {"prompt_tokens": 9, "completion_tokens": 2, "finish_reason": "stop"}
     plain = json.dumps({"choices": [{"finish_reason": "length"}], "usage": {"completion_tokens": 5}}).encode()
     assert usage_of(plain, False) == {"completion_tokens": 5, "finish_reason": "length"}
+
+
+SSE = (
+    b'data: {"choices": [{"delta": {"content": "\\u60a8\\u597d"}}]}\n\n'
+    b'data: {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "read", "arguments": "{\\"pa"}}]}}]}\n\n'
+    b'data: {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "th\\": \\"a\\"}"}}]}}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_reply_of_joins_streamed_text_and_tool_call_pieces():
+    text, calls = reply_of(SSE, stream=True)
+    assert text == "您好" and calls == [{"name": "read", "arguments": '{"path": "a"}'}]
+    body = json.dumps({"choices": [{"message": {"content": [{"type": "text", "text": "hi"}]}}]}).encode()
+    assert reply_of(body, stream=False) == ("hi", [])
+
+
+def test_recorded_row_is_scrubbed_and_read_by_the_loader(tmp_path):
+    request = {"model": "m", "stream": True, "messages": [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "mail bob@corp.com, key sk-abcdefghijklmnopqrstuvwx"}]},
+    ]}  # fmt: skip
+    row = build_row(request, "call 13812345678", [], "round-2", 1)
+    text = json.dumps(row, ensure_ascii=False)
+    assert "bob@corp.com" not in text and "13812345678" not in text and "sk-abc" not in text
+    assert "[EMAIL]" in text and "[PHONE]" in text and row["served_by"] == "round-2"
+    write_jsonl(tmp_path / "t.jsonl", [row])
+    loaded = load_jsonl(tmp_path / "t.jsonl")
+    assert loaded[0]["candidates"] == ["call [PHONE]"] and loaded[0]["prompt"][-1]["role"] == "user"
+    assert (
+        build_row({"messages": [{"role": "system", "content": "x"}]}, "a", [], "", 2) is None
+    )  # no user turn
+
+
+def test_recorder_writes_one_line_per_answered_completion_only(tmp_path):
+    async def app(scope, receive, send):
+        await receive()
+        status = 200 if scope["path"] == "/v1/chat/completions" else 404
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": SSE, "more_body": False})
+
+    path = tmp_path / "turns" / "turns.jsonl"
+    rec = Recorder(app, path, "round-0", log=lambda *a, **k: None)
+    body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    async def call(path_, headers=()):
+        msgs = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def receive():
+            return next(msgs)
+
+        async def send(_):
+            return None
+
+        scope = {"type": "http", "method": "POST", "path": path_, "headers": list(headers)}
+        await rec(scope, receive, send)
+
+    asyncio.run(call("/v1/chat/completions"))
+    asyncio.run(call("/v1/other"))
+    asyncio.run(call("/v1/chat/completions", [(b"x-ark-smoke", b"1")]))  # the deploy's smoke request
+    rows = read_turns(path)
+    assert len(rows) == 1 and rows[0]["messages"][-1]["content"].startswith("您好\n<tool_call>")
+    with open(path, "a") as f:
+        f.write('{"torn": ')  # a write in flight is not read
+    assert len(read_turns(path)) == 1

@@ -73,3 +73,19 @@ TARGET_FUNCTIONS = {
     "deploy_after_train",
     "find_record",
 }
+
+
+def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, monkeypatch):
+    import ark_trainer.deploy.targets as targets
+
+    calls = []
+
+    class Target:
+        def deploy(self, out, serving, client=None, log=print):
+            calls.append((serving.record_to, client))
+
+    monkeypatch.setattr(targets, "get_target", lambda name="openclaw": Target())
+    assert main(["deploy", str(tmp_path)]) == 0
+    assert main(["deploy", str(tmp_path), "--record", str(tmp_path / "turns.jsonl")]) == 0
+    assert main(["deploy", str(tmp_path), "--agent", "qc"]) == 0
+    assert calls == [(None, {}), (str(tmp_path / "turns.jsonl"), {}), (None, {"agent": "qc"})]

@@ -108,3 +108,15 @@ def test_the_loop_refuses_such_a_gate_at_start_and_writes_nothing(tmp_path, caps
     err = capsys.readouterr().err
     assert "--main_metric task_accuracy" in err and "could ever pass" in err and "Traceback" not in err
     assert not loop.exists()
+
+
+def test_gate_promotes_only_a_gain_without_regressions():
+    cur = {"reward_mean": 0.5, "pass_rate": 0.4, "task_accuracy": 0.3, "compliance_rate": None}
+    assert gate.decide(cur, {**cur, "reward_mean": 0.6}).promote
+    same = gate.decide(cur, dict(cur))
+    assert not same.promote and "does not improve" in same.reasons[0]
+    worse = gate.decide(cur, {**cur, "reward_mean": 0.7, "pass_rate": 0.3}, max_regression=0.05)
+    assert not worse.promote and any(r.startswith("pass_rate: regressed") for r in worse.reasons)
+    assert gate.decide(cur, {**cur, "reward_mean": 0.7, "pass_rate": 0.38}, max_regression=0.05).promote
+    assert not gate.decide(cur, {**cur, "reward_mean": 0.51}, min_improvement=0.05).promote
+    assert not gate.decide(cur, {}).promote  # a missing evaluation never promotes

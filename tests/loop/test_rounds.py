@@ -1,9 +1,18 @@
-"""A round's data (``loop/rounds.py``): a harmful correction never becomes a training target."""
+"""A round (``loop/rounds.py``): its ``train`` command line, its rows fitted into the model's window as the
+server fits them, blank user turns dropped; a harmful correction never becomes a training target; a reused
+round pid is a round that ended.
+"""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from ark_trainer.data.loader import load_jsonl
+from ark_trainer.errors import UserError
+from ark_trainer.fileio import write_jsonl
+from ark_trainer.loop import rounds
 from tests.loop.corrections import conversation
 
 
@@ -48,3 +57,38 @@ def test_a_reused_round_pid_is_a_round_that_ended(stranger):
     from ark_trainer.runtime.system import process_start
 
     assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process
+
+
+def test_round_argv_passes_train_flags_and_defaults_to_lora(tmp_path):
+    argv = rounds.train_argv(
+        tmp_path, tmp_path / "m", {"strategy": "GRPO", "output_dir": "x", "max_train_steps": 4}, 3
+    )
+    text = " ".join(argv)
+    assert "--lora_r 8" in text and "--strategy GRPO" in text and "--max_train_steps 4" in text
+    assert argv[argv.index("--output_dir") + 1] == str(tmp_path) and "--output_dir x" not in text
+    assert "--lora_r 0" in " ".join(rounds.train_argv(tmp_path, tmp_path, {"lora_r": 0}, 1))
+
+
+def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tmp_path):
+    """A live conversation soon outgrows a small model's window; ``train`` would refuse the round's rows
+    (exit 2, the round lost), so the loop fits them as the server fits a request: the newest turn kept."""
+    from ark_trainer.data.length import check_prompt_lengths
+    from tests.conftest import save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "m", texts=["订单什么时候发货？不对，应该回答：好的"])
+    history = []
+    for i in range(30):
+        history += [{"role": "user", "content": f"订单{i}什么时候发货？" * 3},
+                    {"role": "assistant", "content": "嗯" * 20}]  # fmt: skip
+    last = {"role": "user", "content": "不对，应该回答：好的"}
+    row = {"messages": [*history, last, {"role": "assistant", "content": "好的"}], "reference": "好的"}
+    short = {"messages": [last, {"role": "assistant", "content": "好的"}], "reference": "好的"}
+    rows, fitted = rounds.fit_rows([row, short], model, reply_tokens=16)
+    assert fitted == 1 and rows[1] == short
+    assert rows[0]["messages"][-2:] == [last, {"role": "assistant", "content": "好的"}]
+    assert 0 < len(rows[0]["messages"]) < len(row["messages"])
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    check_prompt_lengths(str(model), 16, [(tmp_path / "data.jsonl", load_jsonl(tmp_path / "data.jsonl"))])
+    write_jsonl(tmp_path / "raw.jsonl", [row])
+    with pytest.raises(UserError):  # unfitted, train refuses it
+        check_prompt_lengths(str(model), 16, [(tmp_path / "raw.jsonl", load_jsonl(tmp_path / "raw.jsonl"))])

@@ -1,5 +1,5 @@
-"""The long-running loop (``loop/supervisor.py``): its gate on a labelled (QC) held-out set, and a rollback
-asked for as the supervisor leaves.
+"""The long-running loop (``loop/supervisor.py``): its gate on a labelled (QC) held-out set, a rollback asked
+for as the supervisor leaves, rounds restarted or decided after a crash, and rounds on schedule.
 
 ``auto`` (the default main metric) is ``task_accuracy`` on labelled rows, said when the loop starts.
 ``loop --rollback N`` issued while the supervisor decides its last round must not wait for a supervisor
@@ -241,3 +241,79 @@ def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_p
     assert "supervisor: not running" in status_lines(folder, load_state(folder))
     supervisor.stop_loop(folder)
     assert stranger.poll() is None  # never signalled: it is not the supervisor
+
+
+def _crashed_loop(tmp_path, training: dict) -> Loop:
+    folder = tmp_path / "loop"
+    state = fresh_state(str(tmp_path), {"main_metric": "reward_mean"})
+    state.update(training=training, next_round=2)
+    save_state(folder, state)
+    loop = Loop(folder, LoopSettings(), {}, log=lambda *a, **k: None)
+    loop.state = state
+    return loop
+
+
+def test_a_round_whose_process_died_half_way_is_started_again(tmp_path):
+    loop = _crashed_loop(
+        tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9, "n_eval": 3}
+    )
+    loop._check_round()
+    assert loop.state["training"] is None and loop.state["next_round"] == 1 and loop.state["history"] == []
+    assert load_state(tmp_path / "loop")["next_round"] == 1  # saved: a restart starts round 1 again
+
+
+def test_a_round_that_finished_while_the_supervisor_was_down_is_decided_on_restart(tmp_path):
+    loop = _crashed_loop(tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9,
+                                    "n_eval": 2, "n_newest": 1})  # fmt: skip
+    folder = tmp_path / "loop" / "rounds" / "1"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / "model" / "model.safetensors").write_bytes(b"x")
+    write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 4}]})
+    answers = [{"reward": 1.0}, {"reward": 0.0}]
+    write_json(folder / "eval" / "base.json", {"reward_mean": 0.5, "answers": answers})
+    write_json(folder / "eval" / "rft.json", {"reward_mean": 0.5, "answers": answers[::-1]})
+    loop._check_round()
+    decision = read_json(folder / "decision.json")
+    assert not decision["promoted"] and decision["stage"] == "rft"
+    assert any(r.startswith("heldout_reward_mean: regressed 1.0000 -> 0.0000") for r in decision["reasons"])
+    state = load_state(tmp_path / "loop")
+    assert state["serving"] == 0 and state["turns_used"] == 9 and state["history"][0]["promoted"] is False
+    assert (tmp_path / "loop" / "report.md").is_file()
+
+
+def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tmp_path, monkeypatch):
+    """--min_new_turns 30 not reached: no round until --every seconds have passed since the last one, and
+    never without a scored turn; without --every, only the turn count starts one."""
+    (tmp_path / "loop").mkdir()
+    (tmp_path / "loop" / "heldout.jsonl").write_text('{"question": "q", "reference": "a"}\n')
+    started: list[int] = []
+
+    def loop_with(every: float, scored: int) -> Loop:
+        loop = _crashed_loop(tmp_path, None)  # type: ignore[arg-type]
+        loop.s = LoopSettings(min_new_turns=30, every=every)
+        monkeypatch.setattr(loop, "_new_rows", lambda: ([{"reward": 1.0}] * scored, scored))
+        monkeypatch.setattr(loop, "_start_round", lambda rows, total: started.append(len(rows)))
+        return loop
+
+    clock = [1000.0]
+    monkeypatch.setattr("ark_trainer.loop.supervisor.time.time", lambda: clock[0])
+    loop = loop_with(every=60, scored=3)
+    loop.last_round_at = 1000.0
+    clock[0] = 1059.0
+    loop.tick()
+    assert started == []  # 59 s: not yet
+    clock[0] = 1060.0
+    loop.tick()
+    assert started == [3]  # due by the schedule with 3 turns
+    loop = loop_with(every=60, scored=0)
+    loop.last_round_at, clock[0] = 0.0, 5000.0
+    loop.tick()
+    assert started == [3]  # scheduled, but nothing new to train on
+    loop = loop_with(every=0, scored=29)
+    loop.last_round_at, clock[0] = 0.0, 9e9
+    loop.tick()
+    assert started == [3]  # no schedule: 29 < 30 turns
+    loop = loop_with(every=0, scored=30)
+    loop.tick()
+    assert started == [3, 30]
