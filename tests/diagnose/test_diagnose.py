@@ -243,7 +243,7 @@ def test_a_healthy_run_has_nothing_above_info(constant_run, tmp_path, capsys):
         (
             "reward_hacking",
             [metric(s, reward=0.1 * s) for s in range(1, 11)],
-            # 30% → 15% of 100 prompts (30% → 20% is p = 0.051: within the noise, test_diagnose_noise.py)
+            # 30% → 15% of 100 prompts (30% → 20% is p = 0.051: within the noise, test_significance.py)
             {"base": evaluation("base", 0.3), "grpo": evaluation("grpo", 0.15, 0.4)},
             "while held-out",
         ),

@@ -1,5 +1,6 @@
 """The grader spec (``rewards/spec.py``): grader weights are finite and at most 1e6 (``1.0e+308`` twice made
-every total NaN); ``1.0e308``, which YAML 1.1 reads as text, gets the same clear message.
+every total NaN); ``1.0e308``, which YAML 1.1 reads as text, gets the same clear message; code graders are
+checked for shape without running; grader kinds are registered by a decorator that refuses duplicates.
 """
 
 from __future__ import annotations
@@ -66,3 +67,44 @@ def test_a_plan_still_checks_code_graders_for_shape(tmp_path):
     with pytest.raises(UserError) as info:
         load_graders(spec, run_code=False)
     assert [m.split(": ")[1] for m in info.value.messages] == ["source", "function"]
+
+
+def test_grader_kinds_are_registered_once_with_their_keys():
+    import importlib
+
+    from ark_trainer.rewards import spec
+
+    for module in spec.KIND_MODULES:  # the episode graders (rewards/episode.py) register on first use
+        importlib.import_module(module)
+    assert list(spec.KINDS) == [
+        *("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi"),
+        *("tool_called", "no_invalid_calls", "max_turns", "env_reward", "answer_from_tool"),
+    ]
+    assert "pattern" in spec.KINDS["regex"].fields and "rubric" in spec.KINDS["llm_judge"].fields
+    assert not hasattr(spec, "BUILDERS") and not hasattr(spec, "FIELDS")  # no parallel tables
+    for taken in ("regex", "score_model"):  # a kind's name or an alias
+        with pytest.raises(ValueError, match=f"{taken!r} is already registered"):
+            spec.grader_kind(taken, {"x"})(lambda entry, name: None)
+    assert spec.KINDS["regex"].build is spec._regex
+
+
+def test_a_new_grader_kind_is_one_decorated_function(tmp_path):
+    from ark_trainer.rewards import spec
+    from ark_trainer.rewards.composite import CompositeReward
+
+    @spec.grader_kind("test_length_is", {"chars"})
+    def _length_is(entry, name):
+        chars = int(entry.number("chars", 0, low=0, integer=True))
+        return lambda prompts, completions, **kw: [float(len(c) == chars) for c in completions]
+
+    try:
+        path = tmp_path / "r.yaml"
+        path.write_text("graders:\n  - name: two\n    type: test_length_is\n    chars: 2\n", encoding="utf-8")
+        assert CompositeReward.from_spec(path)(["p", "p"], ["ab", "abc"]) == [1.0, 0.0]
+        path.write_text("graders:\n  - name: two\n    type: test_length_is\n    size: 2\n", encoding="utf-8")
+        with pytest.raises(
+            UserError, match=r"r.yaml:4: size: unknown key for a test_length_is grader; use chars"
+        ):
+            CompositeReward.from_spec(path)
+    finally:
+        del spec.KINDS["test_length_is"]

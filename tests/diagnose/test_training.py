@@ -1,4 +1,5 @@
-"""The diagnosis of sampled groups asks the run which stages are online RL, instead of naming GRPO.
+"""The diagnosis of sampled groups (``diagnose/training.py``) asks the run which stages are online RL, instead
+of naming GRPO.
 
 A stage that logs a training reward (TRL's ``reward``: GRPO, RLOO, a plug-in's stage built on them) gets
 the flat-reward, KL, entropy, truncation and reward-hacking checks, each finding naming that stage, its

@@ -1,5 +1,5 @@
-"""GRPO learns on the real model (slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF, ``train --strategy GRPO`` with
-a regex grader, and the sampled reward of the training prompts before and after.
+"""GRPO (``stages/grpo.py``) learns on the real model (slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF,
+``train --strategy GRPO`` with a regex grader, and the sampled reward of the training prompts before and after.
 
 The file comes from ``scripts/setup_models.sh`` (skipped without it, failed under ARK_REQUIRE_MODELS=1).
 """

@@ -1,51 +1,12 @@
-"""--strategy KTO (thumbs-up/down labels, or sampled answers split by a reward threshold) and --strategy RLOO
-(the GRPO rewards), each a real TRL run on a tiny model."""
+"""--strategy KTO (``stages/kto.py``): thumbs-up/down labels, or sampled answers split by a reward threshold,
+each a real TRL run on a tiny model. (RLOO: ``test_rloo.py``; the labels themselves: ``test_preference.py``.)
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
-from ark_trainer.stages.preference import labelled_answers, thumbs
-from tests.conftest import tiny_qc_assets
-
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> dict[str, Path]:
-    return tiny_qc_assets(tmp_path_factory.mktemp("kto_assets"))
-
-
-def flags(a: dict, out: Path, strategy: str, data: Path | None = None, steps: int = 3) -> list[str]:
-    return [
-        "train", "--strategy", strategy, "--model_path", str(a["model"]), "--data_path", str(data or a["train"]),
-        "--eval_dataset", str(a["eval"]), "--output_dir", str(out), "--max_train_steps", str(steps),
-        "--batch_size", "4", "--num_generations", "2", "--rft_num_samples", "3", "--max_completion_length", "6",
-        "--kto_learning_rate", "1e-2", "--rloo_learning_rate", "1e-2", "--logging_steps", "1",
-        "--save_steps", "0", "--device", "cpu", "--seed", "7",
-    ]  # fmt: skip
-
-
-def event(out: Path, name: str) -> dict:
-    return [e for e in read_jsonl(out / "events.jsonl") if e["event"] == name][-1]
-
-
-def changed(before: Path, after: Path) -> bool:
-    import torch
-    from safetensors.torch import load_file
-
-    a, b = load_file(str(before / "model.safetensors")), load_file(str(after / "model.safetensors"))
-    return any(not torch.equal(a[k], b[k]) for k in a)
-
-
-def test_thumbs_labels_are_booleans_and_text_labels_keep_their_qc_meaning():
-    assert thumbs({"label": True}) is True and thumbs({"label": False}) is False
-    assert thumbs({"label": "辱骂"}) is None and thumbs({"label": 1}) is None
-    row = {"label": False, "candidates": ["a"], "response": "b", "chosen": "c", "rejected": "d"}
-    assert labelled_answers(row) == [("a", False), ("b", False), ("c", True), ("d", False)]
-    assert labelled_answers({"label": "辱骂", "candidates": ["a"]}) == []  # a QC label is no thumbs label
+from tests.stages.short_runs import changed, event, flags
 
 
 def test_kto_class_weights_follow_trls_guide():
@@ -105,20 +66,3 @@ def test_kto_with_one_kind_of_answer_is_skipped_with_a_warning(assets, tmp_path)
     assert main([*flags(assets, out, "KTO"), "--kto_threshold", "5"]) == 0  # no answer reaches 5
     warnings = [e["message"] for e in read_jsonl(out / "events.jsonl") if e["event"] == "warning"]
     assert any("KTO needs desirable and undesirable answers" in w for w in warnings)
-
-
-def test_rloo_trains_on_the_grpo_rewards(assets, tmp_path):
-    out = tmp_path / "run"
-    assert main(flags(assets, out, "RLOO")) == 0
-    assert [s["name"] for s in read_json(out / "plan.json")["stages"]] == ["rloo"]
-    metrics = [
-        e for e in read_jsonl(out / "events.jsonl") if e["event"] == "metrics" and e.get("stage") == "rloo"
-    ]
-    assert metrics and all("reward" in m for m in metrics)
-    assert any(
-        k.startswith("rewards/qc_verdict") for m in metrics for k in m
-    )  # each grader logged, as in GRPO
-    assert changed(assets["model"], out / "model") and (out / "eval" / "rloo.json").is_file()
-    assert (out / "plots" / "rloo_reward.png").is_file()
-    md = (out / "report.md").read_text(encoding="utf-8")
-    assert "## Training health (RLOO)" in md and "| reward |" in md and "Training health (GRPO)" not in md

@@ -1,4 +1,5 @@
-"""``no_learning`` on the full agent demo's own eval files: GRPO changed what the episodes did.
+"""``no_learning`` (``diagnose/evals.py``) on the full agent demo's own eval files: GRPO changed what the
+episodes did.
 
 The fixture ``tests/fixtures/agent_demo_evals.json`` holds the held-out answers (final text, reward, environment
 reward, tool calls with arguments and results) and headline metrics of ``eval/rft.json`` and

@@ -1,8 +1,9 @@
-"""``eval_regression`` and ``reward_hacking`` tell the sampling noise of n held-out prompts from a real fall.
+"""``eval_regression`` and ``reward_hacking`` tell the sampling noise of n held-out prompts from a real fall
+(``diagnose/significance.py``).
 
 A move of 0.9 points at n = 300 (preference alignment 92.2% → 91.3%: 3 prompts) is no finding; 66.7% →
 50.0% at n = 60 (the agent demo's GRPO) and a large fall at n = 300 are, with the figures, n and p-value in
-the evidence. The run folders are written by the test (no training), as in ``test_diagnose_stages.py``.
+the evidence. The run folders are written by the test (no training), as in ``test_training.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ark_trainer.diagnose import diagnose, to_json
 from ark_trainer.diagnose.significance import ALPHA, paired_p, two_proportion_p
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.metrics import PASS_RATE, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
-from tests.diagnose.test_diagnose_stages import CONFIG, sick_steps
+from tests.diagnose.test_training import CONFIG, sick_steps
 
 
 def test_two_proportions_at_two_sample_sizes():

@@ -1,5 +1,6 @@
-"""--strategy DPO and RFT+DPO: pairs from the data or sampled (ties and small margins dropped and counted),
-real TRL DPOTrainer runs on a tiny model, the report's "DPO pairs" section, and flags refused in one line."""
+"""--strategy DPO and RFT+DPO (``stages/dpo.py``): pairs from the data or sampled (ties and small margins
+dropped and counted: ``test_preference.py``), real TRL DPOTrainer runs on a tiny model, the report's "DPO
+pairs" section, and flags refused in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
-from ark_trainer.stages.preference import pairs_from_scores
 from tests.conftest import tiny_qc_assets
 
 
@@ -44,23 +44,6 @@ def changed(before: Path, after: Path) -> bool:
 
 def event(out: Path, name: str) -> dict:
     return [e for e in read_jsonl(out / "events.jsonl") if e["event"] == name][-1]
-
-
-def _scores(*totals):
-    return [{"total": t, "scores": {}} for t in totals]
-
-
-def test_sampled_pairs_drop_and_count_ties_and_small_margins():
-    rows = [{"prompt": p} for p in ("a", "b", "c", "d")]
-    answers = [[("x", "sample"), ("y", "sample")] for _ in rows] + []
-    answers[3] = [("z", "sample")]
-    scores = [_scores(0.9, 0.1), _scores(0.5, 0.5), _scores(0.55, 0.5), _scores(None)]
-    pairs, stats = pairs_from_scores(rows, answers, scores, min_margin=0.1)
-    assert pairs == [{"prompt": "a", "chosen": "x", "rejected": "y"}]
-    assert (stats["n_pairs"], stats["n_ties"], stats["n_below_margin"], stats["n_unscored"]) == (1, 1, 1, 1)
-    assert stats["mean_margin"] == pytest.approx(0.8)
-    pairs, stats = pairs_from_scores(rows, answers, scores, min_margin=0.0)  # a margin of 0 keeps 0.05
-    assert [p["prompt"] for p in pairs] == ["a", "c"] and stats["n_ties"] == 1
 
 
 def test_dpo_builds_pairs_from_samples_and_trains(assets, tmp_path):
