@@ -1,5 +1,7 @@
-"""The composite reward (``rewards/composite.py``): weights that would make its total NaN are refused, and so
-are scores that are not finite numbers or not a list (``score`` says how many, in one line).
+"""The composite reward (``rewards/composite.py``): the weighted mean of the graders that apply, per batch,
+with the data's columns, from the QC preset or with extra components; weights that would make its total NaN
+are refused, and so are scores that are not finite numbers or not a list (``score`` says how many, in one
+line).
 """
 
 from __future__ import annotations
@@ -7,8 +9,10 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.composite import Component, CompositeReward
+from ark_trainer.rewards.composite import Component, CompositeReward, preset_path
+from ark_trainer.rewards.qc import format_answer, qc_verdict
 from tests.rewards.attacks import one_error_line, rules_yaml, score, unlabelled_data
+from tests.rewards.grading import GOOD_REPLY
 
 
 def test_a_composite_refuses_weights_that_would_make_nan():
@@ -52,3 +56,75 @@ def test_score_refuses_inf_nan_and_huge_scores_with_a_warning(user_rules, tmp_pa
     assert code == 0 and "Traceback" not in err
     assert "grader 'r0': 4 scores refused (not a finite number within ±1e+06)" in out
     assert "inf" not in next(line for line in out.splitlines() if line.startswith("total"))
+
+
+class Counting:
+    """A reward that counts its calls and returns fixed scores."""
+
+    def __init__(self, scores):
+        self.scores, self.calls = scores, 0
+
+    def __call__(self, prompts, completions, **_):
+        self.calls += 1
+        return list(self.scores[: len(completions)])
+
+
+def test_weighted_mean_skips_none():
+    a, b = Counting([1.0, None, 0.0, None]), Counting([0.0, 0.5, 1.0, None])
+    comp = CompositeReward([Component("a", a, 3.0), Component("b", b, 1.0)])
+    totals = comp(["p"] * 4, ["w", "x", "y", "z"])
+    assert totals[0] == pytest.approx(0.75)
+    assert totals[1] == pytest.approx(0.5)
+    assert totals[2] == pytest.approx(0.25)
+    assert totals[3] is None
+
+
+def test_composite_caches_per_batch():
+    a, b = Counting([1.0, 0.0]), Counting([0.5, 0.5])
+    comp = CompositeReward([Component("a", a, 1.0), Component("b", b, 1.0)])
+    funcs, weights = comp.trl_reward_funcs()
+    assert weights == [1.0, 0.0, 0.0]
+    assert [f.__name__ for f in funcs] == ["total", "a", "b"]
+    prompts, completions = ["p", "q"], ["x", "y"]
+    results = [f(prompts=prompts, completions=completions) for f in funcs]
+    assert results == [[0.75, 0.25], [1.0, 0.0], [0.5, 0.5]]
+    assert (a.calls, b.calls) == (1, 1)
+    comp(prompts, ["x", "z"])  # a new batch is scored again
+    assert (a.calls, b.calls) == (2, 2)
+    table = comp.score(prompts, ["x", "z"])
+    assert set(table) == {"a", "b", "total"} and a.calls == 2
+
+
+def test_composite_passes_columns():
+    comp = CompositeReward([Component("qc_verdict", qc_verdict, 1.0)])
+    assert comp(["p"], [format_answer("辱骂", GOOD_REPLY)], label=["辱骂"]) == [1.0]
+
+
+def test_composite_wrong_length_is_an_error():
+    comp = CompositeReward([Component("short", Counting([1.0]), 1.0)])
+    with pytest.raises(RuntimeError, match="short"):
+        comp(["p", "p"], ["a", "b"])
+
+
+def test_composite_needs_a_positive_weight():
+    with pytest.raises(UserError):
+        CompositeReward([Component("a", Counting([1.0]), 0.0)])
+    with pytest.raises(UserError):
+        CompositeReward([])
+
+
+def test_composite_from_qc_preset():
+    comp = CompositeReward.from_spec(None)
+    assert comp.names == ["qc_verdict", "qc_compliance", "qc_satisfaction", "qc_format"]
+    good = format_answer("辱骂", GOOD_REPLY)
+    bad = format_answer("无", "滚")
+    totals = comp(["p", "p"], [good, bad], label=["辱骂", "辱骂"])
+    assert totals[0] == pytest.approx(1.0)
+    assert totals[1] < 0.5
+
+
+def test_composite_with_extra_component():
+    extra = Component("reward_model", Counting([0.0]), 1.0)
+    comp = CompositeReward.from_spec(preset_path("reference"), [extra])
+    assert comp.names == ["reference_match", "reward_model"]
+    assert comp(["p"], ["Paris"], reference=["Paris"]) == [0.5]

@@ -1,13 +1,17 @@
 """The grader spec (``rewards/spec.py``): grader weights are finite and at most 1e6 (``1.0e+308`` twice made
 every total NaN); ``1.0e308``, which YAML 1.1 reads as text, gets the same clear message; code graders are
-checked for shape without running; grader kinds are registered by a decorator that refuses duplicates.
+checked for shape without running; grader kinds are registered by a decorator that refuses duplicates. A spec
+file's problems name its file, line and field, all at once; the shipped presets parse.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ark_trainer.errors import UserError
+from ark_trainer.rewards.composite import CompositeReward, default_preset, load_spec, preset_path
 from tests.conftest import refused, train_argv
 from tests.rewards.spec_files import grader_spec
 
@@ -108,3 +112,103 @@ def test_a_new_grader_kind_is_one_decorated_function(tmp_path):
             CompositeReward.from_spec(path)
     finally:
         del spec.KINDS["test_length_is"]
+
+
+def spec_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rewards.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_spec_loads_with_params(tmp_path):
+    path = spec_file(
+        tmp_path,
+        "rewards:\n  - name: qc_verdict\n    weight: 1\n  - name: keywords\n    weight: 0.2\n"
+        "    params: {required: ['抱歉']}\n",
+    )
+    specs = load_spec(path)
+    assert [s.name for s in specs] == ["qc_verdict", "keywords"]
+    assert specs[1].params == {"params": {"required": ["抱歉"]}} and specs[1].weight == 0.2
+    assert specs[1].where == f"{path}:4" and specs[1].kind == "rule"
+    comp = CompositeReward.from_spec(path)
+    assert comp.names == ["qc_verdict", "keywords"]
+
+
+def test_spec_bare_list(tmp_path):
+    assert [s.name for s in load_spec(spec_file(tmp_path, "- name: qc_format\n"))] == ["qc_format"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("rewards:\n  - name: qc_verdict\n  - name: qc_format\n    wieght: 1\n", 4, "wieght"),
+        ("rewards:\n  - name: qc_verdict\n    weight: -1\n", 3, "weight"),
+        ("rewards:\n  - name: qc_verdict\n    weight: heavy\n", 3, "weight"),
+        ("rewards:\n  - name: qc_verdict\n  - weight: 1\n", 3, "name"),
+        ("rewards:\n  - name: keywords\n    params: [1, 2]\n", 3, "params"),
+    ],
+)
+def test_spec_errors_name_file_line_and_field(tmp_path, text, line, field):
+    path = spec_file(tmp_path, text)
+    with pytest.raises(UserError) as exc:
+        load_spec(path)
+    assert exc.value.messages[0].startswith(f"{path}:{line}: {field}: ")
+
+
+def test_spec_bad_yaml_names_line(tmp_path):
+    path = spec_file(tmp_path, "rewards:\n  - name: qc_verdict\n    weight: [1\n")
+    with pytest.raises(UserError) as exc:
+        load_spec(path)
+    assert exc.value.messages[0].startswith(f"{path}:") and "YAML" in exc.value.messages[0]
+
+
+@pytest.mark.parametrize("text", ["", "rewards: []\n", "rewards: qc_verdict\n", "other: 1\n"])
+def test_spec_empty_or_wrong_shape(tmp_path, text):
+    path = spec_file(tmp_path, text)
+    with pytest.raises(UserError) as exc:
+        load_spec(path)
+    assert exc.value.messages[0].startswith(f"{path}:1: graders: ")
+
+
+def test_spec_all_problems_at_once(tmp_path):
+    path = spec_file(
+        tmp_path, "rewards:\n  - name: a\n    weight: -1\n  - nme: b\n  - name: c\n    extra: 1\n"
+    )
+    with pytest.raises(UserError) as exc:
+        load_spec(path)
+    where = [m.split(": ")[0] for m in exc.value.messages]
+    assert where[:2] == [f"{path}:3", f"{path}:4"] and f"{path}:6" in where  # 5: no reward named c
+
+
+def test_spec_unknown_reward_names_line(tmp_path):
+    path = spec_file(tmp_path, "rewards:\n  - name: qc_verdict\n  - name: nope_reward\n")
+    with pytest.raises(UserError) as exc:
+        CompositeReward.from_spec(path)
+    assert exc.value.messages[0].startswith(f"{path}:3: name: ") and "qc_verdict" in exc.value.messages[0]
+
+
+def test_spec_missing_file(tmp_path):
+    with pytest.raises(UserError, match="--reward_config"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("name", ["qc", "reference"])
+def test_shipped_reward_presets_parse(name):
+    comp = CompositeReward.from_spec(preset_path(name))
+    assert comp.names and all(callable(c.fn) for c in comp.components)
+
+
+@pytest.mark.parametrize(
+    ("rows", "preset"),
+    [
+        ([{"label": "辱骂"}, {"label": "无"}], "qc"),
+        ([{"label": "abuse"}], "qc"),
+        ([{"label": "Paris"}], "reference"),
+        ([{"reference": "Paris"}], "reference"),
+        ([{"prompt": "x"}], "qc"),
+        ([], "qc"),
+        ([{"label": None}, {"reference": None}], "qc"),
+    ],
+)
+def test_default_preset(rows, preset):
+    assert default_preset(rows) == preset
