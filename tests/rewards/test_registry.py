@@ -1,5 +1,6 @@
 """The reward registry (``rewards/registry.py``): rewards looked up by name, duplicates refused, factories with
-their params, user code by ``module:function``; ``os:getcwd`` as a rule stops ``train`` before anything is written.
+their params, user code by ``module:function``; ``os:getcwd`` as a rule stops ``train`` before anything is
+written.
 """
 
 from __future__ import annotations
