@@ -162,7 +162,7 @@ def flaky_reward(prompts, completions, **kw):
 def test_grpo_goes_on_when_a_reward_raises_on_some_samples(assets, tmp_path):  # noqa: F811
     spec = tmp_path / "rewards.yaml"
     spec.write_text(
-        "rewards:\n  - name: qc_verdict\n    weight: 1.0\n  - name: test_faults:flaky_reward\n    weight: 1.0\n"
+        "rewards:\n  - name: qc_verdict\n    weight: 1.0\n  - name: tests.runtime.test_faults:flaky_reward\n    weight: 1.0\n"
     )
     out = tmp_path / "run"
     args = [*flags(assets, out, "GRPO", steps=2), "--reward_config", str(spec), "--save_steps", "0"]
@@ -170,7 +170,7 @@ def test_grpo_goes_on_when_a_reward_raises_on_some_samples(assets, tmp_path):  #
     events = read_jsonl(out / "events.jsonl")
     skipped = [e for e in events if e["event"] == "reward_skipped"]
     assert skipped and all(
-        e["reward"] == "test_faults:flaky_reward" and e["reason"] == "error" for e in skipped
+        e["reward"] == "tests.runtime.test_faults:flaky_reward" and e["reason"] == "error" for e in skipped
     )
     total = sum(e["n"] for e in skipped)
     assert any(f"on {total} samples" in e["message"] for e in events if e["event"] == "warning")
