@@ -2,7 +2,7 @@
 # Set up (if needed) and run the whole test suite plus lint. Used by the README and by CI.
 #   bash scripts/test.sh          everything: lint + every test, the slow end-to-end tier included (CI)
 #   bash scripts/test.sh --fast   lint + the fast tier (pytest -m "not slow" on 2 workers): the inner loop, under 2 minutes
-#   ARK_TEST_WORKERS=2 bash scripts/test.sh   everything on 2 pytest-xdist workers (opt-in, see below)
+#   ARK_TEST_WORKERS=1 bash scripts/test.sh   everything serially (the default is 2 pytest-xdist workers)
 # Any other arguments go to pytest (e.g. bash scripts/test.sh --fast tests/data/test_loader.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +14,10 @@ if [ "${1:-}" = "--fast" ]; then
   # the fast tier on both cores (pytest-xdist), one torch thread per worker so they do not oversubscribe
   TIER=(-m "not slow" -n "${ARK_TEST_WORKERS:-2}")
   export OMP_NUM_THREADS=1
-elif [ "${ARK_TEST_WORKERS:-1}" != "1" ]; then
-  # opt-in: the whole suite on N workers, a module per worker (its module fixtures built once), one torch
-  # thread each. Measured once on a loaded 2-core machine: 3 slow modules 467 s serial -> 327 s on 2 workers;
-  # not yet the default: the whole slow tier has not been shown stable this way (timing-sensitive tests)
-  TIER=(-n "$ARK_TEST_WORKERS" --dist loadfile)
+elif [ "${ARK_TEST_WORKERS:-2}" != "1" ]; then
+  # the whole suite on both cores: a module per worker (its module fixtures built once), one torch thread
+  # each so they do not oversubscribe; ARK_TEST_WORKERS=1 runs it serially with torch's own threads
+  TIER=(-n "${ARK_TEST_WORKERS:-2}" --dist loadfile)
   export OMP_NUM_THREADS=1
 fi
 bash scripts/setup.sh requirements-test.txt
