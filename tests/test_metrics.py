@@ -59,3 +59,17 @@ def test_only_metrics_py_spells_the_metric_names():
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{rel}:{node.lineno}: {node.value!r}")
     assert not found, "take these names from ark_trainer.metrics: " + "; ".join(found)
+
+
+def test_the_flat_share_of_a_grpo_step_is_of_the_groups_it_trained_on():
+    from ark_trainer.metrics import flat_group_share
+
+    assert flat_group_share({"frac_reward_zero_std": 0.64}) == 0.64  # TRL's, without dynamic sampling
+    # dynamic sampling replaced flat groups: 77% of those trained on carried a signal, whatever TRL first sampled
+    assert (
+        abs(
+            flat_group_share({"frac_reward_zero_std": 0.95, "dynamic_sampling/frac_informative": 0.77}) - 0.23
+        )
+        < 1e-9
+    )
+    assert flat_group_share({"loss": 0.1}) is None

@@ -196,6 +196,9 @@ def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
     monitor = Monitor(tmp_path, heartbeat=False)
     warn_if_no_signal(monitor, [{"frac_reward_zero_std": 0.5}])
     assert not (tmp_path / "events.jsonl").exists()
+    # dynamic sampling replaced the flat groups: what GRPO trained on carried a signal, no warning
+    warn_if_no_signal(monitor, [{"frac_reward_zero_std": 1.0, "dynamic_sampling/frac_informative": 0.5}] * 2)
+    assert not (tmp_path / "events.jsonl").exists()
     warn_if_no_signal(monitor, [{"frac_reward_zero_std": 1.0}, {"frac_reward_zero_std": 0.9}])
     assert "no learning signal" in read_jsonl(tmp_path / "events.jsonl")[0]["message"]
 

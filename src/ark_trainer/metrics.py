@@ -36,6 +36,24 @@ MEAN_TURNS = "mean_turns"
 MEAN_TOOL_CALLS = "mean_tool_calls"
 HELDOUT_REWARD_MEAN = "heldout_reward_mean"
 
+# what a GRPO step logs about its groups (TRL's metric, and the one dynamic sampling adds)
+ZERO_STD_SHARE = (
+    "frac_reward_zero_std"  # TRL: the share of the groups first sampled whose rewards are all equal
+)
+INFORMATIVE_SHARE = "dynamic_sampling/frac_informative"  # of the groups trained on, after dynamic sampling
+
+
+def flat_group_share(log: dict[str, Any]) -> float | None:
+    """The share of a GRPO step's groups that gave no gradient: of the groups trained on where dynamic sampling
+    replaced flat ones (1 − ``dynamic_sampling/frac_informative``), else TRL's ``frac_reward_zero_std`` (of
+    the groups it sampled); None where the step logged neither."""
+    informative = log.get(INFORMATIVE_SHARE)
+    if isinstance(informative, int | float):
+        return 1.0 - float(informative)
+    share = log.get(ZERO_STD_SHARE)
+    return float(share) if isinstance(share, int | float) else None
+
+
 RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # shares in [0, 1]
 HEADLINE = (REWARD_MEAN, *RATES)  # what every eval file has, in the order a table shows them
 AGENT_METRICS = (TASK_SUCCESS, TOOL_CALL_VALIDITY, MEAN_TURNS, MEAN_TOOL_CALLS)  # --env runs only

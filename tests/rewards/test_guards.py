@@ -90,6 +90,18 @@ def test_no_signal_warning_after_ten_steps_of_zero_variance(tmp_path):
     assert "up to step 15" in events[0]["message"]  # steps 6..15: ten in a row
 
 
+def test_no_signal_guard_judges_the_groups_dynamic_sampling_trained_on(tmp_path):
+    monitor = Monitor(tmp_path, heartbeat=False)
+    guard = guard_callbacks(monitor, "GRPO")[0]
+    flat_first = {"frac_reward_zero_std": 1.0, "dynamic_sampling/frac_informative": 0.6}
+    for step in range(1, 16):
+        guard.on_log(None, _State(step), None, logs=flat_first)
+    assert not (tmp_path / "events.jsonl").exists()  # 40% of the groups trained on were flat
+    for step in range(16, 26):
+        guard.on_log(None, _State(step), None, logs={**flat_first, "dynamic_sampling/frac_informative": 0.05})
+    assert "no learning signal" in read_jsonl(tmp_path / "events.jsonl")[0]["message"]
+
+
 def test_skipped_samples_are_summed_up_in_one_warning_per_reward(tmp_path):
     from ark_trainer.rewards.guards import warn_skipped
 

@@ -4,7 +4,8 @@
   checkpoint at a lower learning rate, and only repeated rollbacks stop it with :class:`TrainingDiverged`
   (``ark_trainer.runtime.bad_steps``).
 - **no learning signal** (GRPO): when the share of groups whose completions all got the same reward
-  (``frac_reward_zero_std``) stays ≥ 0.9 for 10 steps, one warning, while the run goes on.
+  (``metrics.flat_group_share``: of the groups trained on, after dynamic sampling where it ran) stays ≥ 0.9
+  for 10 steps, one warning, while the run goes on.
 
 Rewards that raise or hang are guarded by the reward code itself (:mod:`ark_trainer.rewards.guards`).
 """
@@ -12,6 +13,7 @@ Rewards that raise or hang are guarded by the reward code itself (:mod:`ark_trai
 from __future__ import annotations
 
 from ark_trainer.errors import UserError
+from ark_trainer.metrics import flat_group_share
 
 ZERO_STD_LIMIT, ZERO_STD_STEPS = 0.9, 10
 
@@ -24,7 +26,7 @@ def guard_callbacks(monitor, label: str) -> list:
     """The guards' trainer callbacks besides the bad-step guard (``ark_trainer.runtime.bad_steps``), for
     the stage its caller names (``label``, as people read it: ``GRPO``).
 
-    The no-signal guard watches ``frac_reward_zero_std``, which a group-based stage (GRPO) logs; for a stage
+    The no-signal guard watches the share of flat groups a group-based stage (GRPO) logs; for a stage
     that never logs it (RFT's SFT) it stays silent, so no stage needs naming here.
     """
     from transformers import TrainerCallback
@@ -34,7 +36,7 @@ def guard_callbacks(monitor, label: str) -> list:
             self.streak, self.last_step, self.warned = 0, 0, False
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            share = (logs or {}).get("frac_reward_zero_std")
+            share = flat_group_share(logs or {})
             if share is None:
                 return
             steps, self.last_step = state.global_step - self.last_step, state.global_step

@@ -27,6 +27,7 @@ from ark_trainer.auto_defaults import (
     parse_grpo_weights,
 )
 from ark_trainer.diagnose.timing import time_generation
+from ark_trainer.metrics import flat_group_share
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.options.grpo import GRPOOptions
@@ -200,8 +201,9 @@ def _timed(trainer):
 
 
 def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
-    """GRPO learns nothing from a group whose completions all get the same reward: say so when most do."""
-    shares = [h["frac_reward_zero_std"] for h in history if "frac_reward_zero_std" in h]
+    """GRPO learns nothing from a group whose completions all get the same reward: say so when most of the
+    groups it trained on (``metrics.flat_group_share``) were."""
+    shares = [s for s in map(flat_group_share, history) if s is not None]
     if shares and sum(shares) / len(shares) >= ZERO_STD_LIMIT:
         monitor.warn(
             f"GRPO had almost no learning signal: on average {sum(shares) / len(shares):.0%} of groups had "
@@ -267,12 +269,12 @@ class GRPOStage:
     def report_warnings(self, run) -> list[str]:
         from ark_trainer.report import mean
 
-        share = mean([log.get("frac_reward_zero_std") for log in run.metrics(self.name)])
+        share = mean([flat_group_share(log) for log in run.metrics(self.name)])
         if share is None or share < ZERO_STD_LIMIT:
             return []
         return [
             f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
-            f"(mean frac_reward_zero_std ≥ {ZERO_STD_LIMIT}): the run got almost no learning signal. "
+            f"(≥ {ZERO_STD_LIMIT:.0%} of the groups it trained on): the run got almost no learning signal. "
             "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
             "or check that the reward functions apply to this data."
         ]
