@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Create .venv and install ark-trainer with the pinned, CPU-friendly dependencies.
 # torch is pinned (requirements.txt): an unpinned torch would pull a multi-GB CUDA build.
+# A second call with the same requirements, pyproject.toml and Python does nothing (a stamp in .venv records
+# what was installed), so `bash scripts/test.sh --fast` does not spend its time in pip; delete
+# .venv/.ark-installed to force a reinstall.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+REQ=${1:-requirements.txt}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# what decides the install: the requirement files (with those they include), pyproject.toml, the Python
+stamp=$( (cat "$REQ" requirements.txt pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
+if [ -f .venv/.ark-installed ] && grep -qx "$stamp $REQ" .venv/.ark-installed \
+  && .venv/bin/python -c "import ark_trainer" 2>/dev/null; then
+  exit 0
+fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r "${1:-requirements.txt}"
+.venv/bin/python -m pip install -q -r "$REQ"
 .venv/bin/python -m pip install -q --no-deps -e .
+echo "$stamp $REQ" >> .venv/.ark-installed
