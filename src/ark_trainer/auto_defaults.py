@@ -96,10 +96,11 @@ GRPO_PROMPTS_FALLBACK = 8  # ... when the data has no labels to count
 DECISION_MIN_LENGTH = 16
 
 
-def new_tokens(cfg) -> int:
-    """``--max_completion_length`` as resolved (``pipeline.with_auto_defaults``); the fixed default where
-    nothing resolved it (a config built without the pipeline)."""
-    return int(cfg.max_completion_length or LENGTH_FALLBACK)
+def new_tokens(max_completion_length: int | None) -> int:
+    """The run's completion length: ``max_completion_length`` (``--max_completion_length`` as resolved,
+    ``pipeline.with_auto_defaults``), or the fixed default where nothing resolved it (a config built without
+    the pipeline)."""
+    return int(max_completion_length or LENGTH_FALLBACK)
 
 
 @dataclass(frozen=True)
@@ -402,7 +403,7 @@ def grpo_reward_choice(cfg, components: list) -> AutoDefault:
 def grpo_completion_length(cfg, tokenizer, rows: list[dict], components: list, weights: dict) -> AutoDefault:
     """What GRPO samples: the whole episode under ``--env``; the decision part of an answer where every
     grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``."""
-    run_length = new_tokens(cfg)
+    run_length = new_tokens(cfg.max_completion_length)
     if cfg.env:
         turns, tool = cfg.max_turns, cfg.max_tool_output
         value = min(turns * run_length + (turns - 1) * tool, LENGTH_BOUNDS[1] * 8)

@@ -126,7 +126,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
     tools = _env_tools(cfg)
-    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code, tools)
+    check_prompt_lengths(
+        str(model.path), new_tokens(cfg.max_completion_length), sources, rt.trust_remote_code, tools
+    )
     check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
@@ -509,7 +511,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
         prompts=cfg.auto_probe_prompts,
         samples=cfg.auto_probe_samples,
         temperature=cfg.temperature,
-        max_new_tokens=new_tokens(cfg),
+        max_new_tokens=new_tokens(cfg.max_completion_length),
         seed=cfg.seed,
         pass_threshold=cfg.pass_threshold,
         min_pass_rate=cfg.auto_min_pass_rate,
@@ -579,7 +581,7 @@ class _Evaluator:
                 self.p.reward,
                 self.rt,
                 RunFolder(self.p.out).eval_path(name),
-                max_new_tokens=new_tokens(cfg),
+                max_new_tokens=new_tokens(cfg.max_completion_length),
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,
                 seed=cfg.seed,

@@ -59,7 +59,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     funcs, weights = grpo_reward(ctx).trl_reward_funcs()
     agent = agent_kwargs(_env(ctx), tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
     rows, balanced = label_balanced(ctx.train, cfg.seed)
-    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg))
+    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg.max_completion_length))
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,
