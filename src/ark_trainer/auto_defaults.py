@@ -217,13 +217,15 @@ def lora_rank(facts: ModelFacts, device: str) -> AutoDefault:
     )
 
 
-def cpu_precision(cfg, facts: ModelFacts, device: str) -> AutoDefault | None:
-    """The precision of ``--mixed_precision auto`` on CPU with no ``--fp16/--bf16``: ``bf16`` (autocast over
-    fp32 weights) for a real model on a CPU with native bf16, else ``no`` (fp32); None where this does not
-    choose (a GPU, an explicit flag)."""
+def cpu_precision(
+    mixed_precision: str, fp16: bool, bf16: bool, facts: ModelFacts, device: str
+) -> AutoDefault | None:
+    """The precision of ``--mixed_precision auto`` on CPU with no ``--fp16/--bf16`` (the three flags' values):
+    ``bf16`` (autocast over fp32 weights) for a real model on a CPU with native bf16, else ``no`` (fp32); None
+    where this does not choose (a GPU, an explicit flag)."""
     from ark_trainer.scale import native_cpu_bf16
 
-    if device != "cpu" or cfg.mixed_precision != "auto" or cfg.fp16 or cfg.bf16:
+    if device != "cpu" or mixed_precision != "auto" or fp16 or bf16:
         return None
     if facts.toy:
         return AutoDefault("no", f"no (fp32): the fixed default for {facts.why}")

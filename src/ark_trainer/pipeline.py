@@ -275,7 +275,7 @@ def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str
     (``auto_defaults.cpu_precision``), the choice added to ``auto`` (plan.json's ``auto_defaults``)."""
     from ark_trainer.auto_defaults import cpu_precision, model_facts
 
-    chosen = cpu_precision(cfg, model_facts(model_dir), rt.device)
+    chosen = cpu_precision(cfg.mixed_precision, cfg.fp16, cfg.bf16, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
