@@ -41,11 +41,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ark_trainer.fileio import read_json
+
+if TYPE_CHECKING:
+    from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 
 LENGTH_MARGIN = 0.25
 LENGTH_BOUNDS = (32, 1024)
@@ -280,34 +284,33 @@ def toy_preset(config_path: str | None) -> str | None:
 
 
 def resolve_auto_defaults(
-    cfg, tokenizer, rows: list[dict], device: str
+    run: RunOptions, after: RunOptionsAfterStages, tokenizer, rows: list[dict], device: str
 ) -> tuple[dict[str, AutoDefault], list[str]]:
-    """The values of the automatic flags the config leaves unset (``AUTO_FLAGS``), and warnings to show.
+    """The values of the automatic flags the run's shared flags (``run``, ``after``) leave unset
+    (``AUTO_FLAGS``), and warnings to show.
 
     A toy model keeps the fixed defaults (64 tokens, full fine-tuning): its presets and tests are tuned to them.
-    The demo's toy is trained at its preset's learning rates (:func:`toy_settings`), recorded here.
-    The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what is trained.
+    The demo's toy is trained at its preset's learning rates (:func:`toy_settings`), recorded apart
+    (:func:`toy_choices`). The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what
+    is trained.
     """
-    assert cfg.model_path
-    facts = model_facts(cfg.model_path)
+    assert run.model_path
+    facts = model_facts(run.model_path)
     chosen: dict[str, AutoDefault] = {}
     warnings: list[str] = []
-    if cfg.max_completion_length is None:
+    if run.max_completion_length is None:
         chosen["max_completion_length"] = (
             AutoDefault(LENGTH_FALLBACK, f"{LENGTH_FALLBACK}: the fixed default for {facts.why}")
             if facts.toy
             else completion_length(tokenizer, rows)
         )
-    if cfg.lora_r is None:
+    if after.lora_r is None:
         chosen["lora_r"] = (
             AutoDefault(0, f"0 (full fine-tuning): the fixed default for {facts.why}")
             if facts.toy
             else lora_rank(facts, device)
         )
-    for name, value in toy_settings(cfg.model_path).items():
-        if getattr(cfg, name, None) == value:  # the config's, for a flag neither a flag nor --config set
-            chosen[name] = AutoDefault(value, toy_setting_reason(name, value))
-    preset = toy_preset(cfg.config)
+    preset = toy_preset(run.config)
     if preset and not facts.toy:
         warnings.append(
             f"--config: presets/{preset} is tuned for ark-trainer's tiny demo model (learning rates of 5e-4 for "
@@ -315,6 +318,17 @@ def resolve_auto_defaults(
             "overshoot. Use `ark-trainer demo --base_model PATH` (settings for a real model) or your own config"
         )
     return chosen, warnings
+
+
+def toy_choices(model_path: str | Path, flags: Mapping[str, Any]) -> dict[str, AutoDefault]:
+    """The demo toy's settings (:func:`toy_settings`) the run is trained at, each with its reason: those that
+    ``flags`` (the run's flag values by name, ``TrainConfig.flag_items()``) hold, as the config took them for
+    the flags neither a flag nor ``--config`` set."""
+    return {
+        name: AutoDefault(value, toy_setting_reason(name, value))
+        for name, value in toy_settings(model_path).items()
+        if flags.get(name) == value
+    }
 
 
 def describe(chosen: dict[str, AutoDefault], facts: ModelFacts) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ark_trainer.models.source import ResolvedModel
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.launch import LaunchSettings, child_flags
 from ark_trainer.runtime.monitor import Monitor, setup_logging
@@ -235,6 +236,7 @@ def auto_defaults(
         model_facts,
         resolve_auto_defaults,
         resolve_grpo_defaults,
+        toy_choices,
     )
     from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
     from ark_trainer.models.loading import load_tokenizer
@@ -242,7 +244,11 @@ def auto_defaults(
     model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
     assert model_dir
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
-    chosen, warnings = resolve_auto_defaults(replace(cfg, model_path=model_dir), tok, rows, rt.device)
+    given = replace(cfg, model_path=model_dir)
+    chosen, warnings = resolve_auto_defaults(
+        given.options(RunOptions), given.options(RunOptionsAfterStages), tok, rows, rt.device
+    )
+    chosen.update(toy_choices(model_dir, cfg.flag_items()))  # the demo's toy: the rates it is trained at
     if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
         for name in LEARNING_RATES:
             default = getattr(TrainConfig, name)
