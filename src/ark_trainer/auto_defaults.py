@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from ark_trainer.fileio import read_json
 
 if TYPE_CHECKING:
+    from ark_trainer.options.grpo import GRPOOptions
     from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 
 LENGTH_MARGIN = 0.25
@@ -398,13 +399,13 @@ def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
     return weights
 
 
-def grpo_reward_choice(cfg, components: list) -> AutoDefault:
+def grpo_reward_choice(after: RunOptionsAfterStages, components: list) -> AutoDefault:
     """The run's own weights. The task's decision grader alone (e.g. ``qc_verdict=1,qc_compliance=0,...``,
     which also sizes the completion to the decision lines) is one flag away; measured on the QC demo it did
     not beat the run's weights (bench/results/real_demo.md, docs/real-models.md)."""
-    if cfg.env:
+    if after.env:
         return AutoDefault(RUN_WEIGHTS, "run: with --env the episode's reward is the task's decision")
-    if cfg.reward_config:
+    if after.reward_config:
         return AutoDefault(RUN_WEIGHTS, "run: your --reward_config's graders and weights")
     first = components[0]
     if decision_reader(first.fn) is None:
@@ -416,12 +417,19 @@ def grpo_reward_choice(cfg, components: list) -> AutoDefault:
     )
 
 
-def grpo_completion_length(cfg, tokenizer, rows: list[dict], components: list, weights: dict) -> AutoDefault:
+def grpo_completion_length(
+    run_length: int,
+    after: RunOptionsAfterStages,
+    tokenizer,
+    rows: list[dict],
+    components: list,
+    weights: dict,
+) -> AutoDefault:
     """What GRPO samples: the whole episode under ``--env``; the decision part of an answer where every
-    grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``."""
-    run_length = new_tokens(cfg.max_completion_length)
-    if cfg.env:
-        turns, tool = cfg.max_turns, cfg.max_tool_output
+    grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``
+    (``run_length``, as :func:`new_tokens` gives it)."""
+    if after.env:
+        turns, tool = after.max_turns, after.max_tool_output
         value = min(turns * run_length + (turns - 1) * tool, LENGTH_BOUNDS[1] * 8)
         return AutoDefault(
             value,
@@ -456,8 +464,8 @@ def data_labels(rows: list[dict]) -> list[str]:
     return list(seen)
 
 
-def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
-    per_batch = max(cfg.batch_size * cfg.gradient_accumulation_steps // cfg.num_generations, 1)
+def grpo_prompts(run: RunOptions, grpo: GRPOOptions, rows: list[dict], facts: ModelFacts) -> AutoDefault:
+    per_batch = max(run.batch_size * run.gradient_accumulation_steps // grpo.num_generations, 1)
     if facts.toy:
         return AutoDefault(
             per_batch, f"{per_batch} (--batch_size / --num_generations): the fixed default for {facts.why}"
@@ -478,39 +486,49 @@ def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
 
 
 def resolve_grpo_defaults(
-    cfg, tokenizer, rows: list[dict], components: list, facts: ModelFacts
+    run: RunOptions,
+    after: RunOptionsAfterStages,
+    grpo: GRPOOptions,
+    tokenizer,
+    rows: list[dict],
+    components: list,
+    facts: ModelFacts,
 ) -> dict[str, AutoDefault]:
-    """The GRPO stage's automatic flags the config leaves unset (``GRPO_AUTO_FLAGS``)."""
+    """The GRPO stage's automatic flags its options (``grpo``) leave unset (``GRPO_AUTO_FLAGS``), chosen with
+    the run's shared flags (``run``, ``after``)."""
     chosen: dict[str, AutoDefault] = {}
-    if cfg.grpo_reward_weights is None:
-        chosen["grpo_reward_weights"] = grpo_reward_choice(cfg, components)
-    spec = chosen["grpo_reward_weights"].value if "grpo_reward_weights" in chosen else cfg.grpo_reward_weights
+    spec = grpo.grpo_reward_weights
+    if spec is None:
+        chosen["grpo_reward_weights"] = grpo_reward_choice(after, components)
+        spec = chosen["grpo_reward_weights"].value
     weights = parse_grpo_weights(spec, components)
-    if cfg.grpo_max_completion_length is None:
+    if grpo.grpo_max_completion_length is None:
         chosen["grpo_max_completion_length"] = grpo_completion_length(
-            cfg, tokenizer, rows, components, weights
+            new_tokens(run.max_completion_length), after, tokenizer, rows, components, weights
         )
-    if cfg.grpo_prompts_per_step is None:
-        chosen["grpo_prompts_per_step"] = grpo_prompts(cfg, rows, facts)
+    if grpo.grpo_prompts_per_step is None:
+        chosen["grpo_prompts_per_step"] = grpo_prompts(run, grpo, rows, facts)
     return chosen
 
 
-def grpo_accumulation(cfg) -> tuple[int, int]:
-    """(gradient accumulation steps, prompts per step) of the GRPO stage: the smallest accumulation that
-    holds ``--grpo_prompts_per_step`` prompts' groups, in whole groups."""
-    prompts = cfg.grpo_prompts_per_step or max(cfg.batch_size // cfg.num_generations, 1)
-    steps = max(math.ceil(prompts * cfg.num_generations / cfg.batch_size), 1)
-    while (cfg.batch_size * steps) % cfg.num_generations:
+def grpo_accumulation(batch_size: int, num_generations: int, prompts_per_step: int | None) -> tuple[int, int]:
+    """(gradient accumulation steps, prompts per step) of the GRPO stage: the smallest accumulation of
+    ``batch_size`` completions (``--batch_size``) that holds ``prompts_per_step`` (``--grpo_prompts_per_step``)
+    prompts' groups of ``num_generations`` (``--num_generations``), in whole groups."""
+    prompts = prompts_per_step or max(batch_size // num_generations, 1)
+    steps = max(math.ceil(prompts * num_generations / batch_size), 1)
+    while (batch_size * steps) % num_generations:
         steps += 1
-    return steps, cfg.batch_size * steps // cfg.num_generations
+    return steps, batch_size * steps // num_generations
 
 
-def grpo_eval_every(cfg, steps: int, facts: ModelFacts) -> AutoDefault:
-    """How often the GRPO stage evaluates itself (``stages/grpo_eval.py``)."""
-    if not cfg.eval_auto:
+def grpo_eval_every(after: RunOptionsAfterStages, steps: int, facts: ModelFacts) -> AutoDefault:
+    """How often the GRPO stage evaluates itself (``stages/grpo_eval.py``) over its ``steps``; ``after``
+    gives the run's ``--eval_auto`` and ``--env``."""
+    if not after.eval_auto:
         return AutoDefault(0, "0 (off): --eval_auto False")
-    if facts.toy or cfg.env:
-        what = "an agent run (episodes)" if cfg.env else facts.why
+    if facts.toy or after.env:
+        what = "an agent run (episodes)" if after.env else facts.why
         return AutoDefault(0, f"0 (off): the fixed default for {what}")
     if steps < 2 * GRPO_EVALS:
         return AutoDefault(

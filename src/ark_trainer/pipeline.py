@@ -26,6 +26,7 @@ from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.final_model import trained_dir
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.source import ResolvedModel
+from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
@@ -261,10 +262,15 @@ def auto_defaults(
         facts = model_facts(model_dir)
         length = chosen.get("max_completion_length")
         sized = replace(cfg, max_completion_length=length.value if length else cfg.max_completion_length)
-        chosen.update(resolve_grpo_defaults(sized, tok, rows, reward.components, facts))
-        if cfg.grpo_eval_steps is None:
+        run, after, grpo = (
+            sized.options(RunOptions),
+            sized.options(RunOptionsAfterStages),
+            sized.options(GRPOOptions),
+        )
+        chosen.update(resolve_grpo_defaults(run, after, grpo, tok, rows, reward.components, facts))
+        if grpo.grpo_eval_steps is None:
             grpo_steps = resolve_plan(cfg).steps("grpo")
-            chosen["grpo_eval_steps"] = grpo_eval_every(cfg, grpo_steps, facts)
+            chosen["grpo_eval_steps"] = grpo_eval_every(after, grpo_steps, facts)
     values = {name: value.value for name, value in chosen.items()}
     return values, describe(chosen, model_facts(model_dir)), warnings
 

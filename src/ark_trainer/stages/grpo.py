@@ -53,7 +53,9 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from trl import GRPOConfig, GRPOTrainer
 
     rt = ctx.rt
-    accumulation, _prompts = grpo_accumulation(ctx.cfg)
+    accumulation, _prompts = grpo_accumulation(
+        ctx.cfg.batch_size, ctx.cfg.num_generations, ctx.cfg.grpo_prompts_per_step
+    )
     cfg = replace(ctx.cfg, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
     tok = load_tokenizer(model_in, rt.trust_remote_code)
     funcs, weights = grpo_reward(ctx).trl_reward_funcs()
