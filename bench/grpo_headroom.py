@@ -57,7 +57,8 @@ def measure(model_path: str, rows: list[dict], n: int, temperature: float, max_n
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.scoring import score_completions
 
-    chosen = cpu_precision(TrainConfig(), model_facts(model_path), "cpu")
+    flags = TrainConfig()  # the default precision flags: --mixed_precision auto
+    chosen = cpu_precision(flags.mixed_precision, flags.fp16, flags.bf16, model_facts(model_path), "cpu")
     rt = Runtime("cpu", False, chosen is not None and chosen.value == "bf16", [])
     reward = build_reward({}, rows, "cpu", guarded=False)
     model, tok = load_policy(model_path, rt)

@@ -3,16 +3,16 @@ the reward it is scored by, what it samples, how many prompts a step holds, and 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from ark_trainer import auto_defaults as ad
 from ark_trainer.auto_defaults import ModelFacts, grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults
 from ark_trainer.config import TrainConfig
 from ark_trainer.errors import UserError
+from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.qc import qc_decision_text
+from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.stages.common import warmup_steps
 from ark_trainer.stages.grpo import label_balanced
 
@@ -53,6 +53,11 @@ def _cfg(**flags):
     return TrainConfig(model_path="m", data_path="d", output_dir="o", max_completion_length=96, **flags)
 
 
+def _options(cfg):
+    """What GRPO's defaults read of a config: the shared run flags and GRPO's options."""
+    return cfg.options(RunOptions), cfg.options(RunOptionsAfterStages), cfg.options(GRPOOptions)
+
+
 def test_the_qc_decision_is_the_verdict_and_type_lines():
     assert qc_decision_text("结论：违规\n类型：推诿\n回复：抱歉") == "结论：违规\n类型：推诿"
     assert (
@@ -64,7 +69,7 @@ def test_the_qc_decision_is_the_verdict_and_type_lines():
 
 
 def test_qc_runs_train_grpo_on_the_run_reward_and_the_verdict_alone_samples_only_the_decision(qc_reward):
-    chosen = resolve_grpo_defaults(_cfg(), CharTokenizer(), _rows(), qc_reward.components, REAL)
+    chosen = resolve_grpo_defaults(*_options(_cfg()), CharTokenizer(), _rows(), qc_reward.components, REAL)
     assert (
         chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
         and "qc_verdict alone" in chosen["grpo_reward_weights"].reason
@@ -73,7 +78,7 @@ def test_qc_runs_train_grpo_on_the_run_reward_and_the_verdict_alone_samples_only
     assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
     assert "label" in chosen["grpo_prompts_per_step"].reason
     verdict = _cfg(grpo_reward_weights="qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0")
-    decision = resolve_grpo_defaults(verdict, CharTokenizer(), _rows(), qc_reward.components, REAL)
+    decision = resolve_grpo_defaults(*_options(verdict), CharTokenizer(), _rows(), qc_reward.components, REAL)
     longest = max(len(qc_decision_text(r["candidates"][0]) or "") for r in _rows())
     length = decision["grpo_max_completion_length"].value
     assert (
@@ -85,17 +90,17 @@ def test_qc_runs_train_grpo_on_the_run_reward_and_the_verdict_alone_samples_only
 
 def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot_tell_the_decision(qc_reward):
     toy = resolve_grpo_defaults(
-        _cfg(batch_size=32, num_generations=8), CharTokenizer(), _rows(), qc_reward.components, TOY
+        *_options(_cfg(batch_size=32, num_generations=8)), CharTokenizer(), _rows(), qc_reward.components, TOY
     )
     assert toy["grpo_prompts_per_step"].value == 4 and "toy" in toy["grpo_prompts_per_step"].reason
     own = resolve_grpo_defaults(
-        _cfg(reward_config="r.yaml"), CharTokenizer(), _rows(), qc_reward.components, REAL
+        *_options(_cfg(reward_config="r.yaml")), CharTokenizer(), _rows(), qc_reward.components, REAL
     )
     assert own["grpo_reward_weights"].value == ad.RUN_WEIGHTS
     assert own["grpo_max_completion_length"].value == 96  # the run's graders read the whole answer
     unlabelled = [{k: v for k, v in r.items() if k != "label"} for r in _rows()]
     assert (
-        resolve_grpo_defaults(_cfg(), CharTokenizer(), unlabelled, qc_reward.components, REAL)[
+        resolve_grpo_defaults(*_options(_cfg()), CharTokenizer(), unlabelled, qc_reward.components, REAL)[
             "grpo_prompts_per_step"
         ].value
         == ad.GRPO_PROMPTS_FALLBACK
@@ -104,7 +109,7 @@ def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot
 
 def test_an_episode_run_samples_whole_episodes_on_the_run_reward(qc_reward):
     cfg = _cfg(env="pkg.mod:make_env", max_turns=4, max_tool_output=500)
-    chosen = resolve_grpo_defaults(cfg, CharTokenizer(), _rows(), qc_reward.components, REAL)
+    chosen = resolve_grpo_defaults(*_options(cfg), CharTokenizer(), _rows(), qc_reward.components, REAL)
     assert chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
     assert chosen["grpo_max_completion_length"].value == 4 * 96 + 3 * 500
     assert "tool results" in chosen["grpo_max_completion_length"].reason
@@ -112,7 +117,7 @@ def test_an_episode_run_samples_whole_episodes_on_the_run_reward(qc_reward):
 
 def test_flags_the_user_sets_are_kept(qc_reward):
     cfg = _cfg(grpo_reward_weights="run", grpo_max_completion_length=50, grpo_prompts_per_step=3)
-    assert resolve_grpo_defaults(cfg, CharTokenizer(), _rows(), qc_reward.components, REAL) == {}
+    assert resolve_grpo_defaults(*_options(cfg), CharTokenizer(), _rows(), qc_reward.components, REAL) == {}
 
 
 @pytest.mark.parametrize(
@@ -145,8 +150,7 @@ def test_the_grpo_reward_keeps_the_graders_and_changes_only_the_weights(qc_rewar
     [(8, 4, 7, (4, 8)), (8, 4, 2, (1, 2)), (32, 8, 4, (1, 4)), (6, 4, 3, (2, 3)), (2, 4, 1, (2, 1))],
 )
 def test_grpo_steps_hold_whole_groups_of_at_least_the_prompts_asked(batch, gens, prompts, expected):
-    cfg = SimpleNamespace(batch_size=batch, num_generations=gens, grpo_prompts_per_step=prompts)
-    steps, got = grpo_accumulation(cfg)
+    steps, got = grpo_accumulation(batch, gens, prompts)
     assert (steps, got) == expected and got >= prompts and (batch * steps) % gens == 0
 
 

@@ -41,11 +41,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ark_trainer.fileio import read_json
+
+if TYPE_CHECKING:
+    from ark_trainer.options.grpo import GRPOOptions
+    from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 
 LENGTH_MARGIN = 0.25
 LENGTH_BOUNDS = (32, 1024)
@@ -96,10 +101,11 @@ GRPO_PROMPTS_FALLBACK = 8  # ... when the data has no labels to count
 DECISION_MIN_LENGTH = 16
 
 
-def new_tokens(cfg) -> int:
-    """``--max_completion_length`` as resolved (``pipeline.with_auto_defaults``); the fixed default where
-    nothing resolved it (a config built without the pipeline)."""
-    return int(cfg.max_completion_length or LENGTH_FALLBACK)
+def new_tokens(max_completion_length: int | None) -> int:
+    """The run's completion length: ``max_completion_length`` (``--max_completion_length`` as resolved,
+    ``pipeline.with_auto_defaults``), or the fixed default where nothing resolved it (a config built without
+    the pipeline)."""
+    return int(max_completion_length or LENGTH_FALLBACK)
 
 
 @dataclass(frozen=True)
@@ -216,13 +222,15 @@ def lora_rank(facts: ModelFacts, device: str) -> AutoDefault:
     )
 
 
-def cpu_precision(cfg, facts: ModelFacts, device: str) -> AutoDefault | None:
-    """The precision of ``--mixed_precision auto`` on CPU with no ``--fp16/--bf16``: ``bf16`` (autocast over
-    fp32 weights) for a real model on a CPU with native bf16, else ``no`` (fp32); None where this does not
-    choose (a GPU, an explicit flag)."""
+def cpu_precision(
+    mixed_precision: str, fp16: bool, bf16: bool, facts: ModelFacts, device: str
+) -> AutoDefault | None:
+    """The precision of ``--mixed_precision auto`` on CPU with no ``--fp16/--bf16`` (the three flags' values):
+    ``bf16`` (autocast over fp32 weights) for a real model on a CPU with native bf16, else ``no`` (fp32); None
+    where this does not choose (a GPU, an explicit flag)."""
     from ark_trainer.scale import native_cpu_bf16
 
-    if device != "cpu" or cfg.mixed_precision != "auto" or cfg.fp16 or cfg.bf16:
+    if device != "cpu" or mixed_precision != "auto" or fp16 or bf16:
         return None
     if facts.toy:
         return AutoDefault("no", f"no (fp32): the fixed default for {facts.why}")
@@ -277,34 +285,33 @@ def toy_preset(config_path: str | None) -> str | None:
 
 
 def resolve_auto_defaults(
-    cfg, tokenizer, rows: list[dict], device: str
+    run: RunOptions, after: RunOptionsAfterStages, tokenizer, rows: list[dict], device: str
 ) -> tuple[dict[str, AutoDefault], list[str]]:
-    """The values of the automatic flags the config leaves unset (``AUTO_FLAGS``), and warnings to show.
+    """The values of the automatic flags the run's shared flags (``run``, ``after``) leave unset
+    (``AUTO_FLAGS``), and warnings to show.
 
     A toy model keeps the fixed defaults (64 tokens, full fine-tuning): its presets and tests are tuned to them.
-    The demo's toy is trained at its preset's learning rates (:func:`toy_settings`), recorded here.
-    The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what is trained.
+    The demo's toy is trained at its preset's learning rates (:func:`toy_settings`), recorded apart
+    (:func:`toy_choices`). The precision is chosen apart (:func:`cpu_precision`): it is a resource, not what
+    is trained.
     """
-    assert cfg.model_path
-    facts = model_facts(cfg.model_path)
+    assert run.model_path
+    facts = model_facts(run.model_path)
     chosen: dict[str, AutoDefault] = {}
     warnings: list[str] = []
-    if cfg.max_completion_length is None:
+    if run.max_completion_length is None:
         chosen["max_completion_length"] = (
             AutoDefault(LENGTH_FALLBACK, f"{LENGTH_FALLBACK}: the fixed default for {facts.why}")
             if facts.toy
             else completion_length(tokenizer, rows)
         )
-    if cfg.lora_r is None:
+    if after.lora_r is None:
         chosen["lora_r"] = (
             AutoDefault(0, f"0 (full fine-tuning): the fixed default for {facts.why}")
             if facts.toy
             else lora_rank(facts, device)
         )
-    for name, value in toy_settings(cfg.model_path).items():
-        if getattr(cfg, name, None) == value:  # the config's, for a flag neither a flag nor --config set
-            chosen[name] = AutoDefault(value, toy_setting_reason(name, value))
-    preset = toy_preset(cfg.config)
+    preset = toy_preset(run.config)
     if preset and not facts.toy:
         warnings.append(
             f"--config: presets/{preset} is tuned for ark-trainer's tiny demo model (learning rates of 5e-4 for "
@@ -312,6 +319,17 @@ def resolve_auto_defaults(
             "overshoot. Use `ark-trainer demo --base_model PATH` (settings for a real model) or your own config"
         )
     return chosen, warnings
+
+
+def toy_choices(model_path: str | Path, flags: Mapping[str, Any]) -> dict[str, AutoDefault]:
+    """The demo toy's settings (:func:`toy_settings`) the run is trained at, each with its reason: those that
+    ``flags`` (the run's flag values by name, ``TrainConfig.flag_items()``) hold, as the config took them for
+    the flags neither a flag nor ``--config`` set."""
+    return {
+        name: AutoDefault(value, toy_setting_reason(name, value))
+        for name, value in toy_settings(model_path).items()
+        if flags.get(name) == value
+    }
 
 
 def describe(chosen: dict[str, AutoDefault], facts: ModelFacts) -> dict[str, Any]:
@@ -381,13 +399,13 @@ def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
     return weights
 
 
-def grpo_reward_choice(cfg, components: list) -> AutoDefault:
+def grpo_reward_choice(after: RunOptionsAfterStages, components: list) -> AutoDefault:
     """The run's own weights. The task's decision grader alone (e.g. ``qc_verdict=1,qc_compliance=0,...``,
     which also sizes the completion to the decision lines) is one flag away; measured on the QC demo it did
     not beat the run's weights (bench/results/real_demo.md, docs/real-models.md)."""
-    if cfg.env:
+    if after.env:
         return AutoDefault(RUN_WEIGHTS, "run: with --env the episode's reward is the task's decision")
-    if cfg.reward_config:
+    if after.reward_config:
         return AutoDefault(RUN_WEIGHTS, "run: your --reward_config's graders and weights")
     first = components[0]
     if decision_reader(first.fn) is None:
@@ -399,12 +417,19 @@ def grpo_reward_choice(cfg, components: list) -> AutoDefault:
     )
 
 
-def grpo_completion_length(cfg, tokenizer, rows: list[dict], components: list, weights: dict) -> AutoDefault:
+def grpo_completion_length(
+    run_length: int,
+    after: RunOptionsAfterStages,
+    tokenizer,
+    rows: list[dict],
+    components: list,
+    weights: dict,
+) -> AutoDefault:
     """What GRPO samples: the whole episode under ``--env``; the decision part of an answer where every
-    grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``."""
-    run_length = new_tokens(cfg)
-    if cfg.env:
-        turns, tool = cfg.max_turns, cfg.max_tool_output
+    grader GRPO is scored by says which part it reads; else the run's ``--max_completion_length``
+    (``run_length``, as :func:`new_tokens` gives it)."""
+    if after.env:
+        turns, tool = after.max_turns, after.max_tool_output
         value = min(turns * run_length + (turns - 1) * tool, LENGTH_BOUNDS[1] * 8)
         return AutoDefault(
             value,
@@ -439,8 +464,8 @@ def data_labels(rows: list[dict]) -> list[str]:
     return list(seen)
 
 
-def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
-    per_batch = max(cfg.batch_size * cfg.gradient_accumulation_steps // cfg.num_generations, 1)
+def grpo_prompts(run: RunOptions, grpo: GRPOOptions, rows: list[dict], facts: ModelFacts) -> AutoDefault:
+    per_batch = max(run.batch_size * run.gradient_accumulation_steps // grpo.num_generations, 1)
     if facts.toy:
         return AutoDefault(
             per_batch, f"{per_batch} (--batch_size / --num_generations): the fixed default for {facts.why}"
@@ -461,39 +486,49 @@ def grpo_prompts(cfg, rows: list[dict], facts: ModelFacts) -> AutoDefault:
 
 
 def resolve_grpo_defaults(
-    cfg, tokenizer, rows: list[dict], components: list, facts: ModelFacts
+    run: RunOptions,
+    after: RunOptionsAfterStages,
+    grpo: GRPOOptions,
+    tokenizer,
+    rows: list[dict],
+    components: list,
+    facts: ModelFacts,
 ) -> dict[str, AutoDefault]:
-    """The GRPO stage's automatic flags the config leaves unset (``GRPO_AUTO_FLAGS``)."""
+    """The GRPO stage's automatic flags its options (``grpo``) leave unset (``GRPO_AUTO_FLAGS``), chosen with
+    the run's shared flags (``run``, ``after``)."""
     chosen: dict[str, AutoDefault] = {}
-    if cfg.grpo_reward_weights is None:
-        chosen["grpo_reward_weights"] = grpo_reward_choice(cfg, components)
-    spec = chosen["grpo_reward_weights"].value if "grpo_reward_weights" in chosen else cfg.grpo_reward_weights
+    spec = grpo.grpo_reward_weights
+    if spec is None:
+        chosen["grpo_reward_weights"] = grpo_reward_choice(after, components)
+        spec = chosen["grpo_reward_weights"].value
     weights = parse_grpo_weights(spec, components)
-    if cfg.grpo_max_completion_length is None:
+    if grpo.grpo_max_completion_length is None:
         chosen["grpo_max_completion_length"] = grpo_completion_length(
-            cfg, tokenizer, rows, components, weights
+            new_tokens(run.max_completion_length), after, tokenizer, rows, components, weights
         )
-    if cfg.grpo_prompts_per_step is None:
-        chosen["grpo_prompts_per_step"] = grpo_prompts(cfg, rows, facts)
+    if grpo.grpo_prompts_per_step is None:
+        chosen["grpo_prompts_per_step"] = grpo_prompts(run, grpo, rows, facts)
     return chosen
 
 
-def grpo_accumulation(cfg) -> tuple[int, int]:
-    """(gradient accumulation steps, prompts per step) of the GRPO stage: the smallest accumulation that
-    holds ``--grpo_prompts_per_step`` prompts' groups, in whole groups."""
-    prompts = cfg.grpo_prompts_per_step or max(cfg.batch_size // cfg.num_generations, 1)
-    steps = max(math.ceil(prompts * cfg.num_generations / cfg.batch_size), 1)
-    while (cfg.batch_size * steps) % cfg.num_generations:
+def grpo_accumulation(batch_size: int, num_generations: int, prompts_per_step: int | None) -> tuple[int, int]:
+    """(gradient accumulation steps, prompts per step) of the GRPO stage: the smallest accumulation of
+    ``batch_size`` completions (``--batch_size``) that holds ``prompts_per_step`` (``--grpo_prompts_per_step``)
+    prompts' groups of ``num_generations`` (``--num_generations``), in whole groups."""
+    prompts = prompts_per_step or max(batch_size // num_generations, 1)
+    steps = max(math.ceil(prompts * num_generations / batch_size), 1)
+    while (batch_size * steps) % num_generations:
         steps += 1
-    return steps, cfg.batch_size * steps // cfg.num_generations
+    return steps, batch_size * steps // num_generations
 
 
-def grpo_eval_every(cfg, steps: int, facts: ModelFacts) -> AutoDefault:
-    """How often the GRPO stage evaluates itself (``stages/grpo_eval.py``)."""
-    if not cfg.eval_auto:
+def grpo_eval_every(after: RunOptionsAfterStages, steps: int, facts: ModelFacts) -> AutoDefault:
+    """How often the GRPO stage evaluates itself (``stages/grpo_eval.py``) over its ``steps``; ``after``
+    gives the run's ``--eval_auto`` and ``--env``."""
+    if not after.eval_auto:
         return AutoDefault(0, "0 (off): --eval_auto False")
-    if facts.toy or cfg.env:
-        what = "an agent run (episodes)" if cfg.env else facts.why
+    if facts.toy or after.env:
+        what = "an agent run (episodes)" if after.env else facts.why
         return AutoDefault(0, f"0 (off): the fixed default for {what}")
     if steps < 2 * GRPO_EVALS:
         return AutoDefault(

@@ -64,7 +64,8 @@ class TrainConfig(
             object.__setattr__(self, name, value)
 
     def options(self, cls: type[_Options]) -> _Options:
-        """This run's values of one stage's options (``cfg.options(GRPOOptions).num_generations``)."""
+        """This run's values of one options class: a stage's (``cfg.options(GRPOOptions).num_generations``) or
+        the shared run flags' (``cfg.options(RunOptions)``, ``cfg.options(RunOptionsAfterStages)``)."""
         if not isinstance(self, cls):
             raise TypeError(f"{cls.__name__} is not a registered stage's options")
         return self

@@ -26,9 +26,11 @@ from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.final_model import trained_dir
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.source import ResolvedModel
+from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.launch import LaunchSettings, child_flags
 from ark_trainer.runtime.monitor import Monitor, setup_logging
@@ -126,7 +128,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.eval_dataset:
         sources.append((resolve_eval_path(cfg.eval_dataset), eval_rows))
     tools = _env_tools(cfg)
-    check_prompt_lengths(str(model.path), new_tokens(cfg), sources, rt.trust_remote_code, tools)
+    check_prompt_lengths(
+        str(model.path), new_tokens(cfg.max_completion_length), sources, rt.trust_remote_code, tools
+    )
     check_reward_applies(cfg, reward, rows)
     train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
     if cfg.max_eval_samples:
@@ -233,6 +237,7 @@ def auto_defaults(
         model_facts,
         resolve_auto_defaults,
         resolve_grpo_defaults,
+        toy_choices,
     )
     from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
     from ark_trainer.models.loading import load_tokenizer
@@ -240,7 +245,11 @@ def auto_defaults(
     model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
     assert model_dir
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
-    chosen, warnings = resolve_auto_defaults(replace(cfg, model_path=model_dir), tok, rows, rt.device)
+    given = replace(cfg, model_path=model_dir)
+    chosen, warnings = resolve_auto_defaults(
+        given.options(RunOptions), given.options(RunOptionsAfterStages), tok, rows, rt.device
+    )
+    chosen.update(toy_choices(model_dir, cfg.flag_items()))  # the demo's toy: the rates it is trained at
     if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
         for name in LEARNING_RATES:
             default = getattr(TrainConfig, name)
@@ -253,10 +262,15 @@ def auto_defaults(
         facts = model_facts(model_dir)
         length = chosen.get("max_completion_length")
         sized = replace(cfg, max_completion_length=length.value if length else cfg.max_completion_length)
-        chosen.update(resolve_grpo_defaults(sized, tok, rows, reward.components, facts))
-        if cfg.grpo_eval_steps is None:
+        run, after, grpo = (
+            sized.options(RunOptions),
+            sized.options(RunOptionsAfterStages),
+            sized.options(GRPOOptions),
+        )
+        chosen.update(resolve_grpo_defaults(run, after, grpo, tok, rows, reward.components, facts))
+        if grpo.grpo_eval_steps is None:
             grpo_steps = resolve_plan(cfg).steps("grpo")
-            chosen["grpo_eval_steps"] = grpo_eval_every(cfg, grpo_steps, facts)
+            chosen["grpo_eval_steps"] = grpo_eval_every(after, grpo_steps, facts)
     values = {name: value.value for name, value in chosen.items()}
     return values, describe(chosen, model_facts(model_dir)), warnings
 
@@ -273,7 +287,7 @@ def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str
     (``auto_defaults.cpu_precision``), the choice added to ``auto`` (plan.json's ``auto_defaults``)."""
     from ark_trainer.auto_defaults import cpu_precision, model_facts
 
-    chosen = cpu_precision(cfg, model_facts(model_dir), rt.device)
+    chosen = cpu_precision(cfg.mixed_precision, cfg.fp16, cfg.bf16, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
@@ -509,7 +523,7 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
         prompts=cfg.auto_probe_prompts,
         samples=cfg.auto_probe_samples,
         temperature=cfg.temperature,
-        max_new_tokens=new_tokens(cfg),
+        max_new_tokens=new_tokens(cfg.max_completion_length),
         seed=cfg.seed,
         pass_threshold=cfg.pass_threshold,
         min_pass_rate=cfg.auto_min_pass_rate,
@@ -579,7 +593,7 @@ class _Evaluator:
                 self.p.reward,
                 self.rt,
                 RunFolder(self.p.out).eval_path(name),
-                max_new_tokens=new_tokens(cfg),
+                max_new_tokens=new_tokens(cfg.max_completion_length),
                 pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals,
                 seed=cfg.seed,

@@ -118,6 +118,14 @@ def steps_flags(cfg: Any) -> dict[str, int]:
     return {s.steps_flag: plan.steps(name) for name, s in stages().items() if s.steps_flag}
 
 
+def spell_out_steps(cfg: Any) -> Any:
+    """The proposed config with every stage's steps flag it leaves unset spelled out as :func:`steps_flags`
+    resolves it: ``ark-trainer plan`` shows 333 RFT steps rather than an empty default. A new config;
+    ``cfg`` is kept."""
+    unset: dict[str, Any] = {k: v for k, v in steps_flags(cfg).items() if getattr(cfg, k) is None}
+    return replace(cfg, **unset)
+
+
 def _lr(cfg: Any, name: str) -> float:
     return float(getattr(cfg, get_stage(name).lr_flag))
 

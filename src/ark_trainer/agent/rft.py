@@ -52,7 +52,7 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
                 limits,
                 num_samples=cfg.rft_num_samples,
                 temperature=cfg.rft_temperature,
-                max_new_tokens=new_tokens(cfg),
+                max_new_tokens=new_tokens(cfg.max_completion_length),
                 batch_size=generation_batch(ctx.rt.device, CPU_EPISODE_BATCH),
                 seed=cfg.seed,
                 on_batch=ctx.monitor.progress,

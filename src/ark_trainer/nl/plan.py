@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class RequestPlan:
 
     @property
     def command(self) -> str:
-        return train_command(self.cfg)
+        return train_command(self.cfg.flag_items())
 
     def as_json(self) -> dict[str, Any]:
         """The config keyed by the train flag names, then the command, assumptions, ignored words, source."""
@@ -84,15 +85,16 @@ def _flag_value(value: Any) -> str:
     return str(value)  # bools print as True/False, as the reference writes them
 
 
-def train_command(cfg: TrainConfig) -> str:
-    """The equivalent ``ark-trainer-inner train ...`` line: the flags the reference template starts with
-    (:data:`ALWAYS_SHOWN`, in its order), then every other non-default value in ``--help`` order."""
+def train_command(flags: Mapping[str, Any]) -> str:
+    """The equivalent ``ark-trainer-inner train ...`` line of ``flags`` (a config's ``flag_items()``): the
+    flags the reference template starts with (:data:`ALWAYS_SHOWN`, in its order), then every other
+    non-default value in ``--help`` order."""
     parts = ["ark-trainer-inner", "train"]
     first = {name: i for i, name in enumerate(ALWAYS_SHOWN)}
     for f in sorted(fields(TrainConfig), key=lambda f: first.get(f.name, len(first))):
         if f.metadata.get("cli_only"):
             continue
-        value = getattr(cfg, f.name)
+        value = flags[f.name]
         if value is None or (value == f.default and f.name not in ALWAYS_SHOWN):
             continue
         parts += [f"--{f.name}", _flag_value(value)]
@@ -222,18 +224,9 @@ def plan_request(
         from ark_trainer.rewards.builder import reweigh
 
         reweigh(reward.components, parse_weights(cfg.reward_weights))  # unknown names fail here, not mid-run
-    cfg = _spell_out_steps(cfg)
+    from ark_trainer.plan import spell_out_steps
+
+    cfg = spell_out_steps(cfg)
     return RequestPlan(
         cfg, assumptions, ignored, source, [f"--{n}: {why}" for n, why in notes.items()], agent
     )
-
-
-def _spell_out_steps(cfg: TrainConfig) -> TrainConfig:
-    """The proposed config with every stage's steps flag spelled out as the run's plan resolves it
-    (``plan.py``): the user sees 333 RFT steps rather than an empty default. A new config; ``cfg`` is kept."""
-    import dataclasses
-
-    from ark_trainer.plan import steps_flags
-
-    unset: dict[str, Any] = {k: v for k, v in steps_flags(cfg).items() if getattr(cfg, k) is None}
-    return dataclasses.replace(cfg, **unset)

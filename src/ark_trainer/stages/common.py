@@ -99,7 +99,7 @@ def rft_sampling(ctx: StageContext) -> SamplingSettings:
     return SamplingSettings(
         num_samples=cfg.rft_num_samples,
         temperature=cfg.rft_temperature,
-        max_new_tokens=new_tokens(cfg),
+        max_new_tokens=new_tokens(cfg.max_completion_length),
         seed=cfg.seed,
         vllm=vllm_settings(ctx),
     )

@@ -53,13 +53,15 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from trl import GRPOConfig, GRPOTrainer
 
     rt = ctx.rt
-    accumulation, _prompts = grpo_accumulation(ctx.cfg)
+    accumulation, _prompts = grpo_accumulation(
+        ctx.cfg.batch_size, ctx.cfg.num_generations, ctx.cfg.grpo_prompts_per_step
+    )
     cfg = replace(ctx.cfg, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
     tok = load_tokenizer(model_in, rt.trust_remote_code)
     funcs, weights = grpo_reward(ctx).trl_reward_funcs()
     agent = agent_kwargs(_env(ctx), tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
     rows, balanced = label_balanced(ctx.train, cfg.seed)
-    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg))
+    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg.max_completion_length))
     args = GRPOConfig(
         **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
         num_generations=cfg.num_generations,

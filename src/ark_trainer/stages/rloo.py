@@ -38,7 +38,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     args = RLOOConfig(
         **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
         num_generations=grpo.num_generations,
-        max_completion_length=new_tokens(cfg),
+        max_completion_length=new_tokens(cfg.max_completion_length),
         temperature=grpo.temperature,
         beta=grpo.beta,
         reward_weights=weights,
