@@ -6,8 +6,10 @@ talk to it through ``openclaw agent --local`` (OpenClaw's config, provider ``ark
 time: each session asks a question, then corrects every answer with a hint ("不对，应该回答：好的。"), so
 round 1 learns the hinted answer, which is the held-out set's reference: round 1 is promoted and the next
 agent turn is answered by it. Then the users' hints teach a wrong answer: round 2 is worse on the held-out
-set and is refused, round 1 keeps serving. ``loop --rollback 0`` serves the starting model again. 33 agent
-turns in all. The second test (a supervisor killed mid-round) sends its turns straight to the loop's
+set and is refused, round 1 keeps serving. ``loop --rollback 0`` serves the starting model again. 23 agent
+turns in all: each user's session is one question and its corrections, so a round's scored turns take as
+few agent turns as they can (each answer but a session's last is scored; an agent turn costs 10-15 s of
+CPU here). The second test (a supervisor killed mid-round) sends its turns straight to the loop's
 server in OpenClaw's request shape (same route and recording; far cheaper than an agent turn, ~10 s of
 CPU each here).
 """
@@ -147,8 +149,11 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
     try:
         record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
         server_log = Path(record["log"])
-        # 1. scripted users talk to the agent; their hints teach the held-out answer
-        sent = _agent_users(openclaw, tmp_path, {f"good-{i}": QUESTIONS[i] for i in range(6)}, GOOD, turns=3)
+        # 1. scripted users talk to the agent; their hints teach the held-out answer. Two sessions of 7 turns
+        # record 14 turns, 12 of them scored: the held-out set is frozen from the first 4 once the first 6 turns
+        # are in (the 2 after them, not yet scored then, are passed over), then turns 7-12 are the 6 new scored
+        # turns round 1 waits for
+        sent = _agent_users(openclaw, tmp_path, {f"good-{i}": QUESTIONS[i] for i in range(2)}, GOOD, turns=7)
         assert len(read_jsonl(loop / "heldout.jsonl")) == 4
         state = _wait(lambda: (s := read_json(loop / "state.json"))["history"] and s, 900, "round 1", log)
         decision = read_json(loop / "rounds" / "1" / "decision.json")
@@ -168,11 +173,11 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
             and "serving round 1" in status.stdout
             and "round 1: promoted" in status.stdout
         )
-        # 3. a round taught the wrong answer is refused; round 1 keeps serving
+        # 3. a round taught the wrong answer is refused; round 1 keeps serving (2 sessions of 4 turns: 6 scored)
         sent += _agent_users(
-            openclaw, tmp_path, {f"bad-{i}": QUESTIONS[10 + i] for i in range(4)}, BAD, turns=3
+            openclaw, tmp_path, {f"bad-{i}": QUESTIONS[10 + i] for i in range(2)}, BAD, turns=4
         )
-        assert sent >= 30
+        assert sent == 23
         state = _wait(
             lambda: len((s := read_json(loop / "state.json"))["history"]) == 2 and s, 900, "round 2", log
         )
