@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "ark_trainer"
 
@@ -107,6 +109,7 @@ def test_no_module_reaches_into_the_rft_stage_for_scoring():
         assert banned not in rft.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # ~200 interpreters, 10-17 s: the fast tier has the static graph checks above
 def test_every_module_imports_alone_in_a_fresh_interpreter():
     """A cycle hidden behind import order shows up when a module is the first one imported."""
     names = [n for n in _modules() if not n.endswith("__main__")]
