@@ -169,6 +169,7 @@ def test_bad_reward_config(tmp_path, model_dir):
     assert not out.exists()
 
 
+@pytest.mark.slow  # a process that loads the model's checks (~5 s each); in-process: tests/test_ranges.py
 @pytest.mark.parametrize(
     ("flags", "flag"),
     [
