@@ -31,7 +31,7 @@ def track_model_managers() -> None:
         init(self, *args, **kwargs)
         _MANAGERS.append(self)
 
-    model_manager.ModelManager.__init__ = tracked  # type: ignore[method-assign]  # patched in
+    model_manager.ModelManager.__init__ = tracked  # patched in
 
 
 def unload_all() -> int:

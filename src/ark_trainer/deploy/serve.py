@@ -201,11 +201,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[ark serve] dtype {dtype} ({why}); docs/openclaw.md", flush=True)
         return dtype
 
-    chat_completion.ChatCompletionHandler = _fitting_handler(  # type: ignore[misc]  # a subclass, patched in
+    chat_completion.ChatCompletionHandler = _fitting_handler(  # a subclass, patched in
         chat_completion.ChatCompletionHandler, args.window, args.reply_tokens, shape_of, args.system_chars
     )
     build_server = serving_server.build_server
-    serving_server.build_server = lambda *a, **kw: Gate(  # type: ignore[assignment]  # an ASGI app, not FastAPI
+    serving_server.build_server = lambda *a, **kw: Gate(  # an ASGI app, not FastAPI
         _recording(build_server(*a, **kw), args, dtype_of), key, args.port
     )
     print(f"[ark serve] serving {args.tag or args.name}", flush=True)

@@ -66,6 +66,6 @@ def load_policy(path: str | Path, rt: Runtime):
 
     tok = load_tokenizer(path, rt.trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(str(path), **model_init_kwargs(rt))
-    model = model.to(rt.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides the bound self
+    model = model.to(rt.device)
     model.eval()
     return model, tok
