@@ -9,7 +9,8 @@ PY=${PYTHON:-python3}
 rm -rf .venv-pip
 "$PY" -m venv .venv-pip
 .venv-pip/bin/python -m pip install -q --upgrade pip
-.venv-pip/bin/python -m pip install -q "$(grep -E '^torch==' requirements.txt)"
-.venv-pip/bin/python -m pip install -q -e . "$(grep -E '^pytest==' requirements-test.txt)"
+# --no-compile as in setup.sh: modules are compiled when first imported
+.venv-pip/bin/python -m pip install -q --no-compile "$(grep -E '^torch==' requirements.txt)"
+.venv-pip/bin/python -m pip install -q --no-compile -e . "$(grep -E '^pytest==' requirements-test.txt)"
 ARK_REQUIRE_OPENCLAW=1 .venv-pip/bin/python -m pytest -q -p no:cacheprovider tests/openclaw/test_deploy.py tests/deploy/test_serve.py \
   -k "server_needs_the_deployments_key or core_dependencies_cover"

