@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -276,8 +277,12 @@ def test_a_server_that_prints_garbage_is_one_line_without_sdk_tracebacks(tmp_pat
     source = {
         "mcp_servers": {"n": {"command": sys.executable, "args": [str(script)], "connectionTimeoutMs": 3000}}
     }
+    started = time.monotonic()
     with pytest.raises(UserError) as err:
         load_env(source)
+    # its 3 s, then the server is stopped at once (not after STOP_TIMEOUT + 5 s waiting on a session that never
+    # opened)
+    assert time.monotonic() - started < 8
     [line] = err.value.messages
     assert "cannot start" in line and "not JSON-RPC on stdout" in line, line
     out, errout = capfd.readouterr()
