@@ -2,8 +2,9 @@
 problem, no traceback, nothing written; ``plan --json`` into a closed pipe ends quietly; ``status`` prints
 what ``heartbeat.json`` says as text, never as terminal commands.
 
-Each test runs ``python -m ark_trainer ...`` in a subprocess with HOME in a temp dir. Every check here happens
-before training, so the tiny model below is never loaded into a trainer.
+Each test runs ``python -m ark_trainer ...`` in a subprocess with HOME in a temp dir (``test_bad_flag_values``
+runs one flag so, and the others through ``main()`` in this process: the same checks, seconds sooner). Every
+check here happens before training, so the tiny model below is never loaded into a trainer.
 """
 
 from __future__ import annotations
@@ -169,20 +170,34 @@ def test_bad_reward_config(tmp_path, model_dir):
     assert not out.exists()
 
 
-@pytest.mark.slow  # a process that loads the model's checks (~5 s each); in-process: tests/test_ranges.py
+def in_process(capfd, monkeypatch, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """What ``cli`` gives, from ``main()`` in this process: the same checks, without a child that imports torch
+    and transformers again (~5-10 s each); their noise on stderr is the real process's test to catch."""
+    from ark_trainer.cli import main
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["ark_trainer", *args], code, out, err)
+
+
 @pytest.mark.parametrize(
-    ("flags", "flag"),
+    ("flags", "flag", "real"),
     [
-        (["--batch_size", "0"], "--batch_size"),
-        (["--fp16", "maybe"], "--fp16"),
-        (["--max_train_steps", "abc"], "--max_train_steps"),
-        (["--strategy", "PPO"], "--strategy"),
-        (["--num_generations", "3"], "--num_generations"),
+        (["--batch_size", "0"], "--batch_size", True),  # through the real process; the others through main()
+        (["--fp16", "maybe"], "--fp16", False),
+        (["--max_train_steps", "abc"], "--max_train_steps", False),
+        (["--strategy", "PPO"], "--strategy", False),
+        (["--num_generations", "3"], "--num_generations", False),
     ],
 )
-def test_bad_flag_values(tmp_path, model_dir, flags, flag):
+def test_bad_flag_values(tmp_path, model_dir, capfd, monkeypatch, flags, flag, real):
     out = tmp_path / "out"  # real model and data: the flag is the only problem (all are reported at once)
-    lines = assert_user_error(cli(*train_args(model_dir, good_data(tmp_path), out, *flags), cwd=tmp_path))
+    args = train_args(model_dir, good_data(tmp_path), out, *flags)
+    lines = assert_user_error(
+        cli(*args, cwd=tmp_path) if real else in_process(capfd, monkeypatch, *args, cwd=tmp_path)
+    )
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}")
     assert not out.exists()
 

@@ -77,28 +77,47 @@ def test_train_with_an_env_file_writes_agent_metrics(tmp_path):
     assert "task_success" in report
 
 
+@pytest.fixture(scope="module")
+def shop_model(tmp_path_factory) -> Path:
+    """The tiny agent model with the agent chat template, made once: the refusals below only read it."""
+    return agent_model(tmp_path_factory.mktemp("shop") / "model")
+
+
 @pytest.mark.parametrize(
-    ("env", "template", "message"),
+    ("env", "template", "message", "in_process"),
     [
-        ("missing_env.py:make_env", AGENT_CHAT_TEMPLATE, "--env: no such file 'missing_env.py'"),
-        (f"{SHOP}:make_nothing", AGENT_CHAT_TEMPLATE, "has no 'make_nothing'"),
+        # through the real process: its exit code and its whole stderr
+        ("missing_env.py:make_env", AGENT_CHAT_TEMPLATE, "--env: no such file 'missing_env.py'", False),
+        # through main() in this process: the same refusal path, without importing torch again (~5 s)
+        (f"{SHOP}:make_nothing", AGENT_CHAT_TEMPLATE, "has no 'make_nothing'", True),
         pytest.param(  # imports TRL to check the template: ~30 s on a busy 2-core machine
             f"{SHOP}:make_env",
             "{% for m in messages %}{{ m['content'] }}{% endfor %}",
             "cannot render tool calls",
+            False,
             marks=pytest.mark.slow,
         ),
     ],
 )
-def test_train_refuses_a_bad_env_or_template_in_one_line(tmp_path, env, template, message):
-    model = agent_model(tmp_path / "model", template)
+def test_train_refuses_a_bad_env_or_template_in_one_line(
+    tmp_path, monkeypatch, capfd, shop_model, env, template, message, in_process
+):
+    from ark_trainer.cli import main
+
+    model = shop_model if template == AGENT_CHAT_TEMPLATE else agent_model(tmp_path / "model", template)
     write_jsonl(tmp_path / "train.jsonl", shop_rows(4))
     out = tmp_path / "run"
-    result = run_cli(
+    argv = [
         "train", "--model_path", str(model), "--data_path", str(tmp_path / "train.jsonl"),
-        "--output_dir", str(out), "--env", env, cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
-    assert "Traceback" not in result.stderr and not (out / "run.yaml").exists()
+        "--output_dir", str(out), "--env", env,
+    ]  # fmt: skip
+    if in_process:
+        monkeypatch.chdir(tmp_path)
+        returncode, stderr = main(argv), capfd.readouterr().err
+    else:
+        result = run_cli(*argv, cwd=tmp_path)
+        returncode, stderr = result.returncode, result.stderr
+    assert returncode == 2, stderr[-2000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], stderr[-2000:]
+    assert "Traceback" not in stderr and not (out / "run.yaml").exists()

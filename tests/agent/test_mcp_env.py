@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -271,12 +272,17 @@ def test_too_many_or_too_long_tools_are_refused(tmp_path, monkeypatch):
 )
 def test_a_server_that_prints_garbage_is_one_line_without_sdk_tracebacks(tmp_path, capfd, noise):
     script = tmp_path / "noisy.py"
-    script.write_text(f"import time\nfor _ in range(200):\n    {noise}\ntime.sleep(30)\n", encoding="utf-8")
+    # it never answers, and ends when its stdin closes (as the SDK's shutdown asks first)
+    script.write_text(f"import sys\nfor _ in range(200):\n    {noise}\nsys.stdin.read()\n", encoding="utf-8")
     source = {
         "mcp_servers": {"n": {"command": sys.executable, "args": [str(script)], "connectionTimeoutMs": 3000}}
     }
+    started = time.monotonic()
     with pytest.raises(UserError) as err:
         load_env(source)
+    # its 3 s, then the server is stopped at once (not after STOP_TIMEOUT + 5 s waiting on a session that never
+    # opened)
+    assert time.monotonic() - started < 8
     [line] = err.value.messages
     assert "cannot start" in line and "not JSON-RPC on stdout" in line, line
     out, errout = capfd.readouterr()

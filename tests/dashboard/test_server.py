@@ -38,14 +38,26 @@ def runs_root(assets, tmp_path_factory) -> Path:  # noqa: F811
     return root
 
 
-@pytest.fixture
-def server(runs_root):
-    srv = make_server([runs_root], port=0)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+def _serving(root: Path):  # polled every 0.05 s: shutdown() waits one poll (0.5 s by default)
+    srv = make_server([root], port=0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
     srv.server_close()
+
+
+@pytest.fixture
+def server(runs_root):
+    yield from _serving(runs_root)
+
+
+@pytest.fixture
+def bare_server(tmp_path):
+    """A server over a root holding only a folder that is not a run (``notes``): a server knows a run's key
+    from a listing, and no listing comes before these refusals, so the real run would change nothing."""
+    (tmp_path / "notes").mkdir()
+    yield from _serving(tmp_path)
 
 
 def get(srv, path: str):
@@ -74,9 +86,10 @@ def test_the_server_lists_runs_and_serves_one_by_key(server, runs_root):
     assert b"uPlot" in get(server, "/static/uPlot.iife.min.js")[:2000]
 
 
-def test_the_server_serves_no_other_path(server, runs_root):
+def test_the_server_serves_no_other_path(bare_server, tmp_path):
+    server = bare_server
     for path in (
-        "/api/run?key=" + urllib.request.quote(str(runs_root / "notes")),
+        "/api/run?key=" + urllib.request.quote(str(tmp_path / "notes")),
         "/static/../server.py",
         "/x",
     ):
@@ -147,7 +160,7 @@ def test_a_host_that_is_not_loopback_is_refused(tmp_path, host):
 
     (tmp_path / "runs").mkdir()
     srv = make_server([tmp_path / "runs"], port=0)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         for path, want in (("/api/runs", 403), ("/", 403)):

@@ -219,18 +219,23 @@ def test_a_server_that_lost_the_race_for_its_port_is_named(tmp_path):
         wait_healthy({"pid": 2**22 + 1, "host": "127.0.0.1", "port": 8765, "log": str(log)}, "k", timeout=5)
 
 
-def test_a_loop_on_a_taken_port_names_it_and_writes_nothing(tmp_path):
-    from tests.conftest import run_cli, save_tiny_qwen
+def test_a_loop_on_a_taken_port_names_it_and_writes_nothing(tmp_path, capfd, monkeypatch):
+    from tests.conftest import save_tiny_qwen
 
+    # through main() in this process (deploy's test above goes through the real process): the same refusal,
+    # without a child importing torch and transformers again
     model = save_tiny_qwen(tmp_path / "model")
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()  # the tiny model's progress bars
     sock, port = _held_port()
     try:
-        result = run_cli("loop", "--output_dir", str(tmp_path / "loop"), "--model_path", str(model),
-                         "--port", str(port), cwd=tmp_path)  # fmt: skip
+        code = main(["loop", "--output_dir", str(tmp_path / "loop"), "--model_path", str(model),
+                     "--port", str(port)])  # fmt: skip
     finally:
         sock.close()
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    assert f"port {port}" in result.stderr and "already in use" in result.stderr
+    stderr = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert f"port {port}" in stderr and "already in use" in stderr
     assert not (tmp_path / "loop").exists()
 
 

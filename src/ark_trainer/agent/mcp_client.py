@@ -74,6 +74,7 @@ class _Connection:
         # the server's stderr, read back when it fails to start; closed with the connection
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._stop: asyncio.Event | None = None
+        self._runner: asyncio.Task | None = None
         self.task: concurrent.futures.Future | None = None
 
     async def run(self) -> None:
@@ -81,6 +82,7 @@ class _Connection:
         from mcp.client.stdio import stdio_client
 
         self._stop = asyncio.Event()
+        self._runner = asyncio.current_task()
         params = StdioServerParameters(
             command=self.server.command,
             args=list(self.server.args),
@@ -106,8 +108,12 @@ class _Connection:
             self.session = None
 
     def stop(self) -> None:
+        """Run in the loop: a started server leaves its session; one still starting (a hung or silent
+        ``initialize``) is cancelled there, so the SDK's shutdown runs now, not after STOP_TIMEOUT."""
         if self._stop is not None:
             self._stop.set()
+        if not self.ready.done() and self._runner is not None:
+            self._runner.cancel()
 
     def stderr_tail(self, chars: int = 300) -> str:
         try:
