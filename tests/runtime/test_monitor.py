@@ -142,3 +142,22 @@ def test_a_full_disk_ends_the_run_as_failed(assets, tmp_path):
     monitor.write_heartbeat = no_space  # what a full disk does to the atomic rewrite (a new temp file)
     monitor.finish("failed")
     assert read_status_state(tmp_path) == "failed"
+
+
+def test_the_console_log_follows_stderr_after_set_up(tmp_path, monkeypatch):
+    """A run started in-process with stderr redirected (a test's capture, a notebook) that closes it after:
+    later log lines go to stderr as it is then, never a logging traceback about a closed file."""
+    import io
+    import sys
+
+    from ark_trainer.runtime.monitor import log, setup_logging
+
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    setup_logging(tmp_path / "logs")
+    log.info("first run")
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    log.warning("a later command")
+    assert "a later command" in second.getvalue() and "Logging error" not in second.getvalue()

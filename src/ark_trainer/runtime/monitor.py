@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -287,6 +288,20 @@ def use_console_progress(trainer, stage: str) -> None:
         trainer.add_callback(_ConsolePrinter())
 
 
+class _Console(logging.StreamHandler):
+    """The console handler: writes to ``sys.stderr`` as it is when a record comes, not as it was at set-up
+    (a caller that ran ``main()`` in-process with stderr redirected, then closed it, must not leave every
+    later log line failing with a logging traceback)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(log_dir: Path) -> None:
     """Send the ``ark_trainer`` logger to ``log_dir/train.log`` and the console."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -296,7 +311,7 @@ def setup_logging(log_dir: Path) -> None:
         handler.close()
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
     file_handler = logging.FileHandler(log_dir / "train.log", encoding="utf-8")
-    console = logging.StreamHandler()
+    console = _Console()
     for handler in (file_handler, console):
         handler.setFormatter(fmt)
         log.addHandler(handler)
