@@ -3,15 +3,16 @@ refused, rollback.
 
 A tiny random model is served by ``ark-trainer loop`` (a subprocess, as a user runs it). Scripted users
 talk to it through ``openclaw agent --local`` (OpenClaw's config, provider ``ark``), two sessions at a
-time: each session asks a question, then corrects every answer with a hint ("不对，应该回答：好的。"), so
-round 1 learns the hinted answer, which is the held-out set's reference: round 1 is promoted and the next
-agent turn is answered by it. Then the users' hints teach a wrong answer: round 2 is worse on the held-out
-set and is refused, round 1 keeps serving. ``loop --rollback 0`` serves the starting model again. 23 agent
-turns or more: each user's session is one question and its corrections, so a round's scored turns take as
-few agent turns as they can (each answer but a session's last is scored; an agent turn costs 10-15 s of
-CPU here), and users stop talking once the loop has what it waits for. The second test (a supervisor killed mid-round) sends its turns
-straight to the loop's server in OpenClaw's request shape (same route and recording; far cheaper than an
-agent turn).
+time: each session asks a question, then corrects the answer with a hint ("不对，应该回答：好的。"); the
+loop freezes those scored turns, recorded from OpenClaw's requests, as its held-out set. The rounds' own
+turns are then sent straight to the loop's server in OpenClaw's request shape (its system prompt, date
+prefix and runtime note, copied from the agent's recorded turns: same route and recording, far cheaper
+than an agent turn, which costs 10-15 s of CPU here): round 1 learns the hinted answer, which is the
+held-out set's reference, so round 1 is promoted and the next agent turn (a real one) is answered by it.
+Then the users' hints teach a wrong answer: round 2 is worse on the held-out set and is refused, round 1
+keeps serving. ``loop --rollback 0`` serves the starting model again. 5 agent turns or more: users stop
+talking through the agent once the held-out set is in. The second test (a supervisor killed mid-round)
+sends all its turns straight to the loop's server.
 """
 
 from __future__ import annotations
@@ -83,15 +84,42 @@ def _chat(record: dict, messages: list[dict]) -> str:
     return "".join(text)
 
 
-def _conversation(record: dict, hint: str, turns: int, start: int) -> None:
-    """A scripted user: a question, then a correction with ``hint`` after every answer."""
-    messages = [{"role": "system", "content": "You are a personal assistant running inside OpenClaw."}]
+def _openclaw_shape(loop: Path) -> tuple[str, str, str]:
+    """OpenClaw's request shape, from the first turn its agent sent to the loop's server: the system prompt,
+    the date prefix of the user's messages and the runtime note under a session's first message."""
+    messages = read_jsonl(loop / "turns" / "turns.jsonl")[0]["messages"]
+    system, first = messages[0]["content"], messages[1]["content"]
+    date, rest = first.split("] ", 1)
+    return system, date + "] ", "\n\nRuntime: " + rest.split("\n\nRuntime: ", 1)[1]
+
+
+def _conversation(record: dict, hint: str, turns: int, start: int, shape: tuple[str, str, str] | None = None):
+    """A scripted user: a question, then a correction with ``hint`` after every answer; with ``shape``
+    (:func:`_openclaw_shape`), each message wrapped as OpenClaw wraps it, under its system prompt."""
+    system, date, note = shape or ("You are a personal assistant running inside OpenClaw.", "", "")
+    messages = [{"role": "system", "content": system}]
     for i in range(turns):
-        user = QUESTIONS[(start + i) % len(QUESTIONS)] if i == 0 else f"不对，应该回答：{hint}"
+        question = QUESTIONS[(start + i) % len(QUESTIONS)]
+        user = f"{date}{question}{note}" if i == 0 else f"{date}不对，应该回答：{hint}"
         messages.append({"role": "user", "content": user})
         messages.append({"role": "assistant", "content": _chat(record, messages) or "…"})
-    messages.append({"role": "user", "content": f"不对，应该回答：{hint}"})
+    messages.append({"role": "user", "content": f"{date}不对，应该回答：{hint}"})
     _chat(record, messages)  # carries the feedback on the last answer
+
+
+def _direct_until(loop: Path, done, hint: str, turns: int, first: int, pairs: int) -> int:
+    """Like :func:`_users_until`, with each session sent straight to the loop's server in OpenClaw's request
+    shape: every answer is corrected (``turns`` scored turns a session); the sessions sent."""
+    shape = _openclaw_shape(loop)
+    for k in range(first, first + 2 * pairs, 2):
+        for question in (k, k + 1):
+            _conversation(_deployment(loop), hint, turns, start=question, shape=shape)
+        deadline = time.time() + 30  # the loop looks every 0.5 s; a round takes a few seconds to start
+        while time.time() < deadline and not done():
+            time.sleep(0.5)
+        if done():
+            return k + 2 - first
+    raise AssertionError(f"{2 * pairs} sessions with hint {hint} and the loop still waits")
 
 
 def _agent(openclaw, session: str, message: str, state_dir: Path | None = None) -> dict:
@@ -155,6 +183,9 @@ def _round_started(loop: Path, n: int) -> bool:
 
 @pytest.mark.slow
 def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(openclaw, tmp_path):
+    import torch
+
+    torch.manual_seed(0)  # the second test's starting model, whose rounds are known to learn
     model = save_tiny_qwen(
         tmp_path / "base",
         texts=[GOOD, BAD, *QUESTIONS, "不对，应该回答："],
@@ -164,19 +195,20 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
         num_key_value_heads=2,
     )
     loop = tmp_path / "loop"
-    # The held-out set is the first 4 scored agent turns, frozen before round 1: questions in OpenClaw's
-    # own shape (date, runtime line, conversation so far), like the turns the rounds train on.
-    proc = _start_loop(tmp_path, model, None, "--heldout_size", "4", "--min_new_turns", "6")
+    # The held-out set is the first 2 scored agent turns, frozen before round 1: questions in OpenClaw's
+    # own shape (date, runtime line), recorded from the agent's requests like the turns the rounds train on.
+    proc = _start_loop(tmp_path, model, None, "--heldout_size", "2", "--min_new_turns", "6")
     log = tmp_path / "loop.log"
     try:
         record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
         server_log = Path(record["log"])
-        # 1. scripted users talk to the agent; their hints teach the held-out answer. Sessions of 3 turns until
-        # 4 are scored (each answer but a session's last, once matched): the held-out set; then sessions of 4
-        # turns until the 6 new scored turns round 1 waits for are in (each phase usually one pair of sessions)
-        sent = _users_until(openclaw, tmp_path, (loop / "heldout.jsonl").is_file, GOOD, 3, first=0, pairs=3)
-        assert len(read_jsonl(loop / "heldout.jsonl")) == 4
-        sent += _users_until(openclaw, tmp_path, lambda: _round_started(loop, 1), GOOD, 4, first=6, pairs=3)
+        # 1. scripted users talk to the agent; their hints teach the held-out answer. Sessions of 2 turns until
+        # 2 are scored (each answer but a session's last, once matched): the held-out set (usually one pair)
+        sent = _users_until(openclaw, tmp_path, (loop / "heldout.jsonl").is_file, GOOD, 2, first=0, pairs=3)
+        assert len(read_jsonl(loop / "heldout.jsonl")) == 2
+        # then sessions of 3 turns, each answer corrected, straight to the server in OpenClaw's shape, until
+        # the 6 new scored turns round 1 waits for are in (one pair)
+        sessions = _direct_until(loop, lambda: _round_started(loop, 1), GOOD, 3, first=6, pairs=3)
         state = _wait(lambda: (s := read_json(loop / "state.json"))["history"] and s, 900, "round 1", log)
         decision = read_json(loop / "rounds" / "1" / "decision.json")
         assert decision["promoted"], decision
@@ -196,8 +228,8 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
             and "round 1: promoted" in status.stdout
         )
         # 3. a round taught the wrong answer is refused; round 1 keeps serving
-        sent += _users_until(openclaw, tmp_path, lambda: _round_started(loop, 2), BAD, 4, first=12, pairs=3)
-        assert sent >= 23  # the fewest agent turns that fill the held-out set and both rounds
+        sessions += _direct_until(loop, lambda: _round_started(loop, 2), BAD, 3, first=12, pairs=3)
+        assert sent >= 5 and sessions >= 4  # the fewest that fill the held-out set and both rounds
         state = _wait(
             lambda: len((s := read_json(loop / "state.json"))["history"]) == 2 and s, 900, "round 2", log
         )
