@@ -87,10 +87,12 @@ def _chat(record: dict, messages: list[dict]) -> str:
 def _openclaw_shape(loop: Path) -> tuple[str, str, str]:
     """OpenClaw's request shape, from the first turn its agent sent to the loop's server: the system prompt,
     the date prefix of the user's messages and the runtime note under a session's first message."""
-    messages = read_jsonl(loop / "turns" / "turns.jsonl")[0]["messages"]
-    system, first = messages[0]["content"], messages[1]["content"]
-    date, rest = first.split("] ", 1)
-    return system, date + "] ", "\n\nRuntime: " + rest.split("\n\nRuntime: ", 1)[1]
+    for turn in read_jsonl(loop / "turns" / "turns.jsonl"):
+        system, first = turn["messages"][0], turn["messages"][1]
+        if system["role"] == "system" and first["role"] == "user" and "\n\nRuntime: " in first["content"]:
+            date, rest = first["content"].split("] ", 1)
+            return system["content"], date + "] ", "\n\nRuntime: " + rest.split("\n\nRuntime: ", 1)[1]
+    raise AssertionError("no turn of OpenClaw's agent recorded")
 
 
 def _conversation(record: dict, hint: str, turns: int, start: int, shape: tuple[str, str, str] | None = None):
