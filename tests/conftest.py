@@ -117,3 +117,35 @@ def train_argv(a: dict, out: Path, *extra: str) -> list[str]:
         "train", "--model_path", str(a["model"]), "--data_path", str(a["train"]), "--output_dir", str(out),
         "--device", "cpu", "--max_train_steps", "2", *extra,
     ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def smollm2_converted(tmp_path_factory) -> Path:
+    """The SmolLM2 GGUF (tests/model_files.py) converted once, as ``train`` converts it into OUT/base_model,
+    for every test module of every pytest-xdist worker of this run (under a lock, in the workers' shared
+    temp folder): the real-model tests that do not check the conversion copy it with :func:`converted_base`,
+    and ``train``/``demo`` reuse it (the same sha256) instead of converting the 98 MB file again."""
+    import fcntl
+
+    from ark_trainer.models.source import resolve_model
+    from tests.model_files import smollm2_gguf
+
+    gguf = smollm2_gguf()
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    folder = root / "smollm2-converted"
+    with open(root / "smollm2-converted.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker converts; the other waits, then finds it done
+        resolve_model(str(gguf), convert_dir=folder)  # converts unless the folder already holds this file
+    return folder
+
+
+def converted_base(converted: Path, out: Path) -> Path:
+    """``out``, a new run folder of ours holding ``converted`` as its ``base_model`` (a copy: the demo writes
+    its chat template there); returns ``out``."""
+    import shutil
+
+    from ark_trainer.folders import claim_folder
+
+    shutil.copytree(converted, claim_folder(out) / "base_model")
+    return out

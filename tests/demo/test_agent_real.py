@@ -132,10 +132,12 @@ def test_demo_agent_base_model_refusals_are_one_line(tmp_path, capsys, args, mes
 
 
 @pytest.mark.slow
-def test_the_agent_demo_runs_on_smollm2(tmp_path, monkeypatch):
+def test_the_agent_demo_runs_on_smollm2(tmp_path, monkeypatch, smollm2_converted):
     """The real model end to end on a tiny setting (~2-3 min on 2 quiet cores): 4 tasks, 2 held out, one RFT
-    and one GRPO step, with turns cut to 48 tokens (the preset's 224 are for the measured run)."""
+    and one GRPO step, with turns cut to 48 tokens (the preset's 224 are for the measured run). The GGUF's
+    conversion is the session's (``smollm2_converted``): the demo reuses it in OUT/base_model."""
     from ark_trainer.cli import main
+    from tests.conftest import converted_base
     from tests.model_files import smollm2_gguf
 
     gguf = smollm2_gguf()
@@ -147,7 +149,7 @@ def test_the_agent_demo_runs_on_smollm2(tmp_path, monkeypatch):
     assert small.count(": 48") == 1 and "batch_size: 4" in small and "num_generations: 2" in small
     (tmp_path / "preset.yaml").write_text(small, encoding="utf-8")
     monkeypatch.setattr(agent_real, "config_path", lambda: tmp_path / "preset.yaml")
-    out = tmp_path / "run"
+    out = converted_base(smollm2_converted, tmp_path / "run")
     args = ["demo", "--task", "agent", "--base_model", str(gguf), "--output_dir", str(out)]
     assert main([*args, "--n_train", "4", "--n_eval", "2", "--max_train_steps", "2"]) == 0
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))

@@ -47,7 +47,7 @@ def sampled_reward(folder) -> float:
     return sum(scores) / len(scores)
 
 
-def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path):
+def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path, smollm2_converted):
     """Four GRPO steps (2 prompts × 4 answers of 8 tokens a step, full fine-tuning at 2e-5, no KL) raise the
     share of answers starting with "The" on the 8 training prompts from about 0.3-0.4 to about 0.7-0.85.
 
@@ -57,15 +57,17 @@ def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path):
     prompt, sampling seeds 0/1/2). Six steps at seed 0: 0.43 → 0.92. One measurement's sampling noise is
     about ±0.05 (binomial, 128 answers; ±0.03 between sampling seeds above) and the rise 0.35-0.5, so a
     rise of at least 0.2 is asserted. Wall time 3.5-5 minutes there under load (train 2-4 min), less alone.
+    The GGUF's conversion is the session's (``smollm2_converted``): ``train`` reuses it in OUT/base_model.
     """
     from ark_trainer.cli import main
+    from tests.conftest import converted_base
     from tests.model_files import smollm2_gguf
 
     gguf = smollm2_gguf()
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
     (tmp_path / "eval.jsonl").write_text(json.dumps({"prompt": "Describe a bird."}) + "\n")  # not evaluated
     (tmp_path / "rewards.yaml").write_text(REWARDS)
-    out = tmp_path / "OUT"
+    out = converted_base(smollm2_converted, tmp_path / "OUT")
     argv = [
         "train", "--strategy", "GRPO", "--model_path", str(gguf), "--output_dir", str(out),
         "--data_path", str(tmp_path / "train.jsonl"), "--eval_dataset", str(tmp_path / "eval.jsonl"),
