@@ -187,6 +187,15 @@ def test_only_grpo_has_no_rft_steps():
     assert steps(cfg) == (0, 90)
 
 
+def test_only_grpo_ignores_rft_steps_beyond_its_steps():
+    """A preset's RFT steps (demo_real.yaml: 140) do not block --strategy GRPO with fewer steps; RFT+GRPO still
+    refuses them."""
+    assert steps(train("--strategy", "GRPO", "--max_train_steps", "40", "--rft_steps", "140")) == (0, 40)
+    with pytest.raises(UserError) as exc:
+        train("--strategy", "RFT+DPO", "--max_train_steps", "40", "--rft_steps", "140")
+    assert "--rft_steps" in messages_of(exc)
+
+
 @pytest.mark.parametrize(("steps", "rft"), [(9, 3), (10000, 3333), (15000, 5000), (2, 1), (1, 1)])
 def test_rft_steps_default_to_a_third(steps, rft):
     cfg = train("--max_train_steps", str(steps))

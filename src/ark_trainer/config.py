@@ -318,6 +318,13 @@ def episode_strategies() -> tuple[str, ...]:
     )
 
 
+def _trains_rft(strategy: str) -> bool:
+    """Whether ``strategy`` has an RFT stage (``auto`` may choose one); the others never read ``--rft_steps``, so a
+    preset's RFT steps do not block ``--strategy GRPO`` with it."""
+    known = strategy_table().get(strategy)
+    return known is None or "rft" in known.stages
+
+
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
@@ -329,7 +336,7 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
         )
     if cfg.env and cfg.dynamic_sampling_rounds:  # its refill samples single answers, not episodes
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
-    if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps:
+    if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps and _trains_rft(cfg.strategy):
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
     if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
         problems.append(
