@@ -14,6 +14,7 @@ from ark_trainer.rewards.qc import (
     qc_compliance,
     qc_format,
     qc_satisfaction,
+    qc_type,
     qc_verdict,
 )
 from tests.rewards.grading import GOOD_REPLY, one
@@ -57,6 +58,28 @@ def test_parse_answer_ascii_colon_and_missing_fields():
 )
 def test_qc_verdict(completion, label, score):
     assert one(qc_verdict, completion, label=label) == score
+
+
+@pytest.mark.parametrize(
+    ("completion", "label", "score"),
+    [
+        (format_answer("辱骂", GOOD_REPLY), "辱骂", 1.0),
+        (format_answer("无", GOOD_REPLY), "clean", 1.0),
+        (format_answer("推诿", GOOD_REPLY), "辱骂", 0.0),  # right verdict, wrong type: no half credit
+        (format_answer("无", GOOD_REPLY), "辱骂", 0.0),
+        ("我不知道", "无", 0.0),
+        (format_answer("辱骂", GOOD_REPLY), None, None),  # no label: not applicable
+    ],
+)
+def test_qc_type_counts_only_the_exact_type(completion, label, score):
+    assert one(qc_type, completion, label=label) == score
+
+
+def test_qc_type_reads_the_decision_lines_as_qc_verdict_does():
+    from ark_trainer.auto_defaults import decision_reader
+
+    answer = format_answer("推诿", GOOD_REPLY)
+    assert decision_reader(qc_type)(answer) == decision_reader(qc_verdict)(answer) == "结论：违规\n类型：推诿"
 
 
 def test_qc_verdict_without_label_column():

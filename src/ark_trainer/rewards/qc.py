@@ -253,6 +253,19 @@ def qc_decision_text(answer: str) -> str | None:
 qc_verdict.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
 
 
+@register_reward("qc_type")
+def qc_type(prompts, completions, label=None, **_) -> list[float | None]:
+    """1 when the verdict and the type are both right (what ``task_accuracy`` counts), else 0: ``qc_verdict``
+    without its half credit for a right verdict with a wrong type. That half credit makes "违规" the best
+    guess for a dialogue a model cannot read (70% of the demo's data are violations), so GRPO on it moves a
+    weak model's answers away from the clean type; for GRPO's ``--reward_config`` (docs/rewards.md)."""
+    scores = qc_verdict(prompts, completions, label=label)
+    return [None if s is None else float(s >= 1.0) for s in scores]
+
+
+qc_type.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
+
+
 @register_reward("qc_compliance")
 def qc_compliance(prompts, completions, **_) -> list[float | None]:
     """Share of the five compliance rules the suggested reply keeps (1.0 = fully compliant)."""
