@@ -20,18 +20,17 @@ import time
 from pathlib import Path
 
 
-def verdicts(path: str, rows: list[dict], max_new: int) -> list[bool]:
+def verdicts(path: str, rows: list[dict], reward, max_new: int) -> list[bool]:
     """Whether each held-out prompt's greedy answer has the right verdict and type, the model in fp32."""
     from ark_trainer.generation import generate
     from ark_trainer.models.device import Runtime
     from ark_trainer.models.loading import load_policy
-    from ark_trainer.rewards.builder import build_reward
     from ark_trainer.scoring import score_completions
 
     model, tok = load_policy(path, Runtime("cpu", False, False, []))
     greedy = generate(model, tok, [r["prompt"] for r in rows], num_samples=1, temperature=0.0,
                       max_new_tokens=max_new, batch_size=32)  # fmt: skip
-    scores = score_completions(build_reward({}, rows, "cpu", guarded=False), rows, greedy)
+    scores = score_completions(reward, rows, greedy)
     return [row[0]["scores"]["qc_verdict"] >= 1 - 1e-9 for row in scores]
 
 
@@ -55,12 +54,14 @@ def main() -> int:
     args = parser.parse_args()
 
     from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.rewards.builder import build_reward
 
     rows = load_jsonl(args.data)
+    reward = build_reward({}, rows, "cpu", guarded=False)  # the QC graders, built once for every model
     results, first = [], None
     for path in args.models:
         started = time.perf_counter()
-        right = verdicts(path, rows, args.max_new_tokens)
+        right = verdicts(path, rows, reward, args.max_new_tokens)
         first = first or right
         gained = sum(b and not a for a, b in zip(first, right, strict=True))
         lost = sum(a and not b for a, b in zip(first, right, strict=True))
