@@ -68,24 +68,41 @@ def test_the_qc_decision_is_the_verdict_and_type_lines():
     assert qc_decision_text("我不知道") is None
 
 
-def test_qc_runs_train_grpo_on_the_run_reward_and_the_verdict_alone_samples_only_the_decision(qc_reward):
+def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samples_only_the_decision(qc_reward):
     chosen = resolve_grpo_defaults(*_options(_cfg()), CharTokenizer(), _rows(), qc_reward.components, REAL)
-    assert (
-        chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
-        and "qc_verdict alone" in chosen["grpo_reward_weights"].reason
-    )
-    assert chosen["grpo_max_completion_length"].value == 96  # the run's graders read the reply too
+    weights = chosen["grpo_reward_weights"].value
+    assert parse_grpo_weights(weights, qc_reward.components) == {
+        "qc_verdict": 0,
+        "qc_compliance": 0,
+        "qc_satisfaction": 0,
+        "qc_format": 0,
+        "qc_type": 1,
+    }
+    assert "qc_type" in chosen["grpo_reward_weights"].reason
+    longest = max(len(qc_decision_text(r["candidates"][0]) or "") for r in _rows())
+    length = chosen["grpo_max_completion_length"].value
+    assert longest <= length < 96 and length % 8 == 0  # qc_type reads the decision lines only
+    assert "decision" in chosen["grpo_max_completion_length"].reason
     assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
     assert "label" in chosen["grpo_prompts_per_step"].reason
     verdict = _cfg(grpo_reward_weights="qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0")
     decision = resolve_grpo_defaults(*_options(verdict), CharTokenizer(), _rows(), qc_reward.components, REAL)
-    longest = max(len(qc_decision_text(r["candidates"][0]) or "") for r in _rows())
-    length = decision["grpo_max_completion_length"].value
-    assert (
-        longest <= length < 96
-        and length % 8 == 0
-        and "decision" in decision["grpo_max_completion_length"].reason
-    )
+    assert "grpo_reward_weights" not in decision and decision["grpo_max_completion_length"].value == length
+
+
+@pytest.mark.parametrize(
+    ("flags", "facts", "rows", "why"),
+    [
+        ({}, TOY, None, "toy"),  # a decision-only reward cost the toy's reply compliance
+        ({"reward_weights": "qc_compliance=1"}, REAL, None, "--reward_weights"),  # the user's priorities
+        ({}, REAL, "unlabelled", "graders and weights"),  # nothing for the indicator to grade
+    ],
+)
+def test_grpo_keeps_the_run_weights_for_a_toy_given_weights_or_unlabelled_data(qc_reward, flags, facts, rows, why):
+    data = [{k: v for k, v in r.items() if k != "label"} for r in _rows()] if rows else _rows()
+    chosen = resolve_grpo_defaults(*_options(_cfg(**flags)), CharTokenizer(), data, qc_reward.components, facts)
+    assert chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS and why in chosen["grpo_reward_weights"].reason
+    assert chosen["grpo_max_completion_length"].value == 96  # the run's graders read the reply too
 
 
 def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot_tell_the_decision(qc_reward):

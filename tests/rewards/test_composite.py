@@ -115,7 +115,7 @@ def test_composite_needs_a_positive_weight():
 
 def test_composite_from_qc_preset():
     comp = CompositeReward.from_spec(None)
-    assert comp.names == ["qc_verdict", "qc_compliance", "qc_satisfaction", "qc_format"]
+    assert comp.names == ["qc_verdict", "qc_compliance", "qc_satisfaction", "qc_format", "qc_type"]
     good = format_answer("辱骂", GOOD_REPLY)
     bad = format_answer("无", "滚")
     totals = comp(["p", "p"], [good, bad], label=["辱骂", "辱骂"])

@@ -283,7 +283,9 @@ def test_shipped_qc_preset_is_the_new_format():
         ("qc_compliance", "rule"),
         ("qc_satisfaction", "rule"),
         ("qc_format", "rule"),
+        ("qc_type", "rule"),
     ]
+    assert [s.weight for s in specs][-1] == 0.0  # reported, and GRPO's own reward on a real model
     assert "graders:" in preset_path("qc").read_text(encoding="utf-8")
 
 

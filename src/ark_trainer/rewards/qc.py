@@ -258,12 +258,14 @@ def qc_type(prompts, completions, label=None, **_) -> list[float | None]:
     """1 when the verdict and the type are both right (what ``task_accuracy`` counts), else 0: ``qc_verdict``
     without its half credit for a right verdict with a wrong type. That half credit makes "违规" the best
     guess for a dialogue a model cannot read (70% of the demo's data are violations), so GRPO on it moves a
-    weak model's answers away from the clean type; for GRPO's ``--reward_config`` (docs/rewards.md)."""
+    weak model's answers away from the clean type. In the QC preset at weight 0: GRPO's own reward on a real
+    model (``auto_defaults.grpo_reward_choice``; docs/rewards.md)."""
     scores = qc_verdict(prompts, completions, label=label)
     return [None if s is None else float(s >= 1.0) for s in scores]
 
 
 qc_type.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
+qc_type.task_indicator = True  # type: ignore[attr-defined]  # auto_defaults.task_indicator: GRPO's reward
 
 
 @register_reward("qc_compliance")
