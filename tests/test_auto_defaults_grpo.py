@@ -68,7 +68,9 @@ def test_the_qc_decision_is_the_verdict_and_type_lines():
     assert qc_decision_text("我不知道") is None
 
 
-def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samples_only_the_decision(qc_reward):
+def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samples_only_the_decision(
+    qc_reward,
+):
     chosen = resolve_grpo_defaults(*_options(_cfg()), CharTokenizer(), _rows(), qc_reward.components, REAL)
     weights = chosen["grpo_reward_weights"].value
     assert parse_grpo_weights(weights, qc_reward.components) == {
@@ -98,10 +100,16 @@ def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samp
         ({}, REAL, "unlabelled", "graders and weights"),  # nothing for the indicator to grade
     ],
 )
-def test_grpo_keeps_the_run_weights_for_a_toy_given_weights_or_unlabelled_data(qc_reward, flags, facts, rows, why):
+def test_grpo_keeps_the_run_weights_for_a_toy_given_weights_or_unlabelled_data(
+    qc_reward, flags, facts, rows, why
+):
     data = [{k: v for k, v in r.items() if k != "label"} for r in _rows()] if rows else _rows()
-    chosen = resolve_grpo_defaults(*_options(_cfg(**flags)), CharTokenizer(), data, qc_reward.components, facts)
-    assert chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS and why in chosen["grpo_reward_weights"].reason
+    chosen = resolve_grpo_defaults(
+        *_options(_cfg(**flags)), CharTokenizer(), data, qc_reward.components, facts
+    )
+    assert (
+        chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS and why in chosen["grpo_reward_weights"].reason
+    )
     assert chosen["grpo_max_completion_length"].value == 96  # the run's graders read the reply too
 
 

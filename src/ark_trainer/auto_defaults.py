@@ -413,7 +413,9 @@ def task_indicator(components: list, rows: list[dict]) -> Any:
             fn = getattr(fn, "fn", None)
         if fn is None or not getattr(fn, "task_indicator", False) or not sample:
             continue
-        columns = {key: [row.get(key) for row in sample] for key in sample[0] if key not in ("prompt", "messages")}
+        columns = {
+            key: [row.get(key) for row in sample] for key in sample[0] if key not in ("prompt", "messages")
+        }
         scores = fn([""] * len(sample), [""] * len(sample), **columns)
         if sum(score is not None for score in scores) >= INDICATOR_COVERAGE * len(sample):
             return component
