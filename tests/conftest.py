@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
+# a file to append each test's wall and CPU seconds to, for finding the costly ones
+CPU_LOG = os.environ.get("ARK_TEST_CPU_LOG")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and the children it has waited for (OpenClaw, the CLI, servers)."""
+    return sum(
+        usage.ru_utime + usage.ru_stime
+        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under ARK_TEST_CPU_LOG, append ``nodeid<TAB>wall<TAB>cpu`` per test (set-up and tear-down included): on
+    2 cores the suite's length is its CPU, so this, not ``--durations``, says what to make cheaper."""
+    if not CPU_LOG:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    with open(CPU_LOG, "a", encoding="utf-8") as log:
+        log.write(f"{item.nodeid}\t{time.monotonic() - wall:.2f}\t{_cpu_seconds() - cpu:.2f}\n")
 
 
 @pytest.fixture(autouse=True)
