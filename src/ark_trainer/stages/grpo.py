@@ -37,6 +37,7 @@ from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.shared_prefix import shared_prefix_trainer
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -83,6 +84,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     trainer_cls: type = GRPOTrainer
     if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
         trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
+    trainer_cls = shared_prefix_trainer(trainer_cls)  # each prompt through the model once a group
     eval_steps = 0 if cfg.env else cfg.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
 
     def wrap(trainer):
