@@ -99,6 +99,7 @@ RUN_WEIGHTS = "run"  # --grpo_reward_weights: GRPO is scored by the run's own we
 GRPO_PROMPT_BOUNDS = (4, 16)  # prompts per GRPO optimizer step chosen for a real model
 GRPO_PROMPTS_FALLBACK = 8  # ... when the data has no labels to count
 DECISION_MIN_LENGTH = 16
+DECISION_BASIS = "decision"  # GRPO samples only the decision part of an answer, which its reward reads
 INDICATOR_COVERAGE = 0.9  # share of the data a task indicator must grade to be GRPO's reward
 
 
@@ -113,6 +114,7 @@ def new_tokens(max_completion_length: int | None) -> int:
 class AutoDefault:
     value: Any
     reason: str
+    basis: str | None = None  # what a value was sized to, for the checks that read plan.json ("decision")
 
 
 @dataclass(frozen=True)
@@ -337,7 +339,13 @@ def describe(chosen: dict[str, AutoDefault], facts: ModelFacts) -> dict[str, Any
     """``plan.json``'s ``auto_defaults``: ``{model: ..., flag: {value, reason}}`` (and ``demo_toy: true``
     for the demo's toy, which the report says)."""
     record: dict[str, Any] = {"model": facts.why, **({"demo_toy": True} if facts.demo else {})}
-    return {**record, **{k: {"value": v.value, "reason": v.reason} for k, v in chosen.items()}}
+    return {
+        **record,
+        **{
+            k: {"value": v.value, "reason": v.reason, **({"basis": v.basis} if v.basis else {})}
+            for k, v in chosen.items()
+        },
+    }
 
 
 def choices(record: dict[str, Any]) -> list[tuple[str, Any, str]]:
@@ -488,6 +496,7 @@ def grpo_completion_length(
         f"{value}: GRPO's reward reads only the decision at the start of an answer; 95% of the data's "
         f"{len(lengths)} decisions take at most {p95} tokens (p95 + {LENGTH_MARGIN:.0%}, rounded up to 8); "
         f"evaluation still writes whole answers ({run_length} tokens)",
+        basis=DECISION_BASIS,
     )
 
 

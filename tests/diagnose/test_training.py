@@ -123,3 +123,31 @@ def test_a_stage_that_logs_no_reward_gets_no_group_checks(tmp_path):
     write_jsonl(out / "events.jsonl", [{k: v for k, v in e.items() if k in keep} for e in lines])
     codes = {f["code"] for f in to_json(diagnose(out))["findings"]}
     assert not codes & GROUP_CODES
+
+
+@pytest.mark.parametrize(
+    ("basis", "value", "flag"),
+    [
+        ("decision", 32, None),  # sized to the decision lines its reward reads: cut there on purpose
+        (None, 32, "--grpo_max_completion_length 32"),  # the user's own GRPO length: name it
+        ("decision", 16, "--grpo_max_completion_length 32"),  # chosen, then changed by hand (a resume)
+    ],
+)
+def test_grpo_cut_after_the_decision_it_is_scored_on_is_no_truncation(tmp_path, basis, value, flag):
+    out = run_folder(tmp_path / "run", "grpo")
+    (out / "run.yaml").write_text(
+        yaml.safe_dump({**CONFIG, "max_completion_length": 96, "grpo_max_completion_length": 32}),
+        encoding="utf-8",
+    )
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    chosen = {"value": value, "reason": "...", **({"basis": basis} if basis else {})}
+    plan["auto_defaults"] = {"model": "a real model", "grpo_max_completion_length": chosen}
+    (out / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    found = {f["code"]: f for f in to_json(diagnose(out))["findings"]}
+    if flag is None:
+        assert "truncation" not in found and "flat_reward" in found  # the other checks still run
+    else:
+        assert (
+            flag in found["truncation"]["evidence"]
+            and "raise --grpo_max_completion_length" in found["truncation"]["fix"]
+        )

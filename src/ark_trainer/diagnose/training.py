@@ -12,6 +12,7 @@ GRPO practice, written as constants so they can be read and argued with.
 
 from __future__ import annotations
 
+from ark_trainer.auto_defaults import DECISION_BASIS
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, mean, stage_label, steps_text, thirds
 from ark_trainer.diagnose.rundata import RunData, num
 
@@ -159,6 +160,17 @@ def _entropy_collapse(run: RunData, stage: str) -> list[Finding]:
     return [Finding("entropy_collapse", "warning", stage, evidence, fix)]
 
 
+def decision_only(run: RunData) -> bool:
+    """Whether GRPO sampled only the decision lines its reward reads: its completion length was chosen
+    that way (``plan.json``'s ``auto_defaults``) and not changed since."""
+    chosen = (run.plan.get("auto_defaults") or {}).get("grpo_max_completion_length")
+    return (
+        isinstance(chosen, dict)
+        and chosen.get("basis") == DECISION_BASIS
+        and chosen.get("value") == run.cfg("grpo_max_completion_length")
+    )
+
+
 def check_truncation(run: RunData) -> list[Finding]:
     return [f for stage in run.reward_stages() for f in _truncation(run, stage)]
 
@@ -168,14 +180,20 @@ def _truncation(run: RunData, stage: str) -> list[Finding]:
     share = mean(points)
     if share is None or share < TRUNCATED_SHARE:
         return []
-    limit = int(run.cfg("max_completion_length", 64))
+    flag = "max_completion_length"
+    grpo_length = run.cfg("grpo_max_completion_length") if stage == "grpo" else None
+    if grpo_length and decision_only(run):
+        return []  # cut after the decision lines on purpose: GRPO's reward reads nothing after them
+    if grpo_length and grpo_length != run.cfg(flag):
+        flag = "grpo_max_completion_length"  # GRPO's own length, not the run's
+    limit = int(run.cfg(flag, 64))
     lengths = run.series(stage, "completions/mean_length")
     length = f"; mean length {mean(lengths):.1f} tokens" if lengths else ""
     evidence = (
-        f"{share:.0%} of {stage_label(stage)} completions were cut at --max_completion_length {limit} on "
+        f"{share:.0%} of {stage_label(stage)} completions were cut at --{flag} {limit} on "
         f"average over {steps_text(points)}{length}"
     )
-    fix = f"raise --max_completion_length from {limit} to {limit * 2} (cut answers are graded unfinished)"
+    fix = f"raise --{flag} from {limit} to {limit * 2} (cut answers are graded unfinished)"
     severity = "error" if share >= 0.9 else "warning"
     return [Finding("truncation", severity, stage, evidence, fix)]
 
