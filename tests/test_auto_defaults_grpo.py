@@ -85,6 +85,10 @@ def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samp
     length = chosen["grpo_max_completion_length"].value
     assert longest <= length < 96 and length % 8 == 0  # qc_type reads the decision lines only
     assert "decision" in chosen["grpo_max_completion_length"].reason
+    assert (
+        chosen["grpo_max_completion_length"].basis == ad.DECISION_BASIS
+    )  # plan.json says so (the diagnosis reads it)
+    assert ad.describe(chosen, REAL)["grpo_max_completion_length"]["basis"] == ad.DECISION_BASIS
     assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
     assert "label" in chosen["grpo_prompts_per_step"].reason
     verdict = _cfg(grpo_reward_weights="qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0")
