@@ -60,8 +60,8 @@ class GRPOOptions:
     grpo_reward_weights: str | None = flag(
         None,
         "GRPO's own reward weights by name, e.g. 'qc_verdict=1,qc_compliance=0' (other names keep the run's "
-        "weights; 'run': the run's weights); default: the task's decision grader alone where the reward is a "
-        "built-in preset that has one (the QC verdict), else the run's (docs/rewards.md)",
+        "weights; 'run': the run's weights); default: for a real model on labelled QC data, the task's exact "
+        "indicator alone (qc_type=1, the others 0), else the run's (docs/real-models.md)",
         group="GRPO",
     )
     scale_rewards: str = flag(
