@@ -376,14 +376,21 @@ def announce(record: dict[str, Any], say) -> None:
 # (one per label of the data) go into each optimizer step.
 
 
-def decision_reader(fn: Any) -> Any:
-    """The grader's ``decision_text(answer) -> str | None`` (the part of an answer its score depends on),
-    through the wrappers a run puts around it (the reward guards keep the grader as ``.fn``); else None."""
+def grader_with(fn: Any, name: str) -> Any:
+    """The grader (``fn`` or one it wraps: the reward guards keep the grader as ``.fn``) that has the
+    attribute ``name`` (e.g. ``decision_text``); else None."""
     for _ in range(4):
-        if fn is None or callable(getattr(fn, "decision_text", None)):
+        if fn is None or getattr(fn, name, None) is not None:
             break
         fn = getattr(fn, "fn", None)
-    return getattr(fn, "decision_text", None) if fn is not None else None
+    return fn if fn is not None and getattr(fn, name, None) is not None else None
+
+
+def decision_reader(fn: Any) -> Any:
+    """The grader's ``decision_text(answer) -> str | None`` (the part of an answer its score depends on),
+    through the wrappers a run puts around it; else None."""
+    reader = getattr(grader_with(fn, "decision_text"), "decision_text", None)
+    return reader if callable(reader) else None
 
 
 def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
@@ -414,12 +421,8 @@ def task_indicator(components: list, rows: list[dict]) -> Any:
     keyword arguments; a row it cannot grade scores None); else None."""
     sample = rows[:LENGTH_SAMPLE]
     for component in components:
-        fn = component.fn
-        for _ in range(4):  # through the reward guards, which keep the grader as ``.fn``
-            if fn is None or getattr(fn, "task_indicator", False):
-                break
-            fn = getattr(fn, "fn", None)
-        if fn is None or not getattr(fn, "task_indicator", False) or not sample:
+        fn = grader_with(component.fn, "task_indicator")
+        if fn is None or not fn.task_indicator or not sample:
             continue
         columns = {
             key: [row.get(key) for row in sample] for key in sample[0] if key not in ("prompt", "messages")
@@ -441,7 +444,9 @@ def grpo_reward_choice(
     if after.reward_config:
         return AutoDefault(RUN_WEIGHTS, "run: your --reward_config's graders and weights")
     if after.reward_weights or after.rm_model_path:
-        return AutoDefault(RUN_WEIGHTS, "run: the weights you gave the run's rewards (--reward_weights)")
+        return AutoDefault(
+            RUN_WEIGHTS, "run: the rewards you gave the run (--reward_weights, --rm_model_path)"
+        )
     indicator = task_indicator(components, rows)
     if indicator is None:
         return AutoDefault(RUN_WEIGHTS, "run: the run's graders and weights")
