@@ -166,9 +166,11 @@ def train_and_save(
     from ark_trainer.runtime.distributed import check_replicas
     from ark_trainer.runtime.resume import AttemptSettings, run_trainer
     from ark_trainer.scale import peft_config
+    from ark_trainer.stages.fused_head import score_labelled_positions_on_cpu
     from ark_trainer.stages.registry import get_stage
 
     cfg = ctx.cfg
+    score_labelled_positions_on_cpu()  # TRL's LM head: only the labelled positions, on CPU as on CUDA
 
     def make_trainer():
         trainer = trainer_cls(
