@@ -151,3 +151,30 @@ def test_grpo_cut_after_the_decision_it_is_scored_on_is_no_truncation(tmp_path, 
             flag in found["truncation"]["evidence"]
             and "raise --grpo_max_completion_length" in found["truncation"]["fix"]
         )
+
+
+def test_groups_flat_because_solved_are_no_fault(tmp_path):
+    """A GRPO stage whose sampled reward (0..1) ends near 1: its flat groups and low entropy are convergence
+    (info), not warnings; the same stage at a low reward still gets both warnings."""
+    out = run_folder(tmp_path / "run", "grpo")
+    lines = [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    def with_reward(value):
+        return [
+            {**e, "reward": value(e["step"]), "reward_std": 0.1} if e["event"] == "metrics" else e
+            for e in lines
+        ]
+
+    write_jsonl(out / "events.jsonl", with_reward(lambda step: min(0.95, 0.8 + 0.02 * step)))
+    found = {f["code"]: f for f in to_json(diagnose(out))["findings"]}
+    assert found["flat_reward"]["severity"] == "info" and "solved" in found["flat_reward"]["evidence"]
+    assert found["entropy_collapse"]["severity"] == "info"
+    assert "averaged 0.95 of 1" in found["entropy_collapse"]["evidence"]
+    write_jsonl(out / "events.jsonl", with_reward(lambda step: 0.5))
+    found = {f["code"]: f for f in to_json(diagnose(out))["findings"]}
+    assert found["flat_reward"]["severity"] == "error" and found["entropy_collapse"]["severity"] == "warning"
+    write_jsonl(out / "events.jsonl", [{**e, "reward": 1.0} if e["event"] == "metrics" else e for e in lines])
+    found = {
+        f["code"]: f for f in to_json(diagnose(out))["findings"]
+    }  # 1.0 with no spread: a constant grader
+    assert found["flat_reward"]["severity"] == "error" and found["entropy_collapse"]["severity"] == "warning"

@@ -23,6 +23,7 @@ ENTROPY_FLOOR, ENTROPY_DROP = 0.05, 0.2  # below the floor, or below this share 
 STILL_KL, STILL_REWARD = 1e-6, 0.02  # the policy did not move: KL below this and reward within this
 GENERATION_SHARE = 0.8  # generation takes this share of a training step or more
 TINY_LR = 1e-9
+SOLVED_REWARD = 0.9  # a [0, 1] training reward whose last third averages this or more: the groups are solved
 
 
 def check_flat_reward(run: RunData) -> list[Finding]:
@@ -51,6 +52,13 @@ def _flat_reward(run: RunData, stage: str) -> list[Finding]:
     )
     if constant:
         evidence += f"; graders constant within every group: {', '.join(constant)}"
+    if not informative and (solved := solved_reward(run, stage)) is not None:
+        evidence += (
+            f"; the sampled reward averaged {solved:.2f} of 1 over the last third: most groups were flat "
+            "because every answer in them earned full reward (solved), not because none differed"
+        )
+        fix = "nothing to fix: the stage solved most of its prompts; harder training prompts would give it more to learn"
+        return [Finding("flat_reward", "info", stage, evidence, fix)]
     n, temp = int(run.cfg("num_generations", 4)), float(run.cfg("temperature", 1.0))
     fix = (
         f"raise --num_generations from {n} to {n * 2} and --temperature from {temp:g} to {temp + 0.3:g}, "
@@ -157,7 +165,27 @@ def _entropy_collapse(run: RunData, stage: str) -> list[Finding]:
         "the policy samples almost the same answer every time, so groups stop differing"
     )
     fix = f"raise --temperature from {temp:g} to {temp + 0.2:g}, lower --{flag} to {lower(lr, 2)}, or raise --beta"
+    if (solved := solved_reward(run, stage)) is not None:
+        evidence += (
+            f"; the sampled reward averaged {solved:.2f} of 1 over the last third: the policy settled on "
+            "answers that earn full reward (convergence, not a collapse onto wrong ones)"
+        )
+        return [Finding("entropy_collapse", "info", stage, evidence, "nothing to fix while the reward holds")]
     return [Finding("entropy_collapse", "warning", stage, evidence, fix)]
+
+
+def solved_reward(run: RunData, stage: str) -> float | None:
+    """The mean training reward of the stage's last third where the reward is on a 0..1 scale (every logged
+    value within it) and that mean is at least ``SOLVED_REWARD``: nearly every sampled answer earned full
+    reward. None otherwise: a reward on another scale, or one that never told two answers of a group apart
+    (its spread always 0: a constant grader, not a solved task)."""
+    points = run.series(stage, "reward")
+    trend = thirds(points)
+    if trend is None or any(not 0.0 <= v <= 1.0 for _, v in points) or trend[1] < SOLVED_REWARD:
+        return None
+    if max((v for _, v in run.series(stage, "reward_std")), default=0.0) <= 0.0:
+        return None
+    return trend[1]
 
 
 def decision_only(run: RunData) -> bool:
