@@ -78,7 +78,7 @@ def test_the_demo_on_a_real_model_uses_its_preset_candidates_and_template(tmp_pa
     run.run_agent_demo(out, base_model=str(user), n_train=6, max_train_steps=8)
     assert seen["config"] == str(agent_real.config_path()) and seen["model_path"] == str(out / "base_model")
     assert seen["env"] == run.AGENT_ENV and seen["max_turns"] == run.AGENT_MAX_TURNS
-    assert (seen["max_train_steps"], seen["rft_steps"]) == (8, 6)  # the preset's share: 24 of 32
+    assert (seen["max_train_steps"], seen["rft_steps"]) == (8, 6)  # the preset's share: 48 of 56
     train, held_out = read_jsonl(out / "data" / "train.jsonl"), read_jsonl(out / "data" / "eval.jsonl")
     assert len(train) == 6 and len(held_out) == agent_real.REAL_N_EVAL
     assert all(len(r["candidates"]) == agent_real.REAL_CANDIDATES for r in train)
