@@ -146,7 +146,11 @@ def test_the_agent_demo_runs_on_smollm2(tmp_path, monkeypatch, smollm2_converted
     small = small.replace("batch_size: 8", "batch_size: 4").replace(
         "num_generations: 4", "num_generations: 2"
     )
-    assert small.count(": 48") == 1 and "batch_size: 4" in small and "num_generations: 2" in small
+    assert (
+        small.count("max_completion_length: 48") == 1
+        and "batch_size: 4" in small
+        and "num_generations: 2" in small
+    )
     (tmp_path / "preset.yaml").write_text(small, encoding="utf-8")
     monkeypatch.setattr(agent_real, "config_path", lambda: tmp_path / "preset.yaml")
     out = converted_base(smollm2_converted, tmp_path / "run")
