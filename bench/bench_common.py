@@ -175,3 +175,32 @@ def src_env() -> dict:
         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false"
     )
     return env
+
+
+def demo_sft_rows(n: int) -> list[dict]:
+    """``n`` prompt/completion rows of the QC demo's training data (its gold answers): what RFT trains on."""
+    from ark_trainer.demo.data import generate_rows, gold_answer
+
+    return [
+        {
+            "prompt": [{"role": "user", "content": r["question"]}],
+            "completion": [{"role": "assistant", "content": gold_answer(r)}],
+        }
+        for r in generate_rows(n, 0, "train", with_candidates=False)
+    ]
+
+
+def step_timer(times: list[float]):
+    """A ``TrainerCallback`` that appends each optimizer step's wall seconds to ``times``."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.started)
+
+    return StepTimer()

@@ -17,41 +17,24 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import src_env, write_results  # noqa: E402
+from bench_common import demo_sft_rows, src_env, step_timer, write_results  # noqa: E402
 
 
 def one(model_path: str, compact: bool, steps: int, batch: int) -> dict:
     """``steps`` SFT steps in this process; ``compact``: with ark-trainer's patch."""
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from ark_trainer.demo.data import generate_rows, gold_answer
     from ark_trainer.stages.fused_head import score_labelled_positions_on_cpu
 
     if compact:
         assert score_labelled_positions_on_cpu()
-    rows = generate_rows(batch * (steps + 1), 0, "train", with_candidates=False)
-    data = [
-        {
-            "prompt": [{"role": "user", "content": r["question"]}],
-            "completion": [{"role": "assistant", "content": gold_answer(r)}],
-        }
-        for r in rows
-    ]
+    data = demo_sft_rows(batch * (steps + 1))
     times: list[float] = []
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            self.t = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            times.append(time.perf_counter() - self.t)
 
     with tempfile.TemporaryDirectory() as out:
         args = SFTConfig(
@@ -61,7 +44,7 @@ def one(model_path: str, compact: bool, steps: int, batch: int) -> dict:
             model_init_kwargs={"dtype": torch.float32},
         )  # fmt: skip
         trainer = SFTTrainer(
-            model=model_path, args=args, train_dataset=Dataset.from_list(data), callbacks=[Timer()]
+            model=model_path, args=args, train_dataset=Dataset.from_list(data), callbacks=[step_timer(times)]
         )
         trainer.train()
         losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]

@@ -15,11 +15,10 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import src_env, write_results  # noqa: E402
+from bench_common import demo_sft_rows, src_env, step_timer, write_results  # noqa: E402
 
 
 def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False, lr: float = 1e-5) -> dict:
@@ -30,27 +29,9 @@ def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
-    from ark_trainer.demo.data import generate_rows, gold_answer
-
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    rows = generate_rows(batch * (steps + 1), 0, "train", with_candidates=False)
-    data = [
-        {
-            "prompt": [{"role": "user", "content": r["question"]}],
-            "completion": [{"role": "assistant", "content": gold_answer(r)}],
-        }
-        for r in rows
-    ]
+    data = demo_sft_rows(batch * (steps + 1))
     times: list[float] = []
-
-    from transformers import TrainerCallback
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            self.t = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            times.append(time.perf_counter() - self.t)
 
     with tempfile.TemporaryDirectory() as out:
         args = SFTConfig(
@@ -62,7 +43,7 @@ def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False
         peft = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear") if lora_r else None
         trainer = SFTTrainer(
             model=model_path, args=args, train_dataset=Dataset.from_list(data), peft_config=peft,
-            callbacks=[Timer()],
+            callbacks=[step_timer(times)],
         )  # fmt: skip
         trainer.train()
         losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
