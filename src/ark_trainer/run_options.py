@@ -245,7 +245,12 @@ class RunOptionsAfterStages:
         range=Range(0, 4096),
     )
     lora_alpha: int | None = flag(None, "LoRA alpha (default: 2 × --lora_r)", group="scale", range=COUNT)
-    lora_dropout: float = flag(0.05, "LoRA dropout", group="scale", range=SHARE)
+    lora_dropout: float = flag(
+        0.05,
+        "LoRA dropout (GRPO and RLOO train with it off: they score what they sample)",
+        group="scale",
+        range=SHARE,
+    )
     lora_target_modules: str = flag(
         "all-linear", "LoRA target modules: all-linear or a comma list", group="scale"
     )

@@ -1,7 +1,8 @@
-"""GRPO (``stages/grpo.py``) learns on the real model (slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF,
-``train --strategy GRPO`` with a regex grader, and the sampled reward of the training prompts before and after.
+"""GRPO (``stages/grpo.py``): it samples and scores one policy (no dropout), and it learns on the real model
+(slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF, ``train --strategy GRPO`` with a regex grader, and the sampled
+reward of the training prompts before and after.
 
-The file comes from ``scripts/setup_models.sh`` (skipped without it, failed under ARK_REQUIRE_MODELS=1).
+The GGUF comes from ``scripts/setup_models.sh`` (skipped without it, failed under ARK_REQUIRE_MODELS=1).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
-pytestmark = pytest.mark.slow
 
 # "Describe a X." prompts where SmolLM2 starts its answer with "The" some of the time, not always or never
 PROMPTS = [
@@ -47,6 +46,7 @@ def sampled_reward(folder) -> float:
     return sum(scores) / len(scores)
 
 
+@pytest.mark.slow
 def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path, smollm2_converted):
     """Four GRPO steps (2 prompts × 4 answers of 8 tokens a step, full fine-tuning at 2e-5, no KL) raise the
     share of answers starting with "The" on the 8 training prompts from about 0.3-0.4 to about 0.7-0.85.
@@ -84,3 +84,27 @@ def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path, smollm2_converted):
     after = sampled_reward(out / "model")
     assert 0.1 <= before <= 0.6, before  # room to learn: the base is neither always right nor always wrong
     assert after >= before + 0.2, (before, after)
+
+
+@pytest.mark.parametrize("strategy, trainer", [("GRPO", "GRPOTrainer"), ("RLOO", "RLOOTrainer")])
+def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatch, strategy, trainer):
+    """LoRA's dropout (``--lora_dropout``) is off in GRPO and RLOO: with it on, each answer is sampled from one
+    random sub-network and its log-probability scored under another, and TRL generates in training mode."""
+    import torch
+    import trl
+
+    from ark_trainer.cli import main
+    from tests.conftest import train_argv
+
+    cls = getattr(trl, trainer)
+    original = cls.__init__
+    seen: list[list[float]] = []
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append([m.p for m in self.model.modules() if isinstance(m, torch.nn.Dropout)])
+
+    monkeypatch.setattr(cls, "__init__", init)
+    argv = train_argv(assets, tmp_path / "run", "--strategy", strategy, "--eval_auto", "False")
+    assert main([*argv, "--max_train_steps", "1", "--lora_r", "4", "--lora_dropout", "0.1"]) == 0
+    assert seen and seen[0] and all(p == 0 for p in seen[0]), seen

@@ -71,6 +71,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         beta=cfg.beta,
         loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards,
+        disable_dropout=True,  # sample and score one policy (LoRA's dropout is off: docs/real-models.md)
         reward_weights=weights,
         shuffle_dataset=not balanced,  # the balanced order is the order
         **vllm_grpo_kwargs(vllm_settings(ctx)),

@@ -41,6 +41,7 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         max_completion_length=new_tokens(cfg.max_completion_length),
         temperature=grpo.temperature,
         beta=grpo.beta,
+        disable_dropout=True,  # sample and score one policy (LoRA's dropout is off: docs/real-models.md)
         reward_weights=weights,
         **vllm_grpo_kwargs(vllm_settings(ctx)),
         **rollout_kwargs(
