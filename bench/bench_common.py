@@ -204,3 +204,16 @@ def step_timer(times: list[float]):
             times.append(time.perf_counter() - self.started)
 
     return StepTimer()
+
+
+def step_figures(times: list[float]) -> dict:
+    """Seconds a step (the first, which pays for warm-up, left out), the first step's, and this process's peak
+    RSS: what the SFT step benches report."""
+    import resource
+
+    steady = times[1:] or times
+    return {
+        "seconds_per_step": round(sum(steady) / len(steady), 3),
+        "first_step_s": round(times[0], 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }

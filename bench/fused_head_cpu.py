@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import demo_sft_rows, src_env, step_timer, write_results  # noqa: E402
+from bench_common import demo_sft_rows, src_env, step_figures, step_timer, write_results  # noqa: E402
 
 
 def one(model_path: str, compact: bool, steps: int, batch: int) -> dict:
@@ -48,12 +47,9 @@ def one(model_path: str, compact: bool, steps: int, batch: int) -> dict:
         )
         trainer.train()
         losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
-    steady = times[1:] or times  # the first step pays for warm-up
     return {
         "compact": compact,
-        "seconds_per_step": round(sum(steady) / len(steady), 3),
-        "first_step_s": round(times[0], 3),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        **step_figures(times),
         "losses": losses,
     }
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import demo_sft_rows, src_env, step_timer, write_results  # noqa: E402
+from bench_common import demo_sft_rows, src_env, step_figures, step_timer, write_results  # noqa: E402
 
 
 def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False, lr: float = 1e-5) -> dict:
@@ -49,12 +48,9 @@ def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False
         losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
-    steady = times[1:] or times  # the first step pays for warm-up
     return {
         "lora_r": lora_r,
-        "seconds_per_step": round(sum(steady) / len(steady), 3),
-        "first_step_s": round(times[0], 3),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        **step_figures(times),
         "trainable_params": trainable,
         "params": total,
         "bf16": bf16,
