@@ -1,4 +1,4 @@
-"""``OUT/model`` is the best stage on the held-out set (``--final_model best``) or the last; never lost.
+"""``OUT/model`` is the best stage on the dev split (``--final_model best``) or the last; never lost.
 
 The choice is a pure function of the eval files; the move is renames of whole folders, so a kill at any
 point of it leaves every stage's model on disk and the next attempt finishes it. The end-to-end test trains
@@ -52,7 +52,7 @@ def test_the_base_model_never_ships_and_the_choice_says_every_stage_is_below_it(
     evals = {"base": evaluated(0.8), "rft": evaluated(0.6), "grpo": evaluated(0.7)}
     choice = choose(evals, ["rft", "grpo"], "best")
     assert choice.stage == "grpo" and choice.below_base
-    assert "every stage is below the base model (80.0%), which never ships" in choice.reason
+    assert "every stage is below the base model on dev (80.0%), which never ships" in choice.reason
 
 
 def test_the_main_metric_is_the_first_every_stage_measured():
@@ -296,7 +296,8 @@ def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_pa
     report = (out / "report.md").read_text(encoding="utf-8")
     top = report[: report.index("## At a glance")]
     assert (
-        "OUT/model is Keep, the best stage on the held-out set by task_accuracy: 60.0% (spoil 40.0%)" in top
+        "OUT/model is Keep, the best stage on the dev split (n=2) by task_accuracy: 60.0% (spoil 40.0%)"
+        in top
     )
     assert "| Spoil | 40.0% |" in top and "| never ships |" in top and "| ships |" in top
     assert "final (Keep)" in report  # at a glance: the model that ships against the base
@@ -346,3 +347,46 @@ def test_a_run_killed_while_its_model_moves_resumes_without_training_again(toy_r
     kept = folder.stage_final_dir("keep") / "model.safetensors"
     assert (folder.model_dir / "model.safetensors").read_bytes() == kept.read_bytes()
     assert folder.final_model()["stage"] == "keep" and not folder.incoming_model_dir.exists()
+
+
+# --- dev decides, test is stated; evaluations measured differently are not compared ---
+
+
+def measured(accuracy: float, dtype: str = "float32", split: str = "dev") -> dict:
+    setting = {
+        "split": split,
+        "n": 60,
+        "rows": "abc",
+        "dtype": dtype,
+        "decoding": "greedy",
+        "max_new_tokens": 8,
+    }
+    return evaluated(accuracy, measurement=setting)
+
+
+def test_the_choice_reads_dev_and_states_the_shipped_stages_test_figure():
+    dev = {"base": measured(0.3), "rft": measured(0.7), "grpo": measured(0.6)}
+    test = {"base": evaluated(0.3), "rft": evaluated(0.55), "grpo": evaluated(0.9)}
+    choice = choose(dev, ["rft", "grpo"], "best", test)
+    assert (choice.stage, choice.split, choice.n, choice.test_value, choice.n_test) == (
+        "rft",
+        "dev",
+        60,
+        0.55,
+        60,
+    )
+    assert "the best stage on the dev split (n=60)" in choice.reason
+    assert "on the test split (n=60), which no choice read, its task_accuracy is 55.0%" in choice.reason
+    last = choose(dev, ["rft", "grpo"], "last", test)
+    assert last.stage == "grpo" and last.test_value == 0.9
+
+
+def test_evaluations_measured_differently_are_not_compared():
+    dev = {"base": measured(0.3), "rft": measured(0.9, dtype="bfloat16"), "grpo": measured(0.6)}
+    choice = choose(dev, ["rft", "grpo"], "best")
+    assert (choice.stage, choice.policy, choice.metric) == ("grpo", "last", None)
+    assert "measured differently: dtype: base float32, rft bfloat16, grpo float32" in choice.reason
+    unrecorded = {**dev, "rft": evaluated(0.9)}
+    assert "no measurement recorded for rft" in choose(unrecorded, ["rft", "grpo"], "best").reason
+    alike = {**dev, "rft": measured(0.9)}
+    assert choose(alike, ["rft", "grpo"], "best").stage == "rft"

@@ -19,6 +19,25 @@ from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.scoring import metric_scores
 
 
+def measurement_of(
+    split: str, rows: list[dict], rt: Runtime, max_new_tokens: int, episodes: bool = False
+) -> dict[str, Any]:
+    """How an evaluation is measured: two evaluations are compared only when these agree (but ``split``,
+    which says which rows they are). ``rows`` is a hash of the prompts in order (``data/split.py``)."""
+    from ark_trainer.data.split import row_hash
+
+    return {
+        "split": split,
+        "n": len(rows),
+        "rows": row_hash(rows),
+        "dtype": str(rt.dtype).removeprefix("torch."),
+        "precision": rt.precision,
+        "decoding": "greedy",
+        "max_new_tokens": max_new_tokens,
+        "episodes": episodes,
+    }
+
+
 def evaluate_model(
     model_path: str | Path,
     name: str,
@@ -34,13 +53,17 @@ def evaluate_model(
     on_batch=None,
     env: tuple | None = None,
     on_tick=None,
+    measurement: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals.
 
     With ``env`` (an agent run: the limit-applying environment class and its limits) every prompt is played
     as a greedy episode with the tools executed (``agent/rollout.py``), and the file also carries the agent
     metrics (``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``) and episodes.
+    ``measurement`` (how it was measured: split, rows, dtype, decoding, ...) is recorded in the file as is,
+    so that only evaluations measured alike are compared (``final_model.py``).
     """
+    recorded = {"measurement": measurement} if measurement is not None else {}
     from ark_trainer.scale import generation_batch
 
     model, tok = load_policy(model_path, rt)
@@ -48,7 +71,7 @@ def evaluate_model(
         from ark_trainer.agent.evaluate import evaluate_episodes
 
         args = (model, tok, env, rows, reward, max_new_tokens, pass_threshold, base_totals, seed, on_batch)
-        result = {"name": name, "model": str(model_path), **evaluate_episodes(*args)}
+        result = {"name": name, "model": str(model_path), **evaluate_episodes(*args), **recorded}
         del model
         write_json(out_path, result)
         return result
@@ -83,6 +106,7 @@ def evaluate_model(
         **metrics,
         "examples": examples,
         "answers": [{"completion": a, "reward": t} for a, t in zip(answers, totals, strict=True)],
+        **recorded,
     }
     write_json(out_path, result)
     return result

@@ -1,12 +1,16 @@
-"""Which stage's model ``OUT/model`` is: the best stage on the held-out set, or the last (``--final_model``).
+"""Which stage's model ``OUT/model`` is: the best stage on the dev split, or the last (``--final_model``).
 
-Every stage of a plan is evaluated on the same held-out prompts (``pipeline._Evaluator``). Once the last one
-is, :func:`choose` picks the model that ships by the run's main metric (:func:`metrics.main_metric`: the
-first of task success, task accuracy, pass rate and mean reward that every stage has), ties going to the
-later stage (the plan's intent). The base model never ships: when every stage is below it, the best stage
-does and the choice says so (the diagnosis's ``no_improvement`` and the deploy gate take it from there).
-Without an evaluation of every stage (``--eval_auto False``, no held-out rows) the last stage ships, as
-with ``--final_model last``.
+Every stage of a plan is evaluated on the same dev and test prompts (``pipeline._Evaluator``). Once the last
+one is, :func:`choose` picks the model that ships by the run's main metric on **dev**
+(:func:`metrics.main_metric`: the first of task success, task accuracy, pass rate and mean reward that every
+stage has), ties going to the later stage (the plan's intent), and states the shipped stage's **test**
+figure: a model chosen on the prompts it is reported on would look better than it is (the choice picks
+the luckiest of several noisy figures), so the reported figure comes from prompts the choice never read.
+The base model never ships: when every stage is below it, the best stage does and the choice says so (the
+diagnosis's ``no_improvement`` and the deploy gate take it from there). Without a dev evaluation of every
+stage (``--eval_auto False``, no dev rows), or when the evaluations were measured differently (their
+``measurement``: rows, dtype, precision, decoding, completion length), the last stage ships, as with
+``--final_model last``, and the reason says why.
 
 :func:`ship` then makes ``OUT/model`` that stage's model by renames, so a kill at any point loses no model
 and the next attempt (``--resume``) finishes the move:
@@ -22,7 +26,7 @@ and the next attempt (``--resume``) finishes the move:
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,37 +44,93 @@ class FinalChoice:
     metric: str | None
     reason: str
     below_base: bool = False  # every stage is below the base model on the metric
+    split: str | None = None  # the split the choice read ("dev"), None when nothing was compared
+    n: int | None = None  # its prompts
+    test_value: float | None = None  # the shipped stage's metric on the test split (what reports show)
+    n_test: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def choose(evals: dict[str, dict[str, Any]], stages: list[str], policy: str) -> FinalChoice:
-    """``stages``: the trained stages in plan order; ``evals``: the evaluations by name (``base`` too)."""
+def choose(
+    evals: dict[str, dict[str, Any]],
+    stages: list[str],
+    policy: str,
+    test: dict[str, dict[str, Any]] | None = None,
+) -> FinalChoice:
+    """``stages``: the trained stages in plan order; ``evals``: the dev evaluations by name (``base`` too),
+    the only ones compared; ``test``: the test evaluations, of which the shipped stage's figure is stated."""
     last = stages[-1]
     if policy == "last":
-        return FinalChoice(last, "last", None, "the last stage (--final_model last)")
+        return _with_test(FinalChoice(last, "last", None, "the last stage (--final_model last)"), test)
     measured = [evals.get(s) or {} for s in stages]
     metric = main_metric(measured) if all(measured) else None
     if metric is None:
-        return FinalChoice(last, "last", None, "the last stage (no held-out evaluation of every stage)")
+        reason = "the last stage (no dev-split evaluation of every stage)"
+        return _with_test(FinalChoice(last, "last", None, reason), test)
+    unlike = measured_unlike({s: e for s, e in evals.items() if s in ("base", *stages)})
+    if unlike:
+        reason = f"the last stage (the dev evaluations were measured differently: {unlike}; not compared)"
+        return _with_test(FinalChoice(last, "last", None, reason), test)
     values = {s: float(e[metric]) for s, e in zip(stages, measured, strict=True)}
     best = stages[0]
     for stage in stages[1:]:
         if values[stage] >= values[best]:  # a tie goes to the later stage
             best = stage
+    n = _n(measured[0])
+    where = f"the dev split (n={n})" if n is not None else "the dev split"
     others = ", ".join(f"{s} {shown(metric, values[s])}" for s in stages if s != best)
     if others:
-        reason = f"the best stage on the held-out set by {metric}: {shown(metric, values[best])} ({others})"
+        reason = f"the best stage on {where} by {metric}: {shown(metric, values[best])} ({others})"
     else:
-        reason = f"the only stage ({metric} {shown(metric, values[best])} on the held-out set)"
+        reason = f"the only stage ({metric} {shown(metric, values[best])} on {where})"
     if best != last:
         reason += f"; the last stage's model is kept in OUT/{last}/final (--final_model last ships it)"
     base = (evals.get("base") or {}).get(metric)
     below = isinstance(base, int | float) and values[best] < base
     if below:
-        reason += f"; every stage is below the base model ({shown(metric, base)}), which never ships"
-    return FinalChoice(best, "best", metric, reason, below)
+        reason += f"; every stage is below the base model on dev ({shown(metric, base)}), which never ships"
+    return _with_test(FinalChoice(best, "best", metric, reason, below, "dev", n), test)
+
+
+def _with_test(choice: FinalChoice, test: dict[str, dict[str, Any]] | None) -> FinalChoice:
+    """``choice`` with its stage's test-split figure (on the choice's metric, else the main metric) added
+    to its record and reason."""
+    shipped = (test or {}).get(choice.stage) or {}
+    metric = (choice.metric or main_metric([shipped])) if shipped else None
+    value = shipped.get(metric) if metric else None
+    if metric is None or not isinstance(value, int | float) or isinstance(value, bool):
+        return choice
+    n = _n(shipped)
+    on = f"the test split (n={n})" if n is not None else "the test split"
+    reason = f"{choice.reason}; on {on}, which no choice read, its {metric} is {shown(metric, float(value))}"
+    return replace(choice, reason=reason, test_value=float(value), n_test=n)
+
+
+def _n(evaluation: dict[str, Any]) -> int | None:
+    """The prompts an evaluation measured: its ``measurement``'s n, else its own count."""
+    n = (evaluation.get("measurement") or {}).get("n", evaluation.get("n"))
+    return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
+
+
+def measured_unlike(evals: dict[str, dict[str, Any]]) -> str:
+    """What differs between the ``measurement`` records of ``evals`` ("" when they agree): e.g.
+    ``dtype: base float32, grpo bfloat16``. An evaluation without a record (an older run) is not compared
+    with one that has one."""
+    given = {name: e.get("measurement") for name, e in evals.items()}
+    if all(r is None for r in given.values()):
+        return ""  # an older run: nothing recorded, as every evaluation was measured alike then
+    missing = [name for name, r in given.items() if not isinstance(r, dict)]
+    if missing:
+        return f"no measurement recorded for {', '.join(missing)}"
+    records: dict[str, dict[str, Any]] = {name: r for name, r in given.items() if isinstance(r, dict)}
+    keys = sorted({k for r in records.values() for k in r})
+    for key in keys:
+        seen = {name: r.get(key) for name, r in records.items()}
+        if len({repr(v) for v in seen.values()}) > 1:
+            return f"{key}: " + ", ".join(f"{name} {v}" for name, v in seen.items())
+    return ""
 
 
 def trained_dir(folder: RunFolder, stage: str, last: bool) -> Path:

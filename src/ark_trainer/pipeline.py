@@ -12,7 +12,7 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -20,7 +20,14 @@ from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig, settle, to_yaml
 from ark_trainer.data.length import check_prompt_lengths
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
-from ark_trainer.data.split import describe, drop_overlap, split_rows
+from ark_trainer.data.split import (
+    Splits,
+    describe,
+    divide_eval,
+    drop_overlap,
+    small_test_warning,
+    split_three,
+)
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.final_model import trained_dir
@@ -48,8 +55,8 @@ class Prepared:
     out: Path
     log_dir: Path
     train: list[dict]
-    eval: list[dict]
-    eval_source: str
+    eval: list[dict]  # the test split: every reported figure; no choice reads it
+    eval_source: str  # where dev and test come from (``data/split.py``)
     reward: CompositeReward
     plan: Plan  # resolved once (plan.py); under --strategy auto replaced once, by the probe's choice
     plan_extra: dict  # what plan.json holds besides the plan: the rewards, this attempt's precision
@@ -60,6 +67,7 @@ class Prepared:
     done: Progress | None = None  # under --resume: what the earlier attempts finished (read once)
     last_model: tuple[str, str] | None = None  # (stage, folder) of the last stage that finished
     warnings: tuple[str, ...] = ()  # shown once the run has started (e.g. a toy preset on a real model)
+    dev: list[dict] = field(default_factory=list)  # the dev split: every choice reads it, no report shows it
 
     @property
     def model_path(self) -> str:
@@ -132,14 +140,14 @@ def prepare(cfg: TrainConfig) -> Prepared:
         str(model.path), new_tokens(cfg.max_completion_length), sources, rt.trust_remote_code, tools
     )
     check_reward_applies(cfg, reward, rows)
-    train, eval_rows, source = _train_and_eval_rows(cfg, rows, eval_rows)
-    if cfg.max_eval_samples:
-        eval_rows = eval_rows[: cfg.max_eval_samples]
+    splits, source = _splits(cfg, rows, eval_rows)
     plan = resolve_plan(cfg)
     extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
     from ark_trainer.agent.rft import check_episode_sources
 
-    check_episode_sources(cfg.env, data_path, cfg.rft_num_samples, train, [s.name for s in plan.stages])
+    check_episode_sources(
+        cfg.env, data_path, cfg.rft_num_samples, splits.train, [s.name for s in plan.stages]
+    )
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
@@ -153,8 +161,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
         cfg,
         out,
         log_dir,
-        train,
-        eval_rows,
+        splits.train,
+        splits.test,
         source,
         reward,
         plan,
@@ -163,24 +171,41 @@ def prepare(cfg: TrainConfig) -> Prepared:
         model,
         done,
         warnings=tuple(warnings),
+        dev=splits.dev,
     )
 
 
-def _train_and_eval_rows(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[list, list, str]:
-    """(training rows, held-out rows, where the held-out rows come from)."""
+def _splits(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
+    """The train / dev / test rows (``data/split.py``; each capped at ``--max_eval_samples``) and where dev
+    and test come from."""
     if cfg.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
-        source = f"--eval_dataset {cfg.eval_dataset}"
+        dev, test = divide_eval(eval_rows)
+        source = f"--eval_dataset {cfg.eval_dataset}, divided by prompt hash into dev and test"
         if dropped:
             log.warning("%d training rows share a prompt with --eval_dataset; dropped from training", dropped)
+        splits = Splits(train, dev, test)
     elif cfg.eval_auto:
-        train, eval_rows = split_rows(rows, cfg.eval_ratio)
-        source = f"held-out {cfg.eval_ratio:.0%} split of --data_path (by prompt hash)"
+        splits = split_three(rows, cfg.eval_ratio)
+        source = (
+            f"held-out {cfg.eval_ratio:.0%} split of --data_path (by prompt hash), half dev and half test"
+        )
     else:
-        train, source = rows, "none (--eval_auto False)"
-    if not train:
+        splits, source = Splits(rows, [], []), "none (--eval_auto False)"
+    if not splits.train:
         raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
-    return train, eval_rows, source
+    if cfg.max_eval_samples:
+        cap = cfg.max_eval_samples
+        splits = Splits(splits.train, splits.dev[:cap], splits.test[:cap])
+    return splits, source
+
+
+def split_line(p: Prepared) -> str:
+    """One line: each split's n and where it comes from (the log, ``data/stats.json``)."""
+    return (
+        f"splits: train {len(p.train)} (--data_path), dev {len(p.dev)} (every choice), "
+        f"test {len(p.eval)} (every reported figure); dev and test: {p.eval_source}"
+    )
 
 
 def _env_tools(cfg: TrainConfig) -> list[dict] | None:
@@ -327,15 +352,18 @@ def write_run_files(p: Prepared) -> None:
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
         inputs.add(resolve_eval_path(p.cfg.eval_dataset).resolve())
-    for name, rows in (("train.jsonl", p.train), ("eval.jsonl", p.eval)):
+    files = (("train.jsonl", p.train), ("dev.jsonl", p.dev), ("eval.jsonl", p.eval))  # eval.jsonl: test
+    for name, rows in files:
         if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
             write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])
     write_json(
         data_dir / DATA_STATS,
         {
             "train": describe(p.train),
-            "eval": describe(p.eval) if p.eval else None,
+            "eval": describe(p.eval) if p.eval else None,  # the test split (the name readers know)
+            "dev": describe(p.dev) if p.dev else None,
             "eval_source": p.eval_source,
+            "splits": {"train": len(p.train), "dev": len(p.dev), "test": len(p.eval), "line": split_line(p)},
         },
     )
 
@@ -465,19 +493,23 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             "openclaw", **check_openclaw(monitor.warn, cfg.output_dir, cfg.model_path, cfg.save_total_limit)
         )
     log.info(
-        "task %s: %s, %d train / %d eval prompts, device %s",
+        "task %s: %s, %d train / %d dev / %d test prompts, device %s",
         cfg.task_name,
         p.plan.strategy,
         len(p.train),
+        len(p.dev),
         len(p.eval),
         rt.device,
     )
+    log.info("%s", split_line(p))
+    if cfg.eval_auto and p.eval and (small := small_test_warning(len(p.eval))):
+        log.warning("%s", small)
     if p.plan.pending:
         _choose_strategy(p, monitor)
     evaluator = _Evaluator(p, rt, monitor)
     p.last_model = ("base", p.model_path)
     evaluator.run("base", p.model_path)
-    held_out = p.eval if cfg.eval_auto else []
+    held_out = p.dev if cfg.eval_auto else []  # a stage's own choices (GRPO's best step) read dev only
     ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done, held_out)
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
@@ -498,14 +530,17 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
 
 
 def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None:
-    """``OUT/model`` becomes the model of the stage ``--final_model`` chooses (``final_model.py``)."""
+    """``OUT/model`` becomes the model of the stage ``--final_model`` chooses on the dev split
+    (``final_model.py``); the line and the record give its test-split figure."""
     from ark_trainer.final_model import choose, ship
     from ark_trainer.runtime.distributed import ranks
 
     if ranks().is_main:
         folder = RunFolder(p.out)
-        evals = folder.evals(["base", *trained]) if p.cfg.eval_auto and p.eval else {}
-        choice = choose(evals, trained, p.cfg.final_model)
+        names = ["base", *trained]
+        dev = folder.dev_evals(names) if p.cfg.eval_auto and p.dev else {}
+        test = folder.evals(names) if p.cfg.eval_auto and p.eval else {}
+        choice = choose(dev, trained, p.cfg.final_model, test)
         ship(folder, choice, trained[-1])
         _record_prompt_shape(p, folder.model_dir)
         monitor.event("final_model", **choice.to_json())
@@ -559,11 +594,14 @@ def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
 
 
 class _Evaluator:
-    """Evaluates each model of the run on the same prompts; remembers the base answers' rewards."""
+    """Evaluates each model of the run on the test split (``eval/<name>.json``, what reports read) and on the
+    dev split (``eval/dev/<name>.json``, what choices read), through the same function and settings;
+    remembers the base answers' rewards of each split. Under ``--resume`` an evaluation measured with other
+    settings (the precision may change between attempts) is measured again, never compared as it is."""
 
     def __init__(self, p: Prepared, rt, monitor: Monitor) -> None:
         self.p, self.rt, self.monitor = p, rt, monitor
-        self.base_totals: list | None = None
+        self.base_totals: dict[str, list] = {}
 
     def run(self, name: str, model_path: str) -> None:
         from ark_trainer.runtime.distributed import ranks
@@ -575,37 +613,46 @@ class _Evaluator:
     def _run(self, name: str, model_path: str) -> None:
         if not (self.p.cfg.eval_auto and self.p.eval):
             return
+        folder = RunFolder(self.p.out)
+        for split, rows, path in (
+            ("test", self.p.eval, folder.eval_path(name)),
+            ("dev", self.p.dev, folder.dev_eval_path(name)),
+        ):
+            if rows:
+                self._split(name, model_path, split, rows, path)
+        gc.collect()
+
+    def _split(self, name: str, model_path: str, split: str, rows: list[dict], path: Path) -> None:
         from ark_trainer.agent.env import env_for
-        from ark_trainer.evaluate import evaluate_model
+        from ark_trainer.evaluate import evaluate_model, measurement_of
+        from ark_trainer.fileio import read_json
         from ark_trainer.metrics import AGENT_METRICS, HEADLINE
 
         cfg = self.p.cfg
-        if self.p.done and (done := self.p.done.eval_result(name)) is not None:
-            log.info("resume: eval %s already done", name)
-            if self.base_totals is None:
-                self.base_totals = [a["reward"] for a in done["answers"]]
-            return
-        with self.monitor.stage(f"eval_{name}", total=len(self.p.eval)):
+        tokens, env = new_tokens(cfg.max_completion_length), env_for(cfg)
+        settings = measurement_of(split, rows, self.rt, tokens, env is not None)
+        stage = f"eval_{name}" if split == "test" else f"eval_{name}_{split}"
+        if self.p.done and self.p.done.stage_ok(stage) and path.is_file():
+            done = read_json(path)
+            if done.get("measurement") == settings:
+                log.info("resume: eval %s (%s) already done", name, split)
+                self.base_totals.setdefault(split, [a["reward"] for a in done["answers"]])
+                return
+            log.info("resume: eval %s (%s) was measured with other settings: measured again", name, split)
+        with self.monitor.stage(stage, total=len(rows)):
             result = evaluate_model(
-                model_path,
-                name,
-                self.p.eval,
-                self.p.reward,
-                self.rt,
-                RunFolder(self.p.out).eval_path(name),
-                max_new_tokens=new_tokens(cfg.max_completion_length),
-                pass_threshold=cfg.pass_threshold,
-                base_totals=self.base_totals,
-                seed=cfg.seed,
-                on_batch=self.monitor.progress,
-                env=env_for(cfg),
-            )
-        if self.base_totals is None:
-            self.base_totals = [a["reward"] for a in result["answers"]]
+                model_path, name, rows, self.p.reward, self.rt, path,
+                max_new_tokens=tokens, pass_threshold=cfg.pass_threshold,
+                base_totals=self.base_totals.get(split), seed=cfg.seed, on_batch=self.monitor.progress,
+                env=env, measurement=settings,
+            )  # fmt: skip
+        self.base_totals.setdefault(split, [a["reward"] for a in result["answers"]])
         keys = HEADLINE + tuple(k for k in AGENT_METRICS if k in result)
-        self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
-        log.info("eval %s: %s", name, ", ".join(f"{k}={result[k]}" for k in keys))
-        gc.collect()
+        if split == "test":  # the figures every report shows; dev's are choices' and go to the log only
+            self.monitor.event("eval", model=name, **{k: result[k] for k in keys})
+        log.info(
+            "eval %s (%s, n=%d): %s", name, split, len(rows), ", ".join(f"{k}={result[k]}" for k in keys)
+        )
 
 
 def _report_anyway(out: Path) -> None:

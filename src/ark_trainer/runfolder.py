@@ -6,13 +6,17 @@
     plan.json       the plan: schema version, strategy, requested, reason, task_name, stages, rewards, ...
     heartbeat.json  rewritten every few seconds while the run lives (state, stage, step, pid)
     events.jsonl    one JSON line per thing that happened (stage start/end, metrics, evals, warnings)
-    data/           train.jsonl eval.jsonl stats.json and what the stages selected (rft_scored.jsonl, ...)
+    data/           train.jsonl, dev.jsonl (the rows every choice reads), eval.jsonl (the test rows every reported
+                    figure comes from), stats.json and what the stages selected (rft_scored.jsonl, ...)
     <stage>/        a stage's checkpoints (checkpoint-N/) and its final/ model (the last stage's trains into
                     model/ and moves here when an earlier stage's model ships instead)
-    model/          the model that ships (--final_model: the best stage on the held-out set, or the last);
+    model/          the model that ships (--final_model: the best stage on the dev split, or the last);
                     ark_final_model.json in it says which stage's model it is and why
-    eval/           <model>.json: the metrics of the base model and of each stage's model (and, once
-                    ``eval --through openclaw`` ran, <stage>-openclaw.json: the same through OpenClaw)
+    eval/           <model>.json: the metrics of the base model and of each stage's model on the test split
+                    (and, once ``eval --through openclaw`` ran, <stage>-openclaw.json: the same through
+                    OpenClaw); dev/<model>.json: the same on the dev split, which the choices read; each
+                    file's ``measurement`` records how it was measured (split, n, rows, dtype, decoding, ...)
+    <stage>/best_step.json  GRPO's best evaluated step so far (on dev), re-read when a run resumes
     base_model/     the base model converted to safetensors, when --model_path was a GGUF file or ollama:NAME
     export/         export.json and the GGUF files ``ark-trainer export`` wrote
     deploy/         the deploy target's own record, key and server log (``ark-trainer deploy``)
@@ -41,6 +45,7 @@ RUN_CONFIG = "run.yaml"
 PLAN = "plan.json"
 HEARTBEAT = "heartbeat.json"
 EVENTS = "events.jsonl"
+DEV_EVAL_DIR, BEST_STEP = "dev", "best_step.json"  # in eval/: the dev split's evals; in <stage>/
 EVAL_DIR, DATA_DIR, MODEL_DIR, LOG_DIR, PLOT_DIR = "eval", "data", "model", "logs", "plots"
 BASE_MODEL_DIR, EXPORT_DIR, EXPORT_RECORD = "base_model", "export", "export.json"  # the latter in export/
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
@@ -118,7 +123,16 @@ class RunFolder:
         return self.model_dir / FINAL_MODEL
 
     def eval_path(self, name: str) -> Path:
+        """A model's evaluation on the test split (what every report reads)."""
         return self.eval_dir / f"{name}.json"
+
+    def dev_eval_path(self, name: str) -> Path:
+        """A model's evaluation on the dev split (what every choice reads)."""
+        return self.eval_dir / DEV_EVAL_DIR / f"{name}.json"
+
+    def best_step_path(self, stage: str) -> Path:
+        """A stage's best evaluated step so far and its trainable weights' file beside it."""
+        return self.out / stage / BEST_STEP
 
     def log_dir(self, given: str | None = None) -> Path:
         """``--log_dir`` when given, else ``OUT/logs``."""
@@ -157,6 +171,19 @@ class RunFolder:
         """``{name: eval}`` of the names that have an eval file, in the order given."""
         found = {name: self.eval(name, problems) for name in dict.fromkeys(names)}
         return {name: data for name, data in found.items() if data}
+
+    def dev_eval(self, name: str, problems: Problems = None) -> dict[str, Any]:
+        return read_mapping(self.dev_eval_path(name), problems)
+
+    def dev_evals(self, names: list[str], problems: Problems = None) -> dict[str, dict[str, Any]]:
+        """``{name: dev eval}`` of the names that have one, in the order given."""
+        found = {name: self.dev_eval(name, problems) for name in dict.fromkeys(names)}
+        return {name: data for name, data in found.items() if data}
+
+    def best_step(self, stage: str) -> dict[str, Any]:
+        """``<stage>/best_step.json``: ``step``, ``value``, ``metric``, ``weights`` (a file name or None),
+        ``measurement``; {} without one."""
+        return read_mapping(self.best_step_path(stage))
 
     def eval_names(self) -> list[str]:
         """The names of every eval file there is (``eval/<name>.json``), sorted."""

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.data.split import describe, drop_overlap, prompt_key, split_rows
+from ark_trainer.data.split import (
+    describe,
+    divide_eval,
+    drop_overlap,
+    mde_points,
+    prompt_key,
+    small_test_warning,
+    split_rows,
+    split_three,
+)
 
 
 def rows_for(prompts: list[str]) -> list[dict]:
@@ -69,3 +78,54 @@ def test_describe():
 def test_eval_ratio_zero_holds_out_nothing():
     rows = [{"prompt": [{"role": "user", "content": str(i)}]} for i in range(5)]
     assert split_rows(rows, 0.0) == (rows, [])
+
+
+# --- train / dev / test ---
+
+
+def keys(rows: list[dict]) -> set[str]:
+    return {prompt_key(r) for r in rows}
+
+
+def test_three_splits_are_disjoint_deterministic_and_follow_the_hash():
+    rows = rows_for([f"q{i % 300}" for i in range(600)])  # every prompt twice
+    splits = split_three(rows, 0.2)
+    again = split_three(list(reversed(rows)), 0.2)
+    assert keys(splits.dev) == keys(again.dev) and keys(splits.test) == keys(again.test)
+    assert not keys(splits.train) & keys(splits.dev) and not keys(splits.dev) & keys(splits.test)
+    assert len(splits.train) + len(splits.dev) + len(splits.test) == 600
+    assert 10 < len(keys(splits.dev)) < 60 and 10 < len(keys(splits.test)) < 60  # about 10% each
+    _, held = split_rows(rows, 0.2)
+    assert keys(held) == keys(splits.dev) | keys(splits.test)  # the same held-out prompts as before
+
+
+@pytest.mark.parametrize("n", [3, 4, 7])
+def test_a_small_file_still_gets_a_dev_and_a_test_prompt(n):
+    splits = split_three(rows_for([f"tiny{i}" for i in range(n)]), 0.1)
+    assert splits.train and splits.dev and splits.test
+    assert len(splits.train) + len(splits.dev) + len(splits.test) == n
+
+
+def test_two_prompts_give_train_and_test_and_one_trains_only():
+    two = split_three(rows_for(["a", "b"]), 0.1)
+    assert (len(two.train), len(two.dev), len(two.test)) == (1, 0, 1)
+    one = split_three(rows_for(["a", "a"]), 0.1)
+    assert (len(one.train), one.dev, one.test) == (2, [], [])
+    assert split_three(rows_for(["a", "b", "c"]), 0.0).train and not split_three(rows_for(["a"]), 0).dev
+
+
+def test_a_users_eval_file_is_divided_half_and_half():
+    rows = rows_for([f"e{i}" for i in range(200)])
+    dev, test = divide_eval(rows)
+    assert not keys(dev) & keys(test) and len(dev) + len(test) == 200 and 70 < len(dev) < 130
+    assert keys(divide_eval(list(reversed(rows)))[0]) == keys(dev)  # order-free
+    small_dev, small_test = divide_eval(rows_for(["x", "y"]))
+    assert len(small_dev) == 1 and len(small_test) == 1
+
+
+def test_the_smallest_detectable_difference_and_its_warning():
+    assert mde_points(100) == pytest.approx(14.0, abs=0.1)  # 2.8 × √(0.25 / 100)
+    assert mde_points(400) == pytest.approx(7.0, abs=0.1)
+    warning = small_test_warning(60)
+    assert warning and "60 prompts" in warning and "about 18 points" in warning and "80% power" in warning
+    assert small_test_warning(400) is None
