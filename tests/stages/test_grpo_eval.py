@@ -18,16 +18,22 @@ class Events:
         self.seen.append((kind, fields))
 
 
-def _run(monkeypatch, values, every=2, max_steps=6, start=None):
-    """Train a one-weight "model" whose weight is its step; the held-out scores are ``values`` in turn."""
+ROWS = [{"prompt": [{"role": "user", "content": "p"}]}]
+
+
+def _run(monkeypatch, values, every=2, max_steps=6, record=None, first=0, bf16=False):
+    """Train a one-weight "model" whose weight is its step, from step ``first`` (> 0: resumed from a
+    checkpoint); the dev scores are ``values`` in turn."""
     model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(float(first))
     scores = iter(values)
     monkeypatch.setattr(grpo_eval, "held_out_score", lambda *a, **k: ("task_accuracy", next(scores)))
     events = Events()
-    cb = grpo_eval.best_policy_callback([{"prompt": "p"}], None, None, every, 8, False, events, start=start)
-    state = SimpleNamespace(global_step=0, max_steps=max_steps)
+    cb = grpo_eval.best_policy_callback(ROWS, None, None, every, 8, bf16, events, record=record)
+    state = SimpleNamespace(global_step=first, max_steps=max_steps)
     cb.on_train_begin(None, state, None, model=model)
-    for step in range(1, max_steps + 1):
+    for step in range(first + 1, max_steps + 1):
         with torch.no_grad():
             model.weight.fill_(float(step))
         state.global_step = step
@@ -55,22 +61,41 @@ def test_the_last_step_stays_when_it_is_best_or_nothing_beat_the_start(monkeypat
     assert weight == 6.0 and not any(kind == "grpo_best" for kind, _ in events)
 
 
-def test_a_starting_model_the_run_evaluated_already_is_not_decoded_again(monkeypatch, tmp_path):
-    weight, events = _run(monkeypatch, [0.6, 0.9, 0.7], start=("task_accuracy", 0.8))  # steps 2, 4, 6
-    assert weight == 4.0
-    assert [(f["step"], f["value"]) for kind, f in events if kind == "grpo_eval"] == [
-        (0, 0.8),
-        (2, 0.6),
-        (4, 0.9),
-        (6, 0.7),
-    ]
-    from ark_trainer.fileio import write_json
+def test_step_zero_is_measured_like_every_other_step(monkeypatch):
+    calls = []
 
-    (tmp_path / "eval").mkdir()
-    write_json(tmp_path / "eval" / "rft.json", {"model": "/m/rft", "task_accuracy": 0.43})
-    write_json(tmp_path / "eval" / "base.json", {"model": "/m/base", "task_accuracy": 0.1})
-    assert grpo_eval.starting_score(tmp_path, "/m/rft") == ("task_accuracy", 0.43)
-    assert grpo_eval.starting_score(tmp_path, "/m/other") is None
+    def score(model, tok, rows, reward, max_new_tokens, bf16):
+        calls.append((rows, max_new_tokens, bf16))
+        return "task_accuracy", 0.5
+
+    monkeypatch.setattr(grpo_eval, "held_out_score", score)
+    cb = grpo_eval.best_policy_callback(ROWS, None, None, 2, 8, True, Events())
+    state = SimpleNamespace(global_step=0, max_steps=2)
+    model = torch.nn.Linear(1, 1, bias=False)
+    cb.on_train_begin(None, state, None, model=model)
+    state.global_step = 2
+    cb.on_step_end(None, state, None, model=model)
+    assert calls == [(ROWS, 8, True), (ROWS, 8, True)]  # the starting model: the same function and settings
+    assert not hasattr(grpo_eval, "starting_score")  # no figure read from an eval file measured otherwise
+
+
+def test_the_best_step_survives_a_resume(monkeypatch, tmp_path):
+    record = tmp_path / "grpo" / "best_step.json"
+    killed = _run(monkeypatch, [0.5, 0.9, 0.6], max_steps=4, record=record)  # steps 0, 2, 4: then killed
+    assert killed[0] == 2.0 and (tmp_path / "grpo" / "best_step.safetensors").is_file()
+    weight, events = _run(monkeypatch, [0.7, 0.8], max_steps=8, record=record, first=4)  # steps 6, 8
+    assert weight == 2.0  # step 2 of the first attempt, restored from the run folder
+    assert ("grpo_best", {"step": 2, "value": 0.9, "last_step": 8}) in events
+
+
+def test_a_best_step_measured_otherwise_or_of_another_attempt_is_dropped(monkeypatch, tmp_path):
+    record = tmp_path / "grpo" / "best_step.json"
+    _run(monkeypatch, [0.5, 0.9, 0.6], max_steps=4, record=record)
+    weight, _ = _run(monkeypatch, [0.7, 0.8], max_steps=8, record=record, first=4, bf16=True)
+    assert weight == 8.0  # the precision changed: the earlier 0.9 is not compared with these figures
+    _run(monkeypatch, [0.5, 0.9, 0.6], max_steps=4, record=record)
+    weight, _ = _run(monkeypatch, [0.1, 0.2, 0.3], max_steps=4, record=record)  # a fresh start: its own steps
+    assert weight == 4.0
 
 
 @pytest.mark.parametrize(("every", "max_steps", "steps"), [(3, 7, [0, 3, 6, 7]), (10, 4, [0, 4])])

@@ -187,13 +187,14 @@ def _with_best_policy(trainer, ctx: StageContext, tok, model_in: str, eval_steps
     """``trainer`` evaluating itself every ``eval_steps`` (``--grpo_eval_steps``) with answers of up to
     ``max_new_tokens`` and ending on its best step (``stages/grpo_eval.py``); as it is where that is off (0:
     also when episodes are played) or there is no held-out set."""
-    from ark_trainer.stages.grpo_eval import best_policy_callback, starting_score
+    from ark_trainer.runfolder import RunFolder
+    from ark_trainer.stages.grpo_eval import best_policy_callback
 
-    if eval_steps and ctx.held_out:
+    if eval_steps and ctx.held_out:  # the dev split: the step is chosen on prompts no report shows
         reward = ctx.reward  # the run's graders: the task accuracy the report shows
         callback = best_policy_callback(
             ctx.held_out, reward, tok, eval_steps, max_new_tokens, ctx.rt.bf16, ctx.monitor,
-            start=starting_score(ctx.out, model_in),
+            record=RunFolder(ctx.out).best_step_path("grpo"),
         )  # fmt: skip
         trainer.add_callback(callback)
     return trainer

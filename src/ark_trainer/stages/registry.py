@@ -63,7 +63,9 @@ class StageContext:
     out: Path
     log_dir: Path
     done: Progress | None = None  # under --resume: what earlier attempts finished
-    held_out: list[dict] = field(default_factory=list)  # the eval prompts (a stage may evaluate as it trains)
+    held_out: list[dict] = field(
+        default_factory=list
+    )  # the dev split: what a stage may choose on as it trains
 
 
 class Stage(Protocol):
