@@ -92,3 +92,18 @@ def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tm
     write_jsonl(tmp_path / "raw.jsonl", [row])
     with pytest.raises(UserError):  # unfitted, train refuses it
         check_prompt_lengths(str(model), 16, [(tmp_path / "raw.jsonl", load_jsonl(tmp_path / "raw.jsonl"))])
+
+
+def test_the_gate_reads_the_rounds_dev_evaluations_where_it_has_them(tmp_path):
+    from ark_trainer.fileio import write_json
+    from ark_trainer.runfolder import RunFolder
+
+    run = RunFolder(tmp_path)
+    run.write_plan({"stages": [{"name": "rft", "steps": 2}]})
+    for name, value in (("base", 0.1), ("rft", 0.2)):
+        write_json(run.eval_path(name), {"reward_mean": value})  # test: what the loop's report shows
+    assert rounds.evaluations(tmp_path) == ({"reward_mean": 0.1}, {"reward_mean": 0.2}, "rft")  # no dev
+    run.dev_eval_path("base").parent.mkdir(parents=True)
+    for name, value in (("base", 0.5), ("rft", 0.4)):
+        write_json(run.dev_eval_path(name), {"reward_mean": value})
+    assert rounds.evaluations(tmp_path) == ({"reward_mean": 0.5}, {"reward_mean": 0.4}, "rft")

@@ -187,11 +187,13 @@ def exit_code(pid: int, started: str | None = None) -> int | None:
 
 
 def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:
-    """(served model's eval, candidate's eval, candidate's stage) from the round's ``train`` output."""
+    """(served model's eval, candidate's eval, candidate's stage) from the round's ``train`` output: on the
+    dev split, as the gate is a choice (a run without dev evaluations: its only ones)."""
     run = RunFolder(folder)
-    base = run.eval("base") or None
+    read = run.dev_eval if run.dev_eval("base") else run.eval
+    base = read("base") or None
     for name in reversed([str(s.get("name")) for s in run.planned_stages() if s.get("steps")]):
-        candidate = run.eval(name)
+        candidate = read(name)
         if candidate:
             return base, candidate, name
     return base, None, None
