@@ -57,10 +57,17 @@ class RunOptions:
     # --- data ---
     data_path: str | None = flag(None, "training data, JSONL (required)", group="data")
     eval_dataset: str | None = flag(
-        None, "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl)", group="data"
+        None,
+        "eval data (JSONL file, or a folder holding eval.jsonl/test.jsonl), divided by prompt hash into a "
+        "dev half (every choice) and a test half (every reported figure)",
+        group="data",
     )
     eval_ratio: float = flag(
-        0.1, "held-out share of --data_path when no --eval_dataset is given", group="data", range=SHARE
+        0.1,
+        "held-out share of --data_path when no --eval_dataset is given, by prompt hash: half dev (what "
+        "every choice reads), half test (what every reported figure comes from)",
+        group="data",
+        range=SHARE,
     )
 
     # --- model ---
@@ -171,8 +178,8 @@ class RunOptionsAfterStages:
     )
     final_model: str = flag(
         "best",
-        "which stage's model OUT/model is: best (the best stage on the held-out set by the main metric, "
-        "ties to the later) or last",
+        "which stage's model OUT/model is: best (the best stage on the dev split by the main metric, "
+        "ties to the later; its test-split figure is stated) or last",
         group="evaluation",
         choices=FINAL_MODEL_CHOICES,
         noun="choice",

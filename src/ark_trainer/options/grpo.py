@@ -82,7 +82,7 @@ class GRPOOptions:
     )
     grpo_eval_steps: int | None = flag(
         None,
-        "GRPO: evaluate the policy on the held-out set every N steps and keep the best step (0: off); "
+        "GRPO: evaluate the policy on the dev split every N steps and keep the best step (0: off); "
         "default: 4 evaluations a stage for a real model, off for a toy or an agent run",
         group="GRPO",
         range=ZERO_OK,
