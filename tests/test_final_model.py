@@ -242,9 +242,14 @@ def fake_evaluate(model_path, name, rows, reward, rt, path, **kwargs) -> dict:
         "name": name, "model": model_path, "n": len(rows), REWARD_MEAN: accuracy, PASS_RATE: accuracy,
         TASK_ACCURACY: accuracy, COMPLIANCE_RATE: None, PREFERENCE_ALIGNMENT: None, "components": {}, "examples": [],
         "answers": [{"completion": "", "reward": accuracy} for _ in rows],
+        "measurement": kwargs.get("measurement"),
     }  # fmt: skip
+    FAKE_EVALUATED.append((name, path.parent.name))
     write_json(path, result)
     return result
+
+
+FAKE_EVALUATED: list[tuple[str, str]] = []  # (model, "eval" or "dev") of every fake evaluation
 
 
 @pytest.fixture
@@ -262,6 +267,7 @@ def toy_run(tmp_path, monkeypatch):
     add_strategy("KEEP+SPOIL", Strategy(("keep", "spoil"), "keeps, then spoils the model"))
     monkeypatch.setattr(evaluate, "evaluate_model", fake_evaluate)
     KeepStage.runs.clear()
+    FAKE_EVALUATED.clear()
     model = save_tiny_qwen(tmp_path / "model")
     rows = [
         {"question": f"客服：您好 {i}。顾客：订单{i}不对。", "label": ["无", "辱骂"][i % 2]}
@@ -280,7 +286,7 @@ def toy_run(tmp_path, monkeypatch):
 
 def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_path):
     from ark_trainer.cli import main
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.fileio import read_json, read_jsonl, write_json
 
     out = tmp_path / "out"
     assert main([*toy_run, "--output_dir", str(out)]) == 0
@@ -302,9 +308,20 @@ def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_pa
     assert "| Spoil | 40.0% |" in top and "| never ships |" in top and "| ships |" in top
     assert "final (Keep)" in report  # at a glance: the model that ships against the base
 
-    # a resume of the finished run trains nothing and moves nothing; --final_model last ships the last stage
+    assert folder.final_model()["split"] == "dev" and folder.final_model()["test_value"] == 0.6
+    assert sorted(FAKE_EVALUATED) == sorted((m, s) for m in ACCURACY for s in ("eval", "dev"))
+
+    # a resume of the finished run trains nothing, moves nothing and measures again only an evaluation
+    # measured with other settings (here: another precision); --final_model last ships the last stage
+    changed = read_json(folder.dev_eval_path("keep"))
+    write_json(
+        folder.dev_eval_path("keep"),
+        {**changed, "measurement": {**changed["measurement"], "dtype": "bfloat16"}},
+    )
+    FAKE_EVALUATED.clear()
     assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
     assert KeepStage.runs == ["keep", "spoil"] and folder.final_model()["stage"] == "keep"
+    assert FAKE_EVALUATED == [("keep", "dev")] and read_json(folder.dev_eval_path("keep")) == changed
     assert main(["train", "--output_dir", str(out), "--resume", "True", "--final_model", "last"]) == 0
     assert KeepStage.runs == ["keep", "spoil"] and folder.final_model()["stage"] == "spoil"
     assert not spoilt.exists() and (folder.model_dir / "model.safetensors").is_file()

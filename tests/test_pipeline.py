@@ -212,3 +212,29 @@ def test_a_missing_gpu_index_is_refused_before_anything_is_written(assets, tmp_p
     out = tmp_path / "never"
     assert main(_basic_template(assets, out, tmp_path / "logs") + ["--device", "cuda:7"]) == 2
     assert not out.exists()
+
+
+def _rows(prefix: str, n: int) -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": f"{prefix}{i}"}]} for i in range(n)]
+
+
+def test_the_rows_are_split_into_train_dev_and_test_and_the_run_says_where_from():
+    from types import SimpleNamespace
+
+    from ark_trainer.data.split import prompt_key
+    from ark_trainer.pipeline import _splits
+
+    cfg = SimpleNamespace(
+        eval_dataset=None, eval_auto=True, eval_ratio=0.2, max_eval_samples=None, data_path="d.jsonl"
+    )
+    splits, source = _splits(cfg, _rows("q", 400), [])
+    keys = [{prompt_key(r) for r in rows} for rows in (splits.train, splits.dev, splits.test)]
+    assert not (keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2])
+    assert splits.dev and splits.test and "half dev and half test" in source
+    given = SimpleNamespace(**{**vars(cfg), "eval_dataset": "e.jsonl", "max_eval_samples": 30})
+    splits, source = _splits(given, _rows("q", 50) + _rows("e", 3), _rows("e", 100))
+    assert len(splits.train) == 50  # the training rows that share a prompt with the eval file: dropped
+    assert len(splits.dev) == 30 and len(splits.test) == 30  # each capped at --max_eval_samples
+    assert source == "--eval_dataset e.jsonl, divided by prompt hash into dev and test"
+    off = SimpleNamespace(**{**vars(cfg), "eval_auto": False})
+    assert _splits(off, _rows("q", 5), [])[0].dev == []
