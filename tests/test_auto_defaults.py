@@ -135,7 +135,8 @@ def test_demo_on_a_base_model_runs_the_qc_demo_with_the_real_preset(tmp_path):
     run_yaml = (out / "run.yaml").read_text(encoding="utf-8")
     assert "rft_num_samples: 0" in run_yaml and f"model_path: {model}" in run_yaml
     assert not (out / "base_model").exists()  # no toy built
-    assert json.loads((out / "eval" / "grpo.json").read_text(encoding="utf-8"))["n"] == 6
+    tested = (out / "data" / "test.jsonl").read_text(encoding="utf-8").splitlines()  # the test half of 6
+    assert json.loads((out / "eval" / "grpo.json").read_text(encoding="utf-8"))["n"] == len(tested) >= 1
     assert (out / "report.md").is_file()
 
 

@@ -145,7 +145,7 @@ def test_advanced_template_runs_on_cpu_with_warnings(assets, tmp_path, capsys):
     assert any("--device cuda:0" in w for w in warnings) and any("--fp16" in w for w in warnings)
     assert (out / "eval" / "grpo.json").is_file()
     stats = json.loads((out / "data" / "stats.json").read_text())
-    assert stats["eval"]["n"] == 12 and "--eval_dataset" in stats["eval_source"]
+    assert stats["eval"]["n"] + stats["dev"]["n"] == 12 and "--eval_dataset" in stats["eval_source"]
     assert sorted(p.name for p in (out / "grpo").glob("checkpoint-*")) == [
         "checkpoint-2",
         "checkpoint-4",

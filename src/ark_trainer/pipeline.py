@@ -352,7 +352,8 @@ def write_run_files(p: Prepared) -> None:
     inputs = {Path(p.cfg.data_path).resolve()}
     if p.cfg.eval_dataset:
         inputs.add(resolve_eval_path(p.cfg.eval_dataset).resolve())
-    files = (("train.jsonl", p.train), ("dev.jsonl", p.dev), ("eval.jsonl", p.eval))  # eval.jsonl: test
+    # the test rows as test.jsonl, and as eval.jsonl (what older readers know) unless that is an input
+    files = (("train.jsonl", p.train), ("dev.jsonl", p.dev), ("test.jsonl", p.eval), ("eval.jsonl", p.eval))
     for name, rows in files:
         if (data_dir / name).resolve() not in inputs:  # never overwrite the user's own input file
             write_jsonl(data_dir / name, [{k: v for k, v in r.items() if k != "_line"} for r in rows])

@@ -6,8 +6,9 @@
     plan.json       the plan: schema version, strategy, requested, reason, task_name, stages, rewards, ...
     heartbeat.json  rewritten every few seconds while the run lives (state, stage, step, pid)
     events.jsonl    one JSON line per thing that happened (stage start/end, metrics, evals, warnings)
-    data/           train.jsonl, dev.jsonl (the rows every choice reads), eval.jsonl (the test rows every reported
-                    figure comes from), stats.json and what the stages selected (rft_scored.jsonl, ...)
+    data/           train.jsonl, dev.jsonl (the rows every choice reads), test.jsonl (the rows every reported
+                    figure comes from; also as eval.jsonl unless that is the user's own --eval_dataset),
+                    stats.json and what the stages selected (rft_scored.jsonl, ...)
     <stage>/        a stage's checkpoints (checkpoint-N/) and its final/ model (the last stage's trains into
                     model/ and moves here when an earlier stage's model ships instead)
     model/          the model that ships (--final_model: the best stage on the dev split, or the last);
@@ -125,6 +126,19 @@ class RunFolder:
     def eval_path(self, name: str) -> Path:
         """A model's evaluation on the test split (what every report reads)."""
         return self.eval_dir / f"{name}.json"
+
+    @property
+    def test_rows_path(self) -> Path:
+        """The test split's rows, in the order of every ``eval/<name>.json``'s answers."""
+        return self.data_dir / "test.jsonl"
+
+    @property
+    def dev_rows_path(self) -> Path:
+        return self.data_dir / "dev.jsonl"
+
+    def test_rows_file(self) -> Path:
+        """``data/test.jsonl``; ``data/eval.jsonl`` in a run folder from before the dev/test split."""
+        return self.test_rows_path if self.test_rows_path.is_file() else self.data_dir / "eval.jsonl"
 
     def dev_eval_path(self, name: str) -> Path:
         """A model's evaluation on the dev split (what every choice reads)."""

@@ -34,6 +34,10 @@ def test_a_grpo_stage_that_cannot_learn_reports_no_test_gain(tmp_path):
     dev_steps = [e["value"] for e in read_jsonl(folder.events_path) if e["event"] == "grpo_eval"]
     assert len(dev_steps) == 3 and len(set(dev_steps)) == 1  # steps 0, 1, 2 measured alike, all equal
     assert folder.dev_eval("grpo")["measurement"]["split"] == "dev"
+    assert (
+        len(read_jsonl(folder.test_rows_path)) == base["n"] == len(read_jsonl(folder.data_dir / "eval.jsonl"))
+    )
+    assert len(read_jsonl(folder.dev_rows_path)) == folder.dev_eval("grpo")["n"]
     findings = {f["code"] for f in read_json(out / "diagnosis.json")["findings"]}
     assert "no_improvement" in findings
     stats = folder.data_stats()

@@ -72,7 +72,7 @@ def _run_config(out: Path) -> dict:
 def eval_rows(out: Path, config: dict) -> list[dict]:
     from ark_trainer.data.loader import load_jsonl, resolve_eval_path
 
-    path = RunFolder(out).data_dir / "eval.jsonl"
+    path = RunFolder(out).test_rows_file()  # the rows of eval/<stage>.json's answers
     if not path.is_file() and config.get("eval_dataset"):
         path = resolve_eval_path(str(config["eval_dataset"]))
     if not path.is_file():

@@ -6,7 +6,7 @@
 - a note when ``pass_rate`` and ``task_accuracy`` coincide (they measure different things: the composite
   reward reaching ``--pass_threshold``, and the verdict being exactly right), so nobody reads it as a bug;
 - the final model's best answers next to its worst ones (successes and failures), from ``eval/<final>.json``
-  and the held-out prompts in ``data/eval.jsonl``; an agent episode's answer is what it did: each tool call
+  and the test split's prompts in ``data/test.jsonl``; an agent episode's answer is what it did: each tool call
   with its arguments and result, the final text and the outcome;
 - the page's language (``<html lang>``) from the task: Chinese when the task or its prompts are.
 
@@ -125,7 +125,7 @@ def headline_chart(evals: dict[str, dict[str, Any]], labels: dict[str, str], plo
 
 def _prompts(run_dir: Path) -> list[str]:
     try:
-        lines = jsonl_file_lines(RunFolder(run_dir).data_dir / "eval.jsonl", "replace")
+        lines = jsonl_file_lines(RunFolder(run_dir).test_rows_file(), "replace")
     except OSError:
         return []
     prompts = []
