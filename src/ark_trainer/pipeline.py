@@ -510,7 +510,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     evaluator = _Evaluator(p, rt, monitor)
     p.last_model = ("base", p.model_path)
     evaluator.run("base", p.model_path)
-    held_out = p.dev if cfg.eval_auto else []  # a stage's own choices (GRPO's best step) read dev only
+    held_out = p.dev if cfg.eval_auto else []  # a stage's own choices (its best step) read dev only
     ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done, held_out)
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
