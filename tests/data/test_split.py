@@ -121,6 +121,10 @@ def test_a_users_eval_file_is_divided_half_and_half():
     assert keys(divide_eval(list(reversed(rows)))[0]) == keys(dev)  # order-free
     small_dev, small_test = divide_eval(rows_for(["x", "y"]))
     assert len(small_dev) == 1 and len(small_test) == 1
+    assert divide_eval(rows_for(["only", "only"])) == (
+        [],
+        rows_for(["only", "only"]),
+    )  # reported, not chosen on
 
 
 def test_the_smallest_detectable_difference_and_its_warning():
