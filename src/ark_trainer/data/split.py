@@ -88,11 +88,9 @@ def divide_eval(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """A user's eval file divided into (dev, test) by prompt hash, :data:`DEV_SHARE` of it dev; both
     non-empty when it has ≥ 2 prompts (one prompt: test only)."""
     groups = list(_prompts_by_hash(rows).values())
-    n_dev = sum(_bucket(g[0]) < DEV_SHARE for g in groups)
-    if len(groups) >= 2:
-        n_dev = min(max(n_dev, 1), len(groups) - 1)
-    else:
-        n_dev = 0  # a single prompt is reported (test), as a run without a dev split chooses nothing
+    hashed = sum(_bucket(g[0]) < DEV_SHARE for g in groups)
+    # a single prompt is reported (test): a run without a dev split chooses nothing
+    n_dev = min(max(hashed, 1), len(groups) - 1) if len(groups) >= 2 else 0
     dev, test = _flat(groups[:n_dev]), _flat(groups[n_dev:])
     assert_disjoint(dev, test)
     return dev, test
