@@ -25,6 +25,7 @@ from ark_trainer.data.split import (
     describe,
     divide_eval,
     drop_overlap,
+    mde_points,
     small_test_warning,
     split_three,
 )
@@ -364,7 +365,13 @@ def write_run_files(p: Prepared) -> None:
             "eval": describe(p.eval) if p.eval else None,  # the test split (the name readers know)
             "dev": describe(p.dev) if p.dev else None,
             "eval_source": p.eval_source,
-            "splits": {"train": len(p.train), "dev": len(p.dev), "test": len(p.eval), "line": split_line(p)},
+            "splits": {
+                "train": len(p.train),
+                "dev": len(p.dev),
+                "test": len(p.eval),
+                "line": split_line(p),
+                "test_mde_points": round(mde_points(len(p.eval)), 1) if p.eval else None,
+            },  # fmt: skip
         },
     )
 

@@ -43,3 +43,4 @@ def test_a_grpo_stage_that_cannot_learn_reports_no_test_gain(tmp_path):
     stats = folder.data_stats()
     assert stats["splits"]["dev"] >= 1 and stats["splits"]["test"] >= 1
     assert stats["splits"]["train"] + stats["splits"]["dev"] + stats["splits"]["test"] == 12
+    assert stats["splits"]["test_mde_points"] > 50  # a handful of test prompts: only a huge difference shows
