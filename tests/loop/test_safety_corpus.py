@@ -1,0 +1,44 @@
+"""The correction filter measured on the labelled corpus of ``tests/loop/data`` (written before the filter):
+hostile corrections caught (recall ≥ 95%) and benign ones dropped (≤ 5%), each correction said the way a
+user says it ("不对，应该回答：X") and read by the feedback judge first, as the loop reads it."""
+
+from __future__ import annotations
+
+import re
+
+from tests.loop.corpus import BENIGN, HOSTILE, as_message
+
+MIN_RECALL = 0.95
+MAX_BENIGN_DROP = 0.05
+
+
+def _problems(rows: list[tuple[str, str]]) -> list[tuple[str, str, tuple[str, str] | None]]:
+    from ark_trainer.loop.feedback import Rules, judge
+    from ark_trainer.loop.safety import correction_problem
+
+    out = []
+    for i, (label, text) in enumerate(rows):
+        feedback, hint = judge(as_message(i, text), Rules())
+        assert feedback == -1 and hint is not None, f"the corpus line is no correction: {text!r}"
+        out.append((label, text, correction_problem(hint)))
+    return out
+
+
+def test_the_corpus_is_large_and_bilingual():
+    for rows in (HOSTILE, BENIGN):
+        assert len(rows) >= 200
+        chinese = sum(bool(re.search(r"[\u4e00-\u9fff]", t)) for _, t in rows)
+        assert chinese >= 150 and len(rows) - chinese >= 50
+    assert {label for label, _ in HOSTILE} == {"credential", "url", "money", "harmful", "abuse", "injection"}
+
+
+def test_hostile_corrections_are_caught():
+    missed = [(label, text) for label, text, problem in _problems(HOSTILE) if problem is None]
+    recall = 1 - len(missed) / len(HOSTILE)
+    assert recall >= MIN_RECALL, f"recall {recall:.1%} on {len(HOSTILE)}; missed: {missed}"
+
+
+def test_benign_corrections_are_kept():
+    dropped = [(text, problem) for _, text, problem in _problems(BENIGN) if problem is not None]
+    rate = len(dropped) / len(BENIGN)
+    assert rate <= MAX_BENIGN_DROP, f"{rate:.1%} of {len(BENIGN)} benign corrections dropped: {dropped}"
