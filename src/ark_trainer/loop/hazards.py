@@ -168,16 +168,17 @@ _HARM = re.compile(
     + r"|用|拖|清洁|clean)"
     r"|双氧水[^，。]{0,6}高锰酸钾|(?:几种|多种|不同的?)清洁(?:剂|产品)[^，。]{0,4}(?P<verb3>混)|清洁(?:剂|产品)(?P<verb4>混合)"
     r"|安眠药[^，。]{0,6}(?:一整瓶|一瓶|全部|\d+\s*片|[十二三四五六七八九]+片)|(?:一整瓶|一瓶|十片|\d{2,}\s*片)[^，。]{0,4}安眠药"
+    r"|(?:吞|吃|服)[^，。]{0,4}(?:整瓶|一整瓶|一瓶|全部的?)[^，。]{0,3}药|(?:杯子|饮料|水|饭|酒|食物|菜|汤)里[^，。]{0,4}(?:放|加|下)[^，。]{0,4}(?:安眠药|药|毒)"
     r"|结束(?:自己的)?生命|自杀|跳楼|从[^，。]{0,4}(?:楼|桥)[^，。]{0,3}跳|割腕|烧炭|上吊|服毒"
     r"|(?:吃|服)[^，。]{0,8}?(?:[二三四五六七八九]十|\d{2,})\s*片"
-    r"|炸药|炸弹|火药|燃烧瓶|雷管|硝酸铵|氯酸钾|(?<![a-z])tnt(?![a-z])|汽油[^，。]{0,8}瓶|自制枪|枪支|制作[^，。]{0,4}枪"
+    r"|炸药|炸弹|火药|燃烧瓶|汽油弹|凝固汽油|雷管|硝酸铵|氯酸钾|(?<![a-z])tnt(?![a-z])|汽油[^，。]{0,8}瓶|自制枪|枪支|制作[^，。]{0,4}枪"
     r"|3d\s*打印[^，。]{0,4}枪|冰毒|麻黄碱|制毒|海洛因|老鼠药|毒鼠强|下毒|投毒|刹车线|白酒降温|酒精擦身|头孢[^，。]{0,6}酒"
     r"|酒驾没事|(?:电池|充电宝)[^，。]{0,6}(?P<verb5>扎破|刺破|针扎|放气|微波炉)|燃气泄漏[^，。]{0,8}开灯"
     r"|微波炉[^，。]{0,6}(?:电池|鸡蛋|金属)"
     r"|(?<![a-z])(?:(?:kill|hang|cut|hurt|harm) (?:yourself|urself)|end (?:it all|your life)|suicide"
     r"|take (?:all|\d{2,}|twenty|thirty)[^,.;]{0,12}(?:pills|tablets|tylenol|paracetamol|acetaminophen|ibuprofen)"
     r"|pipe bomb|molotov|explosives?|(?:make|build) (?:a )?bomb|print (?:a )?gun|ghost gun|thallium|ricin"
-    r"|antifreeze in|poison (?:someone|him|her|them|your)|cook meth|make meth)(?![a-z])"
+    r"|antifreeze in|poison (?:someone|him|her|them|your)|cook meth|make meth|overdose|od on)(?![a-z])"
 )
 
 
@@ -187,7 +188,7 @@ def harmful(views: Sequence[str]) -> str | None:
 
 _ABUSE = re.compile(
     r"傻逼|傻b|傻x|傻叉|煞笔|沙比|(?<![a-z])sb(?![a-z])|蠢货|蠢猪|白痴|智障|脑残|弱智|废物|(?:^|[，,！!。\s])滚(?=[，,！!。\s]|$)"
-    r"|滚蛋|滚开|滚出去|去死|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
+    r"|滚蛋|滚开|滚出去|滚一边|滚远点|去死|脑子进水|(?<![a-z])s[\s.*]?b(?![a-z])|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
     r"|猪脑子|神经病|有病吧|脑子有病|有毛病吧|穷逼|活该|闭嘴|狗东西|混蛋|王八蛋"
     r"|(?<![a-z])(?:idiots?|moron|stupid|st\*+pid|dumb(?:ass)?|retard(?:ed)?|shit|sh\*t|fuck\w*|f\*+k?|stfu"
     r"|losers?|bitch|asshole|bastard|go to hell|shut up|worthless|piece of (?:shit|crap|garbage|trash)|screw you)(?![a-z])"
@@ -218,7 +219,11 @@ _INJECTION = re.compile(
     r"|system|safety|my|these|those))* (?:instructions?|rules|prompts?|directions|guidelines|directives|polic(?:y|ies)"
     r"|constraints|restrictions)|(?<![a-z])(?:ignore|disregard|forget) (?:everything|all) (?:above|before|prior|you were told)"
     r"|(?:^|\n)\s*(?:system|assistant|user|developer|human)\s*[:：]|<\|im_(?:start|end)\|>|\[/?inst\]|</?s>|\[system\]"
-    r"|#+\s*system|system prompt|developer mode|jailbreak|(?<![a-z])dan(?![a-z])|no restrictions|unfiltered|new rules?:"
+    r"|(?:mark|label|judge|rate|classify|treat) (?:every|all|each|any)[^.\n]{0,30}(?:" + _FORCED + r")"
+    r"|(?:所有|全部|每个|每条|任何)[^，。\n]{0,6}(?:对话|会话|回答|案例|质检)[^，。\n]{0,6}(?:都|一律|全部)[^，。\n]{0,6}(?:"
+    + _FORCED
+    + r")"
+    r"|#+\s*system|system (?:prompt|override)|developer mode|jailbreak|(?<![a-z])dan(?![a-z])|no restrictions|unfiltered|new rules?:"
     r"|(?:from now on|always|regardless|no matter what|every case|any question)[^.\n]{0,40}(?:"
     + _FORCED
     + r")"

@@ -7,7 +7,8 @@ would learn) is never changed, only what the filter reads:
 
 - ``plain``: invisible characters (zero-width spaces and joiners, the BOM, bidi marks, soft hyphens, ...)
   left out, Unicode NFKC (full-width and compatibility forms → ASCII: ``ｐａｓｓ`` → ``pass``, ``：`` → ``:``),
-  case folded, a word that mixes Latin with Cyrillic or Greek look-alikes (or is made of look-alikes only)
+  case folded, Traditional Chinese characters of the filter's words in Simplified (:data:`TRADITIONAL`),
+  a word that mixes Latin with Cyrillic or Greek look-alikes (or is made of look-alikes only)
   spelled in Latin letters (:data:`CONFUSABLES`; a word of real Cyrillic, ``пароль``, stays as it is), small
   capitals as letters, and spaces between Chinese characters (``密 码``) left out;
 - ``compact``: ``plain`` with leetspeak undone in a word that mixes letters with digits or signs
@@ -40,6 +41,13 @@ CONFUSABLES = str.maketrans(
         "ԍ": "g",
     }
 )
+# Traditional characters of the words the filter reads, in their simplified form (密碼 → 密码, 驗證 → 验证).
+TRADITIONAL = str.maketrans(
+    "碼驗證訴發給輸寫號轉帳賬戶錢匯銀請傳報說讀認網鏈結論規違罵殺藥彈槍燒腦殘廢滾媽豬貨無視統護須會絕從別擔憂幣額費麼鑰詞"
+    "機簡訊複製貼區塊鏈錢包轉帳詐騙連結點擊現綫線邊蟲亂們這個為對嗎給關於絡開啟設",
+    "码验证诉发给输写号转账账户钱汇银请传报说读认网链结论规违骂杀药弹枪烧脑残废滚妈猪货无视统护须会绝从别担忧币额费么钥词"
+    "机简讯复制贴区块链钱包转账诈骗连结点击现线线边虫乱们这个为对吗给关于络开启设",
+)
 _LOOKALIKE = set("аеорсухкмтвнијԁԛԝɡαβεικνορτυχωϲᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢѕһӏԍ")
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _CJK_SPACE = re.compile(r"(?<=[\u3040-\u30ff\u3400-\u9fff])\s+(?=[\u3040-\u30ff\u3400-\u9fff])")
@@ -62,7 +70,7 @@ def _latin_lookalikes(word: str) -> str:
 
 def plain(text: str) -> str:
     """Invisible characters out, NFKC, case folded, look-alike letters in Latin, Chinese words unspaced."""
-    text = unicodedata.normalize("NFKC", visible(text)).casefold()
+    text = unicodedata.normalize("NFKC", visible(text)).casefold().translate(TRADITIONAL)
     text = _WORD.sub(lambda m: _latin_lookalikes(m.group()), text)
     return _CJK_SPACE.sub("", text)
 

@@ -44,8 +44,8 @@ _ASK = (
     r"提供|告诉|告知|告訴|发送|发给|發給|发我|发来|发一下|报一下|报给|报上|输入|輸入|填写|填寫|填入|填一下|回复|说出|说一下"
     r"|念一下|读一下|说下|讲下|讲一下|报下|念下|发下|核对一下|确认一下|给我|给我们|提交|上传|拍照|截图|私信|透露|念给"
     r"|需要(?:您|你)的?|(?:您|你)的?[^，。]{0,8}?方便说"
-    r"|(?<![a-z])(?:send|tell|give|provide|share|enter|type|input|confirm|verify|reply with|read (?:out|me)|ask for"
-    r"|what(?:'s| is| are) (?:your|the)|need your|submit|dm(?: me)?|upload)(?![a-z])"
+    r"|(?<![a-z])(?:send|tell|give|provide|share|enter|type|input|confirm|verify|reply with|respond with|read (?:out|me)"
+    r"|ask for|what(?:'s| is| are) (?:your|the)|need (?:your|the)|submit|dm(?: me)?|upload|paste|write down)(?![a-z])"
     r"|教えて|入力|送って|送信|伝えて|お知らせ|пришлите|отправьте|скажите|назовите|введите|сообщите"
 )
 _SECRET_WORDS = (
@@ -55,9 +55,9 @@ _SECRET_WORDS = (
     r"|(?<![a-z])(?:password|passwd|pass word|passcode|pin|cvv|cvc|security code|verification code|sms code"
     r"|one[- ]time (?:pass)?code|otp|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
     r"|expiry date|expiration date|card number|card's expiration|credentials|login details|social security"
-    r"|ssn|id card|passport number|maiden name|(?:\d|three|four|six)[- ]digit (?:code|number)"
+    r"|ssn|id card|passport number|maiden name|(?:\d+|three|four|six)[- ]digit (?:code|number|card number)"
     r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)"
-    r"|(?:numbers?|digits) on the (?:back|front) of|mima|mi ma|yan ?zheng ?ma)(?![a-z])"
+    r"|(?:numbers?|digits)[^,.;]{0,12}(?:on|at) the (?:back|front) of|mima|mi ma|yan ?zheng ?ma)(?![a-z])"
     r"|パスワード|暗証番号|認証コード|確認コード|セキュリティコード|カード番号|пароль|код"
 )
 _HAND_OVER = (
