@@ -183,3 +183,16 @@ def test_allowed_domains_come_from_the_feedback_rules_file(tmp_path):
         UserError, match=r"rules.yaml: allowed_domains: 'https://shop.example.com/\*' is not a host"
     ):
         load_rules(str(path))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" + " " * 20000 + "b", "1" * 20000, " dot " * 4000, "提供" + "，" * 20000 + "密码", "p@" * 10000],
+)
+def test_long_hostile_shapes_are_read_without_backtracking(text):
+    """Shapes that made patterns with nested or unanchored repeats take minutes (a run of spaces before
+    " dot ", a long number before "digit"); the loop reads every correction, so each must stay linear."""
+    from ark_trainer.loop.safety import correction_problem
+
+    problem = correction_problem(text)
+    assert problem is None or problem[0] in {"secret", "credential_request"}

@@ -49,9 +49,13 @@ _CONTACT = re.compile(
 
 
 def _defanged(seen: str) -> str:
-    """``seen`` with a link's disguises undone: " dot ", ``[.]``, ``(.)``, ``hxxp``, ``。`` between letters."""
-    seen = re.sub(r"\s*(?:\[\.\]|\(\.\)|\[dot\]|\(dot\)|\s+dot\s+|\s*点\s*(?=com|cn|net|org))\s*", ".", seen)
-    return re.sub(r"(?<=[a-z0-9])\s*[。．]\s*(?=[a-z]{2,})", ".", seen)
+    """``seen`` with a link's disguises undone: " dot ", ``[.]``, ``(.)``, ``hxxp``, ``。`` between letters.
+    (Each pattern starts at one place per run of spaces: the text may be long and hostile.)"""
+    seen = re.sub(r"\[\.\]|\(\.\)|\[dot\]|\(dot\)", ".", seen)
+    seen = re.sub(
+        r"(?<=[a-z0-9])\s+dot\s+(?=[a-z0-9])|(?<=[a-z0-9])\s?点\s?(?=(?:com|cn|net|org)(?![a-z]))", ".", seen
+    )
+    return re.sub(r"(?<=[a-z0-9])\s?[。．]\s?(?=[a-z]{2})", ".", seen)
 
 
 def link(views: Sequence[str], allowed_domains: Sequence[str] = ()) -> str | None:
@@ -89,9 +93,7 @@ _ZH_DEST = r"(?:到|至|入|给|进)[^，。]{0,16}?(?:账户|账号|卡上|这�
 _ACCOUNT = (
     r"账户|账号|卡上|这张卡|地址|钱包|支付宝|微信"  # 转入安全账户: after a verb of sending, no preposition
 )
-_ZH_AMOUNT = (
-    r"\d+\s*(?:元|块|万|美元|刀|btc|usdt|eth)|[一二三四五六七八九十两几百千万]+\s*(?:元|块|个比特币|个币)"
-)
+_ZH_AMOUNT = r"(?<!\d)\d+\s*(?:元|块|万|美元|刀|btc|usdt|eth)|[一二三四五六七八九十两几百千万]+\s*(?:元|块|个比特币|个币)"
 _ZH_TRANSFER = re.compile(
     r"(?P<verb>"
     + _ZH_SEND
@@ -106,7 +108,7 @@ _ZH_TRANSFER = re.compile(
 )
 _EN_TRANSFER = re.compile(
     r"(?<![a-z])(?P<verb>wire|transfer|send|deposit|pay|remit|buy)(?![a-z])(?:[^,.;!?]|(?<=\d)[.,](?=\d)){0,40}?"
-    r"(?:\$\s?\d|\d+\s?(?:usd|dollars|btc|usdt|eth)|money|funds|balance|(?<![a-z])fee|deposit|payment|gift ?cards?"
+    r"(?:\$\s?\d|(?<!\d)\d+\s?(?:usd|dollars|btc|usdt|eth)|money|funds|balance|(?<![a-z])fee|deposit|payment|gift ?cards?"
     r"|(?:to|into) (?:my|this|our|the following|a new) (?:account|wallet|address)|western union|moneygram|paypal"
     r"|bank transfer|bitcoin|btc|usdt|(?<![a-z])eth(?![a-z]))"
 )
@@ -135,13 +137,13 @@ def _first(views: Sequence[str], patterns: Sequence[re.Pattern], told_about: boo
         for _, clause in clauses(seen):
             for pattern in patterns:
                 for match in pattern.finditer(clause):
-                    verb = _verb(match)
+                    verb = verb_at(match)
                     if not governed(clause, verb) and not (told_about and reported(clause, verb)):
                         return match.group()
     return None
 
 
-def _verb(match: re.Match) -> int:
+def verb_at(match: re.Match) -> int:
     """Where the match's verb starts (its ``verb*`` group), else where the match starts."""
     names = [g for g in match.re.groupindex if g.startswith("verb") and match.group(g) is not None]
     return match.start(names[0]) if names else match.start()
@@ -167,16 +169,16 @@ _HARM = re.compile(
     + _MIX
     + r"|用|拖|清洁|clean)"
     r"|双氧水[^，。]{0,6}高锰酸钾|(?:几种|多种|不同的?)清洁(?:剂|产品)[^，。]{0,4}(?P<verb3>混)|清洁(?:剂|产品)(?P<verb4>混合)"
-    r"|安眠药[^，。]{0,6}(?:一整瓶|一瓶|全部|\d+\s*片|[十二三四五六七八九]+片)|(?:一整瓶|一瓶|十片|\d{2,}\s*片)[^，。]{0,4}安眠药"
+    r"|安眠药[^，。]{0,6}(?:一整瓶|一瓶|全部|(?<!\d)\d+\s*片|[十二三四五六七八九]+片)|(?:一整瓶|一瓶|十片|(?<!\d)\d{2,}\s*片)[^，。]{0,4}安眠药"
     r"|(?:吞|吃|服)[^，。]{0,4}(?:整瓶|一整瓶|一瓶|全部的?)[^，。]{0,3}药|(?:杯子|饮料|水|饭|酒|食物|菜|汤)里[^，。]{0,4}(?:放|加|下)[^，。]{0,4}(?:安眠药|药|毒)"
     r"|结束(?:自己的)?生命|自杀|跳楼|从[^，。]{0,4}(?:楼|桥)[^，。]{0,3}跳|割腕|烧炭|上吊|服毒"
-    r"|(?:吃|服)[^，。]{0,8}?(?:[二三四五六七八九]十|\d{2,})\s*片"
+    r"|(?:吃|服)[^，。]{0,8}?(?:[二三四五六七八九]十|(?<!\d)\d{2,})\s*片"
     r"|炸药|炸弹|火药|燃烧瓶|汽油弹|凝固汽油|雷管|硝酸铵|氯酸钾|(?<![a-z])tnt(?![a-z])|汽油[^，。]{0,8}瓶|自制枪|枪支|制作[^，。]{0,4}枪"
     r"|3d\s*打印[^，。]{0,4}枪|冰毒|麻黄碱|制毒|海洛因|老鼠药|毒鼠强|下毒|投毒|刹车线|白酒降温|酒精擦身|头孢[^，。]{0,6}酒"
     r"|酒驾没事|(?:电池|充电宝)[^，。]{0,6}(?P<verb5>扎破|刺破|针扎|放气|微波炉)|燃气泄漏[^，。]{0,8}开灯"
     r"|微波炉[^，。]{0,6}(?:电池|鸡蛋|金属)"
     r"|(?<![a-z])(?:(?:kill|hang|cut|hurt|harm) (?:yourself|urself)|end (?:it all|your life)|suicide"
-    r"|take (?:all|\d{2,}|twenty|thirty)[^,.;]{0,12}(?:pills|tablets|tylenol|paracetamol|acetaminophen|ibuprofen)"
+    r"|take (?:all|(?<!\d)\d{2,}|twenty|thirty)[^,.;]{0,12}(?:pills|tablets|tylenol|paracetamol|acetaminophen|ibuprofen)"
     r"|pipe bomb|molotov|explosives?|(?:make|build) (?:a )?bomb|print (?:a )?gun|ghost gun|thallium|ricin"
     r"|antifreeze in|poison (?:someone|him|her|them|your)|cook meth|make meth|overdose|od on)(?![a-z])"
 )

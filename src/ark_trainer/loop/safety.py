@@ -41,7 +41,7 @@ from ark_trainer.loop.normalize import views
 PLACEHOLDERS = sorted({rule.placeholder for rule in RULES})  # what the recorder left of a secret
 
 _ASK = (
-    r"提供|告诉|告知|告訴|发送|发给|發給|发我|发来|发一下|报一下|报给|报上|输入|輸入|填写|填寫|填入|填一下|回复|说出|说一下"
+    r"提供|告诉|告知|发送|发给|发我|发来|发一下|报一下|报给|报上|输入|填写|填入|填一下|回复|说出|说一下"
     r"|念一下|读一下|说下|讲下|讲一下|报下|念下|发下|核对一下|确认一下|给我|给我们|提交|上传|拍照|截图|私信|透露|念给"
     r"|需要(?:您|你)的?|(?:您|你)的?[^，。]{0,8}?方便说"
     r"|(?<![a-z])(?:send|tell|give|provide|share|enter|type|input|confirm|verify|reply with|respond with|read (?:out|me)"
@@ -49,13 +49,13 @@ _ASK = (
     r"|教えて|入力|送って|送信|伝えて|お知らせ|пришлите|отправьте|скажите|назовите|введите|сообщите"
 )
 _SECRET_WORDS = (
-    r"密码|密碼|口令|验证码|驗證碼|校验码|动态码|短信码|安全码|安全碼|cvv2?|cvc2?|cvn|pin码?|卡背面|背(?:面|后)的?[^，。]{0,6}(?:数字|数|码|位)"
+    r"密码|口令|验证码|校验码|动态码|短信码|安全码|cvv2?|cvc2?|cvn|pin码?|卡背面|背(?:面|后)的?[^，。]{0,6}(?:数字|数|码|位)"
     r"|签名栏|有效期|私钥|助记词|密钥|秘钥|令牌|卡号|身份证(?:号码?|照片|正反面)?|社保号|短信截图|短信内容"
     r"|收到的[^，。\n]{0,6}?(?:数字|号码|代码|短信)|短信(?:里|中)?的?[^，。]{0,4}(?:数字|码)"
     r"|(?<![a-z])(?:password|passwd|pass word|passcode|pin|cvv|cvc|security code|verification code|sms code"
     r"|one[- ]time (?:pass)?code|otp|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
     r"|expiry date|expiration date|card number|card's expiration|credentials|login details|social security"
-    r"|ssn|id card|passport number|maiden name|(?:\d+|three|four|six)[- ]digit (?:code|number|card number)"
+    r"|ssn|id card|passport number|maiden name|(?:(?<!\d)\d+|three|four|six)[- ]digit (?:code|number|card number)"
     r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)"
     r"|(?:numbers?|digits)[^,.;]{0,12}(?:on|at) the (?:back|front) of|mima|mi ma|yan ?zheng ?ma)(?![a-z])"
     r"|パスワード|暗証番号|認証コード|確認コード|セキュリティコード|カード番号|пароль|код"
@@ -71,9 +71,10 @@ _REQUEST = re.compile(
     r"|(?:" + _SECRET_WORDS + r")(?:" + _WHAT + r")"  # 你的银行卡密码多少: a question without a verb
     r"|(?:" + _SECRET_WORDS + r")[をは]?[^。]{0,8}?(?:ください|下さい)"  # パスワードを…ください
 )
+# the speaker announces sending ("我们会通过短信发送验证码", "we'll send you a code"): no request
 _ANNOUNCED = re.compile(
     r"(?:我们|系统|平台|银行)(?:会|将)[^，。]{0,8}$|(?<![a-z])we(?:'ll| will)[^,.]{0,12}$"
-)  # we'll send a code
+)
 _OFFICIAL = re.compile(r"官方\s*app|app\s*(?:内|中|里)|官网|官方网站|柜台|营业厅|official app|in the app")
 _TYPE_IN = re.compile(r"输入|填写|enter|type")
 
@@ -84,7 +85,7 @@ def credential_request(seen_views: Sequence[str]) -> str | None:
     for seen in seen_views:
         for _, clause in clauses(seen):
             for match in _REQUEST.finditer(clause):
-                verb = hazards._verb(match)
+                verb = hazards.verb_at(match)
                 if governed(clause, verb) or reported(clause, verb) or _ANNOUNCED.search(clause[:verb]):
                     continue
                 if match.group("object") and NEGATION.search(match.group("object")):
