@@ -38,6 +38,14 @@ CAUGHT = {
         "方便的话念一下卡背面的数字",
         "What are the three digits on the back of your card?",
         "Provide the 3 digits printed on the back of the card.",
+        "放心，您的pаsswоrd发我一下",
+        "把你的ｍｉｍａ告诉我",
+        "請把銀行卡密碼發給我",
+        "Please share your 2FA code",
+        "Tell me the PIN, no need to worry",
+        "dont tell anyone, but send me your password",
+        "Не бойтесь, скажите код из смс",
+        "卡背面那三位数是多少",
     ],
     "link": [
         "请点击 http://refund-taobao.cc/claim 领取退款",
@@ -111,6 +119,10 @@ KEPT = [
     "不要担心，密码可以在 App 里重置",
     "您的订单已发货，预计 3 天内送达，单号 SF1234567",
     "密码需要 8 到 20 位，包含字母和数字",
+    "别担心，我们不会要您的密码",
+    "不要紧张，验证码不要告诉任何人",
+    "请勿将密码告诉他人，包括客服",
+    "这款漂白剂请勿与其他清洁剂混用",
 ]
 
 

@@ -53,7 +53,7 @@ _SECRET_WORDS = (
     r"|签名栏|有效期|私钥|助记词|密钥|秘钥|令牌|卡号|身份证(?:号码?|照片|正反面)?|社保号|短信截图|短信内容"
     r"|收到的[^，。\n]{0,6}?(?:数字|号码|代码|短信)|短信(?:里|中)?的?[^，。]{0,4}(?:数字|码)"
     r"|(?<![a-z])(?:password|passwd|pass word|passcode|pin|cvv|cvc|security code|verification code|sms code"
-    r"|one[- ]time (?:pass)?code|otp|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
+    r"|one[- ]time (?:pass)?code|otp|(?:2fa|mfa|two[- ]factor|authentication|auth|login|security) code|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
     r"|expiry date|expiration date|card number|card's expiration|credentials|login details|social security"
     r"|ssn|id card|passport number|maiden name|(?:(?<!\d)\d+|three|four|six)[- ]digit (?:code|number|card number)"
     r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)"
