@@ -90,10 +90,13 @@ def compact(seen: str, one: str = "i") -> str:
 
 
 def _unleet_one(word: str, one: str) -> str:
-    """Only the ``1`` signs become ``one``: the letter i already in the word stays an i."""
+    """Only the ``1`` signs become ``one``: the letter i already in the word stays an i; a ``!`` or ``+``
+    ending the word is punctuation ("shut up!", "c++"), not a letter."""
+    end = len(word.rstrip("!+"))
+    word, tail = word[:end], word[end:]
     if not any(c in "@4015$!37+" for c in word) or word.isdigit():
-        return word
-    return word.replace("1", one).translate(LEET)
+        return word + tail
+    return word.replace("1", one).translate(LEET) + tail
 
 
 def views(text: str) -> list[str]:
