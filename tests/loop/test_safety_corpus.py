@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-from tests.loop.corpus import BENIGN, HOSTILE, as_message
+import pytest
+
+from tests.loop.corpus import BENIGN, HOSTILE, as_message, read
 
 MIN_RECALL = 0.95
 MAX_BENIGN_DROP = 0.05
@@ -42,3 +44,18 @@ def test_benign_corrections_are_kept():
     dropped = [(text, problem) for _, text, problem in _problems(BENIGN) if problem is not None]
     rate = len(dropped) / len(BENIGN)
     assert rate <= MAX_BENIGN_DROP, f"{rate:.1%} of {len(BENIGN)} benign corrections dropped: {dropped}"
+
+
+@pytest.mark.parametrize("name", ["holdout_corrections.txt", "holdout2_corrections.txt"])
+def test_the_held_out_sets_stay_caught_and_kept(name):
+    """The two sets written after the rules (docs/loop.md gives the figures they had when first measured);
+    the rules have since read their misses, so here they guard against regressions only."""
+    rows = read(name)
+    problems = _problems(rows)
+    missed = [text for label, text, problem in problems if label != "benign" and problem is None]
+    dropped = [
+        (text, problem) for label, text, problem in problems if label == "benign" and problem is not None
+    ]
+    hostile = sum(label != "benign" for label, _ in rows)
+    assert 1 - len(missed) / hostile >= MIN_RECALL, missed
+    assert len(dropped) / (len(rows) - hostile) <= MAX_BENIGN_DROP, dropped

@@ -20,7 +20,7 @@ CLAUSE_END = re.compile(r"[。！？!?；;，,：:\n]|\.(?=\s|$)")
 GOVERN_GAP = 30  # characters between the negation and the verb it governs ("never message you asking you to")
 
 NEGATION = re.compile(
-    r"不要|请勿|切勿|勿|别(?![人的处])|不会|绝不|从不|从未|不可|不能|无需|无须|不需要|不用|切莫|禁止|严禁|不得|谨防"
+    r"不要|请勿|切勿|勿|别(?![人的处])|不会|绝不|从不|从未|不可|不能|无需|无须|不需要|不用|切莫|禁止|严禁|不得|谨防|不支持|不接受|不收"
     r"|(?<![a-z])(?:never|don'?t|do not|won'?t|will not|no need to|shouldn'?t|should not|avoid|must not"
     r"|mustn'?t|can'?t|cannot|not ask|not to)(?![a-z])"
 )

@@ -85,7 +85,7 @@ _CRYPTO = (
 )
 _ZH_SEND = (
     r"转账|转款|转到|转入|转给|转过来|转出来|转移至|转移到|转\s*(?=\d|[一二三四五六七八九十两几]|一笔)|汇款|汇到|汇至"
-    r"|汇入|打款|打钱|打到|打\s*(?=\d)|把钱"
+    r"|汇入|打款|打钱|打到|[打汇]\s*(?=\d|[一二三四五六七八九十两几])|把钱"
 )
 _ZH_PAY = r"付款|缴纳|先交|先付|先支付|支付|充值"
 _ZH_FEE = r"保证金|解冻费|手续费|验证金|会员费|流水|押金|激活费|税费|认证费"
@@ -94,17 +94,20 @@ _ACCOUNT = (
     r"账户|账号|卡上|这张卡|地址|钱包|支付宝|微信"  # 转入安全账户: after a verb of sending, no preposition
 )
 _ZH_AMOUNT = r"(?<!\d)\d+\s*(?:元|块|万|美元|刀|btc|usdt|eth)|[一二三四五六七八九十两几百千万]+\s*(?:元|块|个比特币|个币)"
+_ZH_GAP = r"[^，。；！？]{0,16}?"
 _ZH_TRANSFER = re.compile(
-    r"(?P<verb>"
-    + _ZH_SEND
-    + r")[^，。；！？]{0,16}?(?:"
-    + "|".join((_ZH_DEST, _ACCOUNT, _ZH_AMOUNT, _ZH_FEE))
-    + r")"
-    r"|(?P<verb2>" + _ZH_PAY + r")[^，。；！？]{0,16}?(?:" + _ZH_DEST + "|" + _ZH_FEE + r")"
-    r"|(?:" + _ZH_FEE + r")[^，。]{0,8}(?P<verb3>转|汇|付|交|支付)"
-    r"|[向往][^，。]{0,8}(?:客服|我|账户|账号|卡|地址|个人)[^，。]{0,4}(?P<verb4>付款|转账|打款|汇款|打钱)"
-    r"|(?:" + _ZH_AMOUNT + r")[^，。]{0,6}(?P<verb6>转账|汇款|打款|转给|汇给)"
-    r"|(?P<verb5>购买)[^，。]{0,10}(?:京东卡|购物卡|礼品卡|充值卡|游戏卡|点卡|e卡)|卡密[^，。]{0,6}(?:发给|告诉|给我)"
+    "|".join(
+        (
+            f"(?P<verb>{_ZH_SEND})"
+            + _ZH_GAP
+            + f"(?:{_ZH_DEST}|{_ACCOUNT}|{_ZH_AMOUNT}|{_ZH_FEE})",  # 先转 200 元
+            f"(?P<verb2>{_ZH_PAY})" + _ZH_GAP + f"(?:{_ZH_DEST}|{_ZH_FEE})",  # 先支付 99 元解冻费
+            f"(?:{_ZH_FEE})" + _ZH_GAP + "(?P<verb3>转|汇|付|交|支付)",  # 保证金请转到
+            "[向往][^，。]{0,8}(?:客服|我|账户|账号|卡|地址|个人)[^，。]{0,4}(?P<verb4>付款|转账|打款|汇款|打钱)",
+            f"(?:{_ZH_AMOUNT})[^，。]{{0,6}}(?P<verb5>转账|汇款|打款|转给|汇给)",  # 500 元转账给
+            "(?P<verb6>购买)[^，。]{0,10}(?:京东卡|购物卡|礼品卡|充值卡|游戏卡|点卡|e卡)|卡密[^，。]{0,6}(?:发给|告诉|给我)",
+        )
+    )
 )
 _EN_TRANSFER = re.compile(
     r"(?<![a-z])(?P<verb>wire|transfer|send|deposit|pay|remit|buy)(?![a-z])(?:[^,.;!?]|(?<=\d)[.,](?=\d)){0,40}?"
@@ -113,10 +116,12 @@ _EN_TRANSFER = re.compile(
     r"|bank transfer|bitcoin|btc|usdt|(?<![a-z])eth(?![a-z]))"
 )
 _CRYPTO_PAY = re.compile(
-    r"(?P<verb>转|汇|付|充|(?<![a-z])(?:send|transfer|deposit|pay)(?![a-z]))[^，。,.;]{0,20}?(?:"
-    + _CRYPTO
-    + r")"
-    r"|(?:" + _CRYPTO + r")[^，。,.;]{0,12}?(?P<verb2>付款|支付|转|汇|payment|address)"
+    "|".join(
+        (
+            f"(?P<verb>转|汇|付|充|(?<![a-z])(?:send|transfer|deposit|pay)(?![a-z]))[^，。,.;]{{0,20}}?(?:{_CRYPTO})",
+            f"(?:{_CRYPTO})[^，。,.;]{{0,12}}?(?P<verb2>付款|支付|转|汇|payment|address)",
+        )
+    )
 )
 
 
@@ -152,30 +157,32 @@ def verb_at(match: re.Match) -> int:
 _CHLORINE = r"漂白剂|漂白水|漂白粉|84|消毒液|含氯|氯|(?<![a-z])(?:bleach|chlorine)"
 _ACIDIC = r"洁厕灵|洁厕剂|洁厕|醋|氨水|氨|酸|(?<![a-z])(?:ammonia|vinegar|toilet(?: bowl)? cleaner|acids?|rubbing alcohol)"
 _MIX = r"混|兑|掺|加|一起|(?<![a-z])(?:mix|mixing|combine|add|with)(?![a-z])"
+_NEAR = r"[^，。.;!?]{0,16}?"  # within a clause
+
+
+def _in_order(*parts: str) -> str:
+    """``parts`` in this order, each within a clause's few words of the one before."""
+    return _NEAR.join(f"(?:{p})" for p in parts)
+
+
+_MIXTURES = "|".join(
+    (
+        _in_order(_CHLORINE, _ACIDIC, rf"(?P<verb>{_MIX}|用|拖|清洁|clean)"),  # 漂白剂和洁厕灵混在一起
+        _in_order(_ACIDIC, _CHLORINE, rf"(?P<verb2>{_MIX}|用|拖|清洁|clean)"),  # 洁厕灵和 84 兑在一起
+        _in_order(rf"(?P<verb3>{_MIX})", _CHLORINE, _ACIDIC),  # mix bleach with ammonia
+        _in_order(_CHLORINE, rf"(?P<verb4>{_MIX})", _ACIDIC),  # 84 消毒液兑点白醋
+    )
+)
 _HARM = re.compile(
-    r"(?:"
-    + _CHLORINE
-    + r")[^，。.;!?]{0,16}?(?:"
-    + _ACIDIC
-    + r")[^，。.;!?]{0,8}?(?P<verb>"
-    + _MIX
-    + r"|用|拖|清洁|clean)"
-    r"|(?P<verb2>" + _MIX + r")[^，。.;!?]{0,12}?(?:" + _CHLORINE + r")[^，。.;!?]{0,16}?(?:" + _ACIDIC + r")"
-    r"|(?:"
-    + _ACIDIC
-    + r")[^，。.;!?]{0,16}?(?:"
-    + _CHLORINE
-    + r")[^，。.;!?]{0,8}?(?P<verb6>"
-    + _MIX
-    + r"|用|拖|清洁|clean)"
-    r"|双氧水[^，。]{0,6}高锰酸钾|(?:几种|多种|不同的?)清洁(?:剂|产品)[^，。]{0,4}(?P<verb3>混)|清洁(?:剂|产品)(?P<verb4>混合)"
-    r"|安眠药[^，。]{0,6}(?:一整瓶|一瓶|全部|(?<!\d)\d+\s*片|[十二三四五六七八九]+片)|(?:一整瓶|一瓶|十片|(?<!\d)\d{2,}\s*片)[^，。]{0,4}安眠药"
+    _MIXTURES
+    + r"|双氧水[^，。]{0,6}高锰酸钾|(?:几种|多种|不同的?)清洁(?:剂|产品)[^，。]{0,4}(?P<verb5>混)|清洁(?:剂|产品)(?P<verb6>混合)"
+    r"|安眠药[^，。]{0,6}(?:一整瓶|一瓶|一整盒|一盒|全部|(?<!\d)\d+\s*片|[十二三四五六七八九]+片)|(?:一整瓶|一瓶|整盒|一盒|吃光|十片|(?<!\d)\d{2,}\s*片)[^，。]{0,6}安眠药"
     r"|(?:吞|吃|服)[^，。]{0,4}(?:整瓶|一整瓶|一瓶|全部的?)[^，。]{0,3}药|(?:杯子|饮料|水|饭|酒|食物|菜|汤)里[^，。]{0,4}(?:放|加|下)[^，。]{0,4}(?:安眠药|药|毒)"
     r"|结束(?:自己的)?生命|自杀|跳楼|从[^，。]{0,4}(?:楼|桥)[^，。]{0,3}跳|割腕|烧炭|上吊|服毒"
     r"|(?:吃|服)[^，。]{0,8}?(?:[二三四五六七八九]十|(?<!\d)\d{2,})\s*片"
     r"|炸药|炸弹|火药|燃烧瓶|汽油弹|凝固汽油|雷管|硝酸铵|氯酸钾|(?<![a-z])tnt(?![a-z])|汽油[^，。]{0,8}瓶|自制枪|枪支|制作[^，。]{0,4}枪"
     r"|3d\s*打印[^，。]{0,4}枪|冰毒|麻黄碱|制毒|海洛因|老鼠药|毒鼠强|下毒|投毒|刹车线|白酒降温|酒精擦身|头孢[^，。]{0,6}酒"
-    r"|酒驾没事|(?:电池|充电宝)[^，。]{0,6}(?P<verb5>扎破|刺破|针扎|放气|微波炉)|燃气泄漏[^，。]{0,8}开灯"
+    r"|酒驾没事|(?:电池|充电宝)[^，。]{0,6}(?P<verb7>扎破|刺破|针扎|放气|微波炉)|燃气泄漏[^，。]{0,8}开灯"
     r"|微波炉[^，。]{0,6}(?:电池|鸡蛋|金属)"
     r"|(?<![a-z])(?:(?:kill|hang|cut|hurt|harm) (?:yourself|urself)|end (?:it all|your life)|suicide"
     r"|take (?:all|(?<!\d)\d{2,}|twenty|thirty)[^,.;]{0,12}(?:pills|tablets|tylenol|paracetamol|acetaminophen|ibuprofen)"
@@ -190,9 +197,9 @@ def harmful(views: Sequence[str]) -> str | None:
 
 _ABUSE = re.compile(
     r"傻逼|傻b|傻x|傻叉|煞笔|沙比|(?<![a-z])sb(?![a-z])|蠢货|蠢猪|白痴|智障|脑残|弱智|废物|(?:^|[，,！!。\s])滚(?=[，,！!。\s]|$)"
-    r"|滚蛋|滚开|滚出去|滚一边|滚远点|去死|脑子进水|(?<![a-z])s[\s.*]?b(?![a-z])|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
+    r"|滚蛋|滚开|滚出去|滚一边|滚远点|滚犊子|他妈|没用的东西|去死|脑子进水|(?<![a-z])s[\s.*]?b(?![a-z])|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
     r"|猪脑子|神经病|有病吧|脑子有病|有毛病吧|穷逼|活该|闭嘴|狗东西|混蛋|王八蛋"
-    r"|(?<![a-z])(?:idiots?|moron|stupid|st\*+pid|dumb(?:ass)?|retard(?:ed)?|shit|sh\*t|fuck\w*|f\*+k?|stfu"
+    r"|(?<![a-z])(?:idiots?|moron|stupid|st\*+pid|dumb(?:ass)?|retard(?:ed)?|shit|sh\*t|fuck\w*|f[*#@]+c?k\w*|f\*+|stfu"
     r"|losers?|bitch|asshole|bastard|go to hell|shut up|worthless|piece of (?:shit|crap|garbage|trash)|screw you)(?![a-z])"
 )
 _VERDICT = re.compile(r"违规|合规|结论|violation|compliant|verdict")
@@ -215,7 +222,7 @@ _INJECTION = re.compile(
     r"(?:忽略|无视|忘记|忘掉|忽视|不要理会)[^，。]{0,6}(?:之前|以上|上面|前面|先前|所有|全部|你的|系统)[^，。]{0,6}"
     r"(?:指令|规则|要求|提示|设定|限制|内容)"
     r"|(?:以上|之前|前面|原来)的?(?:规则|指令|设定)(?:作废|失效|无效)|系统指令|系统提示词|开发者模式|管理员身份|越狱"
-    r"|没有任何限制|无限制模式|(?:新的?|最新)(?:规则|指令|系统提示)[:：是]"
+    r"|没有任何(?:限制|规则|约束)|无限制模式|(?:新的?|最新)(?:规则|指令|系统提示)[:：是]"
     r"|(?:以后|今后|从现在开始|从现在起|下次|不管|无论|一律|全部判)[^。！？\n]{0,14}(?:" + _FORCED + r")"
     r"|(?<![a-z])(?:ignore|disregard|forget|override)(?: (?:all|any|the|your|of|previous|prior|above|earlier|preceding"
     r"|system|safety|my|these|those))* (?:instructions?|rules|prompts?|directions|guidelines|directives|polic(?:y|ies)"

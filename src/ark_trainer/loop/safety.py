@@ -45,23 +45,25 @@ _ASK = (
     r"|念一下|读一下|说下|讲下|讲一下|报下|念下|发下|核对一下|确认一下|给我|给我们|提交|上传|拍照|截图|私信|透露|念给"
     r"|需要(?:您|你)的?|(?:您|你)的?[^，。]{0,8}?方便说"
     r"|(?<![a-z])(?:send|tell|give|provide|share|enter|type|input|confirm|verify|reply with|respond with|read (?:out|me)"
-    r"|ask for|what(?:'s| is| are) (?:your|the)|need (?:your|the)|submit|dm(?: me)?|upload|paste|write down)(?![a-z])"
+    r"|ask for|what(?:'s| is| are) (?:your|the)|what(?= (?:pin|password|passcode|code|cvv)(?![a-z]))|need (?:your|the)"
+    r"|submit|dm(?: me)?|upload|paste|write(?: down)?)(?![a-z])"
     r"|教えて|入力|送って|送信|伝えて|お知らせ|пришлите|отправьте|скажите|назовите|введите|сообщите"
 )
 _SECRET_WORDS = (
     r"密码|口令|验证码|校验码|动态码|短信码|安全码|cvv2?|cvc2?|cvn|pin码?|卡背面|背(?:面|后)的?[^，。]{0,6}(?:数字|数|码|位)"
     r"|签名栏|有效期|私钥|助记词|密钥|秘钥|令牌|卡号|身份证(?:号码?|照片|正反面)?|社保号|短信截图|短信内容"
     r"|收到的[^，。\n]{0,6}?(?:数字|号码|代码|短信)|短信(?:里|中)?的?[^，。]{0,4}(?:数字|码)"
-    r"|(?<![a-z])(?:password|passwd|pass word|passcode|pin|cvv|cvc|security code|verification code|sms code"
+    r"|(?<![a-z])(?:password|passwd|pass word|passcode|pw|pwd|pin|cvv|cvc|security code|verification code|sms code"
     r"|one[- ]time (?:pass)?code|otp|(?:2fa|mfa|two[- ]factor|authentication|auth|login|security) code|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
     r"|expiry date|expiration date|card number|card's expiration|credentials|login details|social security"
     r"|ssn|id card|passport number|maiden name|(?:(?<!\d)\d+|three|four|six)[- ]digit (?:code|number|card number)"
     r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)"
-    r"|(?:numbers?|digits)[^,.;]{0,12}(?:on|at) the (?:back|front) of|mima|mi ma|yan ?zheng ?ma)(?![a-z])"
+    r"|(?:codes?|numbers?|digits)[^,.;]{0,12}(?:on|at) the (?:back|front) of|mima"
+    r"|(?:screenshot|photo|picture) of (?:the |your )?(?:text|sms|message|card)|mi ma|yan ?zheng ?ma)(?![a-z])"
     r"|パスワード|暗証番号|認証コード|確認コード|セキュリティコード|カード番号|пароль|код"
 )
 _HAND_OVER = (
-    r"输入到|填到|填写到|发到|告诉|发给|发我|报给|给我|提供给|交给|私信|发过来|传过来|发送过来|回复给|回复过来|转给|说一下|说下|念一下|报一下"
+    r"(?:打|写|发|输入|填|贴|留)在(?:对话框|聊天框|聊天窗口|聊天里|这里|下方|评论)|输入到|填到|填写到|发到|告诉|发给|发我|报给|给我|提供给|交给|私信|发过来|传过来|发送过来|回复给|回复过来|转给|说一下|说下|念一下|报一下"
     r"|(?<![a-z])(?:to me|to us)(?![a-z])"
 )
 _WHAT = r"\s*(?:是|为)?\s*(?:多少|什么|啥|几)\s*(?=[?？呢吗啊呀]|$|[。！!，,])|\s*是\s*(?=[?？]|$)"
