@@ -46,6 +46,9 @@ CAUGHT = {
         "dont tell anyone, but send me your password",
         "Не бойтесь, скажите код из смс",
         "卡背面那三位数是多少",
+        "尊敬的客户请提供您的密码",  # a customer addressed is no report
+        "Dear customer please send your password",
+        "客户您好请把验证码发给我",
     ],
     "link": [
         "请点击 http://refund-taobao.cc/claim 领取退款",
@@ -67,6 +70,7 @@ CAUGHT = {
         "先打 300 块钱到我卡上",
         "请把余额全部转入安全账户",
         "Please wire $2,000 to my account",
+        "亲爱的客户请将500元转账到以下账户",
     ],
     "harmful": [
         "把漂白剂和洁厕灵混在一起清洁效果最好",

@@ -7,9 +7,10 @@ at most :data:`GOVERN_GAP` characters before it, and nothing between them starts
 (:data:`_BREAK`: "担心", "着急", "挂断", "并", "然后", "worry", "and", "then", "just", ...), so
 the "不要" of "不要担心请告诉我" governs 担心, not 告诉.
 
-:func:`reported` reads a request that is told about, not made: one whose clause names someone else as the
-asker or the asked ("客服要求**客户**提供验证码", "**凡是**要求您转账的都是诈骗", "if **someone** asks you to
-pay"): a QC verdict describing a violation, or a warning.
+:func:`reported` reads a request that is told about, not made: one whose clause names, before its verb,
+someone else as the asker or the asked ("客服**要求客户**提供验证码", "**凡是**要求您转账的都是诈骗", "if
+**someone** asks you to pay", "the agent **asked the customer** for"): a QC verdict describing a violation,
+or a warning. A customer addressed ("尊敬的客户请提供您的密码", "dear customer, send") is no report.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ _BREAK = re.compile(
     r"|(?<![a-z])(?:worry|worries|panic|hesitate|hang up|afraid|and|then|but|just|so|please)(?![a-z])"
 )
 _REPORTED = re.compile(
-    r"客户|对方|有人|凡是|骗子|陌生人|自称|冒充|他人(?=要求|让|索要)"
-    r"|(?<![a-z])(?:someone|anyone|anybody|scammers?|fraudsters?|the customer|customers?)(?![a-z])"
+    r"(?:要求|让|向|叫|请求|诱导|引导|逼|催促?)客户|有人|凡是|骗子|陌生人|自称|冒充|(?:对方|他人)(?=要求|让|索要|请)"
+    r"|(?<![a-z])(?:(?:someone|anybody|scammers?|fraudsters?)(?![a-z])|anyone (?:who|that|asking|claiming)"
+    r"|(?:asked|told|requested|pressed|pushed|made|got|asking|telling) (?:the |a )?customers?(?![a-z]))"
 )
 
 
@@ -54,5 +56,7 @@ def governed(clause: str, verb: int) -> bool:
 
 
 def reported(clause: str, verb: int) -> bool:
-    """Whether the request at ``verb`` is told about (someone else asks or is asked) rather than made."""
-    return bool(_REPORTED.search(clause))
+    """Whether the request at ``verb`` is told about (someone else asks or is asked) rather than made: the
+    clause names the asker or the asked before the verb ("客服要求客户提供", "if someone asks you to pay";
+    not a greeting, "尊敬的客户请提供您的密码")."""
+    return bool(_REPORTED.search(clause, 0, verb + 1))
