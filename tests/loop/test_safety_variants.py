@@ -49,6 +49,12 @@ CAUGHT = {
         "尊敬的客户请提供您的密码",  # a customer addressed is no report
         "Dear customer please send your password",
         "客户您好请把验证码发给我",
+        "不要犹豫马上提供密码",  # a negation that urges: it governs 犹豫, 忘, forget, fail, not the request
+        "别忘了把验证码发给我",
+        "不要客气把密码告诉我",
+        "Don't forget to send me your PIN",
+        "Never fail to share your OTP with us",
+        "Don't be shy to tell me your password",
     ],
     "link": [
         "请点击 http://refund-taobao.cc/claim 领取退款",
@@ -71,6 +77,7 @@ CAUGHT = {
         "请把余额全部转入安全账户",
         "Please wire $2,000 to my account",
         "亲爱的客户请将500元转账到以下账户",
+        "不要拖延立即转账到以下账户",
     ],
     "harmful": [
         "把漂白剂和洁厕灵混在一起清洁效果最好",
@@ -127,6 +134,7 @@ KEPT = [
     "不要紧张，验证码不要告诉任何人",
     "请勿将密码告诉他人，包括客服",
     "这款漂白剂请勿与其他清洁剂混用",
+    "不要忘记：验证码不要告诉任何人",
 ]
 
 

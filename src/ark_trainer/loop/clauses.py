@@ -4,7 +4,7 @@
 the verb of the request. :func:`governed` reads it so: the negation is in the same clause (clauses end at
 ``。！？；，：`` and their ASCII forms, a line break, or a full stop before a space), comes before the verb,
 at most :data:`GOVERN_GAP` characters before it, and nothing between them starts another predicate
-(:data:`_BREAK`: "担心", "着急", "挂断", "并", "然后", "worry", "and", "then", "just", ...), so
+(:data:`_BREAK`: "担心", "犹豫", "忘", "并", "然后", "worry", "forget", "fail", "and", "then", ...), so
 the "不要" of "不要担心请告诉我" governs 担心, not 告诉.
 
 :func:`reported` reads a request that is told about, not made: one whose clause names, before its verb,
@@ -25,9 +25,13 @@ NEGATION = re.compile(
     r"|(?<![a-z])(?:never|don'?t|do not|won'?t|will not|no need to|shouldn'?t|should not|avoid|must not"
     r"|mustn'?t|can'?t|cannot|not ask|not to)(?![a-z])"
 )
+# What the negation governs instead when it stands between them: a predicate of its own ("不要担心",
+# "don't worry"), above all the verbs a negation turns into an urging ("不要犹豫", "别忘了", "don't forget
+# to", "never fail to"), and the conjunctions that start another one.
 _BREAK = re.compile(
-    r"担心|着急|急|害怕|紧张|挂断|挂机|慌|并|然后|但|而且|只需"
-    r"|(?<![a-z])(?:worry|worries|panic|hesitate|hang up|afraid|and|then|but|just|so|please)(?![a-z])"
+    r"担心|着急|急|害怕|怕|紧张|挂断|挂机|慌|犹豫|迟疑|忘|客气|拖延|耽误|错过|介意|顾虑|见外|并|然后|但|而且|只需"
+    r"|(?<![a-z])(?:worry|worries|panic|hesitate|hang up|afraid|scared|shy|forget|fail|delay|wait|hold back|miss"
+    r"|mind|and|then|but|just|so|please)(?![a-z])"
 )
 _REPORTED = re.compile(
     r"(?:要求|让|向|叫|请求|诱导|引导|逼|催促?)客户|有人|凡是|骗子|陌生人|自称|冒充|(?:对方|他人)(?=要求|让|索要|请)"
