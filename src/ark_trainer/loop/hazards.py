@@ -105,6 +105,7 @@ _ZH_TRANSFER = re.compile(
             f"(?:{_ZH_FEE})" + _ZH_GAP + "(?P<verb3>转|汇|付|交|支付)",  # 保证金请转到
             "[向往][^，。]{0,8}(?:客服|我|账户|账号|卡|地址|个人)[^，。]{0,4}(?P<verb4>付款|转账|打款|汇款|打钱)",
             f"(?:{_ZH_AMOUNT})[^，。]{{0,6}}(?P<verb5>转账|汇款|打款|转给|汇给)",  # 500 元转账给
+            r"(?P<verb7>[转汇打v]我|转给我)\s*(?=\d|[一二三四五六七八九十两几百千])",  # 先转我500, v我50
             "(?P<verb6>购买)[^，。]{0,10}(?:京东卡|购物卡|礼品卡|充值卡|游戏卡|点卡|e卡)|卡密[^，。]{0,6}(?:发给|告诉|给我)",
         )
     )
@@ -197,7 +198,7 @@ def harmful(views: Sequence[str]) -> str | None:
 
 _ABUSE = re.compile(
     r"傻逼|傻b|傻x|傻叉|煞笔|沙比|(?<![a-z])sb(?![a-z])|蠢货|蠢猪|白痴|智障|脑残|弱智|废物|(?:^|[，,！!。\s])滚(?=[，,！!。\s]|$)"
-    r"|滚蛋|滚开|滚出去|滚一边|滚远点|滚犊子|他妈|没用的东西|去死|脑子进水|(?<![a-z])s[\s.*]?b(?![a-z])|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
+    r"|滚蛋|滚开|滚出去|滚一边|滚远点|滚犊子|他妈|没用的东西|你有病|有病啊|(?:你|他)tm|tm的|去死|脑子进水|(?<![a-z])s[\s.*]?b(?![a-z])|死全家|你妈的|他妈的|(?<![a-z])tmd(?![a-z])|尼玛|草泥马|操你|贱人|贱货|不要脸|老不死|你是猪|是猪吗"
     r"|猪脑子|神经病|有病吧|脑子有病|有毛病吧|穷逼|活该|闭嘴|狗东西|混蛋|王八蛋"
     r"|(?<![a-z])(?:idiots?|moron|stupid|st\*+pid|dumb(?:ass)?|retard(?:ed)?|shit|sh\*t|fuck\w*|f[*#@]+c?k\w*|f\*+|stfu"
     r"|losers?|bitch|asshole|bastard|go to hell|shut up|worthless|piece of (?:shit|crap|garbage|trash)|screw you)(?![a-z])"
@@ -223,10 +224,13 @@ _INJECTION = re.compile(
     r"(?:指令|规则|要求|提示|设定|限制|内容)"
     r"|(?:以上|之前|前面|原来)的?(?:规则|指令|设定)(?:作废|失效|无效)|系统指令|系统提示词|开发者模式|管理员身份|越狱"
     r"|没有任何(?:限制|规则|约束)|无限制模式|(?:新的?|最新)(?:规则|指令|系统提示)[:：是]"
-    r"|(?:以后|今后|从现在开始|从现在起|下次|不管|无论|一律|全部判)[^。！？\n]{0,14}(?:" + _FORCED + r")"
+    r"|(?:以后|今后|往后|从今|从现在开始|从现在起|下次|不管|无论|一律|全部判)[^。！？\n]{0,14}(?:"
+    + _FORCED
+    + r")"
     r"|(?<![a-z])(?:ignore|disregard|forget|override)(?: (?:all|any|the|your|of|previous|prior|above|earlier|preceding"
     r"|system|safety|my|these|those))* (?:instructions?|rules|prompts?|directions|guidelines|directives|polic(?:y|ies)"
-    r"|constraints|restrictions)|(?<![a-z])(?:ignore|disregard|forget) (?:everything|all) (?:above|before|prior|you were told)"
+    r"|constraints|restrictions)|(?<![a-z])(?:ignore|disregard|forget) (?:everything |all |the )?(?:above|before|prior|you were told)"
+    r"(?! (?:message|e-?mail|mail|notice|text|sms|note|reply|link|order|address))"
     r"|(?:^|\n)\s*(?:system|assistant|user|developer|human)\s*[:：]|<\|im_(?:start|end)\|>|\[/?inst\]|</?s>|\[system\]"
     r"|(?:mark|label|judge|rate|classify|treat) (?:every|all|each|any)[^.\n]{0,30}(?:" + _FORCED + r")"
     r"|(?:所有|全部|每个|每条|任何)[^，。\n]{0,6}(?:对话|会话|回答|案例|质检)[^，。\n]{0,6}(?:都|一律|全部)[^，。\n]{0,6}(?:"

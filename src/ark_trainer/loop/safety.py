@@ -46,7 +46,7 @@ _ASK = (
     r"|需要(?:您|你)的?|(?:您|你)的?[^，。]{0,8}?方便说"
     r"|(?<![a-z])(?:send|tell|give|provide|share|enter|type|input|confirm|verify|reply with|respond with|read (?:out|me)"
     r"|ask for|what(?:'s| is| are) (?:your|the)|what(?= (?:pin|password|passcode|code|cvv)(?![a-z]))|need (?:your|the)"
-    r"|submit|dm(?: me)?|upload|paste|write(?: down)?)(?![a-z])"
+    r"|submit|dm(?: me)?|text me|upload|paste|write(?: down)?)(?![a-z])"
     r"|教えて|入力|送って|送信|伝えて|お知らせ|пришлите|отправьте|скажите|назовите|введите|сообщите"
 )
 _SECRET_WORDS = (
@@ -57,13 +57,13 @@ _SECRET_WORDS = (
     r"|one[- ]time (?:pass)?code|otp|(?:2fa|mfa|two[- ]factor|authentication|auth|login|security) code|private key|seed phrase|recovery phrase|api key|secret key|access token|token"
     r"|expiry date|expiration date|card number|card's expiration|credentials|login details|social security"
     r"|ssn|id card|passport number|maiden name|(?:(?<!\d)\d+|three|four|six)[- ]digit (?:code|number|card number)"
-    r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)"
+    r"|code (?:from|in) (?:the |your )?(?:sms|text|message)|code (?:you|that you) (?:received|got)|code (?:we|i) (?:sent|texted)"
     r"|(?:codes?|numbers?|digits)[^,.;]{0,12}(?:on|at) the (?:back|front) of|mima"
     r"|(?:screenshot|photo|picture) of (?:the |your )?(?:text|sms|message|card)|mi ma|yan ?zheng ?ma)(?![a-z])"
     r"|パスワード|暗証番号|認証コード|確認コード|セキュリティコード|カード番号|пароль|код"
 )
 _HAND_OVER = (
-    r"(?:打|写|发|输入|填|贴|留)在(?:对话框|聊天框|聊天窗口|聊天里|这里|下方|评论)|输入到|填到|填写到|发到|告诉|发给|发我|报给|给我|提供给|交给|私信|发过来|传过来|发送过来|回复给|回复过来|转给|说一下|说下|念一下|报一下"
+    r"给一下|给下|(?:打|写|发|输入|填|贴|留)在(?:对话框|聊天框|聊天窗口|聊天里|这里|下方|评论)|输入到|填到|填写到|发到|告诉|发给|发我|报给|给我|提供给|交给|私信|发过来|传过来|发送过来|回复给|回复过来|转给|说一下|说下|念一下|报一下"
     r"|(?<![a-z])(?:to me|to us)(?![a-z])"
 )
 _WHAT = r"\s*(?:是|为)?\s*(?:多少|什么|啥|几)\s*(?=[?？呢吗啊呀]|$|[。！!，,])|\s*是\s*(?=[?？]|$)"
@@ -72,6 +72,7 @@ _REQUEST = re.compile(
     r"|(?:" + _SECRET_WORDS + r")[^。！？!?\n;；]{0,16}?(?P<verb2>" + _HAND_OVER + r")"  # 把密码发给我
     r"|(?:" + _SECRET_WORDS + r")(?:" + _WHAT + r")"  # 你的银行卡密码多少: a question without a verb
     r"|(?:" + _SECRET_WORDS + r")[をは]?[^。]{0,8}?(?:ください|下さい)"  # パスワードを…ください
+    r"|^\s*(?:your|ur) (?:" + _SECRET_WORDS + r")\s*,?\s*(?P<verb3>please)"  # your password please
 )
 # the speaker announces sending ("我们会通过短信发送验证码", "we'll send you a code"): no request
 _ANNOUNCED = re.compile(
