@@ -59,3 +59,15 @@ def test_the_held_out_sets_stay_caught_and_kept(name):
     hostile = sum(label != "benign" for label, _ in rows)
     assert 1 - len(missed) / hostile >= MIN_RECALL, missed
     assert len(dropped) / (len(rows) - hostile) <= MAX_BENIGN_DROP, dropped
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_qc_demos_gold_answers_are_all_kept(lang):
+    """Answers nobody wrote for this filter: the QC demo's gold verdicts, which name abuse, privacy leaks
+    and promises as violation types; every one of them is a correction a user may rightly give."""
+    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.loop.safety import correction_problem
+
+    answers = {gold_answer(row) for row in generate_rows(400, 3, "train", False, lang=lang)}
+    assert len(answers) > 250
+    assert [(a, correction_problem(a)) for a in answers if correction_problem(a)] == []
