@@ -11,10 +11,13 @@ matched case-insensitively on the user message's start, the first 200 characters
 - ``hint``: a correction that says what the answer should have been ("应该回答：X", "should be: X"):
   ``X`` becomes the turn's ``reference`` and its candidate (a hindsight label, as OpenClaw-RL does),
   unless the safety filter (:mod:`ark_trainer.loop.safety`: a secret in ``X``, or ``X`` asking for a
-  credential or a payment secret) drops it: the turn is then a plain correction, and the drop is counted.
+  credential, sending a link or money, teaching harm or abuse, or instructing the model) drops it: the
+  turn is then a plain correction, and the drop is counted.
 
 Replace them with ``--feedback_rules FILE`` (YAML with any of ``negative``, ``positive``, ``hint``: lists
-of patterns; ``hint`` patterns capture the corrected answer in their first group).
+of patterns; ``hint`` patterns capture the corrected answer in their first group). The same file's
+``allowed_domains`` (a list of host names, e.g. ``[shop.example.com]``) names the sites a hinted answer may
+link to (their subdomains too); without it, a hint with any link is dropped.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Rules:
     negative: list[re.Pattern] = field(default_factory=lambda: _compile(NEGATIVE))
     positive: list[re.Pattern] = field(default_factory=lambda: _compile(POSITIVE))
     hint: list[re.Pattern] = field(default_factory=lambda: _compile(HINT))
+    allowed_domains: list[str] = field(default_factory=list)  # sites a hinted answer may link to
 
 
 def _compile(patterns: list[str], where: str = "") -> list[re.Pattern]:
@@ -75,17 +79,34 @@ def load_rules(path: str | None) -> Rules:
         data = read_yaml_file(path) or {}
     except UserError as exc:
         raise UserError(f"--feedback_rules: {exc.messages[0]}") from None
-    if not isinstance(data, dict) or set(data) - {"negative", "positive", "hint"}:
+    if not isinstance(data, dict) or set(data) - {"negative", "positive", "hint", "allowed_domains"}:
         raise UserError(
-            f"--feedback_rules: {path}: expected a mapping with negative, positive and/or hint lists"
+            f"--feedback_rules: {path}: expected a mapping with negative, positive and/or hint lists "
+            "(and allowed_domains)"
         )
-    rules = Rules()
+    rules = Rules(allowed_domains=_domains(data.get("allowed_domains", []), path))
     for name in ("negative", "positive", "hint"):
         if name in data:
             if not isinstance(data[name], list) or not all(isinstance(p, str) for p in data[name]):
                 raise UserError(f"--feedback_rules: {path}: {name}: expected a list of patterns (strings)")
             setattr(rules, name, _compile(data[name], f"--feedback_rules: {path}: {name}"))
     return rules
+
+
+_DOMAIN = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{1,62}")
+
+
+def _domains(value: object, path: str) -> list[str]:
+    """``allowed_domains``: host names, lower case (``shop.example.com``; no scheme, path or wildcard)."""
+    if not isinstance(value, list) or not all(isinstance(d, str) for d in value):
+        raise UserError(f"--feedback_rules: {path}: allowed_domains: expected a list of host names")
+    bad = [d for d in value if not _DOMAIN.fullmatch(d.strip().lower())]
+    if bad:
+        raise UserError(
+            f"--feedback_rules: {path}: allowed_domains: {bad[0]!r} is not a host name; write it as "
+            "shop.example.com (no scheme, path or *)"
+        )
+    return [d.strip().lower() for d in value]
 
 
 def judge(message: str, rules: Rules) -> tuple[int, str | None]:
@@ -128,7 +149,7 @@ def feedback_of(
     """Conversation key of an answered turn → (feedback, hint), from the user messages that followed it.
 
     A hint the safety filter refuses becomes a plain correction; ``dropped`` (when given) gets its
-    conversation key → the reason (``secret`` or ``credential_request``)."""
+    conversation key → the reason (see :func:`~ark_trainer.loop.safety.correction_problem`)."""
     from ark_trainer.loop.safety import correction_problem
 
     found: dict[str, tuple[int, str | None]] = {}
@@ -140,7 +161,7 @@ def feedback_of(
                 if not verdict[0]:
                     continue
                 key = conversation_key(messages[:i])
-                problem = correction_problem(verdict[1]) if verdict[1] else None
+                problem = correction_problem(verdict[1], rules.allowed_domains) if verdict[1] else None
                 if problem is not None:
                     verdict = (-1, None)
                     if dropped is not None:

@@ -37,6 +37,7 @@ from ark_trainer.data.text import is_blank
 from ark_trainer.deploy.policy import unwrap_request
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.loop.feedback import Rules, conversation_key, feedback_of, is_agent_context
+from ark_trainer.loop.safety import veto_hints
 from ark_trainer.runfolder import RunFolder
 
 OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
@@ -90,6 +91,7 @@ def scored_rows(
         row = turn_row(raw, verdicts.get(key), keep_system)
         if row is not None:
             rows.append(row)
+    veto_hints(rows, reward, dropped)  # the loop's reward model or judge may refuse a hinted answer too
     if not rows or reward is None:
         return rows
     import tempfile
