@@ -93,9 +93,11 @@ class Comparison:
 
     def change(self) -> str:
         """``+1.0 pts [−2.9, +4.9]`` for a rate, ``+0.012 [−0.010, +0.034]`` for a mean."""
-        return f"{signed(self.metric, self.delta)} [{signed(self.metric, self.low, unit=False)}, " + (
-            f"{signed(self.metric, self.high, unit=False)}]"
-        )
+        return f"{signed(self.metric, self.delta)} {self.interval()}"
+
+    def interval(self) -> str:
+        """``[−2.9, +4.9]``: the 95% interval of the change, in points for a rate."""
+        return f"[{signed(self.metric, self.low, unit=False)}, {signed(self.metric, self.high, unit=False)}]"
 
     def stats(self) -> str:
         """``n = 200, p = 0.62, not significant``."""
