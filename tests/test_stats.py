@@ -10,7 +10,16 @@ import pytest
 from scipy.stats import binomtest
 
 from ark_trainer.metrics import OUTCOMES, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
-from ark_trainer.stats import MCNEMAR, SIGN, WILCOXON, compare_evals, describe, newcombe, untested
+from ark_trainer.stats import (
+    MCNEMAR,
+    SIGN,
+    WILCOXON,
+    compare_evals,
+    describe,
+    newcombe,
+    shipped_line,
+    untested,
+)
 
 
 def outcomes(pattern: list[tuple[int, int]], metric: str = TASK_ACCURACY) -> tuple[dict, dict]:
@@ -132,3 +141,15 @@ def test_unlabelled_prompts_are_left_out_of_the_pairs():
     before, after = outcomes(pairs(20, 10, 2, 0) + [(None, None)] * 5)  # type: ignore[list-item]
     found = compare_evals(before, after, TASK_ACCURACY)
     assert found is not None and found.n == 20 and found.after == 0.6
+
+
+def test_the_final_model_line_compares_the_shipped_stage_with_the_one_before_and_the_base():
+    base, rft = outcomes(pairs(60, 30, 8, 0))  # 30 → 38
+    grpo = outcomes([(a, b) for a, b in pairs(60, 30, 9, 0)])[1]  # 39 of 60
+    line = shipped_line({"base": base, "rft": rft, "grpo": grpo}, "grpo")
+    first, second = line.split("; ")
+    assert first.startswith("grpo vs rft: task accuracy 63.3% → 65.0%, +1.7 pts [") and "n = 60" in first
+    assert second.startswith("grpo vs base: task accuracy 50.0% → 65.0%, +15.0 pts [")
+    assert second.endswith(", significant gain")
+    assert shipped_line({"base": base, "rft": rft}, "rft").count("vs") == 1  # the stage before is the base
+    assert shipped_line({"base": base}, "base") == "" and shipped_line({}, "grpo") == ""

@@ -39,6 +39,7 @@ from ark_trainer.metrics import (
     REWARD_MEAN,
     TASK_ACCURACY,
     TASK_SUCCESS,
+    main_metric,
 )
 
 ALPHA = 0.05  # two-sided: a change is significant when chance alone gives one this large less often
@@ -159,6 +160,21 @@ def describe(before: dict[str, Any], after: dict[str, Any], metric: str, label: 
     a, b = _number(before.get(metric)), _number(after.get(metric))
     moved = f" {value(metric, a)} → {value(metric, b)}" if a is not None and b is not None else ""
     return f"{head}{name}{moved} (no paired test: {untested(before, after, metric)})"
+
+
+def shipped_line(evals: dict[str, dict[str, Any]], shipped: str) -> str:
+    """The shipped model against the model evaluated before it and against the base, on the run's main
+    metric: ``grpo vs rft: task accuracy 82.0% → 83.0%, +1.0 pts [−2.9, +4.9], n = 200, p = 0.62, not
+    significant; grpo vs base: ...`` ("" when there is nothing to compare)."""
+    names = list(evals)
+    if shipped not in names:
+        return ""
+    before = names[: names.index(shipped)]
+    references = dict.fromkeys(r for r in (before[-1:] + ["base"]) if r in evals and r != shipped)
+    metric = main_metric([evals[r] for r in (*references, shipped)])
+    if metric is None:
+        return ""
+    return "; ".join(describe(evals[r], evals[shipped], metric, f"{shipped} vs {r}") for r in references)
 
 
 def per_prompt(data: dict[str, Any], metric: str) -> list[float | None] | None:
