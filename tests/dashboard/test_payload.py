@@ -38,3 +38,16 @@ def test_an_older_eval_file_says_why_it_is_not_tested(tmp_path):
         "metric": "task_accuracy",
         "untested": "per-prompt outcomes missing",
     }
+
+
+def test_the_changes_follow_an_eval_file_rewritten_while_the_page_polls(tmp_path):
+    import json
+
+    base, rft = paired_files(60, 30, 0, 8)
+    run = run_folder(tmp_path / "run", {"base": base, "rft": rft}, RISING)
+    first = eval_tables(run)["changes"]
+    assert eval_tables(run)["changes"] is first  # the same files: not tested again
+    better = paired_files(60, 30, 20, 0)[1]
+    (run / "eval" / "rft.json").write_text(json.dumps({"name": "rft", **better}), encoding="utf-8")
+    again = next(c for c in eval_tables(run)["changes"] if c["metric"] == "task_accuracy")
+    assert again["verdict"] == "significant gain" and again["gained"] == 20

@@ -123,8 +123,31 @@ def eval_tables(folder: Path) -> dict[str, Any]:
     graders = {name: data.get("components") or {} for name, data in evals.items()}
     final = run.final_name() or (list(evals)[-1] if evals else None)  # the stage OUT/model is
     examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
-    changes = stage_changes(evals, final)
+    changes = _cached_changes(folder, evals, final)
     return {"models": table, "graders": graders, "final": final, "examples": examples, "changes": changes}
+
+
+_CHANGES: dict[tuple, list[dict[str, Any]]] = {}  # the page polls every 2 s; the tests take ~0.1 s a metric
+
+
+def _cached_changes(
+    folder: Path, evals: dict[str, dict[str, Any]], final: str | None
+) -> list[dict[str, Any]]:
+    """:func:`stage_changes`, computed again only when an eval file changed (its size or time)."""
+    run = RunFolder(folder)
+    stamps = []
+    for name in evals:
+        try:
+            info = run.eval_path(name).stat()
+        except OSError:
+            return stage_changes(evals, final)
+        stamps.append((name, info.st_mtime_ns, info.st_size))
+    key = (str(folder), final, tuple(stamps))
+    if key not in _CHANGES:
+        if len(_CHANGES) >= 64:
+            _CHANGES.clear()
+        _CHANGES[key] = stage_changes(evals, final)
+    return _CHANGES[key]
 
 
 def stage_changes(evals: dict[str, dict[str, Any]], final: str | None) -> list[dict[str, Any]]:
