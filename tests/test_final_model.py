@@ -300,6 +300,11 @@ def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_pa
     )
     assert "| Spoil | 40.0% |" in top and "| never ships |" in top and "| ships |" in top
     assert "final (Keep)" in report  # at a glance: the model that ships against the base
+    logged = (out / "logs" / "train.log").read_text(encoding="utf-8")  # the shipped stage against the base
+    assert (
+        "final model: keep vs base: task accuracy 30.0% → 60.0% (no paired test: per-prompt outcomes"
+        in logged
+    )
 
     # a resume of the finished run trains nothing and moves nothing; --final_model last ships the last stage
     assert main(["train", "--output_dir", str(out), "--resume", "True"]) == 0
