@@ -3,6 +3,8 @@ final model against the base, paired prompt by prompt with the interval, n and p
 
 from __future__ import annotations
 
+import json
+
 from ark_trainer.dashboard.payload import eval_tables
 from tests.diagnose.test_significance import RISING, paired_files, run_folder
 
@@ -12,6 +14,7 @@ def test_stage_changes_carry_interval_n_and_p(tmp_path):
     grpo = paired_files(60, 30, 2, 0)[1]  # the final model: 32 of 60
     run = run_folder(tmp_path / "run", {"base": base, "rft": rft, "grpo": grpo}, RISING)
     changes = eval_tables(run)["changes"]
+    assert json.loads(json.dumps(changes, allow_nan=False)) == changes  # what the server sends, as it is
     fall = next(c for c in changes if c["models"] == "rft vs base" and c["metric"] == "task_accuracy")
     assert (fall["gained"], fall["lost"], fall["n"], fall["test"]) == (0, 8, 60, "exact McNemar")
     assert round(fall["p"], 4) == 0.0078 and fall["verdict"] == "significant fall"
@@ -41,8 +44,6 @@ def test_an_older_eval_file_says_why_it_is_not_tested(tmp_path):
 
 
 def test_the_changes_follow_an_eval_file_rewritten_while_the_page_polls(tmp_path):
-    import json
-
     base, rft = paired_files(60, 30, 0, 8)
     run = run_folder(tmp_path / "run", {"base": base, "rft": rft}, RISING)
     first = eval_tables(run)["changes"]
