@@ -61,6 +61,17 @@ def test_each_change_has_its_interval_n_and_p(tmp_path):
     assert "GRPO vs RFT" in page and "exact McNemar" in page  # the HTML says the same
 
 
+def test_the_final_model_section_compares_the_shipped_stage(tmp_path):
+    run = paired_run(tmp_path / "out")
+    (run / "model").mkdir()
+    record = {"stage": "grpo", "reason": "the best stage on the held-out set by task_accuracy"}
+    (run / "model" / "ark_final_model.json").write_text(json.dumps(record), encoding="utf-8")
+    md = build_report(run)[0].read_text(encoding="utf-8")
+    final = md[md.index("## Final model") : md.index("## At a glance")]
+    assert "Paired on the held-out prompts: grpo vs rft: task accuracy 60.0% → 61.0%, +1.0 pts [" in final
+    assert "n = 100, p = 1.00, not significant; grpo vs base: task accuracy 50.0% → 61.0%" in final
+
+
 def test_an_older_eval_file_is_shown_untested(tmp_path):
     run = make_run(tmp_path / "out")  # eval files without per-prompt answers
     md = build_report(run)[0].read_text(encoding="utf-8")
