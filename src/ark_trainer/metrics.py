@@ -15,6 +15,10 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
   environment reward is 1), ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``.
 - the live loop's gate (``loop/gate.py``) adds ``heldout_reward_mean``: the mean reward on its frozen
   held-out rows alone.
+
+Each rate is the mean of per-answer outcomes (:func:`prompt_outcomes`, :func:`task_outcomes`), which the
+eval file keeps next to each answer's reward (``answers[i].outcomes``): two models answered the same
+prompts, and ``stats.py`` compares them prompt by prompt.
 """
 
 from __future__ import annotations
