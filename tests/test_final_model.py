@@ -307,6 +307,11 @@ def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_pa
     )
     assert "| Spoil | 40.0% |" in top and "| never ships |" in top and "| ships |" in top
     assert "final (Keep)" in report  # at a glance: the model that ships against the base
+    logged = (out / "logs" / "train.log").read_text(encoding="utf-8")  # the shipped stage against the base
+    assert (
+        "final model: keep vs base: task accuracy 30.0% → 60.0% (no paired test: per-prompt outcomes"
+        in logged
+    )
 
     assert folder.final_model()["split"] == "dev" and folder.final_model()["test_value"] == 0.6
     assert sorted(FAKE_EVALUATED) == sorted((m, s) for m in ACCURACY for s in ("eval", "dev"))

@@ -41,6 +41,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "folders",
             "runfolder",
             "metrics",
+            "stats",
             "models",
             "runtime",
             "export",

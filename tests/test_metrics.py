@@ -9,7 +9,9 @@ from ark_trainer.metrics import (
     agent_metrics,
     compute_metrics,
     preference,
+    prompt_outcomes,
     share,
+    task_outcomes,
 )
 
 
@@ -26,6 +28,27 @@ def test_an_evaluation_has_the_headline_metrics():
     assert metrics["pass_rate"] == round(2 / 3, 4) and metrics["compliance_rate"] == round(2 / 3, 4)
     assert metrics["preference_alignment"] == 0.5  # a win, a tie (one half), a loss; None left out
     assert metrics["components"] == {"qc_verdict": round(2 / 3, 4), "qc_compliance": round(2 / 3, 4)}
+
+
+def test_each_answer_keeps_its_outcomes_and_each_rate_is_their_mean():
+    table = {
+        TOTAL: [1.0, 0.2, None, 0.8],
+        "qc_verdict": [1.0, 0.0, None, 1.0],
+        "qc_compliance": [1.0, 1.0, 0.0, None],
+    }
+    base = [0.5, 0.2, 0.1, 0.9]
+    outcomes = prompt_outcomes(table, base, pass_threshold=0.8)
+    assert outcomes == [
+        {"pass_rate": 1.0, "task_accuracy": 1.0, "compliance_rate": 1.0, "preference_alignment": 1.0},
+        {"pass_rate": 0.0, "task_accuracy": 0.0, "compliance_rate": 1.0, "preference_alignment": 0.5},
+        {"pass_rate": None, "task_accuracy": None, "compliance_rate": 0.0, "preference_alignment": None},
+        {"pass_rate": 1.0, "task_accuracy": 1.0, "compliance_rate": None, "preference_alignment": 0.0},
+    ]  # None: the prompt is not scored on it (no total, no label, no reply to check)
+    metrics = compute_metrics(table, base, pass_threshold=0.8)
+    for rate, column in ((r, [o[r] for o in outcomes]) for r in outcomes[0]):
+        applicable = [v for v in column if v is not None]
+        assert metrics[rate] == round(sum(applicable) / len(applicable), 4)
+    assert task_outcomes([1.0, 0.99, None]) == [1.0, 0.0, None]
 
 
 def test_shares_and_preference_skip_what_does_not_apply():

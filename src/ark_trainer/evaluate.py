@@ -12,7 +12,7 @@ from typing import Any
 
 from ark_trainer.fileio import write_json
 from ark_trainer.generation import generate
-from ark_trainer.metrics import N_EXAMPLES, compute_metrics
+from ark_trainer.metrics import N_EXAMPLES, OUTCOMES, compute_metrics, prompt_outcomes
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.loading import load_policy
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
@@ -94,7 +94,9 @@ def evaluate_model(
     del model
     table = metric_scores(reward, rows, answers)
     totals = table[TOTAL]
-    metrics = compute_metrics(table, base_totals if base_totals is not None else totals, pass_threshold)
+    base = base_totals if base_totals is not None else totals
+    metrics = compute_metrics(table, base, pass_threshold)
+    outcomes = prompt_outcomes(table, base, pass_threshold)  # each rate above is the mean of its column
     examples = [
         {"prompt": rows[i]["prompt"][-1]["content"], "completion": answers[i], "reward": totals[i]}
         for i in range(min(N_EXAMPLES, len(rows)))
@@ -105,7 +107,10 @@ def evaluate_model(
         "dtype": str(rt.dtype).removeprefix("torch."),  # what it computed in; serving parity asks the same
         **metrics,
         "examples": examples,
-        "answers": [{"completion": a, "reward": t} for a, t in zip(answers, totals, strict=True)],
+        "answers": [
+            {"completion": a, "reward": t, OUTCOMES: o}
+            for a, t, o in zip(answers, totals, outcomes, strict=True)
+        ],
         **recorded,
     }
     write_json(out_path, result)

@@ -15,6 +15,10 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
   environment reward is 1), ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``.
 - the live loop's gate (``loop/gate.py``) adds ``heldout_reward_mean``: the mean reward on its frozen
   held-out rows alone.
+
+Each rate is the mean of per-answer outcomes (:func:`prompt_outcomes`, :func:`task_outcomes`), which the
+eval file keeps next to each answer's reward (``answers[i].outcomes``): two models answered the same
+prompts, and ``stats.py`` compares them prompt by prompt.
 """
 
 from __future__ import annotations
@@ -86,6 +90,9 @@ ACCURACY_GRADERS = ("qc_verdict", "reference_match")  # the first that applies g
 COMPLIANCE_GRADER = "qc_compliance"
 VERIFIERS = (*ACCURACY_GRADERS, COMPLIANCE_GRADER)  # scored on every eval, in the reward or not
 N_EXAMPLES = 5  # answers kept in full in an eval file for the report
+# each answer of an eval file keeps, under this key, its outcome on every rate (``prompt_outcomes``), so
+# two models are compared prompt by prompt (``stats.py``)
+OUTCOMES = "outcomes"
 
 
 def main_metric(evals: list[dict[str, Any]]) -> str | None:
@@ -106,26 +113,56 @@ def _is_number(value: Any) -> bool:
 
 def share(values: list[float | None], target: float = 1.0) -> float | None:
     """The share of applicable values that reach ``target``; ``None`` when none applies."""
-    applicable = [v for v in values if v is not None]
-    if not applicable:
-        return None
-    return round(sum(v >= target - 1e-9 for v in applicable) / len(applicable), 4)
+    return mean_outcome(reached(values, target))
+
+
+def reached(values: list[float | None], target: float = 1.0, slack: float = 1e-9) -> list[float | None]:
+    """1 where a value reaches ``target`` (less ``slack``), 0 where it does not, None where it does not
+    apply."""
+    return [None if v is None else float(v >= target - slack) for v in values]
+
+
+def mean_outcome(outcomes: list[float | None]) -> float | None:
+    """A rate: the mean of the per-prompt outcomes that apply (rounded as every metric is); None if none."""
+    applicable = [o for o in outcomes if o is not None]
+    return round(sum(applicable) / len(applicable), 4) if applicable else None
 
 
 def preference(mine: list[float | None], base: list[float | None]) -> float | None:
     """How often ``mine`` beats ``base`` answer by answer (a tie counts one half)."""
-    pairs = [(m, b) for m, b in zip(mine, base, strict=True) if m is not None and b is not None]
-    if not pairs:
-        return None
-    wins = sum(1.0 if m > b + 1e-9 else 0.5 if abs(m - b) <= 1e-9 else 0.0 for m, b in pairs)
-    return round(wins / len(pairs), 4)
+    return mean_outcome(preferred(mine, base))
+
+
+def preferred(mine: list[float | None], base: list[float | None]) -> list[float | None]:
+    """Per answer: 1 when ``mine`` beats ``base``, ½ on a tie, 0 when it loses, None without both."""
+    return [
+        None if m is None or b is None else 1.0 if m > b + 1e-9 else 0.5 if abs(m - b) <= 1e-9 else 0.0
+        for m, b in zip(mine, base, strict=True)
+    ]
+
+
+def prompt_outcomes(
+    table: dict[str, list], base_totals: list[float | None], pass_threshold: float
+) -> list[dict[str, float | None]]:
+    """Per answer, its outcome on every rate of :func:`compute_metrics`: ``pass_rate``, ``task_accuracy``,
+    ``compliance_rate`` 1/0 (None where it does not apply: an unlabelled prompt), ``preference_alignment``
+    1/½/0 against the base model's answer. Each rate is the mean of its outcomes."""
+    accuracy_grader = next((g for g in ACCURACY_GRADERS if share(table.get(g, [])) is not None), None)
+    columns = {
+        PASS_RATE: reached(table[TOTAL], pass_threshold, slack=0.0),
+        TASK_ACCURACY: reached(table[accuracy_grader]) if accuracy_grader else [None] * len(table[TOTAL]),
+        COMPLIANCE_RATE: reached(table.get(COMPLIANCE_GRADER) or [None] * len(table[TOTAL])),
+        PREFERENCE_ALIGNMENT: preferred(table[TOTAL], base_totals),
+    }
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def compute_metrics(table: dict[str, list], base_totals: list[float | None], pass_threshold: float) -> dict:
-    """The metrics of one model from its per-answer scores (``scoring.metric_scores``)."""
+    """The metrics of one model from its per-answer scores (``scoring.metric_scores``); each rate is the
+    mean of the per-answer outcomes of :func:`prompt_outcomes`."""
     totals = table[TOTAL]
     applicable = [t for t in totals if t is not None]
-    accuracy = next((a for n in ACCURACY_GRADERS if (a := share(table.get(n, []))) is not None), None)
+    outcomes = prompt_outcomes(table, base_totals, pass_threshold)
     components = {}
     for name, values in table.items():
         vals = [v for v in values if v is not None]
@@ -134,14 +171,14 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
     return {
         "n": len(totals),
         REWARD_MEAN: round(sum(applicable) / len(applicable), 4) if applicable else None,
-        PASS_RATE: round(sum(t >= pass_threshold for t in applicable) / len(applicable), 4)
-        if applicable
-        else None,
-        TASK_ACCURACY: accuracy,
-        COMPLIANCE_RATE: share(table.get(COMPLIANCE_GRADER, [])),
-        PREFERENCE_ALIGNMENT: preference(totals, base_totals),
+        **{rate: mean_outcome([o[rate] for o in outcomes]) for rate in RATES},
         "components": components,
     }
+
+
+def task_outcomes(env_rewards: list[float | None]) -> list[float | None]:
+    """Per episode: 1 when its environment reward is 1.0, else 0; None without a reward."""
+    return reached(env_rewards, 1.0, slack=0.0)
 
 
 def agent_metrics(views: list[EpisodeView], env_rewards: list[float | None]) -> dict[str, Any]:
@@ -152,10 +189,9 @@ def agent_metrics(views: list[EpisodeView], env_rewards: list[float | None]) -> 
     that parse and fit a tool's schema (``null`` when no episode tried a call).
     """
     n = len(views)
-    rewards = [r for r in env_rewards if r is not None]
     attempts = sum(v.attempts for v in views)
     return {
-        TASK_SUCCESS: round(sum(r >= 1.0 for r in rewards) / len(rewards), 4) if rewards else None,
+        TASK_SUCCESS: mean_outcome(task_outcomes(env_rewards)),
         TOOL_CALL_VALIDITY: round(sum(v.n_valid for v in views) / attempts, 4) if attempts else None,
         MEAN_TURNS: round(sum(v.turns for v in views) / n, 4) if n else None,
         MEAN_TOOL_CALLS: round(attempts / n, 4) if n else None,

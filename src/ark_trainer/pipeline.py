@@ -542,6 +542,7 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
     (``final_model.py``); the line and the record give its test-split figure."""
     from ark_trainer.final_model import choose, ship
     from ark_trainer.runtime.distributed import ranks
+    from ark_trainer.stats import shipped_line
 
     if ranks().is_main:
         folder = RunFolder(p.out)
@@ -553,6 +554,8 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
         _record_prompt_shape(p, folder.model_dir)
         monitor.event("final_model", **choice.to_json())
         log.info("final model: OUT/model is %s, %s", choice.stage, choice.reason)
+        if said := shipped_line(evals, choice.stage):  # its change, interval, n and p (stats.py)
+            log.info("final model: %s", said)
     ranks().wait()
 
 

@@ -107,7 +107,11 @@ def test_greedy_eval_runs_the_tools_and_scores_the_episodes(tool_model, tmp_path
     )
     assert result["tool_call_validity"] > 0 and result["mean_tool_calls"] >= 1.0  # it learnt to call
     assert result["task_success"] == result["components"]["looked_up"]  # the grader and the env agree
-    episodes = json.loads((tmp_path / "base.json").read_text())["episodes"]
+    written = json.loads((tmp_path / "base.json").read_text())
+    success = [a["outcomes"]["task_success"] for a in written["answers"]]  # task by task, for paired tests
+    assert result["task_success"] == round(sum(success) / len(success), 4)
+    assert "preference_alignment" not in written["answers"][0]["outcomes"]  # no grader measures it here
+    episodes = written["episodes"]
     called = [e for e in episodes if e["tool_calls"] and e["tool_calls"][0]["ok"]]
     assert called, episodes
     asked = called[0]["tool_calls"][0]["arguments"]["order_id"]

@@ -198,7 +198,21 @@ def metric(step: int, **values) -> dict:
 
 
 def evaluation(name: str, accuracy: float, reward: float = 0.5, n: int = 100) -> dict:
-    return {"name": name, "n": n, "reward_mean": reward, "pass_rate": accuracy, "task_accuracy": accuracy}
+    """An eval file whose first ``accuracy`` of ``n`` prompts are right, each with its per-prompt outcomes
+    (what the paired tests read), every answer at the mean ``reward``."""
+    right = round(accuracy * n)
+    answers = [
+        {
+            "completion": "",
+            "reward": reward,
+            "outcomes": {"pass_rate": float(i < right), "task_accuracy": float(i < right)},
+        }
+        for i in range(n)
+    ]
+    return {
+        "name": name, "n": n, "reward_mean": reward, "pass_rate": accuracy, "task_accuracy": accuracy,
+        "answers": answers,
+    }  # fmt: skip
 
 
 def synthetic_run(src: Path, dest: Path, steps: list[dict], evals: dict, **events) -> Path:
@@ -243,7 +257,7 @@ def test_a_healthy_run_has_nothing_above_info(constant_run, tmp_path, capsys):
         (
             "reward_hacking",
             [metric(s, reward=0.1 * s) for s in range(1, 11)],
-            # 30% → 15% of 100 prompts (30% → 20% is p = 0.051: within the noise, test_significance.py)
+            # 30% → 15% of 100 prompts: 15 lost, none gained (exact McNemar p < 0.001)
             {"base": evaluation("base", 0.3), "grpo": evaluation("grpo", 0.15, 0.4)},
             "while held-out",
         ),
@@ -257,7 +271,7 @@ def test_a_healthy_run_has_nothing_above_info(constant_run, tmp_path, capsys):
             "eval_regression",
             [metric(s) for s in range(1, 11)],
             {"base": evaluation("base", 0.3), "rft": evaluation("rft", 0.6), "grpo": evaluation("grpo", 0.4)},
-            "grpo ends worse than rft: pass_rate 60.0% → 40.0%",
+            "grpo ends worse than rft: pass rate 60.0% → 40.0%, \u221220.0 pts [",
         ),
     ],
 )

@@ -73,6 +73,14 @@ def run_folder(out: Path, stage: str) -> Path:
             "reward_mean": accuracy,
             "pass_rate": accuracy,
             "task_accuracy": accuracy,
+            "answers": [  # the first 50 (30) of 100 prompts right: what the paired tests read
+                {
+                    "completion": "",
+                    "reward": float(i < accuracy * 100),
+                    "outcomes": {"pass_rate": float(i < accuracy * 100)},
+                }
+                for i in range(100)
+            ],
         }
         (out / "eval" / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
     return out

@@ -18,4 +18,27 @@ def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
     blocks = parity_blocks(tmp_path)
     assert any(
         isinstance(b, Table) for b in blocks
-    ) and "| task_accuracy | 100.0% | 100.0% | +0.0 |" in to_markdown(blocks)
+    ) and "| task_accuracy | 100.0% | 100.0% | +0.0 | untested: per-prompt outcomes missing |" in to_markdown(
+        blocks
+    )
+
+
+def test_the_gap_is_paired_with_the_stages_own_answers(tmp_path):
+    from ark_trainer.fileio import write_json
+    from ark_trainer.report.parity import parity_blocks
+    from ark_trainer.report.render import to_markdown
+
+    def answers(right: int, n: int) -> list[dict]:
+        return [{"completion": "", "reward": float(i < right), "outcomes": {"task_accuracy": float(i < right)}}
+                for i in range(n)]  # fmt: skip
+
+    stage = {"name": "grpo", "n": 40, "task_accuracy": 0.75, "answers": answers(30, 40)}
+    bare = {"n": 20, "task_accuracy": 1.0}  # --limit 20: the first 20 prompts, all right bare
+    through = {**bare, "task_accuracy": 0.5, "answers": answers(10, 20)}  # 10 of them lost through OpenClaw
+    write_json(tmp_path / "eval" / "grpo.json", stage)
+    write_json(tmp_path / "eval" / "grpo-openclaw.json", {**through, "name": "grpo-openclaw", "bare": bare})
+    row = next(
+        line for line in to_markdown(parity_blocks(tmp_path)).splitlines() if "| task_accuracy |" in line
+    )
+    assert row.startswith("| task_accuracy | 100.0% | 50.0% |") and row.endswith(", p = 0.002 |")
+    assert "[\u2212" in row

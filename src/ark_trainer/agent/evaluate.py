@@ -17,7 +17,16 @@ from typing import Any
 from ark_trainer.agent.report import trace
 from ark_trainer.agent.rollout import CPU_EPISODE_BATCH, run_episodes
 from ark_trainer.chat.episode import view
-from ark_trainer.metrics import N_EXAMPLES, PREFERENCE_ALIGNMENT, agent_metrics, compute_metrics
+from ark_trainer.metrics import (
+    N_EXAMPLES,
+    OUTCOMES,
+    PREFERENCE_ALIGNMENT,
+    TASK_SUCCESS,
+    agent_metrics,
+    compute_metrics,
+    prompt_outcomes,
+    task_outcomes,
+)
 from ark_trainer.rewards.composite import TOTAL, CompositeReward
 from ark_trainer.scoring import metric_scores
 
@@ -59,12 +68,18 @@ def evaluate_episodes(
     completions = [ep.completion for ep in episodes]
     table = metric_scores(reward, rows, completions, [ep.env for ep in episodes], verifiers=False)
     totals = table[TOTAL]
-    metrics = compute_metrics(table, base_totals if base_totals is not None else totals, pass_threshold)
+    base = base_totals if base_totals is not None else totals
+    metrics = compute_metrics(table, base, pass_threshold)
     # No preference grader judges episodes: whether the model got better is task_success and reward_mean.
     metrics[PREFERENCE_ALIGNMENT] = None
     records = [ep.record() for ep in episodes]
     views = [view(c, env_cls._spec.schemas) for c in completions]
-    summary = agent_metrics(views, [r["env_reward"] for r in records])
+    env_rewards = [r["env_reward"] for r in records]
+    summary = agent_metrics(views, env_rewards)
+    outcomes = [  # each rate above is the mean of its outcomes, task by task
+        {**{k: v for k, v in o.items() if k != PREFERENCE_ALIGNMENT}, TASK_SUCCESS: s}
+        for o, s in zip(prompt_outcomes(table, base, pass_threshold), task_outcomes(env_rewards), strict=True)
+    ]
     examples = [
         {
             "prompt": rows[i]["prompt"][-1]["content"],
@@ -78,10 +93,11 @@ def evaluate_episodes(
         {
             "completion": r["final_answer"],
             "reward": t,
+            OUTCOMES: o,
             **{k: r[k] for k in ("turns", "n_invalid", "tool_errors", "env_reward", "ended")},
             "tool_calls": [_call(c) for c in r["tool_calls"]],
         }
-        for r, t in zip(records, totals, strict=True)
+        for r, t, o in zip(records, totals, outcomes, strict=True)
     ]
     shown = [{**r, "reward": t} for r, t in zip(records[:N_EPISODES], totals, strict=False)]
     return {**metrics, **summary, "examples": examples, "episodes": shown, "answers": answers}

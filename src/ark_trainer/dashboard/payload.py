@@ -13,6 +13,7 @@ from typing import Any
 
 from ark_trainer.metrics import HEADLINE
 from ark_trainer.runfolder import BASE_MODEL_DIR, DATA_DIR, EVAL_DIR, LOG_DIR, MODEL_DIR, PLOT_DIR, RunFolder
+from ark_trainer.stats import TESTED, compare_evals, p_text, untested
 
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
 # folders inside a run that are never a run themselves (each stage's folder is skipped too)
@@ -122,4 +123,52 @@ def eval_tables(folder: Path) -> dict[str, Any]:
     graders = {name: data.get("components") or {} for name, data in evals.items()}
     final = run.final_name() or (list(evals)[-1] if evals else None)  # the stage OUT/model is
     examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
-    return {"models": table, "graders": graders, "final": final, "examples": examples}
+    changes = _cached_changes(folder, evals, final)
+    return {"models": table, "graders": graders, "final": final, "examples": examples, "changes": changes}
+
+
+_CHANGES: dict[tuple, list[dict[str, Any]]] = {}  # the page polls every 2 s; the tests take ~0.1 s a metric
+
+
+def _cached_changes(
+    folder: Path, evals: dict[str, dict[str, Any]], final: str | None
+) -> list[dict[str, Any]]:
+    """:func:`stage_changes`, computed again only when an eval file changed (its size or time)."""
+    run = RunFolder(folder)
+    stamps = []
+    for name in evals:
+        try:
+            info = run.eval_path(name).stat()
+        except OSError:
+            return stage_changes(evals, final)
+        stamps.append((name, info.st_mtime_ns, info.st_size))
+    key = (str(folder), final, tuple(stamps))
+    if key not in _CHANGES:
+        if len(_CHANGES) >= 64:
+            _CHANGES.clear()
+        _CHANGES[key] = stage_changes(evals, final)
+    return _CHANGES[key]
+
+
+def stage_changes(evals: dict[str, dict[str, Any]], final: str | None) -> list[dict[str, Any]]:
+    """Each model against the one evaluated before it, and the final model against the base: every metric
+    both measured, paired prompt by prompt (``stats.py``: change, 95% interval, n, p, verdict and the line
+    the report shows), or why it could not be tested."""
+    names = list(evals)
+    pairs = list(zip(names, names[1:], strict=False))
+    if final and "base" in evals and final != "base" and ("base", final) not in pairs:
+        pairs.append(("base", final))
+    changes = []
+    for before, after in pairs:
+        for metric in TESTED:
+            a, b = evals[before].get(metric), evals[after].get(metric)
+            if _finite(a) is None or _finite(b) is None:
+                continue
+            row = {"models": f"{after} vs {before}", "metric": metric}
+            found = compare_evals(evals[before], evals[after], metric)
+            if found is None:
+                changes.append({**row, "untested": untested(evals[before], evals[after], metric)})
+            else:
+                said = {"change": found.change(), "p_text": p_text(found.p), "text": found.text(values=True)}
+                changes.append({**row, **found.to_json(), **said})
+    return changes

@@ -32,6 +32,7 @@ CODES = {
     "reward_hacking": "training reward up while held-out metrics fall, or one grader up while others fall",
     "eval_regression": "a stage ends worse than the one before on a headline metric",
     "no_improvement": "the final model is no better than the base on the main metric (not deployed)",
+    "gain_within_noise": "the final model beats the base on the main metric, but not beyond the noise (paired test)",
     "slow_generation": "generation takes most of each GRPO step",
 }
 

@@ -3,8 +3,10 @@
 - ``no_improvement``: the final model (the one ``OUT/model`` is: ``final_model.py``) is no better than the
   base on the run's main metric (the first of :data:`ark_trainer.metrics.MAIN` both evaluations have). The
   pipeline does not deploy such a model unless ``--deploy_if_not_better True``.
+- ``gain_within_noise``: the final model beats the base on the main metric, but not beyond the sampling
+  noise of the held-out prompts: the paired test finds no significant gain (info: it still deploys).
 - ``eval_regression``: a stage ends worse than the one before it on a headline metric, by more than the
-  sampling noise of the held-out prompts (``significance.py``).
+  sampling noise of the held-out prompts (``significance.py``: the paired test the report shows).
 - ``reward_hacking``: an online-RL stage's training reward rises while its held-out evaluation falls (by
   more than the noise), or one grader rises while the others fall (the policy found what pays in one grader
   at the others' expense).
@@ -17,8 +19,9 @@ import json
 
 from ark_trainer.diagnose.finding import Finding, lower, lr_flag, stage_label, thirds
 from ark_trainer.diagnose.rundata import RunData, num
-from ark_trainer.diagnose.significance import RULE, falls
+from ark_trainer.diagnose.significance import RULE, TESTS, falls
 from ark_trainer.metrics import HEADLINE, TASK_SUCCESS, main_metric, shown
+from ark_trainer.stats import compare_evals, untested
 
 REWARD_RISE = 0.05  # training reward (or one grader) rising by more than this counts as rising
 SAME_ANSWERS = 0.95  # this share of identical greedy answers: the model did not change
@@ -46,7 +49,7 @@ def not_better_than_base(run: RunData) -> Finding | None:
     word = "below" if after < before else "no better than"  # type: ignore[operator]
     evidence = (
         f"final model ({final}) {word} the base on {metric}: {shown(metric, before)} → {shown(metric, after)} "
-        f"(n={run.evals[final].get('n', '?')})"
+        f"(n={run.evals[final].get('n', '?')}){_paired(run, base, final, metric)}"
     )
     planned = [
         str(s.get("name")) for s in run.plan.get("stages") or [] if isinstance(s, dict) and s.get("steps")
@@ -62,9 +65,36 @@ def not_better_than_base(run: RunData) -> Finding | None:
     return Finding("no_improvement", "warning", final, evidence, fix)
 
 
+def _paired(run: RunData, before: str, after: str, metric: str) -> str:
+    """``; paired: +1.0 pts [−2.9, +4.9], n = 200, p = 0.62, not significant`` (or why it is not tested)."""
+    found = compare_evals(run.evals[before], run.evals[after], metric)
+    if found is None:
+        return f"; no paired test: {untested(run.evals[before], run.evals[after], metric)}"
+    return f"; paired: {found.change()}, {found.stats()}"
+
+
 def check_no_improvement(run: RunData) -> list[Finding]:
     found = not_better_than_base(run)
-    return [found] if found else []
+    return [found] if found else [*within_noise(run)]
+
+
+def within_noise(run: RunData) -> list[Finding]:
+    """``gain_within_noise``: the final model is above the base on the main metric, by less than the noise."""
+    picked = judged(run)
+    if picked is None or run.final_status() != "finished":
+        return []
+    metric, base, final = picked
+    found = compare_evals(run.evals[base], run.evals[final], metric)
+    if found is None or found.rose or found.delta <= 0:
+        return []
+    evidence = (
+        f"final model ({final}) vs base: {found.text(values=True)}: a gain this size comes by chance on "
+        f"{found.n} held-out prompts ({TESTS})"
+    )
+    fix = (
+        "evaluate on more held-out prompts (a larger eval set, --max_eval_samples) before relying on the gain"
+    )
+    return [Finding("gain_within_noise", "info", final, evidence, fix)]
 
 
 def check_eval_regression(run: RunData) -> list[Finding]:
@@ -74,16 +104,15 @@ def check_eval_regression(run: RunData) -> list[Finding]:
         if not drops:
             continue
         flag = lr_flag(cur)
-        evidence = f"{cur} ends worse than {prev}: {'; '.join(d.text() for d in drops)}; {_beyond_noise()}"
+        said = "; ".join(d.text(values=True) for d in drops)
+        evidence = f"{cur} ends worse than {prev}: {said}; {_beyond_noise()}"
         fix = f"lower --{flag} from {run.cfg(flag)} to {lower(run.cfg(flag), 2)} or train {cur} fewer steps"
         findings.append(Finding("eval_regression", "warning", cur, evidence, fix))
     return findings
 
 
 def _beyond_noise() -> str:
-    return (
-        f"beyond the noise of the held-out prompts ({RULE}: a two-proportion z-test, paired for the reward)"
-    )
+    return f"beyond the noise of the held-out prompts ({RULE}: {TESTS})"
 
 
 def check_reward_hacking(run: RunData) -> list[Finding]:
@@ -107,7 +136,7 @@ def _reward_up_eval_down(run: RunData, stage: str) -> list[Finding]:
         return []
     evidence = (
         f"{stage_label(stage)} training reward rose {trend[0]:.3f} → {trend[1]:.3f} while held-out "
-        f"{', '.join(d.text() for d in drops)} fell ({prev} → {stage}), {_beyond_noise()}: the policy "
+        f"{'; '.join(d.text(values=True) for d in drops)} ({prev} → {stage}), {_beyond_noise()}: the policy "
         "learned what the reward pays for, not the task"
     )
     fix = (

@@ -242,7 +242,7 @@ def evaluate_through_openclaw(
     result (``OUT/eval/<stage>-openclaw.json``; with a ``prompt_shape`` other than the model's own, a server
     started with that policy and ``OUT/eval/<stage>-openclaw-as-<shape>.json``, which the report leaves out)."""
     from ark_trainer.deploy.policy import shape_for
-    from ark_trainer.metrics import compute_metrics
+    from ark_trainer.metrics import OUTCOMES, compute_metrics, prompt_outcomes
     from ark_trainer.openclaw.deploy import model_window
     from ark_trainer.openclaw.shape import load_shape
     from ark_trainer.rewards.builder import build_reward
@@ -288,7 +288,15 @@ def evaluate_through_openclaw(
             {"prompt": r["prompt"][-1]["content"], "completion": a, "reward": t}
             for r, a, t in list(zip(rows, answers, table["total"], strict=True))[:5]
         ],  # fmt: skip
-        "answers": [{"completion": a, "reward": t} for a, t in zip(answers, table["total"], strict=True)],
+        "answers": [
+            {"completion": a, "reward": t, OUTCOMES: o}
+            for a, t, o in zip(
+                answers,
+                table["total"],
+                prompt_outcomes(table, base_totals or table["total"], pass_threshold),
+                strict=True,
+            )
+        ],
     }
     suffix = "" if prompt_shape == "auto" else f"-as-{prompt_shape}"
     result["name"] += suffix

@@ -22,6 +22,7 @@ from ark_trainer.agent.report import episode_blocks
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import atomic_write_bytes
 from ark_trainer.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
+from ark_trainer.report import compare as comparisons
 from ark_trainer.report.incidents import bad_step_blocks, failure_blocks
 from ark_trainer.report.model import base_model_line, final_model_blocks, serve_blocks
 from ark_trainer.report.render import Block, Bullets, Code, Heading, Image, Para, Table, to_html, to_markdown
@@ -322,11 +323,15 @@ def _results(run: Run) -> list[Block]:
             continue  # no grader of this run measures it (an agent run's compliance_rate)
         cells = [name]
         for key, values in metrics.items():
-            change = "" if key == "base" else _change(name, values.get(name), base.get(name))
+            tested = comparisons.change_cell(name, run.evals.get("base", {}), run.evals[key])  # interval, p
+            change = "" if key == "base" else tested or _change(name, values.get(name), base.get(name))
             cells.append(_value(name, values.get(name)) + change)
         rows.append(cells)
     header = ["metric", *(f"{label} (n={run.evals[key].get('n', '?')})" for key, label in present)]
-    return [Heading("Results"), Table(header, rows), Para(_headline(run)), _definitions([r[0] for r in rows])]
+    evals = {key: run.evals[key] for key, _ in present}
+    notes = [Para(text) for text in (comparisons.TESTS_NOTE, comparisons.untested_note(evals)) if text]
+    table: list[Block] = [Heading("Results"), Table(header, rows), *notes, Para(_headline(run))]
+    return [*table, _definitions([r[0] for r in rows]), *comparisons.stage_blocks(evals, dict(models()))]
 
 
 def _definitions(shown: list[str]) -> Bullets:
@@ -353,7 +358,11 @@ def _headline(run: Run) -> str:
         value, reference = run.evals[key].get(metric), base.get(metric)
         if num(value) is None or num(reference) is None:
             return "n/a"
-        return f"{_value(metric, reference)} → {_value(metric, value)}{_change(metric, value, reference)}"
+        tested = comparisons.headline_text(metric, base, run.evals[key])
+        return (
+            tested
+            or f"{_value(metric, reference)} → {_value(metric, value)}{_change(metric, value, reference)}"
+        )
 
     from ark_trainer.stages.registry import get_stage
 

@@ -69,14 +69,30 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
         base, last = evals["base"].get(metric), evals[final].get(metric)
         if _num(base) is None and _num(last) is None:
             continue
-        rows.append([metric, _show(metric, base), _show(metric, last), *changes(metric, last, base)])
+        tested = _tested(evals["base"], evals[final], metric)
+        rows.append([metric, _show(metric, base), _show(metric, last), *changes(metric, last, base), tested])
     name = labels.get(final, final)
     header = ["metric", "base", f"final ({name})", "change (points)", "change (relative to base)"]
+    header.append("95% interval, n, p (paired)")
     blocks.append(Table(header, rows))
     note = coincide_note(evals)
     if note:
         blocks.append(Para(note))
     return blocks + examples_blocks(Path(run_dir), final, evals[final], name)
+
+
+def _tested(base: dict[str, Any], final: dict[str, Any], metric: str) -> str:
+    """``[+11.2, +24.6], n = 100, p < 0.001, significant gain`` (``stats.py``), or why it is not tested."""
+    from ark_trainer.stats import TESTED, compare_evals, untested
+
+    if metric not in TESTED:
+        return "—"
+    found = compare_evals(base, final, metric)
+    if found is None:
+        return (
+            f"no paired test: {untested(base, final, metric)}" if _num(final.get(metric)) is not None else "—"
+        )
+    return f"{found.interval()}, {found.stats()}"
 
 
 def coincide_note(evals: dict[str, dict[str, Any]]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from ark_trainer.metrics import RATES, TASK_SUCCESS, main_metric, shown
 from ark_trainer.report.render import Block, Bullets, Code, Heading, Para, Table
 from ark_trainer.runfolder import RunFolder
+from ark_trainer.stats import shipped_line
 
 KIND_NAMES = {"hf": "Hugging Face folder", "gguf": "GGUF file", "ollama": "Ollama model"}
 
@@ -58,7 +59,12 @@ def final_model_blocks(
         ]
         for model, data in evals.items()
     ]
-    return [*blocks, Table(header, rows)]
+    said = shipped_line(evals, final)  # against the stage before it and the base: interval, n, p
+    return [
+        *blocks,
+        Table(header, rows),
+        *([Para(f"Paired on the held-out prompts: {said}.")] if said else []),
+    ]
 
 
 def serve_blocks(run_dir: Path) -> list[Block]:

@@ -1,5 +1,6 @@
 """The report's "Through OpenClaw" section: each ``eval/<stage>-openclaw.json`` the parity evaluation
-(:mod:`ark_trainer.openclaw.parity`, ``eval OUT --through openclaw``) wrote, bare vs through OpenClaw."""
+(:mod:`ark_trainer.openclaw.parity`, ``eval OUT --through openclaw``) wrote, bare vs through OpenClaw; the
+gap paired prompt by prompt against the stage's own eval file (``stats.py``: 95% interval, p)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from ark_trainer.metrics import COMPLIANCE_RATE, MAIN, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_SUCCESS
 from ark_trainer.report.render import Heading, Para, Table
 from ark_trainer.runfolder import RunFolder
+from ark_trainer.stats import compare_evals, p_text, untested
 
 # the metrics compared bare and through OpenClaw
 METRICS = (*(m for m in MAIN if m != TASK_SUCCESS), COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)
@@ -36,12 +38,14 @@ def parity_blocks(out: Path) -> list:
     blocks: list = [Heading("Through OpenClaw (serving parity)")]
     for result in results:
         bare = result.get("bare") or {}
+        direct = _direct(out, result)
         rows = [
             [
                 k,
                 fmt_metric(k, bare.get(k)),
                 fmt_metric(k, result.get(k)),
                 fmt_metric(k, (result.get("gap") or {}).get(k), sign=True),
+                _paired(direct, result, k),
             ]
             for k in METRICS
         ]
@@ -49,7 +53,14 @@ def parity_blocks(out: Path) -> list:
         policy = result.get("prompt_shape") or {}
         blocks += [
             Table(
-                [f"{result['name']} (n={result.get('n')})", "bare", "through OpenClaw", "gap (points)"], rows
+                [
+                    f"{result['name']} (n={result.get('n')})",
+                    "bare",
+                    "through OpenClaw",
+                    "gap (points)",
+                    "95% interval, p",
+                ],
+                rows,
             ),
             Para(
                 f"The held-out prompts sent to the served model as {shape.get('openclaw', 'OpenClaw')} sends a "
@@ -59,3 +70,23 @@ def parity_blocks(out: Path) -> list:
             ),
         ]
     return blocks
+
+
+def _direct(out: Path, result: dict) -> dict:
+    """The stage's own eval file, cut to the prompts asked through OpenClaw (``--limit`` asks the first N)."""
+    data = RunFolder(out).eval(str(result["name"]).removesuffix("-openclaw"))
+    answers = data.get("answers")
+    n = len(result.get("answers") or [])
+    return {**data, "answers": answers[:n]} if isinstance(answers, list) and n else data
+
+
+def _paired(direct: dict, through: dict, metric: str) -> str:
+    """``[−1.7, +3.3], p = 0.62``: the gap paired prompt by prompt, or why it is not tested."""
+    found = compare_evals(direct, through, metric)
+    if found is None:
+        return (
+            "—"
+            if not isinstance(through.get(metric), int | float)
+            else f"untested: {untested(direct, through, metric)}"
+        )
+    return f"{found.interval()}, {p_text(found.p)}"

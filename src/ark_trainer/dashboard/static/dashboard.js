@@ -162,6 +162,18 @@ function drawTimeline(rows) {
   document.getElementById("timeline").replaceChildren(el("h3", {}, "Stage timeline"), rows.length ? table : el("p", { class: "muted" }, "No stage yet."));
 }
 
+// Each stage against the one before it (and the final model against the base), paired prompt by prompt:
+// the change with its 95% interval, n and p, as the report and the diagnosis give them (stats.py).
+function drawChanges(changes) {
+  if (!changes.length) return [];
+  const head = el("tr", {}, ...["models", "metric", "change [95% interval]", "n", "p", "verdict"].map((h) => el("th", {}, h)));
+  const rows = changes.map((c) => c.untested
+    ? el("tr", {}, el("td", {}, c.models), el("td", {}, c.metric), el("td", { colspan: "4", class: "muted" }, `no paired test: ${c.untested}`))
+    : el("tr", {}, el("td", {}, c.models), el("td", {}, c.metric), el("td", {}, c.change),
+      el("td", {}, String(c.n)), el("td", {}, c.p_text), el("td", {}, c.verdict)));
+  return [el("h3", {}, "Stage to stage (paired tests)"), el("table", { class: "eval" }, head, ...rows)];
+}
+
 function drawEvals(evals) {
   const models = Object.keys(evals.models || {});
   const section = document.getElementById("evals");
@@ -171,6 +183,7 @@ function drawEvals(evals) {
   const metricNames = Object.keys(evals.models[models[0]]);
   const graderNames = [...new Set(models.flatMap((m) => Object.keys(evals.graders[m] || {})))];
   section.replaceChildren(el("h3", {}, "Evaluation per stage"), table((m) => evals.models[m], metricNames),
+    ...drawChanges(evals.changes || []),
     ...(graderNames.length ? [el("h3", {}, "Graders (mean per stage)"), table((m) => evals.graders[m], graderNames)] : []));
   const examples = (evals.examples || []).map((x) => el("tr", {}, el("td", {}, fmt(x.reward)), el("td", {}, el("pre", {}, x.prompt)), el("td", {}, el("pre", {}, x.completion))));
   document.getElementById("examples").replaceChildren(el("h3", {}, `Example answers (${evals.final})`),
