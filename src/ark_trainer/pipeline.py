@@ -554,7 +554,7 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
         _record_prompt_shape(p, folder.model_dir)
         monitor.event("final_model", **choice.to_json())
         log.info("final model: OUT/model is %s, %s", choice.stage, choice.reason)
-        if said := shipped_line(evals, choice.stage):  # its change, interval, n and p (stats.py)
+        if said := shipped_line(test, choice.stage):  # on the test split: its change, interval, n and p
             log.info("final model: %s", said)
     ranks().wait()
 
