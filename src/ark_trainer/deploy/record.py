@@ -104,11 +104,13 @@ def _sse_lines(text: str) -> list[str]:
 
 
 def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id: int) -> dict | None:
-    """The scrubbed training row of one exchange, or ``None`` when it holds no user turn or no reply."""
+    """The scrubbed training row of one exchange, or ``None`` when it holds no user turn. A blank answer is
+    recorded: the user's correction that follows it says what it should have been (the loop trains on that
+    correction, never on the blank answer)."""
     scrubber = Scrubber()
     history = [m for m in (_message(x) for x in request.get("messages") or [] if isinstance(x, dict)) if m]
     answer = "\n".join(t for t in (reply, format_tool_calls(calls) if calls else "") if t)
-    if is_blank(answer) or not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
+    if not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
         return None
     row = {
         "messages": history + [{"role": "assistant", "content": answer}],
