@@ -16,6 +16,9 @@ running positions it was never trained on. A template that fails on a request is
 reason (:mod:`ark_trainer.deploy.rendererror`), not a bare 500. And ``<tool_call>`` blocks in the reply become OpenAI
 ``tool_calls`` (:mod:`ark_trainer.deploy.toolcalls`), so OpenClaw executes them.
 
+Requests are generated side by side, and one whose client went away is stopped and not recorded
+(:mod:`ark_trainer.deploy.concurrent`).
+
 The app is wrapped in :class:`ark_trainer.deploy.gate.Gate`: the key in ``--api_key_file`` (a file, so
 the key is not in the process's command line) is required on every route, cross-origin browser requests
 are refused, and only chat completions, the model list and ``/health`` are served.
@@ -151,9 +154,10 @@ def _recording(app, args, dtype_of=None):
 
         app = recorder = Recorder(app, args.record, args.tag)
     hotswap.install(recorder, dtype_of=dtype_of)
+    from ark_trainer.deploy.concurrent import CancelOnDisconnect
     from ark_trainer.deploy.record import BudgetLog
 
-    return BudgetLog(app)
+    return BudgetLog(CancelOnDisconnect(app))  # a request whose client left: stopped, never recorded
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -178,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
         help="dtype the model is loaded in: auto (the one its evaluation used, recorded by train; else the "
         "weights' own), float32, bfloat16, float16",
     )
+    parser.add_argument(
+        "--concurrent", type=int, default=4, help="requests generated side by side (the rest wait their turn)"
+    )
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
     parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
     parser.add_argument(
@@ -198,6 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     from ark_trainer.deploy.hotswap import track_model_managers
 
     track_model_managers()
+    from ark_trainer.deploy.concurrent import install as generate_side_by_side
+
+    generate_side_by_side(args.concurrent)  # one long answer no longer holds up every other user
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
     from ark_trainer.deploy.policy import shape_for
