@@ -82,7 +82,7 @@ def install(workers: int = DEFAULT_WORKERS) -> None:
     """Make ``transformers serve`` create :func:`parallel_manager`'s managers (patched in by name)."""
     from transformers.cli.serving import utils
 
-    utils.GenerateManager = parallel_manager(workers)  # type: ignore[misc]
+    utils.GenerateManager = parallel_manager(workers)  # patched in: transformers looks the name up per model
 
 
 class CancelOnDisconnect:
