@@ -59,12 +59,13 @@ def test_a_reused_round_pid_is_a_round_that_ended(stranger):
     assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process
 
 
-def test_round_argv_passes_train_flags_and_defaults_to_lora(tmp_path):
+def test_round_argv_passes_train_flags_and_leaves_lora_to_train(tmp_path):
+    """No LoRA forced: ``train`` chooses full fine-tuning or LoRA from the model (and says why)."""
     argv = rounds.train_argv(
         tmp_path, tmp_path / "m", {"strategy": "GRPO", "output_dir": "x", "max_train_steps": 4}, 3
     )
     text = " ".join(argv)
-    assert "--lora_r 8" in text and "--strategy GRPO" in text and "--max_train_steps 4" in text
+    assert "--lora_r" not in text and "--strategy GRPO" in text and "--max_train_steps 4" in text
     assert argv[argv.index("--output_dir") + 1] == str(tmp_path) and "--output_dir x" not in text
     assert "--lora_r 0" in " ".join(rounds.train_argv(tmp_path, tmp_path, {"lora_r": 0}, 1))
 
@@ -92,3 +93,60 @@ def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tm
     write_jsonl(tmp_path / "raw.jsonl", [row])
     with pytest.raises(UserError):  # unfitted, train refuses it
         check_prompt_lengths(str(model), 16, [(tmp_path / "raw.jsonl", load_jsonl(tmp_path / "raw.jsonl"))])
+
+
+def _qc_reward():
+    from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.rewards.composite import preset_path
+
+    return build_reward({"reward_config": str(preset_path("qc"))}, [], "cpu")
+
+
+def test_only_turns_with_a_target_the_loops_reward_grades_become_round_data():
+    """The QC loop's one reward: a correction stating a QC answer is graded (its label is the answer's
+    type); a plain correction, an uncorrected answer the reward cannot call right and the model's reply to a
+    correction are no targets; an answer the user thanked is."""
+    from ark_trainer.loop import feedback
+
+    right = "结论：违规\n类型：辱骂\n回复：抱歉给您带来不便"
+    rows = conversation("客服说：滚。请质检", "结论：合规\n类型：无\n回复：好的", f"不对，应该回答：{right}")
+    rows += conversation("客服说：您好。请质检", "随便说说", "不对")
+    rows += conversation("客服说：蠢。请质检", "结论：违规\n类型：辱骂\n回复：抱歉", "谢谢")
+    out = rounds.scored_rows(rows, rows, feedback.Rules(), _qc_reward(), False, None, ["qc_verdict"])
+    targets = rounds.round_rows(out)
+    assert [t["messages"][-1]["content"] for t in targets] == [right, "结论：违规\n类型：辱骂\n回复：抱歉"]
+    assert targets[0]["label"] == "辱骂" and targets[0]["reference"] == right
+    assert not any(r["target"] for r in out if r["answers_feedback"])  # replies to a correction or thanks
+    plain = next(r for r in out if r["feedback"] == -1 and "reference" not in r)
+    assert not plain["target"] and not plain["graded"]  # the QC reward could not grade new answers to it
+
+
+def test_a_mistyped_train_flag_is_refused_when_the_loop_starts(tmp_path, capsys):
+    from ark_trainer.cli import main
+    from tests.conftest import save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "model")
+    loop = tmp_path / "loop"
+    argv = ["loop", "--output_dir", str(loop), "--model_path", str(model), "--strategy", "RFT+GRPOO"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--strategy" in err and "RFT+GRPOO" in err and "Traceback" not in err
+    assert not loop.exists()
+
+
+def test_a_rounds_own_choices_are_read_from_its_plan(tmp_path):
+    from ark_trainer.fileio import write_json
+
+    assert rounds.plan_choices(tmp_path) is None  # no plan yet
+    auto = {
+        "model": "a real model: 134.5M parameters",
+        "lora_r": {"value": 0, "reason": "0 (full fine-tuning): fits"},
+    }
+    write_json(
+        tmp_path / "plan.json",
+        {"auto_defaults": auto, "stages": [{"name": "rft", "steps": 8, "learning_rate": 2e-5}]},
+    )
+    lines = rounds.choice_lines(rounds.plan_choices(tmp_path))
+    assert (
+        lines[1] == "  --lora_r 0 (full fine-tuning): fits" and lines[2] == "  stages: rft 8 steps at 2e-05"
+    )

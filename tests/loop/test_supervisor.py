@@ -317,3 +317,24 @@ def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tm
     loop = loop_with(every=0, scored=30)
     loop.tick()
     assert started == [3, 30]
+
+
+def test_a_failed_round_gives_its_turns_back_and_is_no_round(tmp_path, monkeypatch):
+    loop = _crashed_loop(
+        tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9, "n_eval": 2}
+    )
+    loop.s = LoopSettings(max_rounds=1)
+    monkeypatch.setattr("ark_trainer.loop.rounds.exit_code", lambda pid, started=None: 2)
+    loop._check_round()
+    state = load_state(tmp_path / "loop")
+    assert state["turns_used"] == 0 and state["training"] is None  # its 9 turns go to the next round
+    assert state["history"][0]["failed"] and not loop._done()  # --max_rounds 1 still has its round to run
+    started: list[int] = []
+    monkeypatch.setattr(loop, "_start_round", lambda rows, total: started.append(total))
+    (tmp_path / "loop" / "heldout.jsonl").write_text('{"question": "q", "reference": "a"}\n')
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 40, 9))
+    loop._maybe_start_round()
+    assert started == []  # not again on the very turns it failed on
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 41, 10))
+    loop._maybe_start_round()
+    assert started == [10]  # a new turn: the round is tried again, with the old turns too

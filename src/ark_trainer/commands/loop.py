@@ -28,7 +28,11 @@ LOOP_GROUP = "live loop"
 class LoopOptions(TrainConfig):
     """``train``'s flags (passed to every round) plus the loop's own."""
 
-    min_new_turns: int = opt(30, "new scored turns that start a round", group=LOOP_GROUP)
+    min_new_turns: int = opt(
+        30,
+        "new turns with a training target (a correction, an approved answer) that start a round",
+        group=LOOP_GROUP,
+    )
     every: float = opt(0.0, "also start a round every this many seconds if any turn is new (0: off)")
     max_regression: float = opt(0.02, "largest drop of any tracked metric a promoted round may have")
     min_improvement: float = opt(0.0, "the main metric must improve by more than this to promote")

@@ -83,6 +83,7 @@ class Loop:
                     "ollama:NAME)"
                 )
             source = check_model(str(model), flag="--model_path")  # checked before the loop folder exists
+            rounds.check_train_flags(self.flags, self.dir)  # a mistyped flag: refused now, not at round 1
             if self.s.port:  # before the folder exists: a taken port is one line, nothing written
                 from ark_trainer.deploy.process import check_port
 
@@ -101,6 +102,7 @@ class Loop:
                 self.state = state
                 self._freeze_heldout()
                 self._build_reward()
+                self._resolve_reply_tokens()
             except BaseException:
                 if created:
                     shutil.rmtree(self.dir, ignore_errors=True)
@@ -118,7 +120,8 @@ class Loop:
         state["supervisor_pid"], state["supervisor_started"] = os.getpid(), process_start(os.getpid())
         self.save()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
-        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
+        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log,
+                      reply_tokens=state.get("reply_tokens"))  # fmt: skip
 
     def _freeze_heldout(self) -> None:
         """``LOOP/heldout.jsonl``, fixed for the loop's life: --eval_dataset, else the first --heldout_size
@@ -139,20 +142,75 @@ class Loop:
             )
 
     def _build_reward(self) -> None:
+        """The loop's one reward: it scores the turns, trains every round (passed as ``--reward_config``)
+        and grades the gate's held-out rows; ``--reward_config``, else the preset the held-out rows call
+        for (``qc`` for QC labels). Checked on the held-out rows here, when the loop starts."""
         from ark_trainer.data.loader import load_jsonl
         from ark_trainer.rewards.builder import build_reward
+        from ark_trainer.rewards.composite import default_preset, preset_path
 
         heldout = self.dir / "heldout.jsonl"
         rows = load_jsonl(heldout, "heldout") if heldout.is_file() else []
-        self.reward = (
-            build_reward(self.flags, rows, "cpu") if rows or self.flags.get("reward_config") else None
-        )
+        if not rows and not self.flags.get("reward_config"):
+            self.reward = None  # chosen once the held-out set is frozen from the first turns
+            return
+        spec = str(self.flags.get("reward_config") or preset_path(default_preset(rows)))
+        self.reward = build_reward({**self.flags, "reward_config": spec}, rows, "cpu")
+        if self.state.get("reward_config") != spec:
+            why = (
+                "--reward_config"
+                if self.flags.get("reward_config")
+                else "the preset the held-out rows call for"
+            )
+            self.log(
+                f"loop: one reward scores the turns, trains every round and grades the gate: {spec} ({why})"
+            )
+        self.state["reward_config"] = spec
         if rows:  # the gate's main metric must be one these rows measure (else no round could pass)
+            from ark_trainer.rewards.applies import check_applies
+
             self._resolve_main_metric(rows, str(heldout))
+            check_applies(
+                self.reward, rows, str(heldout), self.task_graders
+            )  # the rounds' reward grades them
+
+    def _resolve_reply_tokens(self) -> None:
+        """The answers' length the loop serves, trains every round with and evaluates: --max_completion_length,
+        else what the starting model was trained with (recorded by ``train``), else the held-out rows'
+        answers in the model's tokens (``train``'s own rule), else ``train``'s fallback. One length, so a
+        round is served as it was trained and gated, and a base model does not ramble to a share of its
+        window."""
+        from ark_trainer.auto_defaults import LENGTH_FALLBACK, completion_length
+        from ark_trainer.data.loader import load_jsonl
+        from ark_trainer.deploy.policy import read_shape
+
+        model = Path(self.state["model_path"])
+        recorded = read_shape(model) if model.is_dir() else None
+        heldout = self.dir / "heldout.jsonl"
+        if self.flags.get("max_completion_length"):
+            n, why = int(self.flags["max_completion_length"]), "--max_completion_length"
+        elif recorded is not None and recorded.reply_tokens:
+            n, why = recorded.reply_tokens, "what the starting model was trained and evaluated with"
+        elif heldout.is_file():
+            from ark_trainer.models.loading import load_tokenizer
+
+            chosen = completion_length(load_tokenizer(str(model), False), load_jsonl(heldout, "heldout"))
+            n, why = int(chosen.value), f"the held-out answers: {chosen.reason}"
+        else:
+            n, why = LENGTH_FALLBACK, "train's fallback: no answer to measure yet"
+        self.state["reply_tokens"] = n
+        self.log(f"loop: answers of up to {n} tokens, served and trained ({why})")
+
+    @property
+    def task_graders(self) -> list[str] | None:
+        """The graders of the loop's reward that carry the task: a preset's first (its format rules apply to
+        any text and say nothing of the task) and a reward model; every weighted one of a --reward_config."""
+        if self.flags.get("reward_config") or self.reward is None:
+            return None
+        return [self.reward.components[0].name, "reward_model"]
 
     def _resolve_main_metric(self, rows: list[dict], where: str) -> None:
-        task = None if self.flags.get("reward_config") else [self.reward.components[0].name, "reward_model"]
-        measures = gate.heldout_measures(rows, self.reward, task)
+        measures = gate.heldout_measures(rows, self.reward, self.task_graders)
         main = gate.resolve_main_metric(self.wanted_metric, measures, where, self.s.min_improvement)
         how = f"--main_metric {self.wanted_metric}"
         if self.wanted_metric == "auto":
@@ -185,7 +243,8 @@ class Loop:
         self.stopping = True
 
     def _done(self) -> bool:
-        return bool(self.s.max_rounds) and len(self.state["history"]) >= self.s.max_rounds
+        decided = [h for h in self.state["history"] if not h.get("failed")]  # a failed round is no round
+        return bool(self.s.max_rounds) and len(decided) >= self.s.max_rounds
 
     def _shutdown(self) -> None:
         try:  # a rollback asked for while the last round was decided: served before leaving
@@ -217,10 +276,9 @@ class Loop:
         all_rows = read_turns(self.dir / serving.TURNS)
         used = self.state["turns_used"]
         self.dropped = Counter()
-        rows = rounds.scored_rows(
-            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt, self.dropped
-        )
-        return [r for r in rows if rounds.is_scored(r)], len(all_rows)
+        rows = rounds.scored_rows(all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt,
+                                  self.dropped, self.task_graders)  # fmt: skip
+        return rounds.round_rows(rows), len(all_rows)
 
     def _maybe_start_round(self) -> None:
         scored, total = self._new_rows()
@@ -232,6 +290,8 @@ class Loop:
                 self.save()
                 self._build_reward()
             return
+        if total <= self.state.get("failed_at_turns", -1):
+            return  # the last round failed on these very turns: wait for a new one before trying again
         due = len(scored) >= self.s.min_new_turns
         scheduled = self.s.every > 0 and scored and time.time() - self.last_round_at >= self.s.every
         if due or scheduled:
@@ -241,7 +301,7 @@ class Loop:
         """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
         from ark_trainer.auto_defaults import LENGTH_FALLBACK
 
-        reply = int(self.flags.get("max_completion_length") or LENGTH_FALLBACK)
+        reply = int(self.round_flags.get("max_completion_length") or LENGTH_FALLBACK)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
             self.log(
@@ -264,7 +324,10 @@ class Loop:
         eval_text = read_text_bounded(self.dir / "heldout.jsonl", MAX_LINES_BYTES)
         rounds.write_round(folder, train_rows, [])
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
-        argv = rounds.train_argv(folder, model, self.flags, n)
+        self.log(
+            f"loop: round {n}: {rounds.expected_cost(self.dir, self.state['history'], len(heldout) + k)}"
+        )
+        argv = rounds.train_argv(folder, model, self.round_flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started": process_start(pid), "started_at": now(), "turns_to": total,
                                     "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
@@ -282,6 +345,8 @@ class Loop:
     def _check_round(self) -> None:
         training = self.state["training"]
         code = rounds.exit_code(training["pid"], training.get("started"))
+        if training.get("choices") is None:
+            self._announce_choices(training)
         if code is None:
             return
         n, folder = training["round"], self.dir / "rounds" / str(training["round"])
@@ -292,8 +357,10 @@ class Loop:
                 self.save()
                 return
             decision = gate.Decision(
-                False, [f"training did not finish (exit code {code}); see {folder}/train.log"]
-            )
+                False, [f"training did not finish (exit code {code}); see {folder}/train.log; its turns go to "
+                        "the next round"]
+            )  # fmt: skip
+            return self._decided(n, folder, decision, stage, failed=True)
         else:
             n_heldout = training["n_eval"] - training.get("n_newest", 0)
             current, candidate = (
@@ -304,7 +371,36 @@ class Loop:
                                    self.s.min_improvement)  # fmt: skip
         self._decided(n, folder, decision, stage)
 
-    def _decided(self, n: int, folder: Path, decision: gate.Decision, stage: str | None) -> None:
+    def _announce_choices(self, training: dict) -> None:
+        """Say and record what the round's ``train`` chose by itself (full fine-tuning or LoRA, learning
+        rates, steps), once its plan is written."""
+        choices = rounds.plan_choices(self.dir / "rounds" / str(training["round"]))
+        if choices is None:
+            return
+        for line in rounds.choice_lines(choices):
+            self.log(f"loop: round {training['round']}: {line}")
+        training["choices"] = choices
+        self.save()
+
+    @property
+    def round_flags(self) -> dict[str, Any]:
+        """The train flags of every round: the loop's, with the loop's one reward and reply length unless
+        the user set them."""
+        own = {
+            "reward_config": self.state.get("reward_config"),
+            "max_completion_length": self.state.get("reply_tokens"),
+        }
+        return {
+            **{k: v for k, v in own.items() if v is not None},
+            **{k: v for k, v in self.flags.items() if v is not None},
+        }
+
+    def _decided(
+        self, n: int, folder: Path, decision: gate.Decision, stage: str | None, failed: bool = False
+    ) -> None:
+        """Record the round's decision. A round that failed (its training did not finish) gives its turns
+        back: they go to the next round, which starts once a new turn arrives, and it does not count toward
+        --max_rounds."""
         write_json(
             folder / "decision.json", {"round": n, "stage": stage, "decided_at": now(), **decision.as_json()}
         )
@@ -312,11 +408,17 @@ class Loop:
         self.state["history"].append({"round": n, "promoted": decision.promote, "reasons": decision.reasons,
                                       "main": main, "current_main": decision.current.get(self.main_metric),
                                       "corrections_dropped": self.state["training"].get("corrections_dropped", {}),
-                                      "decided_at": now()})  # fmt: skip
-        self.state["turns_used"] = self.state["training"]["turns_to"]
+                                      "choices": self.state["training"].get("choices", {}),
+                                      "started_at": self.state["training"].get("started_at"),
+                                      "n_eval": self.state["training"].get("n_eval"),
+                                      "decided_at": now(), **({"failed": True} if failed else {})})  # fmt: skip
+        if failed:
+            self.state["failed_at_turns"] = self.state["training"]["turns_to"]
+        else:
+            self.state["turns_used"] = self.state["training"]["turns_to"]
         self.state["training"] = None
         self.save()
-        verdict = "promoted" if decision.promote else "refused"
+        verdict = "promoted" if decision.promote else "failed" if failed else "refused"
         self.log(f"loop: round {n} {verdict}: {'; '.join(decision.reasons)}")
         if decision.promote:
             self.switch_to(n, "promote")
@@ -327,10 +429,12 @@ class Loop:
         before = self.state["serving"]
         serving.point_model(self.dir, model_of(self.dir, self.state, n))
         try:
-            serving.serve(self.dir, n, self.s.port, self.s.agent, log=self.log)
+            serving.serve(self.dir, n, self.s.port, self.s.agent, log=self.log,
+                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
         except Exception:
             serving.point_model(self.dir, model_of(self.dir, self.state, before))
-            serving.serve(self.dir, before, self.s.port, self.s.agent, log=self.log)
+            serving.serve(self.dir, before, self.s.port, self.s.agent, log=self.log,
+                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
             raise
         self.state["serving"] = n
         self.state["events"].append({"at": now(), "event": event, "round": n, "from": before})
