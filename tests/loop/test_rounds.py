@@ -150,3 +150,21 @@ def test_a_rounds_own_choices_are_read_from_its_plan(tmp_path):
     assert (
         lines[1] == "  --lora_r 0 (full fine-tuning): fits" and lines[2] == "  stages: rft 8 steps at 2e-05"
     )
+
+
+def test_an_answer_cut_at_the_reply_limit_is_no_target():
+    from ark_trainer.deploy.record import build_row
+    from ark_trainer.loop import feedback
+
+    first = build_row(
+        {"messages": [{"role": "user", "content": "q"}]}, "a long answ", [], "round-0", 1, "length"
+    )
+    assert first["finish_reason"] == "length"
+    thanks = build_row(
+        {"messages": [*first["messages"], {"role": "user", "content": "谢谢"}]}, "ok", [], "", 2
+    )
+    out = rounds.scored_rows([first, thanks], [first], feedback.Rules(), None, False)
+    assert out[0]["feedback"] == 1 and not out[0]["target"]  # approved, but a partial answer
+    whole = {**first, "finish_reason": "stop"}
+    out = rounds.scored_rows([whole, thanks], [whole], feedback.Rules(), None, False)
+    assert out[0]["target"]

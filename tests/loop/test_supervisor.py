@@ -39,6 +39,34 @@ def test_the_loop_resolves_auto_to_task_accuracy_on_qc_heldout_and_says_so(tmp_p
     )
 
 
+def test_every_round_trains_with_the_loops_one_reward_and_answer_length(tmp_path, monkeypatch):
+    """The QC held-out set calls for the QC preset: the round's train gets it, not a preset of its own
+    turns (which refused the data: "reward grades nothing"); the round answers in the loop's length."""
+    from ark_trainer.loop import rounds
+    from ark_trainer.rewards.composite import preset_path
+
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, QC_ROWS)
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)
+    said: list[str] = []
+    flags = {"model_path": str(save_tiny_qwen(tmp_path / "model")), "eval_dataset": str(held)}
+    loop = Loop(tmp_path / "loop", LoopSettings(), flags, log=lambda m, **k: said.append(m))
+    loop.start()
+    state = load_state(tmp_path / "loop")
+    assert state["reward_config"] == str(preset_path("qc")) and state["reply_tokens"] == 64
+    argv = " ".join(rounds.train_argv(tmp_path, tmp_path / "m", loop.round_flags, 1))
+    assert f"--reward_config {preset_path('qc')}" in argv and "--max_completion_length 64" in argv
+    assert any("one reward scores the turns" in m for m in said)
+    assert any("answers of up to 64 tokens" in m for m in said)
+    user = Loop(
+        tmp_path / "l2", LoopSettings(), {**flags, "max_completion_length": 40}, log=lambda *a, **k: None
+    )
+    user.start()
+    assert "--max_completion_length 40" in " ".join(
+        rounds.train_argv(tmp_path, tmp_path, user.round_flags, 1)
+    )
+
+
 def _round(folder: Path, current: dict, candidate: dict) -> None:
     """A round's train output as ``train`` leaves it (plan, both evaluations, a complete model)."""
     save_tiny_qwen(folder / "model")

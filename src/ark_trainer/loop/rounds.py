@@ -69,6 +69,7 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
             out["label"] = label
     elif feedback >= 0:
         out["messages"] = prompt + [messages[-1]]
+        out["cut"] = row.get("finish_reason") == "length"  # a partial answer, cut at the reply limit
     return out
 
 
@@ -134,7 +135,7 @@ def _grade(rows: list[dict], reward: Any, task: list[str] | None) -> None:
         row["right"] = bool(marks) and bool(got["candidates"]) and min(marks) >= 1.0
 
 
-MARKS = ("answers_feedback", "graded", "right", "target", "live_reward")
+MARKS = ("answers_feedback", "graded", "right", "target", "live_reward", "cut")
 
 
 def _without_marks(row: dict) -> dict:
@@ -145,13 +146,14 @@ def _usable(row: dict, graded_by_reward: bool) -> bool:
     """Whether a turn is a training target: a correction saying the answer (graded by the loop's reward,
     when it has one), a plain correction whose new answers the reward can grade, an answer the user
     thanked, or an answer the reward grades right. Not: the model's reply to a correction or a thanks
-    (the user just said the answer), an uncorrected answer the reward cannot call right, a blank answer."""
+    (the user just said the answer), an uncorrected answer the reward cannot call right, a blank answer, an
+    answer cut at the reply limit (a partial answer)."""
     if row.get("answers_feedback"):
         return False
     feedback, messages = row["feedback"], row["messages"]
     if feedback < 0:
         return bool(row.get("graded")) or (not graded_by_reward and "reference" in row)
-    if messages[-1]["role"] != "assistant" or is_blank(messages[-1]["content"]):
+    if messages[-1]["role"] != "assistant" or is_blank(messages[-1]["content"]) or row.get("cut"):
         return False
     return feedback > 0 or bool(row.get("right"))
 
