@@ -599,6 +599,7 @@ class _Evaluator:
                 seed=cfg.seed,
                 on_batch=self.monitor.progress,
                 env=env_for(cfg),
+                answer_cache=cfg.eval_answer_cache,
             )
         if self.base_totals is None:
             self.base_totals = [a["reward"] for a in result["answers"]]

@@ -56,6 +56,9 @@ def test_every_round_trains_with_the_loops_one_reward_and_answer_length(tmp_path
     assert state["reward_config"] == str(preset_path("qc")) and state["reply_tokens"] == 64
     argv = " ".join(rounds.train_argv(tmp_path, tmp_path / "m", loop.round_flags, 1))
     assert f"--reward_config {preset_path('qc')}" in argv and "--max_completion_length 64" in argv
+    assert (
+        f"--eval_answer_cache {tmp_path / 'loop' / 'eval_cache'}" in argv
+    )  # the served model's answers, once
     assert any("one reward scores the turns" in m for m in said)
     assert any("answers of up to 64 tokens" in m for m in said)
     user = Loop(

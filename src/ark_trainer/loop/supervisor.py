@@ -40,6 +40,7 @@ from ark_trainer.models.source import check_model, convert
 from ark_trainer.runtime.system import pid_alive, process_start, same_process
 
 ROLLBACK_REQUEST = "rollback.json"
+EVAL_CACHE = "eval_cache"  # every round's evaluation answers, by model (evaluate.AnswerCache)
 
 
 @dataclass
@@ -389,6 +390,7 @@ class Loop:
         own = {
             "reward_config": self.state.get("reward_config"),
             "max_completion_length": self.state.get("reply_tokens"),
+            "eval_answer_cache": str(self.dir / EVAL_CACHE),  # the served model's answers: once per model
         }
         return {
             **{k: v for k, v in own.items() if v is not None},
