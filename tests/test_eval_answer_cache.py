@@ -40,3 +40,13 @@ def test_a_model_evaluated_again_generates_only_its_new_prompts(tmp_path, monkey
         model, "rft", rows, reward, rt, tmp_path / "d.json", **{**kw, "answer_cache": None}
     )
     assert asked == [3, 1, 4, 4]  # no cache: every prompt generated
+
+
+def test_a_models_fingerprint_ignores_the_notes_train_adds_after_evaluating_it(tmp_path):
+    from ark_trainer.deploy.policy import PromptShape, write_shape
+    from ark_trainer.evaluate import model_fingerprint
+
+    model = save_tiny_qwen(tmp_path / "model")
+    before = model_fingerprint(model)
+    write_shape(model, PromptShape("bare", None, "test", 64))  # train records the shape after evaluating
+    assert model_fingerprint(model) == before and model_fingerprint(tmp_path / "missing") is None

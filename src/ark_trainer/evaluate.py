@@ -106,14 +106,16 @@ def evaluate_model(
 
 def model_fingerprint(model_path: str | Path) -> str | None:
     """A model folder's identity: its config and weight files' names, sizes and modification times (a
-    round's model is written once, so a new model is a new fingerprint); None for what is not a folder."""
+    round's model is written once, so a new model is a new fingerprint; the last stage's model is renamed
+    into ``OUT/model``, which keeps them); None for what is not a folder."""
     import hashlib
 
     folder = Path(model_path)
     if not folder.is_dir():
         return None
+    # the weights and the architecture; not the notes train adds after an evaluation (prompt shape, precision)
     files = sorted(
-        f for f in folder.iterdir() if f.suffix in (".safetensors", ".bin", ".json") and f.is_file()
+        f for f in folder.iterdir() if f.suffix in (".safetensors", ".bin") or f.name == "config.json"
     )
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     return hashlib.sha256(repr((str(folder.resolve()), stats)).encode()).hexdigest()[:24]
