@@ -129,7 +129,7 @@ def reply_budget(model_dir: str | Path, window: int, data_tokens: int | None = N
 
     recorded = read_shape(model_dir)
     n = recorded.reply_tokens if recorded and recorded.reply_tokens else data_tokens or LENGTH_FALLBACK
-    return max(1, min(n, max(16, window // 2)))
+    return max(16, min(n, max(16, window // 2)))  # OpenClaw refuses a budget under 16 tokens
 
 
 def _text(content: Any) -> str | None:

@@ -171,9 +171,8 @@ class Loop:
             from ark_trainer.rewards.applies import check_applies
 
             self._resolve_main_metric(rows, str(heldout))
-            check_applies(
-                self.reward, rows, str(heldout), self.task_graders
-            )  # the rounds' reward grades them
+            # every round trains with this reward: it must grade the held-out rows the gate reads
+            check_applies(self.reward, rows, str(heldout), self.task_graders)
 
     def _resolve_reply_tokens(self) -> None:
         """The answers' length the loop serves, trains every round with and evaluates: --max_completion_length,
