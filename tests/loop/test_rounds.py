@@ -168,3 +168,18 @@ def test_an_answer_cut_at_the_reply_limit_is_no_target():
     whole = {**first, "finish_reason": "stop"}
     out = rounds.scored_rows([whole, thanks], [whole], feedback.Rules(), None, False)
     assert out[0]["target"]
+
+
+def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_path):
+    from ark_trainer.fileio import write_jsonl
+
+    assert "not measured yet" in rounds.expected_cost(tmp_path, [], 10, 2)
+    events = [{"event": "stage_end", "stage": "rft", "seconds": 80.0},
+              {"event": "stage_end", "stage": "eval_base", "seconds": 1.0},  # answered from the cache
+              {"event": "stage_end", "stage": "eval_rft", "seconds": 20.0}]  # fmt: skip
+    write_jsonl(tmp_path / "rounds" / "1" / "events.jsonl", events)
+    history = [{"round": 1, "promoted": True, "n_eval": 10,
+                "choices": {"stages": [{"name": "rft", "steps": 8, "learning_rate": 2e-5}]}}]  # fmt: skip
+    said = rounds.expected_cost(tmp_path, history, 10, 2)
+    # 80 s of training + (2 new rows for the served model + 10 for the candidate) × 2 s
+    assert said.startswith("expected to take about 1.7 min: 8 training steps at 10.0 s each and 12 evaluated")

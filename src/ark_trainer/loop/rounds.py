@@ -236,24 +236,29 @@ def choice_lines(choices: dict[str, Any]) -> list[str]:
     return lines + ([f"  stages: {', '.join(stages)}"] if stages else [])
 
 
-def expected_cost(loop: Path, history: list[dict], n_eval: int) -> str:
-    """What the next round will cost, said before it starts: measured on the last round that trained (its
-    wall time, its steps and its evaluated rows, scaled to ``n_eval`` rows), or that nothing is measured
-    yet (``train`` then says its own plan in the round's ``train.log``)."""
-    from datetime import datetime
-
-    done = [h for h in history if not h.get("failed") and h.get("started_at") and h.get("decided_at")]
+def expected_cost(loop: Path, history: list[dict], n_eval: int, n_new: int) -> str:
+    """What the next round will cost, said before it starts, from the last round that trained: its
+    measured seconds per training step (each stage's ``stage_end`` over its planned steps, the same plan
+    again) and per evaluated row; the served model's evaluation costs only its ``n_new`` rows not answered
+    before (the answer cache), the candidate's all ``n_eval``. Without such a round: that nothing is
+    measured yet (``train`` says its plan in the round's ``train.log``)."""
+    done = [h for h in history if not h.get("failed") and (h.get("choices") or {}).get("stages")]
     if not done:
-        return "its cost is not measured yet (no round has finished); its plan is in its train.log"
+        return "its cost is not measured yet (no round has trained); its plan is in its train.log"
     last = done[-1]
-    seconds = (
-        datetime.fromisoformat(last["decided_at"]) - datetime.fromisoformat(last["started_at"])
-    ).total_seconds()
-    steps = sum(int(s.get("steps") or 0) for s in (last.get("choices") or {}).get("stages") or [])
-    scale = n_eval / last["n_eval"] if last.get("n_eval") else 1.0
-    what = f"{steps} training steps and {last.get('n_eval', '?')} evaluated rows" if steps else "all of it"
-    return (f"expected to take about {seconds * max(scale, 1.0) / 60:.1f} min: round {last['round']} took "
-            f"{seconds / 60:.1f} min for {what} (evaluation grows with the rows: {n_eval} now)")  # fmt: skip
+    seconds = {e.get("stage"): float(e.get("seconds") or 0) for e in RunFolder(Path(loop) / "rounds" /
+               str(last["round"])).events() if e.get("event") == "stage_end"}  # fmt: skip
+    stages = [s for s in last["choices"]["stages"] if s.get("steps")]
+    train = sum(seconds.get(s["name"], 0.0) for s in stages)
+    evals = [
+        seconds[f"eval_{s['name']}"] for s in stages if f"eval_{s['name']}" in seconds
+    ]  # no cached answer
+    per_row = sum(evals) / (len(evals) * last["n_eval"]) if evals and last.get("n_eval") else 0.0
+    total = train + per_row * (n_new + n_eval * len(stages))
+    steps = sum(int(s["steps"]) for s in stages)
+    return (f"expected to take about {total / 60:.1f} min: {steps} training steps at "
+            f"{train / max(steps, 1):.1f} s each and {n_new + n_eval * len(stages)} evaluated rows at "
+            f"{per_row:.1f} s each, as measured in round {last['round']}")  # fmt: skip
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:

@@ -325,7 +325,7 @@ class Loop:
         rounds.write_round(folder, train_rows, [])
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
         self.log(
-            f"loop: round {n}: {rounds.expected_cost(self.dir, self.state['history'], len(heldout) + k)}"
+            f"loop: round {n}: {rounds.expected_cost(self.dir, self.state['history'], len(heldout) + k, k)}"
         )
         argv = rounds.train_argv(folder, model, self.round_flags, n)
         pid = rounds.start_training(folder, argv)
