@@ -16,12 +16,15 @@ How a recorded turn becomes a training row (:func:`turn_row`):
 - the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
   a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
   keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
-- the turn is *scored* when the run's graders (``build_reward``, the rewards ``train`` uses) apply to it
-  or it got feedback; only scored turns count toward ``--min_new_turns`` and go into a round.
+- the turn is a *target* (:func:`is_target`) when it gives ``train`` something to learn that the loop's one
+  reward (the round's ``--reward_config``) grades: a correction stating the answer, an approved answer, an
+  answer the reward grades right; only targets count toward ``--min_new_turns`` and go into a round.
 
 The round trains in a separate process, ``ark-trainer train`` at lower priority (``os.nice``), from the
-model being served, with the loop's train flags; LoRA (``--lora_r 8``, merged into ``model/``) unless
-the flags say otherwise. The served model keeps answering meanwhile.
+model being served, with the loop's train flags, its reward and its answer length; what the flags leave
+unset (full fine-tuning or LoRA, learning rates) ``train`` chooses as it always does, and the loop reads
+those choices from the round's ``plan.json`` (:func:`plan_choices`). The served model keeps answering
+meanwhile.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 
 One tick every ``--poll`` seconds (see :func:`tick`): a rollback asked for by ``loop --rollback N`` is
 served; a round in training is checked and, once it has ended, gated (:mod:`ark_trainer.loop.gate`) and
-promoted or refused; otherwise, when ``--min_new_turns`` new scored turns have been recorded (or
-``--every`` seconds have passed with at least one), the next round starts. Everything the loop knows is in
+promoted or refused (a round whose training failed gives its turns back); otherwise, when
+``--min_new_turns`` new turns with a training target have been recorded (or ``--every`` seconds have
+passed with at least one), the next round starts. Everything the loop knows is in
 ``LOOP/state.json`` (atomic writes), so a supervisor killed at any point resumes on restart: the served
 model is whatever ``LOOP/model`` points to (always a complete model), a round still training is waited
 for, a round that died half-way is started again from the turns it had.
