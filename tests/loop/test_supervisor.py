@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.fileio import read_json, write_json, write_jsonl
-from ark_trainer.loop import gate, serving, supervisor
+from ark_trainer.loop import control, gate, serving, supervisor
+from ark_trainer.loop.control import request_rollback
 from ark_trainer.loop.state import fresh_state, load_state, save_state
-from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings, request_rollback
+from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings
 from tests.conftest import save_tiny_qwen
 from tests.loop.heldout_rows import QC_ROWS
 
@@ -270,7 +271,7 @@ def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_p
     from ark_trainer.loop.report import status_lines
 
     assert "supervisor: not running" in status_lines(folder, load_state(folder))
-    supervisor.stop_loop(folder)
+    control.stop_loop(folder)
     assert stranger.poll() is None  # never signalled: it is not the supervisor
 
 

@@ -128,12 +128,12 @@ def _cmd_loop(namespace) -> int:
         raise UserError("loop: --output_dir is required (the loop's folder, LOOP)")
     folder = Path(flags.pop("output_dir"))
     if opts["stop"]:
-        from ark_trainer.loop.supervisor import stop_loop
+        from ark_trainer.loop.control import stop_loop
 
         print(stop_loop(folder))
         return 0
     if opts["rollback"] is not None:
-        from ark_trainer.loop.supervisor import request_rollback
+        from ark_trainer.loop.control import request_rollback
 
         request_rollback(folder, opts["rollback"])
         return 0
