@@ -183,3 +183,13 @@ def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_pa
     said = rounds.expected_cost(tmp_path, history, 10, 2)
     # 80 s of training + (2 new rows for the served model + 10 for the candidate) × 2 s
     assert said.startswith("expected to take about 1.7 min: 8 training steps at 10.0 s each and 12 evaluated")
+
+
+def test_the_correction_after_a_blank_answer_is_a_target():
+    from ark_trainer.loop import feedback
+
+    rows = conversation("订单1什么时候发货？", "", "不对，应该回答：明天发货。")
+    out = rounds.scored_rows(rows, rows, feedback.Rules(), None, False)
+    assert out[0]["reference"] == "明天发货。" and out[0]["target"]  # the blank answer's turn was recorded
+    plain = conversation("订单2什么时候发货？", "", "谢谢")
+    assert not rounds.scored_rows(plain, plain, feedback.Rules(), None, False)[0]["target"]  # blank: nothing
