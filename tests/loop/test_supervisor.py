@@ -369,4 +369,7 @@ def test_a_failed_round_gives_its_turns_back_and_is_no_round(tmp_path, monkeypat
     assert started == []  # not again on the very turns it failed on
     monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 41, 10))
     loop._maybe_start_round()
-    assert started == [10]  # a new turn: the round is tried again, with the old turns too
+    assert started == []  # one new turn: not yet (a failure that repeats is not retried on every turn)
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 60, 9 + 30))
+    loop._maybe_start_round()
+    assert started == [39]  # --min_new_turns (30) more: tried again, with the old turns too

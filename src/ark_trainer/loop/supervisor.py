@@ -291,8 +291,9 @@ class Loop:
                 self.save()
                 self._build_reward()
             return
-        if total <= self.state.get("failed_at_turns", -1):
-            return  # the last round failed on these very turns: wait for a new one before trying again
+        failed_at = self.state.get("failed_at_turns")
+        if failed_at is not None and total < failed_at + self.s.min_new_turns:
+            return  # the last round failed on these turns: tried again with --min_new_turns more, not at once
         due = len(scored) >= self.s.min_new_turns
         scheduled = self.s.every > 0 and scored and time.time() - self.last_round_at >= self.s.every
         if due or scheduled:
@@ -401,8 +402,8 @@ class Loop:
         self, n: int, folder: Path, decision: gate.Decision, stage: str | None, failed: bool = False
     ) -> None:
         """Record the round's decision. A round that failed (its training did not finish) gives its turns
-        back: they go to the next round, which starts once a new turn arrives, and it does not count toward
-        --max_rounds."""
+        back: they go to the next round, which starts once --min_new_turns more turns are recorded (a failure
+        that repeats is not retried on every turn), and it does not count toward --max_rounds."""
         write_json(
             folder / "decision.json", {"round": n, "stage": stage, "decided_at": now(), **decision.as_json()}
         )
