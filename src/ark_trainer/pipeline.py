@@ -655,7 +655,7 @@ class _Evaluator:
                 model_path, name, rows, self.p.reward, self.rt, path,
                 max_new_tokens=tokens, pass_threshold=cfg.pass_threshold,
                 base_totals=self.base_totals.get(split), seed=cfg.seed, on_batch=self.monitor.progress,
-                env=env, measurement=settings,
+                env=env, measurement=settings, answer_cache=cfg.eval_answer_cache,
             )  # fmt: skip
         self.base_totals.setdefault(split, [a["reward"] for a in result["answers"]])
         keys = HEADLINE + tuple(k for k in AGENT_METRICS if k in result)

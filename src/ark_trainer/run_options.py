@@ -176,6 +176,12 @@ class RunOptionsAfterStages:
     max_eval_samples: int | None = flag(
         None, "cap on eval prompts (default: all)", group="evaluation", range=COUNT
     )
+    eval_answer_cache: str | None = flag(
+        None,
+        "folder keeping each model's greedy evaluation answers by prompt: a model evaluated before answers "
+        "the prompts it has seen from it (the live loop's rounds share one)",
+        group="evaluation",
+    )
     final_model: str = flag(
         "best",
         "which stage's model OUT/model is: best (the best stage on the dev split by the main metric, "

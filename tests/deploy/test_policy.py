@@ -107,9 +107,19 @@ def test_shape_for_a_model_folder(tmp_path):
 def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
     from ark_trainer.deploy.policy import reply_budget
 
-    assert (
-        reply_budget(tmp_path, 8192) == 512 and reply_budget(tmp_path, 512) == 128
-    )  # a quarter, at most 512
+    # no record: the data's answers when known, else train's fallback; never a share of the window
+    assert reply_budget(tmp_path, 8192) == 64 and reply_budget(tmp_path, 32768) == 64
+    assert reply_budget(tmp_path, 8192, data_tokens=88) == 88
     write_shape(tmp_path, PromptShape("bare", None, "test", 96))
     assert reply_budget(tmp_path, 8192) == 96 and read_shape(tmp_path).reply_tokens == 96
     assert reply_budget(tmp_path, 128) == 64  # at most half the window
+
+
+def test_a_client_asking_more_than_the_trained_reply_is_clamped():
+    from ark_trainer.deploy.serve import reply_limit
+
+    assert reply_limit(4096, 96, room=400) == 96  # OpenClaw's or a client's larger ask: the trained length
+    assert reply_limit(40, 96, room=400) == 40  # a smaller ask is kept
+    assert reply_limit(None, 96, room=400) == 96
+    assert reply_limit(40, 96, room=400, fitted=True) == 96  # sized for a prompt the server cut
+    assert reply_limit(4096, 96, room=30) == 30  # never past the window

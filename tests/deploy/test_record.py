@@ -99,14 +99,16 @@ def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
 
 
 def test_recorded_turn_with_a_surrogate_or_a_blank_question(tmp_path):
-    """The live recorder keeps a turn with a bad character (replaced), and skips an invisible question."""
+    """The live recorder keeps a turn with a bad character (replaced) and one with a blank answer, and skips an
+    invisible question."""
     from ark_trainer.deploy.record import build_row
 
     row = build_row({"messages": [{"role": "user", "content": "问\ud800"}]}, "答", [], "t", 1)
     assert row["messages"][0]["content"] == "问\ufffd"
     json.dumps(row, ensure_ascii=False).encode("utf-8")
     assert build_row({"messages": [{"role": "user", "content": "\u200b\ufeff"}]}, "答", [], "t", 1) is None
-    assert build_row({"messages": [{"role": "user", "content": "q"}]}, "\u200b", [], "t", 1) is None
+    blank = build_row({"messages": [{"role": "user", "content": "q"}]}, "\u200b", [], "t", 1)
+    assert blank["messages"][-1] == {"role": "assistant", "content": "\u200b"}  # its correction follows it
 
 
 def test_usage_of_a_streamed_and_a_plain_answer():

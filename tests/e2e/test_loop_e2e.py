@@ -111,7 +111,7 @@ def _conversation(record: dict, hint: str, turns: int, start: int, shape: tuple[
 
 def _direct_until(loop: Path, done, hint: str, turns: int, first: int, pairs: int) -> int:
     """Like :func:`_users_until`, with each session sent straight to the loop's server in OpenClaw's request
-    shape: every answer is corrected (``turns`` scored turns a session); the sessions sent."""
+    shape: every answer is corrected (one target a session: its first answer); the sessions sent."""
     shape = _openclaw_shape(loop)
     for k in range(first, first + 2 * pairs, 2):
         for question in (k, k + 1):
@@ -205,12 +205,13 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
         record = _wait(lambda: _deployment(loop), 240, "the loop's deployment", log)
         server_log = Path(record["log"])
         # 1. scripted users talk to the agent; their hints teach the held-out answer. Sessions of 2 turns until
-        # 2 are scored (each answer but a session's last, once matched): the held-out set (usually one pair)
+        # 2 are targets (a session's first answer, once its correction is matched; the model's reply to a
+        # correction is never one): the held-out set (usually one pair)
         sent = _users_until(openclaw, tmp_path, (loop / "heldout.jsonl").is_file, GOOD, 2, first=0, pairs=3)
         assert len(read_jsonl(loop / "heldout.jsonl")) == 2
-        # then sessions of 3 turns, each answer corrected, straight to the server in OpenClaw's shape, until
-        # the 6 new scored turns round 1 waits for are in (one pair)
-        sessions = _direct_until(loop, lambda: _round_started(loop, 1), GOOD, 3, first=6, pairs=3)
+        # then sessions of one corrected question each, straight to the server in OpenClaw's shape, until
+        # the 6 new targets round 1 waits for are in (three pairs)
+        sessions = _direct_until(loop, lambda: _round_started(loop, 1), GOOD, 1, first=6, pairs=5)
         state = _wait(lambda: (s := read_json(loop / "state.json"))["history"] and s, 900, "round 1", log)
         decision = read_json(loop / "rounds" / "1" / "decision.json")
         assert decision["promoted"], decision
@@ -230,8 +231,8 @@ def test_loop_promotes_a_better_round_refuses_a_worse_one_and_rolls_back(opencla
             and "round 1: promoted" in status.stdout
         )
         # 3. a round taught the wrong answer is refused; round 1 keeps serving
-        sessions += _direct_until(loop, lambda: _round_started(loop, 2), BAD, 3, first=12, pairs=3)
-        assert sent >= 5 and sessions >= 4  # the fewest that fill the held-out set and both rounds
+        sessions += _direct_until(loop, lambda: _round_started(loop, 2), BAD, 1, first=16, pairs=5)
+        assert sent >= 5 and sessions >= 12  # the fewest that fill the held-out set and both rounds
         state = _wait(
             lambda: len((s := read_json(loop / "state.json"))["history"]) == 2 and s, 900, "round 2", log
         )
@@ -269,7 +270,7 @@ def test_a_supervisor_killed_during_a_round_resumes_and_the_agent_never_sees_a_h
     The round is the same on every run, so its gate decision is too: the tiny model's random init is seeded
     (with an unlucky init the round never learns to end its answer after 好的: it answers "好的\n好的\n…",
     which the reference matches only in part, so task_accuracy stays 0 and the round is refused), and the
-    round starts only once every user's corrections are in (``--min_new_turns`` = all the scored turns), so
+    round starts only once every user's corrections are in (``--min_new_turns`` = all the targets), so
     what it trains on does not depend on how far the users had got when the supervisor looked."""
     import torch
 
@@ -281,7 +282,10 @@ def test_a_supervisor_killed_during_a_round_resumes_and_the_agent_never_sees_a_h
     heldout = tmp_path / "heldout.jsonl"
     write_jsonl(heldout, [{"question": q, "reference": GOOD} for q in QUESTIONS[30:34]])
     loop, log = tmp_path / "loop", tmp_path / "loop.log"
-    users, turns = 4, 3  # each user's turns are corrected: users * turns scored turns in all
+    users, turns = (
+        12,
+        1,
+    )  # each user's question is corrected: one target each (a reply to a correction is none)
     every_turn = ("--max_rounds", "1", "--min_new_turns", str(users * turns))
     proc = _start_loop(tmp_path, model, heldout, *every_turn)
     try:

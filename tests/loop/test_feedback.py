@@ -61,6 +61,9 @@ def test_the_next_user_message_grades_the_answer_before_it():
     assert rows[0]["messages"] == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "good"}]
     assert rows[0]["reference"] == "good" and rows[0]["feedback"] == -1
     assert rows[1]["feedback"] == 1 and rows[1]["messages"][-1]["content"] == "good"
+    # the model's reply to the correction repeats what the user just said: never a training target
+    assert rounds.is_target(rows[0]) and not rounds.is_target(rows[1]) and rows[1]["answers_feedback"]
+    assert rounds.round_rows(rows) == [{k: v for k, v in rows[0].items() if k not in rounds.MARKS}]
     plain = rounds.turn_row(turn1, (-1, None))
     assert plain is not None and plain["messages"][-1]["role"] == "user"  # the bad answer is not kept
 
@@ -79,6 +82,6 @@ def test_feedback_through_openclaw_requests_ignores_its_internal_context():
     assert rows[0]["reference"] == "好的" and rows[0]["feedback"] == -1
     asked = {"role": "user", "content": "订单1什么时候发货？"}  # unwrapped, as the server shows a bare model
     assert rows[0]["messages"] == [asked, {"role": "assistant", "content": "好的"}]  # no system, no context
-    assert rounds.is_scored(rows[0])
+    assert rounds.is_target(rows[0])
     kept = rounds.turn_row(turn1, None, keep_system=True)
     assert kept is not None and ctx in kept["messages"]

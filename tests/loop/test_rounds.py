@@ -59,12 +59,13 @@ def test_a_reused_round_pid_is_a_round_that_ended(stranger):
     assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process
 
 
-def test_round_argv_passes_train_flags_and_defaults_to_lora(tmp_path):
+def test_round_argv_passes_train_flags_and_leaves_lora_to_train(tmp_path):
+    """No LoRA forced: ``train`` chooses full fine-tuning or LoRA from the model (and says why)."""
     argv = rounds.train_argv(
         tmp_path, tmp_path / "m", {"strategy": "GRPO", "output_dir": "x", "max_train_steps": 4}, 3
     )
     text = " ".join(argv)
-    assert "--lora_r 8" in text and "--strategy GRPO" in text and "--max_train_steps 4" in text
+    assert "--lora_r" not in text and "--strategy GRPO" in text and "--max_train_steps 4" in text
     assert argv[argv.index("--output_dir") + 1] == str(tmp_path) and "--output_dir x" not in text
     assert "--lora_r 0" in " ".join(rounds.train_argv(tmp_path, tmp_path, {"lora_r": 0}, 1))
 
@@ -107,3 +108,103 @@ def test_the_gate_reads_the_rounds_dev_evaluations_where_it_has_them(tmp_path):
     for name, value in (("base", 0.5), ("rft", 0.4)):
         write_json(run.dev_eval_path(name), {"reward_mean": value})
     assert rounds.evaluations(tmp_path) == ({"reward_mean": 0.5}, {"reward_mean": 0.4}, "rft")
+
+
+def _qc_reward():
+    from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.rewards.composite import preset_path
+
+    return build_reward({"reward_config": str(preset_path("qc"))}, [], "cpu")
+
+
+def test_only_turns_with_a_target_the_loops_reward_grades_become_round_data():
+    """The QC loop's one reward: a correction stating a QC answer is graded (its label is the answer's
+    type); a plain correction, an uncorrected answer the reward cannot call right and the model's reply to a
+    correction are no targets; an answer the user thanked is."""
+    from ark_trainer.loop import feedback
+
+    right = "结论：违规\n类型：辱骂\n回复：抱歉给您带来不便"
+    rows = conversation("客服说：滚。请质检", "结论：合规\n类型：无\n回复：好的", f"不对，应该回答：{right}")
+    rows += conversation("客服说：您好。请质检", "随便说说", "不对")
+    rows += conversation("客服说：蠢。请质检", "结论：违规\n类型：辱骂\n回复：抱歉", "谢谢")
+    out = rounds.scored_rows(rows, rows, feedback.Rules(), _qc_reward(), False, None, ["qc_verdict"])
+    targets = rounds.round_rows(out)
+    assert [t["messages"][-1]["content"] for t in targets] == [right, "结论：违规\n类型：辱骂\n回复：抱歉"]
+    assert targets[0]["label"] == "辱骂" and targets[0]["reference"] == right
+    assert not any(r["target"] for r in out if r["answers_feedback"])  # replies to a correction or thanks
+    plain = next(r for r in out if r["feedback"] == -1 and "reference" not in r)
+    assert not plain["target"] and not plain["graded"]  # the QC reward could not grade new answers to it
+
+
+def test_a_mistyped_train_flag_is_refused_when_the_loop_starts(tmp_path, capsys):
+    from ark_trainer.cli import main
+    from tests.conftest import save_tiny_qwen
+
+    model = save_tiny_qwen(tmp_path / "model")
+    loop = tmp_path / "loop"
+    argv = ["loop", "--output_dir", str(loop), "--model_path", str(model), "--strategy", "RFT+GRPOO"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--strategy" in err and "RFT+GRPOO" in err and "Traceback" not in err
+    assert not loop.exists()
+
+
+def test_a_rounds_own_choices_are_read_from_its_plan(tmp_path):
+    from ark_trainer.fileio import write_json
+
+    assert rounds.plan_choices(tmp_path) is None  # no plan yet
+    auto = {
+        "model": "a real model: 134.5M parameters",
+        "lora_r": {"value": 0, "reason": "0 (full fine-tuning): fits"},
+    }
+    write_json(
+        tmp_path / "plan.json",
+        {"auto_defaults": auto, "stages": [{"name": "rft", "steps": 8, "learning_rate": 2e-5}]},
+    )
+    lines = rounds.choice_lines(rounds.plan_choices(tmp_path))
+    assert (
+        lines[1] == "  --lora_r 0 (full fine-tuning): fits" and lines[2] == "  stages: rft 8 steps at 2e-05"
+    )
+
+
+def test_an_answer_cut_at_the_reply_limit_is_no_target():
+    from ark_trainer.deploy.record import build_row
+    from ark_trainer.loop import feedback
+
+    first = build_row(
+        {"messages": [{"role": "user", "content": "q"}]}, "a long answ", [], "round-0", 1, "length"
+    )
+    assert first["finish_reason"] == "length"
+    thanks = build_row(
+        {"messages": [*first["messages"], {"role": "user", "content": "谢谢"}]}, "ok", [], "", 2
+    )
+    out = rounds.scored_rows([first, thanks], [first], feedback.Rules(), None, False)
+    assert out[0]["feedback"] == 1 and not out[0]["target"]  # approved, but a partial answer
+    whole = {**first, "finish_reason": "stop"}
+    out = rounds.scored_rows([whole, thanks], [whole], feedback.Rules(), None, False)
+    assert out[0]["target"]
+
+
+def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_path):
+    from ark_trainer.fileio import write_jsonl
+
+    assert "not measured yet" in rounds.expected_cost(tmp_path, [], 10, 2)
+    events = [{"event": "stage_end", "stage": "rft", "seconds": 80.0},
+              {"event": "stage_end", "stage": "eval_base", "seconds": 1.0},  # answered from the cache
+              {"event": "stage_end", "stage": "eval_rft", "seconds": 20.0}]  # fmt: skip
+    write_jsonl(tmp_path / "rounds" / "1" / "events.jsonl", events)
+    history = [{"round": 1, "promoted": True, "n_eval": 10,
+                "choices": {"stages": [{"name": "rft", "steps": 8, "learning_rate": 2e-5}]}}]  # fmt: skip
+    said = rounds.expected_cost(tmp_path, history, 10, 2)
+    # 80 s of training + (2 new rows for the served model + 10 for the candidate) × 2 s
+    assert said.startswith("expected to take about 1.7 min: 8 training steps at 10.0 s each and 12 evaluated")
+
+
+def test_the_correction_after_a_blank_answer_is_a_target():
+    from ark_trainer.loop import feedback
+
+    rows = conversation("订单1什么时候发货？", "", "不对，应该回答：明天发货。")
+    out = rounds.scored_rows(rows, rows, feedback.Rules(), None, False)
+    assert out[0]["reference"] == "明天发货。" and out[0]["target"]  # the blank answer's turn was recorded
+    plain = conversation("订单2什么时候发货？", "", "谢谢")
+    assert not rounds.scored_rows(plain, plain, feedback.Rules(), None, False)[0]["target"]  # blank: nothing

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.fileio import read_json, write_json, write_jsonl
-from ark_trainer.loop import gate, serving, supervisor
+from ark_trainer.loop import control, gate, serving, supervisor
+from ark_trainer.loop.control import request_rollback
 from ark_trainer.loop.state import fresh_state, load_state, save_state
-from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings, request_rollback
+from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings
 from tests.conftest import save_tiny_qwen
 from tests.loop.heldout_rows import QC_ROWS
 
@@ -36,6 +37,37 @@ def test_the_loop_resolves_auto_to_task_accuracy_on_qc_heldout_and_says_so(tmp_p
     assert load_state(tmp_path / "loop")["settings"]["main_metric"] == "task_accuracy"
     assert any(
         "main metric is task_accuracy (--main_metric auto: the held-out rows are labelled)" in m for m in said
+    )
+
+
+def test_every_round_trains_with_the_loops_one_reward_and_answer_length(tmp_path, monkeypatch):
+    """The QC held-out set calls for the QC preset: the round's train gets it, not a preset of its own
+    turns (which refused the data: "reward grades nothing"); the round answers in the loop's length."""
+    from ark_trainer.loop import rounds
+    from ark_trainer.rewards.composite import preset_path
+
+    held = tmp_path / "held.jsonl"
+    write_jsonl(held, QC_ROWS)
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)
+    said: list[str] = []
+    flags = {"model_path": str(save_tiny_qwen(tmp_path / "model")), "eval_dataset": str(held)}
+    loop = Loop(tmp_path / "loop", LoopSettings(), flags, log=lambda m, **k: said.append(m))
+    loop.start()
+    state = load_state(tmp_path / "loop")
+    assert state["reward_config"] == str(preset_path("qc")) and state["reply_tokens"] == 64
+    argv = " ".join(rounds.train_argv(tmp_path, tmp_path / "m", loop.round_flags, 1))
+    assert f"--reward_config {preset_path('qc')}" in argv and "--max_completion_length 64" in argv
+    assert (
+        f"--eval_answer_cache {tmp_path / 'loop' / 'eval_cache'}" in argv
+    )  # the served model's answers, once
+    assert any("one reward scores the turns" in m for m in said)
+    assert any("answers of up to 64 tokens" in m for m in said)
+    user = Loop(
+        tmp_path / "l2", LoopSettings(), {**flags, "max_completion_length": 40}, log=lambda *a, **k: None
+    )
+    user.start()
+    assert "--max_completion_length 40" in " ".join(
+        rounds.train_argv(tmp_path, tmp_path, user.round_flags, 1)
     )
 
 
@@ -239,7 +271,7 @@ def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_p
     from ark_trainer.loop.report import status_lines
 
     assert "supervisor: not running" in status_lines(folder, load_state(folder))
-    supervisor.stop_loop(folder)
+    control.stop_loop(folder)
     assert stranger.poll() is None  # never signalled: it is not the supervisor
 
 
@@ -317,3 +349,27 @@ def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tm
     loop = loop_with(every=0, scored=30)
     loop.tick()
     assert started == [3, 30]
+
+
+def test_a_failed_round_gives_its_turns_back_and_is_no_round(tmp_path, monkeypatch):
+    loop = _crashed_loop(
+        tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9, "n_eval": 2}
+    )
+    loop.s = LoopSettings(max_rounds=1)
+    monkeypatch.setattr("ark_trainer.loop.rounds.exit_code", lambda pid, started=None: 2)
+    loop._check_round()
+    state = load_state(tmp_path / "loop")
+    assert state["turns_used"] == 0 and state["training"] is None  # its 9 turns go to the next round
+    assert state["history"][0]["failed"] and not loop._done()  # --max_rounds 1 still has its round to run
+    started: list[int] = []
+    monkeypatch.setattr(loop, "_start_round", lambda rows, total: started.append(total))
+    (tmp_path / "loop" / "heldout.jsonl").write_text('{"question": "q", "reference": "a"}\n')
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 40, 9))
+    loop._maybe_start_round()
+    assert started == []  # not again on the very turns it failed on
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 41, 10))
+    loop._maybe_start_round()
+    assert started == []  # one new turn: not yet (a failure that repeats is not retried on every turn)
+    monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 60, 9 + 30))
+    loop._maybe_start_round()
+    assert started == [39]  # --min_new_turns (30) more: tried again, with the old turns too

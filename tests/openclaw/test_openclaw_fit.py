@@ -127,7 +127,8 @@ def train_tiny_chat_model(
     tok.save_pretrained(path)
     # the prompt shape it learnt, as train records it: the server shows it the same (deploy/policy.py)
     rows = [{"prompt": messages} for messages, _ in examples]
-    write_shape(path, shape_of_rows(rows, with_tools=template is not None))
+    # and the answers' length it was trained with (train records --max_completion_length): the reply budget
+    write_shape(path, shape_of_rows(rows, with_tools=template is not None).with_reply_tokens(window // 4))
     return path
 
 

@@ -28,7 +28,11 @@ LOOP_GROUP = "live loop"
 class LoopOptions(TrainConfig):
     """``train``'s flags (passed to every round) plus the loop's own."""
 
-    min_new_turns: int = opt(30, "new scored turns that start a round", group=LOOP_GROUP)
+    min_new_turns: int = opt(
+        30,
+        "new turns with a training target (a correction, an approved answer) that start a round",
+        group=LOOP_GROUP,
+    )
     every: float = opt(0.0, "also start a round every this many seconds if any turn is new (0: off)")
     max_regression: float = opt(0.02, "largest drop of any tracked metric a promoted round may have")
     min_improvement: float = opt(0.0, "the main metric must improve by more than this to promote")
@@ -124,12 +128,12 @@ def _cmd_loop(namespace) -> int:
         raise UserError("loop: --output_dir is required (the loop's folder, LOOP)")
     folder = Path(flags.pop("output_dir"))
     if opts["stop"]:
-        from ark_trainer.loop.supervisor import stop_loop
+        from ark_trainer.loop.control import stop_loop
 
         print(stop_loop(folder))
         return 0
     if opts["rollback"] is not None:
-        from ark_trainer.loop.supervisor import request_rollback
+        from ark_trainer.loop.control import request_rollback
 
         request_rollback(folder, opts["rollback"])
         return 0

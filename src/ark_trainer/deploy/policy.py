@@ -118,13 +118,18 @@ def shape_for(model_dir: str | Path, window: int, override: str = "auto") -> Pro
     )
 
 
-def reply_budget(model_dir: str | Path, window: int) -> int:
+def reply_budget(model_dir: str | Path, window: int, data_tokens: int | None = None) -> int:
     """The reply's tokens the server gives and the provider entry advertises (``maxTokens``): the answers'
     length the model was trained and evaluated with (``--max_completion_length``, recorded by ``train``),
-    else a quarter of the window; 16 to 512, and at most half the window."""
+    else ``data_tokens`` (the answers' length of the data it will be trained on: the live loop's), else
+    the length ``train`` and ``eval`` give a model whose data holds no answer (``LENGTH_FALLBACK``), never
+    more than half the window. A base model served with a share of its window rambled to the cap: SmolLM2
+    wrote 512 tokens to a QC question whose answer takes 60, and the agent timed out."""
+    from ark_trainer.auto_defaults import LENGTH_FALLBACK
+
     recorded = read_shape(model_dir)
-    n = recorded.reply_tokens if recorded and recorded.reply_tokens else window // 4
-    return max(16, min(512, n, max(16, window // 2)))
+    n = recorded.reply_tokens if recorded and recorded.reply_tokens else data_tokens or LENGTH_FALLBACK
+    return max(16, min(n, max(16, window // 2)))  # OpenClaw refuses a budget under 16 tokens
 
 
 def _text(content: Any) -> str | None:

@@ -6,7 +6,7 @@
 
     {"messages": [...the request's messages..., {"role": "assistant", "content": REPLY}],
      "served_by": "round-3", "model": ..., "timestamp": ..., "request_id": N, "stream": true,
-     "tool_calls": [...], "source": "ark-serve"}
+     "tool_calls": [...], "source": "ark-serve", "finish_reason": "stop"}
 
 The ``messages`` row is the shape ``train``'s loader reads (the last assistant message becomes the
 candidate). Every string is scrubbed with :class:`ark_trainer.data.scrub.Scrubber`, as ``data collect``
@@ -103,12 +103,16 @@ def _sse_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id: int) -> dict | None:
-    """The scrubbed training row of one exchange, or ``None`` when it holds no user turn or no reply."""
+def build_row(
+    request: dict, reply: str, calls: list[dict], tag: str, request_id: int, finish_reason: str | None = None
+) -> dict | None:
+    """The scrubbed training row of one exchange, or ``None`` when it holds no user turn. A blank answer is
+    recorded: the user's correction that follows it says what it should have been (the loop trains on that
+    correction, never on the blank answer)."""
     scrubber = Scrubber()
     history = [m for m in (_message(x) for x in request.get("messages") or [] if isinstance(x, dict)) if m]
     answer = "\n".join(t for t in (reply, format_tool_calls(calls) if calls else "") if t)
-    if is_blank(answer) or not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
+    if not any(m["role"] == "user" and not is_blank(m["content"]) for m in history):
         return None
     row = {
         "messages": history + [{"role": "assistant", "content": answer}],
@@ -119,6 +123,7 @@ def build_row(request: dict, reply: str, calls: list[dict], tag: str, request_id
         "stream": bool(request.get("stream")),
         "tool_calls": calls,
         "source": "ark-serve",
+        **({"finish_reason": finish_reason} if finish_reason else {}),  # "length": cut at the reply limit
     }
     return scrubber.value(replace_lone_surrogates(row))  # one bad character must not lose the turn
 
@@ -178,9 +183,10 @@ class Recorder:
         except ValueError:
             return
         reply, calls = reply_of(response_body, bool(request.get("stream")))
+        finish = usage_of(response_body, bool(request.get("stream"))).get("finish_reason")
         with self.lock:
             self.count += 1
-            row = build_row(request, reply, calls, self.tag, self.count)
+            row = build_row(request, reply, calls, self.tag, self.count, finish)
             if row is None:
                 return
             line = json_line(row).encode("utf-8")

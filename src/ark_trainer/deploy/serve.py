@@ -9,11 +9,15 @@ class (``transformers.cli.serve.Serve``: FastAPI + uvicorn, OpenAI chat completi
 with two changes to its chat handler. A prompt longer than the model's window minus ``reply_tokens`` is
 fitted by whole messages (:mod:`ark_trainer.deploy.fit`: the current turn, the tools, the system prompt's
 head, older turns), and the reply then gets ``reply_tokens`` whatever the client asked, because the client
-sized its request for the whole prompt. Why: OpenClaw sends a ~40k-character system prompt and refuses
+sized its request for the whole prompt; otherwise the client's ``max_tokens`` is clamped to ``reply_tokens``
+(:func:`reply_limit`). Why: OpenClaw sends a ~40k-character system prompt and refuses
 models registered below 4000 tokens of context; a small model must still see the question, without
 running positions it was never trained on. A template that fails on a request is answered with its
 reason (:mod:`ark_trainer.deploy.rendererror`), not a bare 500. And ``<tool_call>`` blocks in the reply become OpenAI
 ``tool_calls`` (:mod:`ark_trainer.deploy.toolcalls`), so OpenClaw executes them.
+
+Requests are generated side by side, and one whose client went away is stopped and not recorded
+(:mod:`ark_trainer.deploy.concurrent`).
 
 The app is wrapped in :class:`ark_trainer.deploy.gate.Gate`: the key in ``--api_key_file`` (a file, so
 the key is not in the process's command line) is required on every route, cross-origin browser requests
@@ -40,6 +44,18 @@ def _tail(value, budget: int):
     if hasattr(value, "shape"):
         return value[..., -budget:]
     return [row[-budget:] for row in value] if value and isinstance(value[0], list) else value[-budget:]
+
+
+def reply_limit(asked: int | None, reply_tokens: int, room: int, fitted: bool = False) -> int:
+    """The reply's tokens: what the client asked (``max_tokens``/``max_completion_tokens``), never more than
+    ``reply_tokens`` (the answers' length the model was trained and evaluated with,
+    :func:`ark_trainer.deploy.policy.reply_budget`) nor the ``room`` the prompt left in the window. A larger
+    ask is clamped, not refused (as llama.cpp's server clamps a request's ``n_predict`` to its own
+    ``--n-predict``): a client that asks too much still gets an answer, which ends with ``finish_reason:
+    length`` where the limit cut it. A fitted prompt gets ``reply_tokens``: the client sized its ask
+    for the whole prompt."""
+    want = reply_tokens if fitted or not asked else min(asked, reply_tokens)
+    return max(1, min(want, room))
 
 
 def _fitter(processor, render, budget: int):
@@ -120,11 +136,8 @@ def _fitting_handler(base, window: int, reply_tokens: int, shape_of=None, system
             config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
             if body.get("temperature") is None and body.get("top_p") is None:
                 config.do_sample = False  # greedy, as the model was evaluated, unless the client asks
-            room = max(1, window - self._prompt_len)
-            if self._cut is not None:
-                config.max_new_tokens = min(reply_tokens, room)
-            else:
-                config.max_new_tokens = max(1, min(config.max_new_tokens or reply_tokens, room))
+            config.max_new_tokens = reply_limit(config.max_new_tokens, reply_tokens, window - self._prompt_len,
+                                                fitted=self._cut is not None)  # fmt: skip
             return config
 
     return FittingChatCompletionHandler
@@ -141,9 +154,10 @@ def _recording(app, args, dtype_of=None):
 
         app = recorder = Recorder(app, args.record, args.tag)
     hotswap.install(recorder, dtype_of=dtype_of)
+    from ark_trainer.deploy.concurrent import CancelOnDisconnect
     from ark_trainer.deploy.record import BudgetLog
 
-    return BudgetLog(app)
+    return BudgetLog(CancelOnDisconnect(app))  # a request whose client left: stopped, never recorded
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
         help="dtype the model is loaded in: auto (the one its evaluation used, recorded by train; else the "
         "weights' own), float32, bfloat16, float16",
     )
+    parser.add_argument(
+        "--concurrent", type=int, default=4, help="requests generated side by side (the rest wait their turn)"
+    )
     parser.add_argument("--api_key_file", required=True, help="file holding the key clients must send")
     parser.add_argument("--record", help="append every exchange, scrubbed, to this JSONL (deploy/record.py)")
     parser.add_argument(
@@ -188,6 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     from ark_trainer.deploy.hotswap import track_model_managers
 
     track_model_managers()
+    from ark_trainer.deploy.concurrent import install as generate_side_by_side
+
+    generate_side_by_side(args.concurrent)  # one long answer no longer holds up every other user
 
     # Both patches replace transformers' own names at run time, which its types cannot express.
     from ark_trainer.deploy.policy import shape_for

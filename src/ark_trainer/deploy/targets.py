@@ -31,13 +31,16 @@ class Serving:
 
     ``port``: on 127.0.0.1 (``None``: a free one); ``record_to``: a JSONL the server appends each exchange to,
     scrubbed (``deploy/record.py``); ``tag`` names what serves (a loop's round) in the server's log and in each
-    recorded row; ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``)."""
+    recorded row; ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``);
+    ``reply_tokens``: the answers' length for a model that records none (the live loop's, which its rounds
+    train with; ``policy.reply_budget``)."""
 
     port: int | None = None
     record_to: str | Path | None = None
     tag: str = ""
     prompt_shape: str = "auto"
     system_chars: int = 0
+    reply_tokens: int | None = None
 
 
 class DeployTarget(Protocol):

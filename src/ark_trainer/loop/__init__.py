@@ -8,5 +8,6 @@ background, a gate promotes a candidate only when nothing regresses, and any rou
 - ``gate``: promote or refuse, with the reasons;
 - ``serving``: which model ``LOOP/model`` points to, and swapping the server onto it;
 - ``supervisor``: the long-running loop that ties them together;
+- ``control``: ``loop --rollback N`` and ``loop --stop`` from another shell;
 - ``report``: ``LOOP/report.md`` with the main metric per round.
 """

@@ -36,12 +36,29 @@ def status_lines(loop: Path, state: dict) -> list[str]:
         f"corrections dropped by the safety filter: {dropped_corrections(recorded, state)}",
     ]
     for h in state["history"]:
-        verdict = "promoted" if h["promoted"] else "refused"
+        verdict = verdict_of(h)
         lines.append(f"round {h['round']}: {verdict} at {h['decided_at']}: {'; '.join(h['reasons'])}")
     for e in state["events"]:
         if e["event"] == "rollback":
             lines.append(f"rollback to round {e['round']} at {e['at']} (was serving {e['from']})")
     return lines
+
+
+def verdict_of(entry: dict) -> str:
+    """A decided round: promoted, refused by the gate, or failed (its training did not finish: its turns went
+    back to the next round, and it is not counted as a round)."""
+    return "promoted" if entry["promoted"] else "failed" if entry.get("failed") else "refused"
+
+
+def choices_of(entry: dict) -> str:
+    """What the round's ``train`` chose by itself, in a few words: full fine-tuning or LoRA, each stage's steps
+    and learning rate (``loop/rounds.py: plan_choices``)."""
+    choices = entry.get("choices") or {}
+    lora = ((choices.get("auto_defaults") or {}).get("lora_r") or {}).get("value")
+    parts = [] if lora is None else ["full fine-tuning" if lora == 0 else f"LoRA r {lora}"]
+    parts += [f"{s['name']} {s['steps']}×{s['learning_rate']:g}" for s in choices.get("stages") or []
+              if s.get("steps") and isinstance(s.get("learning_rate"), int | float)]  # fmt: skip
+    return ", ".join(parts) or "-"
 
 
 def dropped_corrections(rows: list[dict], state: dict) -> str:
@@ -67,13 +84,14 @@ def reason_counts(counts: dict) -> str:
 def write_report(loop: Path, state: dict) -> Path:
     loop = Path(loop)
     main = state["settings"].get("main_metric", REWARD_MEAN)
-    rows = ["| round | served model | candidate | decision | reasons | corrections dropped |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| round | served model | candidate | decision | reasons | corrections dropped | training |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for h in state["history"]:
         dropped = h.get("corrections_dropped") or {}
         rows.append(f"| {h['round']} | {_num(h.get('current_main'))} | {_num(h.get('main'))} | "
-                    f"{'promoted' if h['promoted'] else 'refused'} | {'; '.join(h['reasons'])} | "
-                    f"{sum(dropped.values())}{f' ({reason_counts(dropped)})' if dropped else ''} |")  # fmt: skip
+                    f"{verdict_of(h)} | {'; '.join(h['reasons'])} | "
+                    f"{sum(dropped.values())}{f' ({reason_counts(dropped)})' if dropped else ''} | "
+                    f"{choices_of(h)} |")  # fmt: skip
     plot = _plot(loop, state, main)
     text = "\n".join([
         "# Live loop report", "",

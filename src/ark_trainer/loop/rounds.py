@@ -16,12 +16,15 @@ How a recorded turn becomes a training row (:func:`turn_row`):
 - the next user message's feedback (:mod:`ark_trainer.loop.feedback`) decides what the answer is worth:
   a correction with a hint trains on the hinted answer (``reference`` = the hint), a plain correction
   keeps the prompt but not the answer (RFT samples new ones), approval or silence keeps the answer;
-- the turn is *scored* when the run's graders (``build_reward``, the rewards ``train`` uses) apply to it
-  or it got feedback; only scored turns count toward ``--min_new_turns`` and go into a round.
+- the turn is a *target* (:func:`is_target`) when it gives ``train`` something to learn that the loop's one
+  reward (the round's ``--reward_config``) grades: a correction stating the answer, an approved answer, an
+  answer the reward grades right; only targets count toward ``--min_new_turns`` and go into a round.
 
 The round trains in a separate process, ``ark-trainer train`` at lower priority (``os.nice``), from the
-model being served, with the loop's train flags; LoRA (``--lora_r 8``, merged into ``model/``) unless
-the flags say otherwise. The served model keeps answering meanwhile.
+model being served, with the loop's train flags, its reward and its answer length; what the flags leave
+unset (full fine-tuning or LoRA, learning rates) ``train`` chooses as it always does, and the loop reads
+those choices from the round's ``plan.json`` (:func:`plan_choices`). The served model keeps answering
+meanwhile.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from ark_trainer.loop.safety import veto_hints
 from ark_trainer.runfolder import RunFolder
 
 OWN_FLAGS = ("model_path", "data_path", "output_dir", "eval_dataset", "eval_auto", "openclaw_env", "resume")
-DEFAULT_FLAGS = {"lora_r": "8", "report_to": "none"}  # unless the loop's train flags say otherwise
+DEFAULT_FLAGS = {"report_to": "none"}  # unless the loop's train flags say otherwise
 NICE = 10
 
 
@@ -65,19 +68,33 @@ def turn_row(row: dict, verdict: tuple[int, str | None] | None, keep_system: boo
     if hint:
         out["messages"] = prompt + [{"role": "assistant", "content": hint}]
         out["reference"] = hint
+        label = hint_label(hint)
+        if label is not None:
+            out["label"] = label
     elif feedback >= 0:
         out["messages"] = prompt + [messages[-1]]
+        out["cut"] = row.get("finish_reason") == "length"  # a partial answer, cut at the reply limit
     return out
+
+
+def hint_label(hint: str) -> str | None:
+    """The task label a corrected answer states, where it is a QC answer (its violation type), so the QC
+    reward grades the row as it grades the labelled held-out set; None for other answers."""
+    from ark_trainer.rewards.qc import parse_answer
+
+    answer = parse_answer(hint)
+    return answer.type if answer.well_formed else None
 
 
 def scored_rows(
     all_rows: list[dict], new_rows: list[dict], rules: Rules, reward: Any, keep_system: bool,
-    dropped: Counter | None = None,
+    dropped: Counter | None = None, task: list[str] | None = None,
 ) -> list[dict]:  # fmt: skip
-    """The new turns as training rows with their ``live_reward`` (None: no grader applies) and feedback;
-    ``dropped`` counts, by reason, the new turns whose correction the safety filter refused."""
-    from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.scoring import score_completions
+    """The new turns as training rows with their feedback, ``live_reward`` (the loop's reward of the row's
+    answer; None: none) and ``target`` (:func:`is_target`); ``dropped`` counts, by reason, the new turns
+    whose correction the safety filter refused. ``task``: the reward's graders that carry the task (default
+    every weighted one)."""
+    from ark_trainer.loop.feedback import judge
 
     refused: dict[str, str] = {}
     verdicts = feedback_of([r for r in all_rows if "messages" in r], rules, refused)
@@ -90,23 +107,69 @@ def scored_rows(
             dropped[refused[key]] += 1
         row = turn_row(raw, verdicts.get(key), keep_system)
         if row is not None:
+            asked = row["messages"][-1 if row["messages"][-1]["role"] == "user" else -2]["content"]
+            row["answers_feedback"] = judge(asked, rules)[0] != 0  # a reply to a correction or a thanks
             rows.append(row)
     veto_hints(rows, reward, dropped)  # the loop's reward model or judge may refuse a hinted answer too
-    if not rows or reward is None:
-        return rows
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="ark-loop-") as tmp:  # the loader's shape: prompt + candidates
-        write_jsonl(Path(tmp) / "rows.jsonl", rows)
-        loaded = load_jsonl(Path(tmp) / "rows.jsonl")
-    answers = [[r["candidates"][0]] if r["candidates"] else [] for r in loaded]
-    for row, scores in zip(rows, score_completions(reward, loaded, answers), strict=True):
-        row["live_reward"] = scores[0]["total"] if scores else None
+    if rows and reward is not None:
+        _grade(rows, reward, task)
+    for row in rows:
+        row["target"] = _usable(row, reward is not None)
     return rows
 
 
-def is_scored(row: dict) -> bool:
-    return row.get("live_reward") is not None or bool(row.get("feedback"))
+def _grade(rows: list[dict], reward: Any, task: list[str] | None) -> None:
+    """Each row's ``live_reward`` (its answer by the loop's reward), ``graded`` (a task grader applies to
+    it: the round's ``train``, on the same reward, can score it) and ``right`` (every task grader that
+    applies gives its answer full marks)."""
+    import tempfile
+
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.rewards.applies import PLACEHOLDER
+    from ark_trainer.scoring import score_completions
+
+    with tempfile.TemporaryDirectory(prefix="ark-loop-") as tmp:  # the loader's shape: prompt + candidates
+        write_jsonl(Path(tmp) / "rows.jsonl", [_without_marks(r) for r in rows])
+        loaded = load_jsonl(Path(tmp) / "rows.jsonl")
+    answers = [[r["candidates"][0]] if r["candidates"] else [PLACEHOLDER] for r in loaded]
+    weighted = {c.name for c in reward.components if c.weight > 0 and (task is None or c.name in task)}
+    for row, got, scores in zip(rows, loaded, score_completions(reward, loaded, answers), strict=True):
+        marks = [v for name, v in scores[0]["scores"].items() if name in weighted and v is not None]
+        row["live_reward"] = scores[0]["total"] if got["candidates"] else None
+        row["graded"] = bool(marks)
+        row["right"] = bool(marks) and bool(got["candidates"]) and min(marks) >= 1.0
+
+
+MARKS = ("answers_feedback", "graded", "right", "target", "live_reward", "cut")
+
+
+def _without_marks(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in MARKS}
+
+
+def _usable(row: dict, graded_by_reward: bool) -> bool:
+    """Whether a turn is a training target: a correction saying the answer (graded by the loop's reward,
+    when it has one), a plain correction whose new answers the reward can grade, an answer the user
+    thanked, or an answer the reward grades right. Not: the model's reply to a correction or a thanks
+    (the user just said the answer), an uncorrected answer the reward cannot call right, a blank answer, an
+    answer cut at the reply limit (a partial answer)."""
+    if row.get("answers_feedback"):
+        return False
+    feedback, messages = row["feedback"], row["messages"]
+    if feedback < 0:
+        return bool(row.get("graded")) or (not graded_by_reward and "reference" in row)
+    if messages[-1]["role"] != "assistant" or is_blank(messages[-1]["content"]) or row.get("cut"):
+        return False
+    return feedback > 0 or bool(row.get("right"))
+
+
+def is_target(row: dict) -> bool:
+    return bool(row.get("target"))
+
+
+def round_rows(rows: list[dict]) -> list[dict]:
+    """The rows a round writes: its targets, without the loop's marks (``train`` reads the rest)."""
+    return [_without_marks(r) for r in rows if is_target(r)]
 
 
 def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dict], int]:
@@ -139,6 +202,68 @@ def fit_rows(rows: list[dict], model: Path, reply_tokens: int) -> tuple[list[dic
         fitted += fitter.last is not None
         out.append({**row, "messages": prompt + answer})
     return out, fitted
+
+
+def check_train_flags(flags: dict[str, Any], loop: Path) -> None:
+    """Validate the train flags every round will be given as ``train`` validates its own, when the loop
+    starts: a mistyped ``--strategy`` is one line and exit 2 now, not a failed round an hour later."""
+    from ark_trainer.config import resolve_config
+
+    given = {k: v for k, v in {**DEFAULT_FLAGS, **flags}.items() if k not in OWN_FLAGS and v is not None}
+    folder = Path(loop) / "rounds" / "1"
+    resolve_config({**given, "model_path": str(flags["model_path"]), "data_path": str(folder / "data.jsonl"),
+                    "output_dir": str(folder)})  # fmt: skip
+
+
+def plan_choices(folder: Path) -> dict[str, Any] | None:
+    """What the round's ``train`` chose by itself (``plan.json``: its automatic defaults, each with its
+    reason, and each stage's steps and learning rate); None until it has written its plan."""
+    plan = RunFolder(folder).plan()
+    if not plan or not plan.get("stages"):
+        return None
+    stages = [
+        {k: s.get(k) for k in ("name", "steps", "learning_rate")}
+        for s in plan["stages"]
+        if isinstance(s, dict)
+    ]
+    return {"auto_defaults": plan.get("auto_defaults") or {}, "stages": stages}
+
+
+def choice_lines(choices: dict[str, Any]) -> list[str]:
+    """The round's choices as ``train`` announces its own (``auto_defaults.announce``)."""
+    from ark_trainer.auto_defaults import choices as auto_choices
+
+    record = choices.get("auto_defaults") or {}
+    lines = [f"automatic choices for {record.get('model', 'the model')} (plan.json: auto_defaults):"]
+    lines += [f"  --{flag} {reason}" for flag, _value, reason in auto_choices(record)]
+    stages = [f"{s['name']} {s['steps']} steps at {s['learning_rate']:g}" for s in choices.get("stages") or []
+              if s.get("steps") and isinstance(s.get("learning_rate"), int | float)]  # fmt: skip
+    return lines + ([f"  stages: {', '.join(stages)}"] if stages else [])
+
+
+def expected_cost(loop: Path, history: list[dict], n_eval: int, n_new: int) -> str:
+    """What the next round will cost, said before it starts, from the last round that trained: its
+    measured seconds per training step (each stage's ``stage_end`` over its planned steps, the same plan
+    again) and per evaluated row; the served model's evaluation costs only its ``n_new`` rows not answered
+    before (the answer cache), the candidate's all ``n_eval``. Without such a round: that nothing is
+    measured yet (``train`` says its plan in the round's ``train.log``)."""
+    done = [h for h in history if not h.get("failed") and (h.get("choices") or {}).get("stages")]
+    if not done:
+        return "its cost is not measured yet (no round has trained); its plan is in its train.log"
+    last = done[-1]
+    seconds = {e.get("stage"): float(e.get("seconds") or 0) for e in RunFolder(Path(loop) / "rounds" /
+               str(last["round"])).events() if e.get("event") == "stage_end"}  # fmt: skip
+    stages = [s for s in last["choices"]["stages"] if s.get("steps")]
+    train = sum(seconds.get(s["name"], 0.0) for s in stages)
+    evals = [
+        seconds[f"eval_{s['name']}"] for s in stages if f"eval_{s['name']}" in seconds
+    ]  # no cached answer
+    per_row = sum(evals) / (len(evals) * last["n_eval"]) if evals and last.get("n_eval") else 0.0
+    total = train + per_row * (n_new + n_eval * len(stages))
+    steps = sum(int(s["steps"]) for s in stages)
+    return (f"expected to take about {total / 60:.1f} min: {steps} training steps at "
+            f"{train / max(steps, 1):.1f} s each and {n_new + n_eval * len(stages)} evaluated rows at "
+            f"{per_row:.1f} s each, as measured in round {last['round']}")  # fmt: skip
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:

@@ -45,8 +45,9 @@ def deployment_alive(loop: Path, target: str = TARGET) -> bool:
 
 
 def serve(
-    loop: Path, round_id: int, port: int | None, agent: str | None, log=print, target: str = TARGET
-) -> None:
+    loop: Path, round_id: int, port: int | None, agent: str | None, log=print, target: str = TARGET,
+    reply_tokens: int | None = None,
+) -> None:  # fmt: skip
     """Serve ``LOOP/model`` as ``round_id``: a fresh deploy (recording on), or a swap of the running server."""
     from ark_trainer.deploy.targets import Serving, get_target
 
@@ -58,5 +59,5 @@ def serve(
             return  # a restarted supervisor: the agent sees nothing
         client.swap(loop, tag(round_id), log=log)
         return
-    serving = Serving(port=port, record_to=Path(loop) / TURNS, tag=tag(round_id))
+    serving = Serving(port=port, record_to=Path(loop) / TURNS, tag=tag(round_id), reply_tokens=reply_tokens)
     client.deploy(Path(loop), serving, client={"agent": agent} if agent else {}, log=log)

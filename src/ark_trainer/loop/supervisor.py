@@ -4,8 +4,9 @@
 
 One tick every ``--poll`` seconds (see :func:`tick`): a rollback asked for by ``loop --rollback N`` is
 served; a round in training is checked and, once it has ended, gated (:mod:`ark_trainer.loop.gate`) and
-promoted or refused; otherwise, when ``--min_new_turns`` new scored turns have been recorded (or
-``--every`` seconds have passed with at least one), the next round starts. Everything the loop knows is in
+promoted or refused (a round whose training failed gives its turns back); otherwise, when
+``--min_new_turns`` new turns with a training target have been recorded (or ``--every`` seconds have
+passed with at least one), the next round starts. Everything the loop knows is in
 ``LOOP/state.json`` (atomic writes), so a supervisor killed at any point resumes on restart: the served
 model is whatever ``LOOP/model`` points to (always a complete model), a round still training is waited
 for, a round that died half-way is started again from the turns it had.
@@ -37,9 +38,10 @@ from ark_trainer.loop.report import reason_counts
 from ark_trainer.loop.state import fresh_state, load_state, model_of, now, save_state
 from ark_trainer.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.models.source import check_model, convert
-from ark_trainer.runtime.system import pid_alive, process_start, same_process
+from ark_trainer.runtime.system import process_start, same_process
 
 ROLLBACK_REQUEST = "rollback.json"
+EVAL_CACHE = "eval_cache"  # every round's evaluation answers, by model (evaluate.AnswerCache)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Loop:
                     "ollama:NAME)"
                 )
             source = check_model(str(model), flag="--model_path")  # checked before the loop folder exists
+            rounds.check_train_flags(self.flags, self.dir)  # a mistyped flag: refused now, not at round 1
             if self.s.port:  # before the folder exists: a taken port is one line, nothing written
                 from ark_trainer.deploy.process import check_port
 
@@ -101,6 +104,7 @@ class Loop:
                 self.state = state
                 self._freeze_heldout()
                 self._build_reward()
+                self._resolve_reply_tokens()
             except BaseException:
                 if created:
                     shutil.rmtree(self.dir, ignore_errors=True)
@@ -118,7 +122,8 @@ class Loop:
         state["supervisor_pid"], state["supervisor_started"] = os.getpid(), process_start(os.getpid())
         self.save()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
-        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log)
+        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log,
+                      reply_tokens=state.get("reply_tokens"))  # fmt: skip
 
     def _freeze_heldout(self) -> None:
         """``LOOP/heldout.jsonl``, fixed for the loop's life: --eval_dataset, else the first --heldout_size
@@ -139,20 +144,74 @@ class Loop:
             )
 
     def _build_reward(self) -> None:
+        """The loop's one reward: it scores the turns, trains every round (passed as ``--reward_config``)
+        and grades the gate's held-out rows; ``--reward_config``, else the preset the held-out rows call
+        for (``qc`` for QC labels). Checked on the held-out rows here, when the loop starts."""
         from ark_trainer.data.loader import load_jsonl
         from ark_trainer.rewards.builder import build_reward
+        from ark_trainer.rewards.composite import default_preset, preset_path
 
         heldout = self.dir / "heldout.jsonl"
         rows = load_jsonl(heldout, "heldout") if heldout.is_file() else []
-        self.reward = (
-            build_reward(self.flags, rows, "cpu") if rows or self.flags.get("reward_config") else None
-        )
+        if not rows and not self.flags.get("reward_config"):
+            self.reward = None  # chosen once the held-out set is frozen from the first turns
+            return
+        spec = str(self.flags.get("reward_config") or preset_path(default_preset(rows)))
+        self.reward = build_reward({**self.flags, "reward_config": spec}, rows, "cpu")
+        if self.state.get("reward_config") != spec:
+            why = (
+                "--reward_config"
+                if self.flags.get("reward_config")
+                else "the preset the held-out rows call for"
+            )
+            self.log(
+                f"loop: one reward scores the turns, trains every round and grades the gate: {spec} ({why})"
+            )
+        self.state["reward_config"] = spec
         if rows:  # the gate's main metric must be one these rows measure (else no round could pass)
+            from ark_trainer.rewards.applies import check_applies
+
             self._resolve_main_metric(rows, str(heldout))
+            # every round trains with this reward: it must grade the held-out rows the gate reads
+            check_applies(self.reward, rows, str(heldout), self.task_graders)
+
+    def _resolve_reply_tokens(self) -> None:
+        """The answers' length the loop serves, trains every round with and evaluates: --max_completion_length,
+        else what the starting model was trained with (recorded by ``train``), else the held-out rows'
+        answers in the model's tokens (``train``'s own rule), else ``train``'s fallback. One length, so a
+        round is served as it was trained and gated, and a base model does not ramble to a share of its
+        window."""
+        from ark_trainer.auto_defaults import LENGTH_FALLBACK, completion_length
+        from ark_trainer.data.loader import load_jsonl
+        from ark_trainer.deploy.policy import read_shape
+
+        model = Path(self.state["model_path"])
+        recorded = read_shape(model) if model.is_dir() else None
+        heldout = self.dir / "heldout.jsonl"
+        if self.flags.get("max_completion_length"):
+            n, why = int(self.flags["max_completion_length"]), "--max_completion_length"
+        elif recorded is not None and recorded.reply_tokens:
+            n, why = recorded.reply_tokens, "what the starting model was trained and evaluated with"
+        elif heldout.is_file():
+            from ark_trainer.models.loading import load_tokenizer
+
+            chosen = completion_length(load_tokenizer(str(model), False), load_jsonl(heldout, "heldout"))
+            n, why = int(chosen.value), f"the held-out answers: {chosen.reason}"
+        else:
+            n, why = LENGTH_FALLBACK, "train's fallback: no answer to measure yet"
+        self.state["reply_tokens"] = n
+        self.log(f"loop: answers of up to {n} tokens, served and trained ({why})")
+
+    @property
+    def task_graders(self) -> list[str] | None:
+        """The graders of the loop's reward that carry the task: a preset's first (its format rules apply to
+        any text and say nothing of the task) and a reward model; every weighted one of a --reward_config."""
+        if self.flags.get("reward_config") or self.reward is None:
+            return None
+        return [self.reward.components[0].name, "reward_model"]
 
     def _resolve_main_metric(self, rows: list[dict], where: str) -> None:
-        task = None if self.flags.get("reward_config") else [self.reward.components[0].name, "reward_model"]
-        measures = gate.heldout_measures(rows, self.reward, task)
+        measures = gate.heldout_measures(rows, self.reward, self.task_graders)
         main = gate.resolve_main_metric(self.wanted_metric, measures, where, self.s.min_improvement)
         how = f"--main_metric {self.wanted_metric}"
         if self.wanted_metric == "auto":
@@ -185,7 +244,8 @@ class Loop:
         self.stopping = True
 
     def _done(self) -> bool:
-        return bool(self.s.max_rounds) and len(self.state["history"]) >= self.s.max_rounds
+        decided = [h for h in self.state["history"] if not h.get("failed")]  # a failed round is no round
+        return bool(self.s.max_rounds) and len(decided) >= self.s.max_rounds
 
     def _shutdown(self) -> None:
         try:  # a rollback asked for while the last round was decided: served before leaving
@@ -217,10 +277,9 @@ class Loop:
         all_rows = read_turns(self.dir / serving.TURNS)
         used = self.state["turns_used"]
         self.dropped = Counter()
-        rows = rounds.scored_rows(
-            all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt, self.dropped
-        )
-        return [r for r in rows if rounds.is_scored(r)], len(all_rows)
+        rows = rounds.scored_rows(all_rows, all_rows[used:], self.rules, self.reward, self.s.keep_system_prompt,
+                                  self.dropped, self.task_graders)  # fmt: skip
+        return rounds.round_rows(rows), len(all_rows)
 
     def _maybe_start_round(self) -> None:
         scored, total = self._new_rows()
@@ -232,6 +291,9 @@ class Loop:
                 self.save()
                 self._build_reward()
             return
+        failed_at = self.state.get("failed_at_turns")
+        if failed_at is not None and total < failed_at + self.s.min_new_turns:
+            return  # the last round failed on these turns: tried again with --min_new_turns more, not at once
         due = len(scored) >= self.s.min_new_turns
         scheduled = self.s.every > 0 and scored and time.time() - self.last_round_at >= self.s.every
         if due or scheduled:
@@ -241,7 +303,7 @@ class Loop:
         """Turns fitted into ``model``'s window, as the server fits requests (:func:`rounds.fit_rows`)."""
         from ark_trainer.auto_defaults import LENGTH_FALLBACK
 
-        reply = int(self.flags.get("max_completion_length") or LENGTH_FALLBACK)
+        reply = int(self.round_flags.get("max_completion_length") or LENGTH_FALLBACK)
         rows, fitted = rounds.fit_rows(rows, model, reply)
         if fitted:
             self.log(
@@ -264,7 +326,10 @@ class Loop:
         eval_text = read_text_bounded(self.dir / "heldout.jsonl", MAX_LINES_BYTES)
         rounds.write_round(folder, train_rows, [])
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
-        argv = rounds.train_argv(folder, model, self.flags, n)
+        self.log(
+            f"loop: round {n}: {rounds.expected_cost(self.dir, self.state['history'], len(heldout) + k, k)}"
+        )
+        argv = rounds.train_argv(folder, model, self.round_flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started": process_start(pid), "started_at": now(), "turns_to": total,
                                     "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
@@ -282,6 +347,8 @@ class Loop:
     def _check_round(self) -> None:
         training = self.state["training"]
         code = rounds.exit_code(training["pid"], training.get("started"))
+        if training.get("choices") is None:
+            self._announce_choices(training)
         if code is None:
             return
         n, folder = training["round"], self.dir / "rounds" / str(training["round"])
@@ -292,8 +359,10 @@ class Loop:
                 self.save()
                 return
             decision = gate.Decision(
-                False, [f"training did not finish (exit code {code}); see {folder}/train.log"]
-            )
+                False, [f"training did not finish (exit code {code}); see {folder}/train.log; its turns go to "
+                        "the next round"]
+            )  # fmt: skip
+            return self._decided(n, folder, decision, stage, failed=True)
         else:
             n_heldout = training["n_eval"] - training.get("n_newest", 0)
             current, candidate = (
@@ -304,7 +373,37 @@ class Loop:
                                    self.s.min_improvement)  # fmt: skip
         self._decided(n, folder, decision, stage)
 
-    def _decided(self, n: int, folder: Path, decision: gate.Decision, stage: str | None) -> None:
+    def _announce_choices(self, training: dict) -> None:
+        """Say and record what the round's ``train`` chose by itself (full fine-tuning or LoRA, learning
+        rates, steps), once its plan is written."""
+        choices = rounds.plan_choices(self.dir / "rounds" / str(training["round"]))
+        if choices is None:
+            return
+        for line in rounds.choice_lines(choices):
+            self.log(f"loop: round {training['round']}: {line}")
+        training["choices"] = choices
+        self.save()
+
+    @property
+    def round_flags(self) -> dict[str, Any]:
+        """The train flags of every round: the loop's, with the loop's one reward and reply length unless
+        the user set them."""
+        own = {
+            "reward_config": self.state.get("reward_config"),
+            "max_completion_length": self.state.get("reply_tokens"),
+            "eval_answer_cache": str(self.dir / EVAL_CACHE),  # the served model's answers: once per model
+        }
+        return {
+            **{k: v for k, v in own.items() if v is not None},
+            **{k: v for k, v in self.flags.items() if v is not None},
+        }
+
+    def _decided(
+        self, n: int, folder: Path, decision: gate.Decision, stage: str | None, failed: bool = False
+    ) -> None:
+        """Record the round's decision. A round that failed (its training did not finish) gives its turns
+        back: they go to the next round, which starts once --min_new_turns more turns are recorded (a failure
+        that repeats is not retried on every turn), and it does not count toward --max_rounds."""
         write_json(
             folder / "decision.json", {"round": n, "stage": stage, "decided_at": now(), **decision.as_json()}
         )
@@ -312,11 +411,17 @@ class Loop:
         self.state["history"].append({"round": n, "promoted": decision.promote, "reasons": decision.reasons,
                                       "main": main, "current_main": decision.current.get(self.main_metric),
                                       "corrections_dropped": self.state["training"].get("corrections_dropped", {}),
-                                      "decided_at": now()})  # fmt: skip
-        self.state["turns_used"] = self.state["training"]["turns_to"]
+                                      "choices": self.state["training"].get("choices", {}),
+                                      "started_at": self.state["training"].get("started_at"),
+                                      "n_eval": self.state["training"].get("n_eval"),
+                                      "decided_at": now(), **({"failed": True} if failed else {})})  # fmt: skip
+        if failed:
+            self.state["failed_at_turns"] = self.state["training"]["turns_to"]
+        else:
+            self.state["turns_used"] = self.state["training"]["turns_to"]
         self.state["training"] = None
         self.save()
-        verdict = "promoted" if decision.promote else "refused"
+        verdict = "promoted" if decision.promote else "failed" if failed else "refused"
         self.log(f"loop: round {n} {verdict}: {'; '.join(decision.reasons)}")
         if decision.promote:
             self.switch_to(n, "promote")
@@ -327,10 +432,12 @@ class Loop:
         before = self.state["serving"]
         serving.point_model(self.dir, model_of(self.dir, self.state, n))
         try:
-            serving.serve(self.dir, n, self.s.port, self.s.agent, log=self.log)
+            serving.serve(self.dir, n, self.s.port, self.s.agent, log=self.log,
+                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
         except Exception:
             serving.point_model(self.dir, model_of(self.dir, self.state, before))
-            serving.serve(self.dir, before, self.s.port, self.s.agent, log=self.log)
+            serving.serve(self.dir, before, self.s.port, self.s.agent, log=self.log,
+                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
             raise
         self.state["serving"] = n
         self.state["events"].append({"at": now(), "event": event, "round": n, "from": before})
@@ -364,82 +471,3 @@ def claim_rollback_request(folder: Path) -> int | None:
         return int(read_json(claimed)["round"])
     finally:
         claimed.unlink(missing_ok=True)
-
-
-def _supervised_by(folder: Path, pid: int) -> bool:
-    """``pid`` is alive and still the loop's supervisor (it clears ``supervisor_pid`` when it stops; a pid
-    reused by another process after a crash is not it)."""
-    state = load_state(folder) or {}
-    return state.get("supervisor_pid") == pid and same_process(pid, state.get("supervisor_started"))
-
-
-def servable_rounds(folder: Path, state: dict) -> list[int]:
-    """Rounds that may be served: the starting model (0) and every round the gate promoted."""
-    return [0] + [h["round"] for h in state["history"] if h["promoted"]]
-
-
-def request_rollback(folder: Path, n: int, log=print, timeout: float = 600) -> None:
-    """``loop --rollback N``: serve round N again (through the running supervisor, or directly)."""
-    folder = Path(folder).resolve()
-    state = load_state(folder)
-    if state is None:
-        raise UserError(f"loop --rollback: {folder} is not a loop folder (no state.json)")
-    if n not in servable_rounds(folder, state):
-        raise UserError(
-            f"--rollback: round {n} was never promoted; choose one of {servable_rounds(folder, state)}"
-        )
-    pid, started = state.get("supervisor_pid"), state.get("supervisor_started")
-    if pid and same_process(pid, started):
-        if _through_supervisor(folder, n, pid, started, timeout):
-            log(f"loop: serving round {n}")
-            return
-        log(f"loop: the supervisor (pid {pid}) stopped without switching; switching here")
-        state = load_state(folder) or state
-    loop = Loop(
-        folder, LoopSettings(**{k: v for k, v in state["settings"].items() if k != "train_flags"}), {}, log
-    )
-    loop.state = state
-    loop.switch_to(n, "rollback")
-    loop._write_report()
-    log(f"loop: serving round {n}")
-
-
-def _through_supervisor(folder: Path, n: int, pid: int, started: str | None, timeout: float) -> bool:
-    """Ask the running supervisor to serve round ``n``; True once it does, False when it stopped (or is
-    stopping) without doing it, so the caller switches itself instead of waiting for nobody."""
-    write_json(folder / ROLLBACK_REQUEST, {"round": n, "asked_at": now()})
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if (load_state(folder) or {}).get("serving") == n and not (folder / ROLLBACK_REQUEST).exists():
-            return True
-        gone = not _supervised_by(folder, pid)  # stopped, or stopping: it will not look again
-        # it stopped: switch here if the request is still ours to take, or once its process has ended
-        if gone and (claim_rollback_request(folder) is not None or not same_process(pid, started)):
-            return (load_state(folder) or {}).get("serving") == n
-        time.sleep(0.2)
-    raise UserError(f"loop --rollback: the supervisor (pid {pid}) did not switch within {timeout:.0f}s")
-
-
-def stop_loop(folder: Path) -> str:
-    """``loop --stop``: SIGTERM the supervisor (it stops a round in training), stop the model server."""
-    from ark_trainer.deploy.targets import get_target
-    from ark_trainer.loop.serving import TARGET
-
-    stop = get_target(TARGET).stop
-    folder = Path(folder).resolve()
-    state = load_state(folder)
-    if state is None:
-        raise UserError(f"loop --stop: {folder} is not a loop folder (no state.json)")
-    pid = state.get("supervisor_pid")
-    said = []
-    if pid and same_process(pid, state.get("supervisor_started")):  # never a process that reused its pid
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.time() + 30
-        while pid_alive(pid) and time.time() < deadline:
-            time.sleep(0.2)
-        said.append(f"stopped the supervisor (pid {pid})")
-    try:
-        said.append("stopped the model server" if stop(str(folder)) else "the model server was not running")
-    except UserError:
-        said.append("no model server was deployed")
-    return "; ".join(said) + "; `ark-trainer deploy LOOP --rollback` restores OpenClaw's config"

@@ -280,7 +280,7 @@ def deploy(
     out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
-    reply_tokens = reply_budget(out / "model", window)
+    reply_tokens = reply_budget(out / "model", window, serving.reply_tokens)
     shape = shape_for(out / "model", window, prompt_shape)
     recorded = str(Path(record_to).resolve()) if record_to else None
     policy = {"prompt_shape": prompt_shape, "system_chars": system_chars, "shape": shape.shape}
