@@ -97,7 +97,7 @@ def test_a_port_outside_1_to_65535_is_refused(tmp_path, capsys, port):
     out = _run_dir(tmp_path)
     capsys.readouterr()
     assert refused(capsys, ["deploy", str(out), "--port", port]) == [
-        f"error: --port: expected a port in 1-65535, got {port}; leave it out for a free one"
+        f"error: --port: expected 1..65535 (or leave it out to have a free one picked), got {port}"
     ]
     _nothing_started(out)
 

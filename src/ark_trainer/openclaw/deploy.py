@@ -277,15 +277,17 @@ def deploy(
 
     serving = serving or Serving()
     agent = client_settings(client).get("agent")
-    check_port_number(serving.port)
     with deploy_lock(cli.state_dir()):
         return _deploy(deploy_folder(out), serving, agent, log)
 
 
 def check_port_number(port: int | None) -> None:
-    """``--port``: a TCP port (1-65535), or None for a free one; 0 is not "unset"."""
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
-        raise UserError(f"--port: expected a port in 1-65535, got {port}; leave it out for a free one")
+    """``deploy --port``: a TCP port (1-65535), or None for a free one; 0 is not "unset" there (the live
+    loop's own ``--port 0`` means a free one, and it passes 0 to :func:`deploy`)."""
+    from ark_trainer.deploy.process import check_port_range
+
+    if port is not None:
+        check_port_range(port)
 
 
 def _deploy(out: Path, serving: Serving, agent: str | None, log) -> dict:
