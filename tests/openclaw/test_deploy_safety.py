@@ -45,6 +45,7 @@ def _odd_configs(config: Path) -> dict[str, str]:
         "dangling": "which does not exist",
         "immutable": "is read-only or unreadable",
         "readonly_folder": "is read-only",
+        "mounted": "is a mount point",
     }
 
 
@@ -68,6 +69,12 @@ def _make_odd(kind: str, config: Path) -> None:
         if os.geteuid() == 0:
             pytest.skip("root writes in a read-only folder")
         config.parent.chmod(0o555)
+    elif kind == "mounted":  # a config file mounted on its own, as into a container: rename gives EBUSY
+        source = config.with_name("mounted-from.json")
+        source.write_text("{}\n")
+        config.write_text("{}\n")
+        if subprocess.run(["mount", "--bind", str(source), str(config)], capture_output=True).returncode != 0:
+            pytest.skip("cannot bind-mount a file here")
 
 
 def _clear(kind: str, config: Path) -> None:
@@ -75,6 +82,8 @@ def _clear(kind: str, config: Path) -> None:
         subprocess.run(["chattr", "-i", str(config)], capture_output=True)
     if kind == "readonly_folder":
         config.parent.chmod(0o755)
+    if kind == "mounted":
+        subprocess.run(["umount", str(config)], capture_output=True)
 
 
 @pytest.mark.parametrize("kind", list(_odd_configs(Path("x"))))

@@ -226,3 +226,26 @@ def test_a_rule_that_ends_the_process_is_one_grader_error(tmp_path, capsys, monk
         assert code == 2 and out == ""
         assert one_error_line(err).startswith("error: reward 'r' tried to end the process ("), err
     sys.modules.pop("ending_rules", None)
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "said"),
+    [  # a sleep, not a busy loop: the stuck import's thread stays in this test process
+        ("rule_sleeps", "import time\ntime.sleep(600)\n", "took longer than --reward_timeout 1.5 s"),
+        ("rule_exits", "import sys\nsys.exit(5)\n", "ended the process (SystemExit: 5)"),
+        ("rule_stops", "raise KeyboardInterrupt\n", "ended the process (KeyboardInterrupt)"),
+    ],
+)
+def test_a_rule_module_that_hangs_or_ends_at_import_is_refused_in_one_line(
+    tmp_path, capsys, monkeypatch, name, module, said
+):
+    (tmp_path / f"{name}.py").write_text(module + "def r(prompts, completions, **kw):\n    return [1.0]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tmp_path / "rewards.yaml"
+    spec.write_text(f"graders:\n  - name: r\n    type: rule\n    rule: '{name}:r'\n")
+    said = f"importing {name!r} {said}"
+    try:
+        code, out, err = _score(tmp_path, spec, capsys, timeout="1.5")
+    finally:
+        sys.modules.pop(name, None)
+    assert code == 2 and out == "" and one_error_line(err) == f"error: {spec}:4: rule: {said}"

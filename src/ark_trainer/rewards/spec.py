@@ -356,12 +356,41 @@ def _rule(entry: _Entry, name: str) -> Callable:
     params = entry.get("params", dict, {})
     if ":" in rule and not entry.run_code:  # a module:function path: user code, not imported here
         return g.UnloadedCode(name, entry.where("rule" if entry.has("rule") else "name"))
+    key = "rule" if entry.has("rule") else "name"
+    if ":" in rule:
+        _import_in_time(rule.partition(":")[0], entry, key)
     try:
-        key = "rule" if entry.has("rule") else "name"
         return get_reward(rule, params, f"{entry.where(key)}: {entry.prefix}{key}")
     except UserError as exc:  # the registry's message already starts with file:line
         entry.problems.extend(exc.messages)
         raise _Bad() from None
+
+
+def _import_in_time(module: str, entry: _Entry, key: str) -> None:
+    """Import a rule's module under ``--reward_timeout``, as a python grader's code is loaded: an import that
+    never ends (or ends the process) is refused in one line. Its errors are left to the registry to word;
+    a stuck import's thread is left behind (the command ends with the refusal)."""
+    import threading
+
+    box: dict[str, BaseException] = {}
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:  # noqa: BLE001 - worded below or by the registry
+            box["error"] = exc
+
+    worker = threading.Thread(target=load, daemon=True, name="ark-rule-import")
+    worker.start()
+    worker.join(entry.code_timeout if entry.code_timeout > 0 else None)
+    if worker.is_alive():
+        raise entry.fail(
+            key, f"importing {module!r} took longer than --reward_timeout {entry.code_timeout:g} s"
+        )
+    error = box.get("error")
+    if isinstance(error, SystemExit | KeyboardInterrupt):
+        said = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise entry.fail(key, f"importing {module!r} ended the process ({said})")
 
 
 @grader_kind("string_check", {"input", "reference", "operation"})
