@@ -31,8 +31,7 @@ def _state() -> Path:
 
 
 def _nothing_started(out: Path) -> None:
-    assert not (out / "deploy" / "api_key").exists() and not (out / "deploy" / "deploy.json").exists()
-    assert not (_state() / "ark-trainer" / "deployments.json").exists()
+    assert not (out / "deploy").exists() and not (_state() / "ark-trainer").exists()
     assert not _servers(out)
 
 
@@ -94,10 +93,12 @@ def test_an_odd_openclaw_config_is_refused_before_anything_starts(tmp_path, caps
     _make_odd(kind, config)
     try:
         lines = refused(capsys, ["deploy", str(out)])
+        model_alone = refused(capsys, ["deploy", str(out / "model")])  # would get a folder in the state
     finally:
         _clear(kind, config)
     assert len(lines) == 1 and lines[0].startswith(f"error: deploy: OpenClaw config {config}"), lines
     assert _odd_configs(config)[kind] in lines[0], lines
+    assert model_alone == lines
     _nothing_started(out)
 
 

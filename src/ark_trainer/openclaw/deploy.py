@@ -206,7 +206,6 @@ def _check_request(out: Path, agent: str | None) -> None:
         raise UserError(
             f"--agent: {agent!r} is not an OpenClaw agent id (lowercase letters, digits, _ and -)"
         )
-    check_config_file(cli.config_path()[0])
     for item in _load_registry():
         if item.get("state") == "pending":  # its deploy died: a live one holds the deploy lock we hold now
             raise UserError(
@@ -277,6 +276,7 @@ def deploy(
 
     serving = serving or Serving()
     agent = client_settings(client).get("agent")
+    check_config_file(cli.config_path()[0])  # before the lock and the deploy folder: nothing made yet
     with deploy_lock(cli.state_dir()):
         return _deploy(deploy_folder(out), serving, agent, log)
 
