@@ -85,9 +85,10 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
-    from ark_trainer.openclaw.deploy import check_port_number
+    if args.port is not None:  # 0 is not "a free one" here: leaving the flag out is
+        from ark_trainer.deploy.process import check_port_range
 
-    check_port_number(args.port)
+        check_port_range(args.port)
     if args.record:
         from ark_trainer.folders import check_output_file
 

@@ -281,15 +281,6 @@ def deploy(
         return _deploy(deploy_folder(out), serving, agent, log)
 
 
-def check_port_number(port: int | None) -> None:
-    """``deploy --port``: a TCP port (1-65535), or None for a free one; 0 is not "unset" there (the live
-    loop's own ``--port 0`` means a free one, and it passes 0 to :func:`deploy`)."""
-    from ark_trainer.deploy.process import check_port_range
-
-    if port is not None:
-        check_port_range(port)
-
-
 def _deploy(out: Path, serving: Serving, agent: str | None, log) -> dict:
     """:func:`deploy` under the deploy lock: checked, then every step undone if anything (Ctrl-C, SIGTERM,
     a failure) stops it before it is recorded as deployed."""
