@@ -249,3 +249,19 @@ def test_a_rule_module_that_hangs_or_ends_at_import_is_refused_in_one_line(
     finally:
         sys.modules.pop(name, None)
     assert code == 2 and out == "" and one_error_line(err) == f"error: {spec}:4: rule: {said}"
+
+
+def test_a_forked_copy_of_a_grader_starts_its_own_host(tmp_path):
+    from ark_trainer.rewards.spec import load_graders
+
+    spec = _spec(tmp_path, "import os\ndef grade(sample, item):\n    return float(os.getppid() % 1000)\n")
+    (grader,) = load_graders(spec, code_timeout=10)
+    parent_host = grader.fn.host.proc.pid
+    assert grader.fn(["p"], ["a"]) == [float(os.getpid() % 1000)]
+    child = os.fork()
+    if child == 0:  # the copy grades through a host of its own, never through its parent's pipes
+        ok = grader.fn(["p"], ["a"]) == [float(os.getpid() % 1000)] and grader.fn.host.proc.pid != parent_host
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert grader.fn(["p"], ["b"]) == [float(os.getpid() % 1000)] and grader.fn.host.proc.pid == parent_host

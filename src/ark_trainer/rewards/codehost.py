@@ -82,11 +82,13 @@ class CodeHost:
         self.name, self.load, self.timeout = name, load, timeout
         self.proc: subprocess.Popen | None = None
         self.finalizer: weakref.finalize | None = None
+        self.owner = os.getpid()  # the process whose host this is (a fork copies the object, not the host)
         self.buffer = b""
         self.lock = threading.Lock()
 
     def start(self) -> None:
         """Start the host and load the code; :class:`CodeLoadError` when it does not load in time."""
+        self.owner = os.getpid()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ark_trainer.rewards.codehost"],
             stdin=subprocess.PIPE,
@@ -119,6 +121,8 @@ class CodeHost:
         """Per pair ``["ok", value]``, ``["junk", repr]`` or ``["raised", type, message]``; raises
         :class:`HostEnded` (the code ended the host) or :class:`TimeoutError` (past the limit; host killed)."""
         with self.lock:
+            if self.owner != os.getpid():  # a forked copy: the pipes are its parent's; start its own host
+                self.proc, self.finalizer, self.buffer = None, None, b""
             if self.proc is None or self.proc.poll() is not None:
                 self.start()
             try:
