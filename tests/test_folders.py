@@ -17,7 +17,7 @@ import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.errors import UserError
-from ark_trainer.folders import MARKER, check_folder, claim_folder, owned
+from ark_trainer.folders import MARKER, check_folder, check_output_file, claim_folder, owned
 from tests.conftest import refused
 from tests.tiny_runs import base
 
@@ -213,9 +213,7 @@ def test_data_collect_never_overwrites_another_kind_of_file(tmp_path, capsys):
         f"error: -o: {str(notes)!r} exists and is not a JSONL file; it is not overwritten: give a new file name"
     ]
     assert notes.read_text(encoding="utf-8") == "# mine\n"
-    assert (
-        "is a system folder" in refused(capsys, ["data", "collect", "--openclaw", "-o", "/etc/rows.jsonl"])[0]
-    )
+    assert "a system folder" in refused(capsys, ["data", "collect", "--openclaw", "-o", "/etc/rows.jsonl"])[0]
     assert "is a folder" in refused(capsys, ["data", "collect", "--openclaw", "-o", str(tmp_path)])[0]
 
 
@@ -272,3 +270,25 @@ def test_output_dir_on_a_read_only_mount_is_refused(assets, tmp_path, capsys):
         assert any(line.startswith("error: --output_dir: cannot write in") for line in lines), lines
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_an_output_file_may_sit_directly_in_a_shared_folder_but_never_in_a_system_tree(
+    assets, tmp_path, capsys
+):
+    import uuid
+
+    argv = ["score", "--data_path", str(assets["train"]), "--output_file"]
+    name = f"ark-scores-{uuid.uuid4().hex}.jsonl"
+    for spelling in (f"/tmp/{name}", f"/tmp//{name}", f"/tmp/./{name}", f"/var/tmp/{name}"):
+        try:
+            assert main([*argv, spelling]) == 0, spelling  # a file in /tmp holds nothing else of the user's
+            assert Path(spelling).is_file()
+        finally:
+            Path(spelling).unlink(missing_ok=True)
+    capsys.readouterr()
+    link = tmp_path / "into_etc.jsonl"
+    link.symlink_to("/etc/ark-scores.jsonl")  # a path of the user's that resolves into a system tree
+    for spelling in ("/etc/scores.jsonl", "/usr/lib/../lib/scores.jsonl", "/proc/scores.jsonl", str(link)):
+        lines = refused(capsys, [*argv, spelling])
+        assert len(lines) == 1 and "a system folder" in lines[0] and spelling in lines[0], lines
+    check_output_file(Path.home() / name, "-o")  # the home folder too: a file there is not the folder

@@ -291,6 +291,16 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
         return 141
+    finally:
+        _stop_grader_code()
+
+
+def _stop_grader_code() -> None:
+    """Kill the python graders' processes (and what they started) when the command ends, also when it is
+    called in-process; ``atexit`` and each host's watch of its parent cover the rest."""
+    hosts = sys.modules.get("ark_trainer.rewards.codehost")
+    if hosts is not None:
+        hosts.stop_all()
 
 
 if __name__ == "__main__":

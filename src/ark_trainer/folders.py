@@ -116,6 +116,22 @@ def system_problem(path: str | Path, flag: str) -> str | None:
     return None
 
 
+def system_file_problem(path: str | Path, flag: str) -> str | None:
+    """Why the file ``path`` may not be written (it resolves into a system tree such as ``/etc``), or None.
+
+    Unlike a run folder, a file may sit directly in a shared or top folder (``/tmp/x.jsonl``, ``~/x.jsonl``):
+    it holds nothing else of the user's, and :func:`check_output_file` never replaces another kind of file.
+    """
+    where = _resolved(path)  # the file itself resolved: a symlink into /etc counts as /etc
+    if any(_inside(where, t) for t in SYSTEM_ALLOWED):
+        return None
+    tree = next((t for t in SYSTEM_TREES if _inside(where, t)), None)
+    if tree is None:
+        return None
+    shown = repr(str(path)) if str(where) == str(path) else f"{str(path)!r} ({where})"
+    return f"{flag}: {shown} is in {tree}, a system folder; give a file path of your own, e.g. ./{where.name}"
+
+
 def marker_kind(folder: Path) -> str | None:
     """The kind the folder's marker names, or None without a readable marker."""
     try:
@@ -216,15 +232,15 @@ def claim_folder(path: str | Path, kind: str = "run") -> Path:
 
 
 def check_output_file(path: str | Path, flag: str) -> None:
-    """A JSONL file a command may (over)write: not a folder, not in a system folder, not another kind of file.
+    """A JSONL file a command may (over)write: not a folder, not in a system tree, not another kind of file.
 
     An existing file is replaced only when it reads as JSONL (its first line a JSON object), so ``-o
     notes.md`` or ``-o ~/.bashrc`` is refused rather than overwritten.
     """
     out = Path(path)
-    problem = system_problem(out.parent if str(out.parent) else ".", flag)
+    problem = system_file_problem(out, flag)
     if problem:
-        raise UserError(problem.replace(repr(str(out.parent)), repr(str(path)), 1))
+        raise UserError(problem)
     if out.is_dir():
         raise UserError(
             f"{flag}: {str(path)!r} is a folder; give a file path, e.g. {str(out / 'data.jsonl')!r}"

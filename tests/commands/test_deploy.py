@@ -13,4 +13,4 @@ def test_deploy_record_never_appends_to_a_file_of_another_kind(model, tmp_path, 
         f"error: --record: {str(notes)!r} exists and is not a JSONL file; it is not overwritten: give a new file name"
     ]
     assert notes.read_text(encoding="utf-8") == "# mine\n"
-    assert "is a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]
+    assert "a system folder" in refused(capsys, ["deploy", str(model), "--record", "/etc/turns.jsonl"])[0]

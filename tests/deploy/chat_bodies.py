@@ -32,13 +32,34 @@ BAD_BODIES = [
     ({"messages": [USER, {"role": "assistant", "content": None, "tool_calls": {"id": 1}}]}, "messages[1].tool_calls: expected a list"),
     ({"messages": [{"role": "user", "content": "a\ud800"}]}, "messages[0].content: holds a lone surrogate (\\ud800)"),
 ]  # fmt: skip
+# logit_bias maps transformers turned into a 500; the last ones only with the model's vocabulary known (the
+# tiny test models' is at most a few thousand tokens)
+LOGIT_BIAS_BODIES = [
+    ({"messages": [USER], "logit_bias": {"1": 1e300}}, "logit_bias['1']: expected a number in [-100, 100], got 1e+300"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"1": 1e400}}', "logit_bias['1']: expected a number in [-100, 100], got inf"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"1": NaN}}', "logit_bias['1']: expected a number in [-100, 100], got nan"),
+    ({"messages": [USER], "logit_bias": {"1": -101}}, "logit_bias['1']: expected a number in [-100, 100], got -101"),
+    ({"messages": [USER], "logit_bias": {"1": "100"}}, "logit_bias['1']: expected a number in [-100, 100], got string"),
+    ({"messages": [USER], "logit_bias": {"1": True}}, "logit_bias['1']: expected a number in [-100, 100], got boolean"),
+    ({"messages": [USER], "logit_bias": {"hello": 5}}, "logit_bias: key 'hello' is not a token id"),
+    ({"messages": [USER], "logit_bias": {"-3": 5}}, "logit_bias: key '-3' is not a token id"),
+    ({"messages": [USER], "logit_bias": {"1.5": 5}}, "logit_bias: key '1.5' is not a token id"),
+    ({"messages": [USER], "logit_bias": {"\u0661": 5}}, "logit_bias: key '\u0661' is not a token id"),  # Arabic-Indic one
+    ({"messages": [USER], "logit_bias": {"9" * 400: 5}}, "logit_bias: key '9999999999"),
+    ({"messages": [USER], "logit_bias": {}}, "logit_bias: expected an object of 1 to 300 token ids to biases, got 0 entries"),
+    ({"messages": [USER], "logit_bias": [[1, 5]]}, "logit_bias: expected an object of 1 to 300 token ids to biases, got list"),
+    ({"messages": [USER], "logit_bias": {str(i): 1 for i in range(301)}}, "logit_bias: expected an object of 1 to 300 token ids to biases, got 301 entries"),
+]  # fmt: skip
+PAST_THE_VOCABULARY = [
+    ({"messages": [USER], "logit_bias": {str(t): 5}}, "logit_bias: key") for t in (100_000, 2**31, 10**9)
+]
 
 
 def encoded(body) -> bytes:
     return body if isinstance(body, bytes) else json.dumps(body).encode()
 
 
-def call_gate(body: bytes, chunks: int = 1) -> tuple[int, dict, bytes | None]:
+def call_gate(body: bytes, chunks: int = 1, vocab_size: int | None = None) -> tuple[int, dict, bytes | None]:
     """(status, JSON answer, body the app received) of one chat request through the gate."""
     from ark_trainer.deploy.gate import Gate
 
@@ -54,7 +75,7 @@ def call_gate(body: bytes, chunks: int = 1) -> tuple[int, dict, bytes | None]:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b'{"ok": true}'})
 
-    gate = Gate(app, "k" * 43, 8765)
+    gate = Gate(app, "k" * 43, 8765, vocab_size=lambda: vocab_size)
     size = max(1, len(body) // chunks + 1)
     pieces = [body[i : i + size] for i in range(0, len(body), size)] or [b""]
     incoming = [

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.deploy.chatbody import body_problem
-from tests.deploy.chat_bodies import BAD_BODIES, USER, call_gate, encoded
+from tests.deploy.chat_bodies import (
+    BAD_BODIES,
+    LOGIT_BIAS_BODIES,
+    PAST_THE_VOCABULARY,
+    USER,
+    call_gate,
+    encoded,
+)
 
 # the sampling parameters and tool fields transformers read without checking (HTTP 500 and a traceback in
 # server.log), message shapes it failed on, and sizes that held the server for minutes
@@ -56,6 +63,7 @@ GOOD_BODIES = [
      "stream": True, "tools": [{"type": "function", "function": {"name": "ls", "parameters": {}}}], "tool_choice": "auto",
      "frequency_penalty": 0.5, "presence_penalty": -0.5, "logprobs": False, "response_format": {"type": "text"}, "model": "m"},
     {"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "hello"}]},
+    {"messages": [USER], "logit_bias": {"50256": -100, "0": 100, "7": 0.5, "12": -3}},
 ]  # fmt: skip
 
 
@@ -77,3 +85,29 @@ def test_sampling_and_tool_fields_of_the_wrong_type_are_one_line(body, reason):
 @pytest.mark.parametrize("body", GOOD_BODIES)
 def test_right_bodies_pass(body):
     assert body_problem(encoded(body)) is None
+
+
+@pytest.mark.parametrize(("body", "reason"), LOGIT_BIAS_BODIES)
+def test_a_logit_bias_transformers_would_fail_on_is_a_400_in_one_line(body, reason):
+    problem = body_problem(encoded(body))
+    assert (problem or "").startswith(reason) and "\n" not in problem, problem
+    status, answer, reached = call_gate(encoded(body))
+    assert status == 400 and reached is None and answer["error"]["message"] == problem
+
+
+def test_a_logit_bias_token_past_the_served_models_vocabulary_is_a_400(tmp_path):
+    from ark_trainer.deploy.gate import config_vocab_size
+
+    (tmp_path / "config.json").write_text('{"vocab_size": 49152}')
+    vocab = config_vocab_size(tmp_path)
+    assert vocab == 49152
+    for body, reason in PAST_THE_VOCABULARY:
+        problem = body_problem(encoded(body), vocab)
+        assert (problem or "").startswith(reason) and "below the vocabulary size 49152" in problem, problem
+        status, answer, reached = call_gate(encoded(body), vocab_size=vocab)
+        assert status == 400 and reached is None and answer["error"]["message"] == problem
+    assert body_problem(encoded({"messages": [USER], "logit_bias": {"49151": 5}}), vocab) is None
+    for text in ("", "[1]", '{"vocab_size": "big"}', '{"vocab_size": -1}', '{"vocab_size": true}'):
+        (tmp_path / "config.json").write_text(text)
+        assert config_vocab_size(tmp_path) is None, text  # unknown: ids are checked against int32 only
+    assert config_vocab_size(tmp_path / "missing") is None

@@ -19,7 +19,7 @@ import pytest
 
 from ark_trainer.errors import UserError
 from tests.conftest import ROOT, save_tiny_qwen
-from tests.deploy.chat_bodies import BAD_BODIES, USER, encoded
+from tests.deploy.chat_bodies import BAD_BODIES, LOGIT_BIAS_BODIES, PAST_THE_VOCABULARY, USER, encoded
 from tests.deploy.templates import REASON
 
 
@@ -82,7 +82,9 @@ def test_the_real_server_answers_400_not_500(openclaw, tmp_path):
     key = Path(record["api_key_file"]).read_text().strip()
     url = f"http://127.0.0.1:{record['port']}/v1/chat/completions"
     try:
-        for body, reason in BAD_BODIES[3:]:
+        for body, reason in (
+            BAD_BODIES[3:] + LOGIT_BIAS_BODIES[:1] + LOGIT_BIAS_BODIES[3:] + PAST_THE_VOCABULARY
+        ):
             data = encoded({"model": record["name"], "max_tokens": 4, **body})
             req = urllib.request.Request(url, data=data, method="POST", headers={
                 "Authorization": f"Bearer {key}", "Content-Type": "application/json"})  # fmt: skip

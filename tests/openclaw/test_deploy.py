@@ -114,6 +114,7 @@ def test_the_server_needs_the_deployments_key_and_secrets_stay_private(openclaw,
         stop_server(record["pid"])
     assert main(["deploy", "--rollback"]) == 0
     assert config.read_bytes() == original and config.stat().st_mode & 0o777 == 0o640
+    assert not key_file.exists() and not (out / "deploy" / "patch.json5").exists()  # the key goes with it
 
 
 def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):

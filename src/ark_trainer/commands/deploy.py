@@ -85,6 +85,10 @@ def _cmd_deploy(args: DeployOptions) -> int:
         return 0
     if args.out is None:
         raise UserError("deploy: give the run folder (OUT), or --status / --stop / --rollback")
+    if args.port is not None:  # 0 is not "a free one" here: leaving the flag out is
+        from ark_trainer.deploy.process import check_port_range
+
+        check_port_range(args.port)
     if args.record:
         from ark_trainer.folders import check_output_file
 
@@ -92,7 +96,10 @@ def _cmd_deploy(args: DeployOptions) -> int:
     serving = Serving(
         port=args.port, record_to=args.record, prompt_shape=args.prompt_shape, system_chars=args.system_chars
     )
-    deploy.deploy(serving_folder(args.out), serving, client={"agent": args.agent} if args.agent else {})
+    from ark_trainer.runtime.signals import sigterm_raises
+
+    with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: the deploy undoes what it started (server, config)
+        deploy.deploy(serving_folder(args.out), serving, client={"agent": args.agent} if args.agent else {})
     return 0
 
 

@@ -12,7 +12,11 @@ Checked: the body is a JSON object (UTF-8, no lone surrogates); ``messages`` is 
 calls); a ``name`` is text; ``tool_calls`` is a list of objects whose ``function`` has a name and its
 arguments as text. The parameters transformers reads without checking (a ``"temperature": "hot"`` or a
 ``"seed": "x"`` was a 500) have OpenAI's types and ranges (:data:`NUMBERS`, :data:`SWITCHES`), and so do
-``stop``, ``tools``, ``tool_choice``, ``response_format`` and ``model``. Other keys are left to the server.
+``stop``, ``tools``, ``tool_choice``, ``response_format`` and ``model``. ``logit_bias`` (which transformers
+turns into a ``sequence_bias`` without checking: a key that is not a number, a token past the vocabulary, an
+empty object or a bias of ``1e400`` was a 500) is a non-empty object of at most :data:`MAX_BIASED` token ids
+(decimal text, below the model's vocabulary size where known) to biases in [-100, 100], as OpenAI's. Other
+keys are left to the server.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ NUMBERS: dict[str, tuple[float, float, bool]] = {
     "presence_penalty": (-2, 2, False), "seed": (-INT64, INT64 - 1, True), "top_logprobs": (0, 20, True),
 }  # fmt: skip
 SWITCHES = ("stream", "logprobs", "parallel_tool_calls")
+MAX_BIASED = 300  # token ids in one logit_bias: OpenAI's limit
+MAX_BIAS = 100.0
 TOOL = "{type: function, function: {name, ...}}"
 _KINDS = {str: "string", int: "number", float: "number", bool: "boolean", list: "list", dict: "object"}
 
@@ -38,8 +44,10 @@ def _kind(value: Any) -> str:
     return "null" if value is None else _KINDS.get(type(value), type(value).__name__)
 
 
-def body_problem(body: bytes) -> str | None:
-    """One line saying what is wrong with a chat-completions body, or None when its shape is right."""
+def body_problem(body: bytes, vocab_size: int | None = None) -> str | None:
+    """One line saying what is wrong with a chat-completions body, or None when its shape is right.
+
+    ``vocab_size``: the served model's, when known (a ``logit_bias`` token at or past it is refused)."""
     from ark_trainer.data.text import first_lone_surrogate
 
     try:
@@ -61,7 +69,7 @@ def body_problem(body: bytes) -> str | None:
             return f"messages[{i}]{problem}"
     if not any(m.get("role") in ("user", "assistant") for m in messages):
         return "messages: holds no user or assistant message; send the user's turn"
-    problem = _params_problem(data)
+    problem = _params_problem(data) or _logit_bias_problem(data.get("logit_bias"), vocab_size)
     if problem:
         return problem
     bad = first_lone_surrogate(data)
@@ -125,6 +133,28 @@ def _params_problem(data: dict) -> str | None:
         if key in data and data[key] is not None and not isinstance(data[key], bool):
             return f"{key}: expected true or false, got {_kind(data[key])}"
     return _stop_problem(data.get("stop")) or _tools_problem(data) or _other_problem(data)
+
+
+def _logit_bias_problem(bias: Any, vocab_size: int | None) -> str | None:
+    """``logit_bias: reason`` for a bias map transformers would fail on (or apply as infinity), or None."""
+    if bias is None:
+        return None
+    if not isinstance(bias, dict) or not bias or len(bias) > MAX_BIASED:
+        got = f"{len(bias)} entries" if isinstance(bias, dict) else _kind(bias)
+        return f"logit_bias: expected an object of 1 to {MAX_BIASED} token ids to biases, got {got}"
+    limit = vocab_size if vocab_size and vocab_size > 0 else 2**31
+    for key, value in bias.items():
+        if not (key.isascii() and key.isdigit() and len(key) <= 10 and int(key) < limit):
+            which = f"below the vocabulary size {limit}" if vocab_size else "a token id"
+            return f'logit_bias: key {key[:40]!r} is not a token id; use decimal ids {which}, e.g. "50256"'
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not -MAX_BIAS <= value <= MAX_BIAS
+        ):
+            shown = value if isinstance(value, int | float) and not isinstance(value, bool) else _kind(value)
+            return f"logit_bias[{key!r}]: expected a number in [-100, 100], got {shown}"
+    return None
 
 
 def _stop_problem(stop: Any) -> str | None:

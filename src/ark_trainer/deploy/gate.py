@@ -15,13 +15,17 @@ CORS preflight). :class:`Gate` wraps its ASGI app and answers before transformer
 - 415 for a POST whose body is not ``application/json``;
 - 400 for a chat body of the wrong shape (``"messages": "hi"``, a content object, an unknown role, a
   ``"temperature": "hot"``), with the field and the reason (:mod:`ark_trainer.deploy.chatbody`), before
-  transformers sees it; 413 for a body over :data:`MAX_BODY_BYTES`, read no further.
+  transformers sees it (a ``logit_bias`` token checked against the served model's vocabulary, read from its
+  ``config.json`` at each request, so a hot-swapped model's own); 413 for a body over :data:`MAX_BODY_BYTES`,
+  read no further.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 from ark_trainer.deploy.chatbody import body_problem
 from ark_trainer.runtime.system import loopback_hosts
@@ -58,11 +62,25 @@ def _replay(messages: list[dict], receive):
     return replayed
 
 
-class Gate:
-    """ASGI middleware around ``app`` for a server on ``127.0.0.1:port`` whose key is ``key``."""
+def config_vocab_size(model_dir: Path) -> int | None:
+    """The vocabulary size a model folder's ``config.json`` states (its logits' width), or None."""
+    from ark_trainer.fileio import read_json
 
-    def __init__(self, app, key: str, port: int) -> None:
+    try:
+        config = read_json(Path(model_dir) / "config.json", 1024 * 1024)
+        size = config.get("vocab_size", config.get("text_config", {}).get("vocab_size"))
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+class Gate:
+    """ASGI middleware around ``app`` for a server on ``127.0.0.1:port`` whose key is ``key``;
+    ``vocab_size`` tells the served model's vocabulary size when it is known."""
+
+    def __init__(self, app, key: str, port: int, vocab_size: Callable[[], int | None] = lambda: None) -> None:
         self.app = app
+        self.vocab_size = vocab_size
         self.auth = f"Bearer {key}".encode()
         self.origins = {f"http://{host}:{port}".encode() for host in ("127.0.0.1", "localhost")}
         self.hosts = {host.encode() for host in loopback_hosts(port)}
@@ -76,7 +94,7 @@ class Gate:
             if body is None:
                 refusal = (413, f"the body is over {MAX_BODY_BYTES} bytes; send a shorter conversation")
             else:
-                problem = body_problem(body)
+                problem = body_problem(body, self.vocab_size())
                 refusal = (400, problem) if problem else None
         if refusal is None:
             return await self.app(scope, receive, send)

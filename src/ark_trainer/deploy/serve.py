@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     import transformers.cli.serving.server as serving_server
     from transformers.cli.serve import Serve
 
-    from ark_trainer.deploy.gate import Gate
+    from ark_trainer.deploy.gate import Gate, config_vocab_size
     from ark_trainer.deploy.hotswap import track_model_managers
 
     track_model_managers()
@@ -226,7 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     build_server = serving_server.build_server
     serving_server.build_server = lambda *a, **kw: Gate(  # an ASGI app, not FastAPI
-        _recording(build_server(*a, **kw), args, dtype_of), key, args.port
+        _recording(build_server(*a, **kw), args, dtype_of),
+        key,
+        args.port,
+        vocab_size=lambda: config_vocab_size(Path(args.name)),
     )
     print(f"[ark serve] serving {args.tag or args.name}", flush=True)
     # Serve() builds the app with the names it imports from chat_completion and serving.server at call

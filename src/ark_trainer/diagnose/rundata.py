@@ -8,6 +8,8 @@ that is missing or unreadable is treated as absent: a diagnosis must never fail 
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,11 +126,19 @@ def _evals(folder: RunFolder, events: list[dict[str, Any]]) -> dict[str, dict[st
 
 
 def _tail(path: Path) -> str:
+    """The log's last :data:`LOG_TAIL_BYTES`; "" for one that is absent or not a regular file (opened without
+    blocking: a named pipe there would hold the reader forever)."""
     try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - LOG_TAIL_BYTES))
-            return fh.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        os.lseek(fd, max(0, st.st_size - LOG_TAIL_BYTES), os.SEEK_SET)
+        return os.read(fd, LOG_TAIL_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)

@@ -61,6 +61,7 @@ from ark_trainer.fileio import (
     write_json,
 )
 from ark_trainer.openclaw import config_edit
+from ark_trainer.openclaw.deploy_safety import check_config_file, deploy_lock, signals_deferred
 from ark_trainer.openclaw.homes import PROVIDER, home_file, kept_running, provider
 from ark_trainer.openclaw.homes import shared_server as _find_shared
 from ark_trainer.runtime import faults
@@ -70,6 +71,7 @@ DEPLOY_STATES = {
     "pending": "interrupted: `ark-trainer deploy --rollback` undoes it",
     "deployed": "complete",
     "failed": "failed (the config was left as it was)",
+    "rolled back": "rolled back (the config restored)",
 }
 OPENCLAW_MIN_CONTEXT = 4000  # measured: OpenClaw 2026.9.6 refuses a model registered below 4000 tokens
 
@@ -205,7 +207,7 @@ def _check_request(out: Path, agent: str | None) -> None:
             f"--agent: {agent!r} is not an OpenClaw agent id (lowercase letters, digits, _ and -)"
         )
     for item in _load_registry():
-        if item.get("state") == "pending":
+        if item.get("state") == "pending":  # its deploy died: a live one holds the deploy lock we hold now
             raise UserError(
                 f"deploy: an earlier deploy of {item['out']} did not finish; "
                 "`ark-trainer deploy --rollback` undoes it first"
@@ -271,13 +273,21 @@ def deploy(
     ``prompt_shape`` (``auto``: the model's own) also sets OpenClaw's knobs that go with it
     (:mod:`ark_trainer.deploy.policy`). ``client``: OpenClaw's own settings (:data:`CLIENT_SETTINGS`).
     """
-    from ark_trainer.deploy.policy import reply_budget, shape_for
 
     serving = serving or Serving()
     agent = client_settings(client).get("agent")
+    check_config_file(cli.config_path()[0])  # before the lock and the deploy folder: nothing made yet
+    with deploy_lock(cli.state_dir()):
+        return _deploy(deploy_folder(out), serving, agent, log)
+
+
+def _deploy(out: Path, serving: Serving, agent: str | None, log) -> dict:
+    """:func:`deploy` under the deploy lock: checked, then every step undone if anything (Ctrl-C, SIGTERM,
+    a failure) stops it before it is recorded as deployed."""
+    from ark_trainer.deploy.policy import reply_budget, shape_for
+
     port, record_to, tag = serving.port, serving.record_to, serving.tag
     prompt_shape, system_chars = serving.prompt_shape, serving.system_chars
-    out = deploy_folder(out)
     _check_request(out, agent)
     name, window = served_name(out), model_window(out / "model")
     reply_tokens = reply_budget(out / "model", window, serving.reply_tokens)
@@ -287,47 +297,110 @@ def deploy(
     serve_args = _serve_args(recorded, tag, policy)
     key_file = out / "deploy" / "api_key"
     shared = _find_shared(out, cli.config_path()[0], port, serve_args)
-    if shared is not None:  # another OpenClaw home's deployment of OUT: its server, port and key
-        port, key = shared["port"], read_key(key_file) or ""
-    else:
-        if port:
-            check_port(port)
-        port = port or free_port(HOST)
-        key = secrets.token_urlsafe(32)
-        atomic_write_text(key_file, key + "\n", mode=0o600)
-    record = _intent(out, name, port, window, reply_tokens, agent, key_file, shared=shared is not None)
-    _update(record, record_to=recorded, **policy, serve_args=serve_args)
-    faults.deploy_point("backup")
-    log(f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)")
-    server = None
+    if port and shared is None:
+        check_port(port)
+    started: dict[str, Any] = {}  # what this deploy has made so far, for the undo
     try:
+        with signals_deferred():  # the key and the pending record are written whole or not at all
+            if shared is not None:  # another OpenClaw home's deployment of OUT: its server, port and key
+                port, key = shared["port"], read_key(key_file) or ""
+            else:
+                port = port or free_port(HOST)
+                key = secrets.token_urlsafe(32)
+                atomic_write_text(key_file, key + "\n", mode=0o600)
+                started["key_file"] = key_file
+            record = started["record"] = _intent(
+                out, name, port, window, reply_tokens, agent, key_file, shared=shared is not None
+            )
+            _update(record, record_to=recorded, **policy, serve_args=serve_args)
+        faults.deploy_point("backup")
+        log(
+            f"deploy: serving {out / 'model'} as {name!r} on http://{HOST}:{port}/v1 (window {window} tokens)"
+        )
         if shared is not None:
             live = {"pid": shared["pid"], "host": HOST, "port": port, "log": shared["log"]}
             _update(record, pid=shared["pid"], log=shared["log"])
             log(f"deploy: sharing the model server (pid {shared['pid']}) that serves {out} for OpenClaw config "
                 f"{shared['config_path']}; it keeps running until no OpenClaw config uses it")  # fmt: skip
         else:
-            live = server = start_server(out, name, port, window, reply_tokens, key_file, serve_args)
+            live = started["server"] = start_server(
+                out, name, port, window, reply_tokens, key_file, serve_args
+            )
             faults.deploy_point("server_started")
-            _update(record, pid=server["pid"], log=server["log"])
+            _update(record, pid=live["pid"], log=live["log"])
         wait_healthy(live, key)
         smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)
         log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
         faults.deploy_point("smoke")
         _patch(record, key, smoke)
-    except BaseException:  # the config is restored by then; the record goes, marked failed in OUT
-        if server is not None:
-            stop_server(server["pid"])
-        _save_registry(_without(_load_registry(), record))
-        home_file(out, record["config_path"]).unlink(missing_ok=True)
-        if shared is None:  # a shared server's deploy.json stays the live deployment's
-            write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
+        faults.deploy_point("recorded")
+    except BaseException:
+        with signals_deferred():  # a second Ctrl-C does not cut the undo short
+            _undo(out, started, shared is not None)
         raise
-    faults.deploy_point("recorded")
     _say_policy(record, shape, log)
     log(f"deploy: OpenClaw config {record['config_path']} now uses {PROVIDER}/{name} for {record['agent']}")
     log("deploy: undo with `ark-trainer deploy --rollback`")
     return record
+
+
+def _undo(out: Path, started: dict[str, Any], shared: bool) -> None:
+    """Undo a deploy stopped part way: its server stopped, the config as before, its record gone (marked
+    failed in OUT), its key removed."""
+    record = started.get("record")
+    if record is None:  # stopped before anything was recorded: only the key may be there
+        if "key_file" in started:
+            started["key_file"].unlink(missing_ok=True)
+        return
+    if not shared:
+        _stop(record)  # its pid, or any server working in its folder (stopped before the pid was recorded)
+    config = Path(record["config_path"])
+    if _patched(record, config):  # stopped after the patch landed (a config edited meanwhile is left alone)
+        before = read_bounded(record["config_backup"]) if record["config_existed"] else None
+        restore_saved(config, before, record)
+    _save_registry(_without(_load_registry(), record))
+    home_file(out, record["config_path"]).unlink(missing_ok=True)
+    if not shared:  # a shared server's deploy.json and key stay the live deployment's
+        write_json(out / "deploy" / "deploy.json", {**record, "state": "failed"})
+        for secret in _secrets(record):
+            secret.unlink(missing_ok=True)
+
+
+def _patched(record: dict, config: Path) -> bool:
+    """Whether the config holds this deployment's patch: as deployed, or carrying its key."""
+    if record.get("config_sha256_after") and _sha(config) == record["config_sha256_after"]:
+        return True
+    key = read_key(record.get("api_key_file"))
+    return bool(key) and provider(config).get("apiKey") == key
+
+
+def _forget(record: dict) -> None:
+    """After a rollback, the deployment's key goes (``api_key``, and ``patch.json5``, which holds it too); a
+    deploy folder made in OpenClaw's state for a model folder (``ark-trainer/models/NAME``) goes whole. A
+    run's ``OUT/deploy/`` keeps its history: ``server.log``, ``deploy.json`` (state ``rolled back``) and
+    ``openclaw.json.before``. While another OpenClaw home still has a deployment of OUT (same key), all stays."""
+    import shutil
+
+    out = Path(record["out"])
+    if list((out / "deploy" / "homes").glob("*.json")) or any(
+        Path(r["out"]) == out for r in _load_registry()
+    ):
+        return
+    if out.parent == cli.state_dir() / "ark-trainer" / "models":
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for secret in _secrets(record):
+        secret.unlink(missing_ok=True)
+    (out / "deploy" / "server.pid").unlink(missing_ok=True)
+    deployed = out / "deploy" / "deploy.json"
+    if deployed.is_file():
+        write_json(deployed, {**record, "state": "rolled back"})
+
+
+def _secrets(record: dict) -> list[Path]:
+    """The deployment's files that hold its API key."""
+    deploy_dir = Path(record["out"]) / "deploy"
+    return [Path(record.get("api_key_file") or deploy_dir / "api_key"), deploy_dir / "patch.json5"]
 
 
 def _say_policy(record: dict, shape, log) -> None:
@@ -468,7 +541,8 @@ def _patch(record: dict, key: str, smoke: dict) -> None:
         faults.deploy_point("patched")
         config_edit.validate(config)
     except BaseException:
-        restore_config(config, before, record["config_mode"])
+        with signals_deferred():
+            restore_saved(config, before, record)
         raise
     _update(
         record,
@@ -506,6 +580,19 @@ def restore_config(config: Path, before: bytes | None, mode: int | None) -> None
         config.unlink(missing_ok=True)
         return
     atomic_write_bytes(config, before, mode if mode is not None else 0o600, follow_links=True)
+
+
+def restore_saved(config: Path, before: bytes | None, record: dict) -> None:
+    """:func:`restore_config` for a deploy's cleanup: a config that cannot be written back is one line
+    saying where its saved bytes are, not a traceback that hides why the deploy stopped."""
+    try:
+        restore_config(config, before, record.get("config_mode"))
+    except OSError as exc:
+        saved = record.get("config_backup") or "(there was no config before: delete it)"
+        raise UserError(
+            f"deploy: could not restore {config} ({exc.strerror or exc}); its bytes before the deploy are in "
+            f"{saved}: copy them back"
+        ) from None
 
 
 def find_record(out: str | None) -> tuple[dict, list[dict]]:
@@ -594,6 +681,13 @@ def _ours(record: dict, config: Path) -> bool:
 
 
 def rollback(out: str | None, force: bool = False) -> dict:
+    """Restore the config, stop the server and forget the deployment, under the deploy lock (never while a
+    deploy runs); see :func:`_forget` for what of the deployment's files goes."""
+    with deploy_lock(cli.state_dir()), signals_deferred():
+        return _rollback(out, force)
+
+
+def _rollback(out: str | None, force: bool) -> dict:
     record, items = find_record(out)
     config = Path(record["config_path"])
     if not force and not _ours(record, config):
@@ -609,11 +703,13 @@ def rollback(out: str | None, force: bool = False) -> dict:
             raise UserError(
                 f"deploy --rollback: the saved config {record['config_backup']} is gone ({exc})"
             ) from exc
-    restore_config(config, before, record.get("config_mode"))
+    restore_saved(config, before, record)
     kept = kept_running(record)
     stopped = False if kept else _stop(record)
     _save_registry(_without(items, record))
     home_file(record["out"], config).unlink(missing_ok=True)
+    if not kept:
+        _forget(record)
     return {
         "config_path": str(config),
         "restored": "previous bytes" if before is not None else "removed (none before)",

@@ -71,7 +71,8 @@ def build_reward(
     if args.env and not args.reward_config:  # an agent run without a spec: the environment's reward alone
         comps, spec = [], "(the environment's get_reward)"
     else:
-        comps = [Component(s.name, s.fn, s.weight, s.params) for s in load_spec(spec, run_code=run_code)]
+        specs = load_spec(spec, run_code=run_code, code_timeout=args.reward_timeout)
+        comps = [Component(s.name, s.fn, s.weight, s.params) for s in specs]
     if args.env:
         comps += env_reward_component(comps)
     if args.rm_model_path:

@@ -69,10 +69,11 @@ def default_preset(rows: Sequence[dict]) -> str:
     return "qc"
 
 
-def load_spec(path: str | Path | None, run_code: bool = True) -> list[GraderSpec]:
+def load_spec(path: str | Path | None, run_code: bool = True, code_timeout: float = 60.0) -> list[GraderSpec]:
     """Parse, validate and build the graders of a spec file (default: the QC preset); ``run_code=False``
-    leaves user code (python graders, ``module:function`` rules) unimported (see ``spec.load_graders``)."""
-    return load_graders(path if path else preset_path("qc"), run_code=run_code)
+    leaves user code (python graders, ``module:function`` rules) unimported (see ``spec.load_graders``);
+    ``code_timeout`` bounds loading a python grader (``--reward_timeout``)."""
+    return load_graders(path if path else preset_path("qc"), run_code=run_code, code_timeout=code_timeout)
 
 
 def _key(completion: Any) -> str:

@@ -29,7 +29,14 @@ from typing import Any
 import regex
 
 from ark_trainer.errors import UserError
-from ark_trainer.rewards.contract import SCORE_LIMIT, as_score, completion_text, prompt_text
+from ark_trainer.rewards.codehost import CodeHost
+from ark_trainer.rewards.contract import (
+    SCORE_LIMIT,
+    RewardUnavailable,
+    as_score,
+    completion_text,
+    prompt_text,
+)
 from ark_trainer.rewards.similarity import METRICS
 
 # Keyword arguments TRL adds to a reward call that are not data columns.
@@ -201,26 +208,51 @@ class TextSimilarity(PerSampleGrader):
         return round(score, 6)
 
 
-class PythonGrader(PerSampleGrader):
-    """User code ``grade(sample, item) -> float | None`` (OpenAI's python grader contract)."""
+class GraderEnded(RewardUnavailable):
+    """Grader code that tried to end the process (``sys.exit``, ``KeyboardInterrupt``) or whose process died:
+    a grader error that stops ``score`` and ``train`` in one line (exit 2), never the end of the command."""
 
-    def __init__(self, name: str, fn: Callable, where: str) -> None:
+
+class PythonGrader(PerSampleGrader):
+    """User code ``grade(sample, item) -> float | None`` (OpenAI's python grader contract), run in a host
+    process of its own (:mod:`ark_trainer.rewards.codehost`): a batch is one round trip."""
+
+    def __init__(self, name: str, host: CodeHost, where: str) -> None:
         super().__init__(name)
-        self.fn, self.where = fn, where
+        self.host, self.where = host, where
+
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        pairs = contexts(prompts, completions, columns)
+        outcomes = self._outcomes(pairs)
+        return [self._checked(o, s) for o, (s, _) in zip(outcomes, pairs, strict=True)]
 
     def grade(self, sample, item):
+        return self._checked(self._outcomes([(sample, item)])[0], sample)
+
+    def _outcomes(self, pairs: list[tuple[dict, dict]]) -> list[list]:
+        from ark_trainer.rewards.codehost import HostEnded
+
         try:
-            value = self.fn(sample, item)
-        except Exception as exc:  # noqa: BLE001 - the user's code; say which grader and sample
+            return self.host.grade_many(pairs)
+        except HostEnded as exc:
+            raise GraderEnded(
+                f"{self.where}: python grader {self.__name__!r} ended its process ({exc}); a grader returns "
+                "a score or None and never exits: fix the code"
+            ) from None
+
+    def _checked(self, outcome: list, sample: dict) -> float | None:
+        if outcome[0] == "raised":
             raise UserError(
-                f"{self.where}: python grader {self.__name__!r} raised {type(exc).__name__}: {exc} "
+                f"{self.where}: python grader {self.__name__!r} raised {outcome[1]}: {outcome[2]} "
                 f"(on a sample with output_text {sample['output_text'][:60]!r})"
-            ) from exc
-        if value is None:
+            )
+        value = outcome[1]
+        if outcome[0] == "ok" and value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or as_score(value) is None:
+        if outcome[0] != "ok" or as_score(value) is None:
+            shown = value if outcome[0] == "junk" else _short(value)
             raise UserError(
-                f"{self.where}: python grader {self.__name__!r} returned {_short(value)}; return None or a "
+                f"{self.where}: python grader {self.__name__!r} returned {shown}; return None or a "
                 f"finite number within ±{SCORE_LIMIT:g}"
             )
         return float(value)

@@ -9,7 +9,9 @@ fail score ``None`` (not applicable: left out of the composite's weighted mean) 
 rank it, and TRL 1.16's GRPOTrainer marks it unscorable (left out of its group's baseline, advantage 0).
 Samples a grader failed on by itself (a regex out of time, a score that is not a finite number) are
 counted and reported the same way. A :class:`RewardUnavailable` (a judge that refuses the key or cannot
-be reached) is never skipped: it stops the run, since every sample would fail alike.
+be reached) is never skipped: it stops the run, since every sample would fail alike; so does reward code
+that raises ``SystemExit`` or ``KeyboardInterrupt`` (a grader error in one line, exit 2, not the end of the
+command). Python graders run in a process of their own (``rewards/codehost.py``), killed when out of time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import queue
 import threading
 from typing import Any
 
+from ark_trainer.rewards.graders import GraderEnded
 from ark_trainer.rewards.registry import RewardUnavailable
 
 log = logging.getLogger("ark_trainer")
@@ -26,6 +29,15 @@ log = logging.getLogger("ark_trainer")
 
 class _TimedOut(Exception):
     pass
+
+
+class _Ended(Exception):
+    """``SystemExit``/``KeyboardInterrupt`` raised by reward code on the worker thread (a real Ctrl-C only
+    ever reaches the main thread): handed to the caller as this, to be a grader error, not the end."""
+
+    def __init__(self, exc: BaseException) -> None:
+        said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        super().__init__(said)
 
 
 _WORKER = threading.local()
@@ -36,6 +48,8 @@ def _serve(jobs: queue.SimpleQueue) -> None:
         fn, args, kwargs, box, done = jobs.get()
         try:
             box["value"] = fn(*args, **kwargs)
+        except (SystemExit, KeyboardInterrupt) as exc:  # code that tried to end the command
+            box["error"] = _Ended(exc)
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
         done.set()
@@ -95,11 +109,18 @@ class GuardedReward:
             self._count(failed - before, len(completions), "failed", reason)
         return scores
 
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return _call_with_timeout(*args, **kwargs)
+        except _Ended as exc:
+            raise GraderEnded(
+                f"reward {self.name!r} tried to end the process ({exc}); a reward returns scores and never "
+                "exits: fix its code"
+            ) from None
+
     def _scores(self, prompts: list, completions: list, columns: dict) -> Any:
         try:
-            return _call_with_timeout(
-                self.fn, self.timeout, prompts=prompts, completions=completions, **columns
-            )
+            return self._call(self.fn, self.timeout, prompts=prompts, completions=completions, **columns)
         except RewardUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of user code is retried per sample
@@ -113,7 +134,7 @@ class GuardedReward:
             try:
                 scores.append(
                     list(
-                        _call_with_timeout(
+                        self._call(
                             self.fn, self.timeout, prompts=[prompts[i]], completions=[completions[i]], **one
                         )
                     )[0]
@@ -137,7 +158,7 @@ class GuardedReward:
             return [True] * len(completions)
 
     def _report(self, skipped: list, n: int, first: Exception) -> None:
-        reason = "timeout" if isinstance(skipped[0][1], _TimedOut) else "error"
+        reason = "timeout" if isinstance(skipped[0][1], _TimedOut | TimeoutError) else "error"
         self._count(len(skipped), n, reason, f"{type(skipped[0][1]).__name__}: {skipped[0][1]}")
 
     def _count(self, skipped: int, n: int, reason: str, err: str) -> None:

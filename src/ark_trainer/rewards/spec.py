@@ -47,7 +47,6 @@ file is reported at once, as ``file:line: field: message``.
 from __future__ import annotations
 
 import importlib
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
 ALIASES = {"score_model": "llm_judge"}
 _META = ("__line__", "__keylines__")
+DEFAULT_CODE_TIMEOUT = 60.0  # --reward_timeout's default: a python grader's load and each of its batches
 
 
 @dataclass(frozen=True)
@@ -153,10 +153,17 @@ class _Entry:
     """One grader mapping of the file, with helpers that record file:line problems."""
 
     def __init__(
-        self, data: dict, path: Path, problems: list[str], prefix: str = "", run_code: bool = True
+        self,
+        data: dict,
+        path: Path,
+        problems: list[str],
+        prefix: str = "",
+        run_code: bool = True,
+        code_timeout: float = DEFAULT_CODE_TIMEOUT,
     ) -> None:
         self.data, self.path, self.problems, self.prefix = data, path, problems, prefix
         self.run_code = run_code  # False: user code is checked for shape, never imported or run
+        self.code_timeout = code_timeout  # --reward_timeout: a python grader's load and each batch
 
     def where(self, key: str | None = None) -> str:
         line = self.data.get("__keylines__", {}).get(key, self.data.get("__line__", 1))
@@ -251,12 +258,15 @@ def read_yaml(path: Path) -> Any:
     )  # size, depth and alias expansion bounded (an alias bomb in params)
 
 
-def load_graders(path: str | Path, run_code: bool = True) -> list[GraderSpec]:
+def load_graders(
+    path: str | Path, run_code: bool = True, code_timeout: float = DEFAULT_CODE_TIMEOUT
+) -> list[GraderSpec]:
     """Parse, validate and build every grader of a spec file; one UserError lists all problems.
 
     ``run_code=False`` (what ``plan`` uses) checks python graders and ``module:function`` rules for shape
     (and a ``source`` for syntax) without importing or running them: they become :class:`~ark_trainer.
-    rewards.graders.UnloadedCode`, which names the grader but cannot score.
+    rewards.graders.UnloadedCode`, which names the grader but cannot score. ``code_timeout``
+    (``--reward_timeout``) bounds a python grader's load as it bounds each of its batches.
     """
     path = Path(path)
     if not path.is_file():
@@ -280,7 +290,7 @@ def load_graders(path: str | Path, run_code: bool = True) -> list[GraderSpec]:
         if not isinstance(raw, dict):
             problems.append(f"{path}:1: graders: each grader is a mapping with name and type, got {raw!r}")
             continue
-        entry = _Entry(raw, path, problems, run_code=run_code)
+        entry = _Entry(raw, path, problems, run_code=run_code, code_timeout=code_timeout)
         name = raw.get("name")
         if isinstance(name, str) and name in seen:
             problems.append(f"{entry.where('name')}: name: {name!r} is already used at {seen[name]}")
@@ -346,12 +356,41 @@ def _rule(entry: _Entry, name: str) -> Callable:
     params = entry.get("params", dict, {})
     if ":" in rule and not entry.run_code:  # a module:function path: user code, not imported here
         return g.UnloadedCode(name, entry.where("rule" if entry.has("rule") else "name"))
+    key = "rule" if entry.has("rule") else "name"
+    if ":" in rule:
+        _import_in_time(rule.partition(":")[0], entry, key)
     try:
-        key = "rule" if entry.has("rule") else "name"
         return get_reward(rule, params, f"{entry.where(key)}: {entry.prefix}{key}")
     except UserError as exc:  # the registry's message already starts with file:line
         entry.problems.extend(exc.messages)
         raise _Bad() from None
+
+
+def _import_in_time(module: str, entry: _Entry, key: str) -> None:
+    """Import a rule's module under ``--reward_timeout``, as a python grader's code is loaded: an import that
+    never ends (or ends the process) is refused in one line. Its errors are left to the registry to word;
+    a stuck import's thread is left behind (the command ends with the refusal)."""
+    import threading
+
+    box: dict[str, BaseException] = {}
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:  # noqa: BLE001 - worded below or by the registry
+            box["error"] = exc
+
+    worker = threading.Thread(target=load, daemon=True, name="ark-rule-import")
+    worker.start()
+    worker.join(entry.code_timeout if entry.code_timeout > 0 else None)
+    if worker.is_alive():
+        raise entry.fail(
+            key, f"importing {module!r} took longer than --reward_timeout {entry.code_timeout:g} s"
+        )
+    error = box.get("error")
+    if isinstance(error, SystemExit | KeyboardInterrupt):
+        said = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise entry.fail(key, f"importing {module!r} ended the process ({said})")
 
 
 @grader_kind("string_check", {"input", "reference", "operation"})
@@ -441,6 +480,10 @@ def _llm_judge(entry: _Entry, name: str) -> Callable:
 
 @grader_kind("python", {"function", "source"})
 def _python(entry: _Entry, name: str) -> Callable:
+    """The code is loaded (and later run) in a host process of its own (``rewards/codehost.py``), under
+    ``--reward_timeout`` at load as at grading."""
+    from ark_trainer.rewards.codehost import CodeHost, CodeLoadError
+
     if entry.has("function") == entry.has("source"):
         raise entry.fail(
             "function", "give exactly one of function (package.module:function) or source (code)"
@@ -450,37 +493,21 @@ def _python(entry: _Entry, name: str) -> Callable:
         module_name, _, attr = target.partition(":")
         if not module_name or not attr:
             raise entry.fail("function", f"expected package.module:function, got {target!r}")
-        if not entry.run_code:
-            return g.UnloadedCode(name, entry.where("function"))
-        try:
-            fn = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise entry.fail("function", f"cannot import {target!r}: {exc}") from None
-        key = "function"
+        key, load = "function", {"kind": "function", "target": target}
     else:
-        namespace: dict[str, Any] = {}
-        if not entry.run_code:
-            try:  # compiling checks the syntax and runs nothing
-                compile(entry.get("source", str), f"<{name} source>", "exec")
-            except (SyntaxError, ValueError) as exc:
-                raise entry.fail("source", f"the code does not compile: {exc}") from None
-            return g.UnloadedCode(name, entry.where("source"))
-        try:
-            exec(compile(entry.get("source", str), f"<{name} source>", "exec"), namespace)  # noqa: S102
-        except Exception as exc:  # noqa: BLE001 - any error in the user's code
-            raise entry.fail("source", f"the code does not run: {type(exc).__name__}: {exc}") from None
-        fn, key = namespace.get("grade"), "source"
-        if fn is None:
-            raise entry.fail("source", "the code must define grade(sample, item)")
-    if not callable(fn):
-        raise entry.fail(key, "is not callable")
+        try:  # compiling checks the syntax and runs nothing
+            compile(entry.get("source", str), f"<{name} source>", "exec")
+        except (SyntaxError, ValueError) as exc:
+            raise entry.fail("source", f"the code does not compile: {exc}") from None
+        key, load = "source", {"kind": "source", "text": entry.get("source", str), "name": name}
+    if not entry.run_code:
+        return g.UnloadedCode(name, entry.where(key))
+    host = CodeHost(name, load, entry.code_timeout)
     try:
-        inspect.signature(fn).bind(None, None)
-    except TypeError:
-        raise entry.fail(key, "must take two arguments: grade(sample, item)") from None
-    except ValueError:
-        pass  # builtins without a signature: trust them
-    return g.PythonGrader(name, fn, entry.where(key))
+        host.start()
+    except CodeLoadError as exc:
+        raise entry.fail(exc.key, exc.message) from None
+    return g.PythonGrader(name, host, entry.where(key))
 
 
 @grader_kind("multi", {"graders", "calculate_output", "weights"})
@@ -500,7 +527,12 @@ def _multi(entry: _Entry, name: str) -> Callable:
                 "graders", f"{sub_name!r}: sub-grader names must be identifiers (for the formula)"
             )
         sub_entry = _Entry(
-            sub, entry.path, entry.problems, prefix=f"graders.{sub_name}.", run_code=entry.run_code
+            sub,
+            entry.path,
+            entry.problems,
+            prefix=f"graders.{sub_name}.",
+            run_code=entry.run_code,
+            code_timeout=entry.code_timeout,
         )
         built[sub_name] = _build(sub_entry, f"{name}.{sub_name}", allowed_extra=set())[1]
     formula, weights = None, {n: 1.0 for n in built}

@@ -16,6 +16,8 @@
 
 - ``deploy_kill_after:patched`` — ``deploy`` SIGKILLs itself right after that point (``backup``,
   ``server_started``, ``smoke``, ``patched``, ``recorded``; see :mod:`ark_trainer.openclaw.deploy`)
+- ``deploy_term_after:patched``, ``deploy_int_after:patched`` — ``deploy`` sends itself SIGTERM or SIGINT
+  there (a user's ``kill`` or Ctrl-C at that point), which it must undo cleanly
 
 ``ARK_FAULT_STAGE=grpo`` limits the faults to one stage (its name: ``rft``, ``grpo``, ``dpo``, ...). Nothing here runs unless
 the variable is set; ``--auto_resume`` clears it for the restarted runs so a fault fires once.
@@ -29,6 +31,7 @@ import time
 
 ENV, STAGE_ENV = "ARK_FAULT", "ARK_FAULT_STAGE"
 DEPLOY_KILL = "deploy_kill_after"
+DEPLOY_SIGNALS = {"deploy_term_after": signal.SIGTERM, "deploy_int_after": signal.SIGINT}
 KINDS = (
     "raise_at_step",
     "hang_at_step",
@@ -56,7 +59,7 @@ def _ranges(stage: str) -> dict[str, range]:
     faults = {}
     for item in spec.split(","):
         kind, _, step = item.strip().partition(":")
-        if kind == DEPLOY_KILL:
+        if kind == DEPLOY_KILL or kind in DEPLOY_SIGNALS:
             continue
         first, _, last = step.strip().partition("-")
         if kind not in KINDS or not first.isdigit() or not (last or first).isdigit():
@@ -74,10 +77,14 @@ def kill_now() -> None:
 
 
 def deploy_point(point: str) -> None:
-    """SIGKILL this process at ``point`` of a deploy when ``ARK_FAULT`` holds ``deploy_kill_after:POINT``."""
+    """SIGKILL this process at ``point`` of a deploy when ``ARK_FAULT`` holds ``deploy_kill_after:POINT``
+    (SIGTERM or SIGINT for ``deploy_term_after``/``deploy_int_after``)."""
     for item in os.environ.get(ENV, "").split(","):
         if item.strip() == f"{DEPLOY_KILL}:{point}":
             kill_now()
+        for kind, signum in DEPLOY_SIGNALS.items():
+            if item.strip() == f"{kind}:{point}":
+                os.kill(os.getpid(), signum)  # delivered (and raised) before this returns
 
 
 def fault_callback(stage: str):

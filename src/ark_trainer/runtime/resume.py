@@ -344,6 +344,22 @@ MAY_CHANGE = {
     "deploy_if_not_better",
     "final_model",  # which finished stage's model OUT/model is: chosen again at the end of every attempt
 }
+# Flags that name a file or folder: the same one spelled another way (``./d.jsonl``, ``d.jsonl``, its absolute
+# path, through a symlink, ``~/``) is the same setting.
+PATH_FLAGS = {"output_dir", "data_path", "model_path", "reward_config", "rm_model_path", "accelerate_config"}
+
+
+def _real(value: str) -> str:
+    return os.path.realpath(os.path.expanduser(value))
+
+
+def same_setting(key: str, before: Any, now: Any) -> bool:
+    """Whether a flag's value now is the one ``run.yaml`` holds; path flags compare the paths they resolve to."""
+    if now == before:
+        return True
+    if key in PATH_FLAGS and isinstance(before, str) and isinstance(now, str) and before and now:
+        return _real(before) == _real(now)
+    return False
 
 
 class ResumableStage(Protocol):
@@ -387,7 +403,9 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
     changed = sorted(
         k
         for k, v in before.items()
-        if k not in MAY_CHANGE and now.get(k) != v and not (k in AUTO_FLAGS and now.get(k) is None)
+        if k not in MAY_CHANGE
+        and not same_setting(k, v, now.get(k))
+        and not (k in AUTO_FLAGS and now.get(k) is None)
     )  # an automatic flag left unset again: run.yaml holds what was chosen for it the first time
     if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(

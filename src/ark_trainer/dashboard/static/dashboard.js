@@ -40,7 +40,11 @@ function tick(v) {  // short y-axis labels: 3 significant digits, exponent for t
 
 async function getJSON(url) {
   const response = await fetch(url, { cache: "no-store" });
-  if (!response.ok) throw new Error(url + ": " + response.status);
+  if (!response.ok) {
+    let why = String(response.status);
+    try { why = (await response.json()).error || why; } catch (err) { /* not JSON: the status says it */ }
+    throw new Error(why);
+  }
   return response.json();
 }
 
