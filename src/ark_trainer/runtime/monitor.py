@@ -168,6 +168,8 @@ class Monitor:
         step, total = state["step"], state["total"]
         elapsed = time.time() - self._stage_started
         eta = elapsed / step * (total - step) if step and total and total >= step else None
+        if state["state"] != "running":  # a stopped, failed or finished run has no time left
+            eta = None
         state.update(
             pid=os.getpid(),
             updated_at=_now_iso(),
@@ -319,7 +321,8 @@ def setup_logging(log_dir: Path) -> None:
 
 
 def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The run's state from its heartbeat: finished / failed / running / stalled / dead / unknown.
+    """The run's state from its heartbeat: finished / failed / stopped (Ctrl-C) / running / stalled / dead /
+    unknown.
 
     ``stalled``: the watchdog ended it (no progress for ``--stall_timeout``), or its pid lives but the
     heartbeat stopped (the whole process is stuck); ``dead``: the pid is gone without a final state.
@@ -329,11 +332,12 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     if beat is None:
         return "unknown", {}
     state = beat.get("state", "unknown")
-    if state in ("finished", "failed", "stalled"):
+    if state in ("finished", "failed", "stalled", "stopped"):
         return state, beat
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
     alive = pid_alive(int(beat.get("pid", 0)))
     if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
-        return ("failed" if run_end_status(folder.events()) == "failed" else "dead"), beat
+        ended = run_end_status(folder.events())
+        return (ended if ended in ("failed", "stopped") else "dead"), beat
     return ("stalled" if age > limit else "running"), beat
