@@ -28,6 +28,22 @@ def test_an_evaluation_has_the_headline_metrics():
     assert metrics["components"] == {"qc_verdict": round(2 / 3, 4), "qc_compliance": round(2 / 3, 4)}
 
 
+def test_the_qc_reply_rules_are_not_reported_on_a_reference_task():
+    """A reference task's answers ("Compliant.") are no QC verdicts with a reply: the reply rules would
+    measure nothing there (87.5% for a base model, 16.7% after RFT, in the report as if it meant something)."""
+    reference = {
+        TOTAL: [1.0, 0.5, 0.0],
+        "qc_verdict": [None, None, None],
+        "reference_match": [1.0, 0.5, 0.0],
+        "qc_compliance": [1.0, 1.0, 0.0],
+    }
+    metrics = compute_metrics(reference, base_totals=[1.0, 0.5, 0.0], pass_threshold=0.8)
+    assert metrics["compliance_rate"] is None and "qc_compliance" not in metrics["components"]
+    assert metrics["task_accuracy"] == round(1 / 3, 4)  # reference_match: 1 exact, 0.5 contained
+    unlabelled_qc = {**reference, "reference_match": [None, None, None]}  # QC answers without labels
+    assert compute_metrics(unlabelled_qc, [0.0] * 3, 0.8)["compliance_rate"] == round(2 / 3, 4)
+
+
 def test_shares_and_preference_skip_what_does_not_apply():
     assert share([None, None]) is None and share([1.0, 0.5, None]) == 0.5
     assert preference([None, 1.0], [0.0, None]) is None
