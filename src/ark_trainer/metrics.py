@@ -9,7 +9,7 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
 - ``task_accuracy``: share of labelled prompts answered exactly right (QC: verdict and violation type;
   free-text tasks: equal to ``reference``); ``null`` without labels.
 - ``compliance_rate``: share of answers whose suggested reply keeps all five compliance rules (QC data
-  only: ``null`` on a ``reference`` task).
+  only: ``null`` on a ``reference`` task, :func:`reference_task`).
 - ``preference_alignment``: share of prompts where the composite reward prefers this model's answer to the
   base model's (a tie counts one half, so the base model scores 50% against itself).
 - an agent run's episodes (:func:`agent_metrics`): ``task_success`` (share of tasks whose
@@ -53,6 +53,17 @@ def flat_group_share(log: dict[str, Any]) -> float | None:
         return 1.0 - float(informative)
     share = log.get(ZERO_STD_SHARE)
     return float(share) if isinstance(share, int | float) else None
+
+
+def reference_task(table: dict[str, list]) -> bool:
+    """Whether scored rows (a table of per-answer scores by grader) are a ``reference`` task, not QC data:
+    ``reference_match`` applies to some and ``qc_verdict`` to none. Its answers are no QC verdicts with a
+    suggested reply, so the QC reply rules measure nothing there: ``scoring.metric_scores`` leaves the
+    ``qc_compliance`` verifier out, and ``compliance_rate`` is null."""
+    applies = {
+        name: any(v is not None for v in table.get(name, [])) for name in ("qc_verdict", "reference_match")
+    }
+    return applies["reference_match"] and not applies["qc_verdict"]
 
 
 RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # shares in [0, 1]
@@ -122,25 +133,15 @@ def preference(mine: list[float | None], base: list[float | None]) -> float | No
     return round(wins / len(pairs), 4)
 
 
-def reference_task(table: dict[str, list]) -> bool:
-    """Whether the scored rows are a ``reference`` task, not QC data: ``reference_match`` applies to some and
-    ``qc_verdict`` to none. Its answers are no QC verdicts with a suggested reply, so the QC reply rules
-    (``compliance_rate``, ``components.qc_compliance``) measure nothing there and are not reported."""
-    applies = {name: any(v is not None for v in table.get(name, [])) for name in ACCURACY_GRADERS}
-    return applies["reference_match"] and not applies["qc_verdict"]
-
-
 def compute_metrics(table: dict[str, list], base_totals: list[float | None], pass_threshold: float) -> dict:
-    """The metrics of one model from its per-answer scores (``scoring.metric_scores``); the QC-only ones are
-    None on a ``reference`` task (:func:`reference_task`)."""
+    """The metrics of one model from its per-answer scores (``scoring.metric_scores``)."""
     totals = table[TOTAL]
     applicable = [t for t in totals if t is not None]
     accuracy = next((a for n in ACCURACY_GRADERS if (a := share(table.get(n, []))) is not None), None)
-    qc_only = {COMPLIANCE_GRADER} if reference_task(table) else set()
     components = {}
     for name, values in table.items():
         vals = [v for v in values if v is not None]
-        if name != TOTAL and vals and name not in qc_only:
+        if name != TOTAL and vals:
             components[name] = round(sum(vals) / len(vals), 4)
     return {
         "n": len(totals),
@@ -149,7 +150,7 @@ def compute_metrics(table: dict[str, list], base_totals: list[float | None], pas
         if applicable
         else None,
         TASK_ACCURACY: accuracy,
-        COMPLIANCE_RATE: None if qc_only else share(table.get(COMPLIANCE_GRADER, [])),
+        COMPLIANCE_RATE: share(table.get(COMPLIANCE_GRADER, [])),
         PREFERENCE_ALIGNMENT: preference(totals, base_totals),
         "components": components,
     }

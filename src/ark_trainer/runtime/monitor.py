@@ -338,6 +338,5 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
     alive = pid_alive(int(beat.get("pid", 0)))
     if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
-        ended = run_end_status(folder.events())
-        return (ended if ended in ("failed", "stopped") else "dead"), beat
+        return ("failed" if run_end_status(folder.events()) == "failed" else "dead"), beat
     return ("stalled" if age > limit else "running"), beat
