@@ -84,6 +84,21 @@ def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
     ]
 
 
+def test_a_warning_is_said_once_per_run(tmp_path, caplog):
+    from ark_trainer.runtime.monitor import Monitor
+
+    monitor = Monitor(tmp_path, heartbeat=False)
+    for _ in range(2):
+        monitor.warn("RFT kept 239 answers for the 320 its steps train on; it repeats them")
+    monitor.warn("another warning")
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["message"] for line in lines] == [
+        "RFT kept 239 answers for the 320 its steps train on; it repeats them",
+        "another warning",
+    ]
+    assert sum("RFT kept" in r.getMessage() for r in caplog.records) <= 1
+
+
 def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
     from ark_trainer.runtime.monitor import Monitor
 

@@ -55,6 +55,7 @@ class Monitor:
         self.last_progress = time.time()  # read by the stall watchdog
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True) if heartbeat else None
+        self._warned: set[str] = set()  # the warnings said: each once (warn)
 
     # --- lifecycle ---
     def start(self, **info: Any) -> None:
@@ -130,6 +131,11 @@ class Monitor:
             log.error("could not write %s event to %s: %s", name, self.events_path, exc)
 
     def warn(self, message: str) -> None:
+        """Log ``message`` and record it as a ``warning`` event, once per run: a warning said again (the
+        same words from another round, stage or caller) adds nothing for the reader."""
+        if message in self._warned:
+            return
+        self._warned.add(message)
         log.warning(message)
         self.event("warning", message=message)
 
