@@ -69,6 +69,10 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
     use_console_progress(trainer, "grpo")
     assert [type(cb).__name__ for cb in trainer.callbacks] == ["_ConsoleProgress"]
     assert isinstance(trainer.callbacks[0], ProgressCallback)  # the same bar
+    bar = trainer.callbacks[0]
+    bar.on_train_begin(None, SimpleNamespace(is_world_process_zero=True, max_steps=200), None)
+    assert bar.training_bar.desc.startswith("grpo")  # named: not a bare 0/200
+    bar.training_bar.close()
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])

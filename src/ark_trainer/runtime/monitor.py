@@ -275,6 +275,11 @@ def use_console_progress(trainer, stage: str) -> None:
         return console_line(stage, state.global_step, state.max_steps, logs, start.get("step", 0))
 
     class _ConsoleProgress(ProgressCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            super().on_train_begin(args, state, control, **kwargs)
+            if self.training_bar is not None:  # the bar says whose steps it counts, not just 0/200
+                self.training_bar.set_description(stage)
+
         def on_step_begin(self, args, state, control, **kwargs):
             start.setdefault("step", state.global_step)
 
