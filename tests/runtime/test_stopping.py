@@ -83,6 +83,29 @@ def test_a_stop_point_in_the_layers_stops_the_backward_pass(tmp_path):
     model(ids)  # the hooks are gone
 
 
+def test_a_generation_batch_stops_at_its_next_decoding_step(tmp_path):
+    """Evaluation and RFT sampling decode through ``generation.generate``: each decoding step is a stop
+    point, so Ctrl-C there ends the batch within a token, not at the end of the evaluation."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ark_trainer.generation import generate
+    from tests.conftest import save_tiny_qwen
+
+    path = save_tiny_qwen(tmp_path / "m")
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    prompts = [[{"role": "user", "content": "hello"}]]
+    steps = []
+    request = lambda detail: (steps.append(detail), request_stop())  # noqa: E731 - stop after the first tick
+    try:
+        with pytest.raises(StoppedByUser):
+            generate(model, tok, prompts, max_new_tokens=50, on_tick=request)
+    finally:
+        signals._requested.clear()
+        signals._raised.clear()
+    assert len(steps) == 1  # the next decoding step stopped it
+    assert len(generate(model, tok, prompts, max_new_tokens=3)[0]) == 1  # and nothing is left behind
+
+
 @pytest.mark.slow  # a real train process, signalled (about a minute on 2 busy cores)
 def test_ctrl_c_stops_a_live_run_as_stopped_with_exit_130(assets, tmp_path):
     out = tmp_path / "run"
