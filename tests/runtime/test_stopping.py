@@ -131,6 +131,7 @@ def test_ctrl_c_stops_a_live_run_as_stopped_with_exit_130(assets, tmp_path):
     assert beat["state"] == "stopped" and beat["eta_seconds"] is None
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert [e["status"] for e in events if e["event"] == "run_end"] == ["stopped"]
+    assert [e["status"] for e in events if e["event"] == "stage_end"][-1] == "stopped"
     assert not [e for e in events if e["event"] == "error"]
     assert "## Stopped by the user" in (out / "report.md").read_text()
 

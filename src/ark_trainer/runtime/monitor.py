@@ -205,7 +205,9 @@ class _Stage:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         seconds = round(time.time() - self.t0, 2)
-        status = "ok" if exc_type is None else "failed"
+        from ark_trainer.runtime.signals import stopped_by_user
+
+        status = "ok" if exc_type is None else "stopped" if stopped_by_user(exc) else "failed"
         self.monitor.event("stage_end", stage=self.name, seconds=seconds, status=status)
         log.info("stage %s: %s in %.1fs", self.name, status, seconds)
         from ark_trainer.runtime import faults
