@@ -72,8 +72,8 @@ def test_a_second_start_is_refused_and_a_signal_ends_the_run(assets, tmp_path, s
     assert main(["status", str(out)]) == 1
     assert read_status_state(out) == state
     events = read_jsonl(out / "events.jsonl")
-    assert events[-1]["event"] == "run_end" and events[-1]["status"] == "failed"
-    assert any(e["event"] == "error" for e in events)
+    assert events[-1]["event"] == "run_end" and events[-1]["status"] == state
+    assert any(e["event"] == ("error" if state == "failed" else "stopped") for e in events)
 
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
