@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         from ark_trainer.runtime.signals import Terminated
 
         terminated = isinstance(exc, Terminated)
-        print("terminated" if terminated else "stopped by the user", file=sys.stderr)
+        resume = "; continue it with the same command and --resume True" if args.command == "train" else ""
+        print("terminated" if terminated else f"stopped by the user{resume}", file=sys.stderr)
         return 143 if terminated else 130
     except BrokenPipeError:  # `ark-trainer plan ... --json | head`: the reader left; end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
