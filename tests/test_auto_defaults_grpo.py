@@ -197,6 +197,40 @@ def test_prompts_come_in_the_data_proportions_of_their_labels():
     assert not flag and [r["question"] for r in same] == ["a", "b"]
 
 
+REFUND_DESK = (
+    "compliant",
+    "violation: promised refund",
+    "violation: asked for card number",
+    "violation: rude",
+)
+
+
+def _reference_rows(n=40, free_text=False):
+    return [
+        {
+            "prompt": [{"role": "user", "content": f"ticket {i}"}],
+            "reference": f"the answer to ticket {i}" if free_text else REFUND_DESK[i % len(REFUND_DESK)],
+        }
+        for i in range(n)
+    ]
+
+
+def test_a_class_valued_reference_is_labels_to_balance():
+    """A refund desk's rows carry one of four short answers each: those are labels. GRPO balances its steps
+    over them instead of saying the data has no labels to balance."""
+    rows = _reference_rows()
+    assert ad.data_labels(rows) == list(REFUND_DESK)
+    chosen = ad.grpo_prompts(*_options(_cfg())[::2], rows, REAL)
+    assert chosen.value == 4 and "reference" in chosen.reason and "no labels" not in chosen.reason
+    ordered, balanced = label_balanced(rows, seed=0)
+    assert balanced
+    for start in range(0, 40, 4):  # each step's four prompts: one of each answer
+        assert sorted(r["reference"] for r in ordered[start : start + 4]) == sorted(REFUND_DESK)
+    free = _reference_rows(free_text=True)  # one answer per row: no classes
+    assert ad.data_labels(free) == [] and not label_balanced(free, seed=0)[1]
+    assert "no labels" in ad.grpo_prompts(*_options(_cfg())[::2], free, REAL).reason
+
+
 def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero():
     assert warmup_steps(0.05, 4) == 0 and warmup_steps(0.05, 140) == 7 and warmup_steps(0.0, 100) == 0
 

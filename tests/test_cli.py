@@ -189,7 +189,7 @@ def in_process(capfd, monkeypatch, *args: str, cwd: Path) -> subprocess.Complete
         (["--fp16", "maybe"], "--fp16", False),
         (["--max_train_steps", "abc"], "--max_train_steps", False),
         (["--strategy", "PPO"], "--strategy", False),
-        (["--num_generations", "3"], "--num_generations", False),
+        (["--strategy", "RLOO", "--num_generations", "3"], "--num_generations", False),  # RLOO batches groups
     ],
 )
 def test_bad_flag_values(tmp_path, model_dir, capfd, monkeypatch, flags, flag, real):

@@ -227,10 +227,11 @@ def test_scientific_notation_for_steps():
         (["--warmup_ratio", "1.5"], "--warmup_ratio"),
         (["--save_steps", "-1"], "--save_steps"),
         (["--rft_steps", "200", "--max_train_steps", "100"], "--rft_steps"),
-        (["--num_generations", "3"], "--num_generations"),
+        (["--strategy", "RLOO", "--num_generations", "3"], "--num_generations"),
         (["--num_generations", "1"], "--num_generations"),
         (
-            ["--batch_size", "6", "--gradient_accumulation_steps", "1", "--num_generations", "4"],
+            ["--strategy", "RLOO", "--batch_size", "6", "--gradient_accumulation_steps", "1"]
+            + ["--num_generations", "4"],
             "--num_generations",
         ),
         (["--fp16", "True", "--bf16", "True"], "--fp16"),
@@ -245,12 +246,26 @@ def test_bad_values_name_the_flag(flags, flag):
     assert all("\n" not in m for m in exc.value.messages), "each problem is one line"
 
 
-def test_num_generations_divides_batch_times_accumulation():
-    cfg = train("--batch_size", "6", "--gradient_accumulation_steps", "2", "--num_generations", "4")
+def test_num_generations_divides_batch_times_accumulation_where_rloo_batches_the_groups():
+    rloo = ("--strategy", "RLOO", "--num_generations", "4")
+    cfg = train(*rloo, "--batch_size", "6", "--gradient_accumulation_steps", "2")
     assert cfg.num_generations == 4
     with pytest.raises(UserError) as exc:
-        train("--batch_size", "6", "--gradient_accumulation_steps", "1", "--num_generations", "4")
+        train(*rloo, "--batch_size", "6", "--gradient_accumulation_steps", "1")
     assert "6" in messages_of(exc)
+
+
+@pytest.mark.parametrize("strategy", ["RFT+GRPO", "GRPO", "auto"])
+def test_grpo_takes_any_batch_size_as_it_accumulates_whole_groups(strategy):
+    """A resume with a smaller --batch_size (docs/long-runs.md: resources may change) is not refused: the
+    GRPO stage chooses its own accumulation, in whole groups, for the same prompts per step."""
+    from ark_trainer.auto_defaults import grpo_accumulation
+
+    cfg = train("--strategy", strategy, "--batch_size", "2", "--num_generations", "4")
+    assert cfg.batch_size == 2
+    for batch in (1, 2, 4, 8):
+        steps, prompts = grpo_accumulation(batch, 4, 4)
+        assert (batch * steps) % 4 == 0 and prompts == 4
 
 
 def test_missing_required_flags_all_reported():
@@ -507,6 +522,7 @@ BEFORE.update(
     {
         "reward_timeout": Range(lo=0.0, hi=1e6),
         "stall_timeout": Range(lo=0.0, hi=1e6),
+        "save_minutes": Range(lo=0.0, hi=1e6),
         "tool_timeout": Range(lo=0.0, hi=1e6, lo_open=True),
         "heartbeat_interval": Range(lo=0.0, hi=1e6, lo_open=True),
     }

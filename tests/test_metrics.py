@@ -10,6 +10,7 @@ from ark_trainer.metrics import (
     compute_metrics,
     preference,
     prompt_outcomes,
+    reference_task,
     share,
     task_outcomes,
 )
@@ -49,6 +50,26 @@ def test_each_answer_keeps_its_outcomes_and_each_rate_is_their_mean():
         applicable = [v for v in column if v is not None]
         assert metrics[rate] == round(sum(applicable) / len(applicable), 4)
     assert task_outcomes([1.0, 0.99, None]) == [1.0, 0.0, None]
+
+
+def test_the_qc_reply_rules_are_not_reported_on_a_reference_task():
+    """A reference task's answers ("Compliant.") are no QC verdicts with a reply: the reply rules would
+    measure nothing there (87.5% for a base model, 16.7% after RFT, in the report as if it meant something)."""
+    from ark_trainer.rewards.composite import Component, CompositeReward
+    from ark_trainer.rewards.registry import get_reward
+    from ark_trainer.scoring import metric_scores
+
+    reward = CompositeReward([Component("reference_match", get_reward("reference_match"), 1.0)])
+    rows = [
+        {"prompt": [{"role": "user", "content": f"ticket {i}"}], "reference": "compliant"} for i in range(3)
+    ]
+    table = metric_scores(reward, rows, ["compliant", "Compliant.", "violation"])
+    metrics = compute_metrics(table, base_totals=table[TOTAL], pass_threshold=0.8)
+    assert metrics["compliance_rate"] is None and "qc_compliance" not in metrics["components"]
+    assert metrics["task_accuracy"] == round(1 / 3, 4)  # reference_match: 1 equal, 0.5 contains
+    qc_rows = [{**row, "label": "无"} for row in rows]  # the same answers on QC data: the rules apply
+    assert "qc_compliance" in metric_scores(reward, qc_rows, ["compliant", "Compliant.", "violation"])
+    assert not reference_task({"qc_verdict": [None], "reference_match": [None]})  # unlabelled QC answers
 
 
 def test_shares_and_preference_skip_what_does_not_apply():

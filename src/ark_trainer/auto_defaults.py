@@ -505,12 +505,48 @@ def grpo_completion_length(
     )
 
 
+CLASS_VALUES_MAX = 16  # a reference column with at most this many distinct values ...
+CLASS_VALUE_CHARS = 48  # ... each at most this long ...
+CLASS_VALUE_REPEATS = 2  # ... and on average this many rows each holds class labels, not answers
+
+
+def _text(value: object) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def class_references(rows: list[dict]) -> bool:
+    """Whether the rows' ``reference`` answers are class labels (``compliant``, ``violation: promised
+    refund``): few distinct short values, each repeated across rows, rather than one free answer per row."""
+    refs = [ref for row in rows if (ref := _text(row.get("reference"))) is not None]
+    distinct = set(refs)
+    return (
+        2 <= len(distinct) <= CLASS_VALUES_MAX
+        and len(refs) >= CLASS_VALUE_REPEATS * len(distinct)
+        and all(len(value) <= CLASS_VALUE_CHARS for value in distinct)
+    )
+
+
+def label_column(rows: list[dict]) -> str | None:
+    """The column that holds the data's labels: ``label`` where rows have text in it, else ``reference``
+    where its values are classes (:func:`class_references`), else None."""
+    if any(_text(row.get("label")) for row in rows):
+        return "label"
+    return "reference" if class_references(rows) else None
+
+
+def row_label(row: dict, column: str | None) -> str | None:
+    """The row's label in ``column`` (:func:`label_column`), stripped; None without one."""
+    return _text(row.get(column)) if column else None
+
+
 def data_labels(rows: list[dict]) -> list[str]:
-    """The distinct text labels of the data (``label``), in first-seen order."""
+    """The distinct text labels of the data (``label``, or a class-valued ``reference``), in first-seen
+    order."""
+    column = label_column(rows)
     seen: dict[str, None] = {}
     for row in rows:
-        if isinstance(row.get("label"), str) and row["label"].strip():
-            seen.setdefault(row["label"].strip(), None)
+        if (label := row_label(row, column)) is not None:
+            seen.setdefault(label, None)
     return list(seen)
 
 
@@ -526,9 +562,10 @@ def grpo_prompts(run: RunOptions, grpo: GRPOOptions, rows: list[dict], facts: Mo
         value = max(GRPO_PROMPTS_FALLBACK, per_batch)
         return AutoDefault(value, f"{value}: the data has no labels to balance; several prompts a step")
     value = min(max(len(labels), lo, per_batch), hi)
+    column = "" if label_column(rows) == "label" else " in its class-valued reference column"
     return AutoDefault(
         value,
-        f"{value}: one prompt per label of the data ({len(labels)}: {', '.join(labels[:8])}"
+        f"{value}: one prompt per label of the data{column} ({len(labels)}: {', '.join(labels[:8])}"
         f"{' ...' if len(labels) > 8 else ''}) in each optimizer step, within {lo}..{hi}, through gradient "
         "accumulation; each step's prompts hold the labels in the data's proportions (stratified), not two "
         "prompts of one kind by chance",

@@ -212,7 +212,7 @@ def _cmd_status(args: RunDirOptions) -> int:
     from ark_trainer.data.text import terminal_safe as safe  # heartbeat.json is a file anyone may have edited
 
     step, total, eta = beat.get("step", 0), beat.get("total", 0), beat.get("eta_seconds")
-    eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) else ""
+    eta_text = f", ETA {eta:.0f}s" if isinstance(eta, int | float) and state == "running" else ""
     stage = beat.get("stage")
     unit = (
         "step" if isinstance(stage, str) and stage in training_stages() else "prompt"
@@ -224,6 +224,8 @@ def _cmd_status(args: RunDirOptions) -> int:
     )
     if state == "stalled":
         print("warning: the run made no progress (watchdog) or its heartbeat stopped; see the log's stacks")
+    elif state == "stopped":
+        print("stopped by the user; continue it with train --resume True (from its newest checkpoint)")
     elif state == "dead":
         print("warning: the process is gone without finishing; continue it with train --resume True")
     metrics = beat.get("metrics") if isinstance(beat.get("metrics"), dict) else {}
@@ -285,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         from ark_trainer.runtime.signals import Terminated
 
         terminated = isinstance(exc, Terminated)
-        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        resume = "; continue it with the same command and --resume True" if args.command == "train" else ""
+        print("terminated" if terminated else f"stopped by the user{resume}", file=sys.stderr)
         return 143 if terminated else 130
     except BrokenPipeError:  # `ark-trainer plan ... --json | head`: the reader left; end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -325,6 +325,21 @@ def _trains_rft(strategy: str) -> bool:
     return known is None or "rft" in known.stages
 
 
+# stages that never split --num_generations groups by the run's batch: GRPO chooses its own accumulation in
+# whole groups (auto_defaults.grpo_accumulation), the others sample no groups
+OWN_GROUP_BATCHING = frozenset({"rft", "grpo", "dpo", "kto"})
+
+
+def _groups_by_run_batch(strategy: str) -> bool:
+    """Whether a stage of ``strategy`` batches ``--num_generations`` groups by ``--batch_size`` ×
+    ``--gradient_accumulation_steps`` as they are (RLOO, a plug-in's stage): only then must the groups divide
+    it. Under GRPO any ``--batch_size`` works, also one changed on resume."""
+    known = strategy_table().get(strategy)
+    if strategy == AUTO:
+        return False  # the probe chooses among GRPO, RFT+GRPO, DPO and KTO
+    return known is None or not set(known.stages) <= OWN_GROUP_BATCHING
+
+
 def _cross_problems(cfg: TrainConfig) -> list[str]:
     """Problems that involve two flags, each already within its own range."""
     problems = []
@@ -338,7 +353,10 @@ def _cross_problems(cfg: TrainConfig) -> list[str]:
         problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
     if cfg.rft_steps is not None and cfg.rft_steps > cfg.max_train_steps and _trains_rft(cfg.strategy):
         problems.append(f"--rft_steps: must be between 0 and --max_train_steps ({cfg.max_train_steps})")
-    if (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations:
+    if (
+        _groups_by_run_batch(cfg.strategy)
+        and (cfg.batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations
+    ):
         problems.append(
             f"--num_generations: {cfg.num_generations} must divide --batch_size × --gradient_accumulation_steps "
             f"({cfg.batch_size * cfg.gradient_accumulation_steps}); e.g. --num_generations 4 with --batch_size 8"

@@ -79,17 +79,21 @@ def plan_batches(
 
 
 def _ticker(on_tick: Callable[[str], None] | None, bar, where: str, max_new_tokens: int):
-    """A stopping criterion that never stops: it reports each decoding step (``on_tick`` and the bar)."""
+    """A stopping criterion that never stops: it reports each decoding step (``on_tick`` and the bar), and
+    each is a stop point for Ctrl-C (``runtime/signals.py``)."""
     import time
 
     import torch
     from transformers import StoppingCriteria
+
+    from ark_trainer.runtime.signals import check_stop
 
     class _Tick(StoppingCriteria):
         def __init__(self) -> None:
             self.steps, self.last = 0, 0.0
 
         def __call__(self, input_ids, scores, **kwargs):
+            check_stop()
             self.steps += 1
             now = time.monotonic()
             if now - self.last >= 1.0:  # at most once a second: a tick is for people and the watchdog

@@ -8,7 +8,8 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
 - ``pass_rate``: share of answers whose composite reward reaches ``--pass_threshold``.
 - ``task_accuracy``: share of labelled prompts answered exactly right (QC: verdict and violation type;
   free-text tasks: equal to ``reference``); ``null`` without labels.
-- ``compliance_rate``: share of answers whose suggested reply keeps all five compliance rules.
+- ``compliance_rate``: share of answers whose suggested reply keeps all five compliance rules (QC data
+  only: ``null`` on a ``reference`` task, :func:`reference_task`).
 - ``preference_alignment``: share of prompts where the composite reward prefers this model's answer to the
   base model's (a tie counts one half, so the base model scores 50% against itself).
 - an agent run's episodes (:func:`agent_metrics`): ``task_success`` (share of tasks whose
@@ -56,6 +57,17 @@ def flat_group_share(log: dict[str, Any]) -> float | None:
         return 1.0 - float(informative)
     share = log.get(ZERO_STD_SHARE)
     return float(share) if isinstance(share, int | float) else None
+
+
+def reference_task(table: dict[str, list]) -> bool:
+    """Whether scored rows (a table of per-answer scores by grader) are a ``reference`` task, not QC data:
+    ``reference_match`` applies to some and ``qc_verdict`` to none. Its answers are no QC verdicts with a
+    suggested reply, so the QC reply rules measure nothing there: ``scoring.metric_scores`` leaves the
+    ``qc_compliance`` verifier out, and ``compliance_rate`` is null."""
+    applies = {
+        name: any(v is not None for v in table.get(name, [])) for name in ("qc_verdict", "reference_match")
+    }
+    return applies["reference_match"] and not applies["qc_verdict"]
 
 
 RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT)  # shares in [0, 1]

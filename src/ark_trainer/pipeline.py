@@ -386,9 +386,9 @@ def run_train(cfg: TrainConfig) -> Path:
     p = prepare(cfg)
     from ark_trainer.runtime.launch import is_child
     from ark_trainer.runtime.runlock import RunLock
-    from ark_trainer.runtime.signals import sigterm_raises
+    from ark_trainer.runtime.signals import ctrl_c_stops, sigterm_raises
 
-    with contextlib.nullcontext() if is_child() else RunLock(p.out), sigterm_raises():
+    with contextlib.nullcontext() if is_child() else RunLock(p.out), sigterm_raises(), ctrl_c_stops():
         return _run_prepared(p)  # the launching process holds OUT/.lock; accelerate's children do not
 
 
@@ -445,11 +445,19 @@ def _run_prepared(p: Prepared) -> Path:
     except BaseException as exc:
         watchdog.stop()
         stage, model = p.last_model or ("none", "")
-        monitor.event(
-            "error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__, last_stage=stage,
-            last_model=model or None,
-        )  # fmt: skip
-        monitor.finish("failed")
+        from ark_trainer.runtime.signals import stopped_by_user
+
+        if stopped_by_user(exc):  # Ctrl-C: not an error; the checkpoints stay for --resume True
+            monitor.event(
+                "stopped", message="stopped by the user", last_stage=stage, last_model=model or None
+            )
+            monitor.finish("stopped")
+        else:
+            monitor.event(
+                "error", message=f"{type(exc).__name__}: {exc}", kind=type(exc).__name__, last_stage=stage,
+                last_model=model or None,
+            )  # fmt: skip
+            monitor.finish("failed")
         if ranks.is_main:
             after_run(p.out)  # diagnosis: console and OUT/diagnosis.json (ark_trainer/diagnose/run_end.py)
             _report_anyway(p.out)  # what finished, and why it stopped, at the top

@@ -310,7 +310,17 @@ class RunOptionsAfterStages:
         cli_only=True,
     )
     save_steps: int = flag(
-        500, "save a checkpoint every N steps (0 = only the final model)", group="reliability", range=ZERO_OK
+        500,
+        "save a checkpoint every N steps (0 = none by steps; --save_minutes still saves)",
+        group="reliability",
+        range=ZERO_OK,
+    )
+    save_minutes: float = flag(
+        10.0,
+        "also save a checkpoint once this many minutes have passed since the last save, so a stopped run "
+        "resumes from minutes ago (0 = off)",
+        group="reliability",
+        range=SECONDS,
     )
     save_total_limit: int = flag(
         2, "checkpoints kept per stage (older ones are deleted)", group="reliability", range=ZERO_OK

@@ -31,7 +31,7 @@ from typing import Any
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import write_jsonl
 from ark_trainer.generation import Sampler, SamplingSettings
-from ark_trainer.metrics import VERIFIERS
+from ark_trainer.metrics import COMPLIANCE_GRADER, VERIFIERS, reference_task
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.prompts import is_conversational, model_prompt
 from ark_trainer.rewards.composite import TOTAL, Component, CompositeReward, reward_columns
@@ -100,7 +100,8 @@ def metric_scores(
     envs: list | None = None,
     verifiers: bool = True,
 ) -> dict[str, list]:
-    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics).
+    """Per-answer scores of the composite plus the accuracy and compliance verifiers (for the metrics); the
+    compliance verifier only on QC data (``metrics.reference_task``), unless the run's reward grades it.
 
     ``verifiers=False`` (agent episodes): only the run's own graders; the QC verifiers would grade an
     agent's sign-off as if it were a QC verdict.
@@ -115,6 +116,8 @@ def metric_scores(
         more = score_completions(checks, rows, [[a] for a in answers])
         for name in extra:
             table[name] = [s[0]["scores"][name] for s in more]
+        if reference_task(table) and COMPLIANCE_GRADER in extra:  # QC reply rules on a reference task
+            del table[COMPLIANCE_GRADER]
     return table
 
 

@@ -85,6 +85,30 @@ def test_q8_0_export_is_within_the_documented_tolerance(files, tmp_path, arch):
     assert diff < 0.05, diff  # docs/models.md: q8_0 tolerance (measured 0.006-0.007 on these models)
 
 
+def test_a_slow_gguf_step_says_what_it_does_and_a_quick_one_says_nothing(
+    files, tmp_path, capsys, monkeypatch
+):
+    """A real model's metadata took 16 s to read and its conversion minutes, with nothing on the console
+    (the run's log is set up later); the steps now say so once they last, and a checked file is read once."""
+    import time
+
+    from ark_trainer.models import gguf as gguf_module
+
+    with gguf_module.slow_notice("quick"):
+        pass
+    monkeypatch.setattr(gguf_module, "NOTICE_AFTER_S", 0.01)
+    with gguf_module.slow_notice("converting x: reading and dequantizing its weights"):
+        time.sleep(0.5)
+    assert capsys.readouterr().err.splitlines() == ["converting x: reading and dequantizing its weights"]
+    reads = []
+    real = gguf_module._inspect
+    monkeypatch.setattr(gguf_module, "_inspect", lambda p, flag: reads.append(p) or real(p, flag))
+    copy = tmp_path / "copy.gguf"
+    copy.write_bytes(files["llama"][1].read_bytes())
+    first = gguf_module.inspect_gguf(copy)
+    assert gguf_module.inspect_gguf(copy) is first and len(reads) == 1  # train checks, then converts
+
+
 def test_gguf_resolves_to_a_folder_converted_once(files, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM

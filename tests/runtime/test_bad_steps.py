@@ -309,7 +309,7 @@ def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatc
     out = tmp_path / "run"
     assert main(["train", *flags(assets, out, "RFT+GRPO", steps=2), "--max_train_steps", "4"]) == 130
     md = (out / "report.md").read_text()
-    assert "Stopped in stage" in md and "KeyboardInterrupt" in md
+    assert "## Stopped by the user" in md and ": stopped by the user" in md and "KeyboardInterrupt" not in md
     assert f"Model of the last finished stage (rft): {out / 'rft' / 'final'}" in md
 
 

@@ -69,6 +69,10 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
     use_console_progress(trainer, "grpo")
     assert [type(cb).__name__ for cb in trainer.callbacks] == ["_ConsoleProgress"]
     assert isinstance(trainer.callbacks[0], ProgressCallback)  # the same bar
+    bar = trainer.callbacks[0]
+    bar.on_train_begin(None, SimpleNamespace(is_world_process_zero=True, max_steps=200), None)
+    assert bar.training_bar.desc.startswith("grpo")  # named: not a bare 0/200
+    bar.training_bar.close()
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
@@ -82,6 +86,21 @@ def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
     assert [json.loads(line)["text"] for line in lines if '"note"' in line] == [
         f"x{sep}{i}" for i in range(3)
     ]
+
+
+def test_a_warning_is_said_once_per_run(tmp_path, caplog):
+    from ark_trainer.runtime.monitor import Monitor
+
+    monitor = Monitor(tmp_path, heartbeat=False)
+    for _ in range(2):
+        monitor.warn("RFT kept 239 answers for the 320 its steps train on; it repeats them")
+    monitor.warn("another warning")
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["message"] for line in lines] == [
+        "RFT kept 239 answers for the 320 its steps train on; it repeats them",
+        "another warning",
+    ]
+    assert sum("RFT kept" in r.getMessage() for r in caplog.records) <= 1
 
 
 def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """One live run per output folder (``runtime/runlock.py``): a second start is refused and a signal ends the
-run as failed; a stale lock of a dead run is taken over. These run real training processes on a tiny model
-and signal them for real.
+run (SIGTERM as failed, Ctrl-C as stopped); a stale lock of a dead run is taken over. These run real
+training processes on a tiny model and signal them for real.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def live_state(out: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_second_start_is_refused_and_a_signal_ends_the_run_as_failed(assets, tmp_path, sig, code):
+@pytest.mark.parametrize("sig,code,state", [(signal.SIGTERM, 143, "failed"), (signal.SIGINT, 130, "stopped")])
+def test_a_second_start_is_refused_and_a_signal_ends_the_run(assets, tmp_path, sig, code, state):
     out = tmp_path / "run"
     log = (tmp_path / "first.log").open("w")  # a pipe nobody reads would fill up and block the run
     first = child(["train", *train_flags(assets, out, steps=5000, save_steps=5)], stdout=log, stderr=log)
@@ -70,10 +70,10 @@ def test_a_second_start_is_refused_and_a_signal_ends_the_run_as_failed(assets, t
             first.kill()
     assert first.returncode == code, (tmp_path / "first.log").read_text()[-3000:]
     assert main(["status", str(out)]) == 1
-    assert read_status_state(out) == "failed"
+    assert read_status_state(out) == state
     events = read_jsonl(out / "events.jsonl")
-    assert events[-1]["event"] == "run_end" and events[-1]["status"] == "failed"
-    assert any(e["event"] == "error" for e in events)
+    assert events[-1]["event"] == "run_end" and events[-1]["status"] == state
+    assert any(e["event"] == ("error" if state == "failed" else "stopped") for e in events)
 
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):

@@ -180,8 +180,10 @@ def _render(
 def _generate(
     model, tokenizer, texts: list[str], temperature: float, max_new: int, batch_size: int
 ) -> list[str]:
-    """One continuation per text, batched with left padding."""
+    """One continuation per text, batched with left padding; each batch is a stop point for Ctrl-C."""
     import torch
+
+    from ark_trainer.runtime.signals import check_stop
 
     tokenizer.padding_side = "left"
     kwargs: dict[str, Any] = {
@@ -196,6 +198,7 @@ def _generate(
         kwargs.update(temperature=None, top_p=None, top_k=None)
     out: list[str] = []
     for start_at in range(0, len(texts), batch_size):
+        check_stop()
         batch = tokenizer(
             texts[start_at : start_at + batch_size],
             return_tensors="pt",

@@ -104,6 +104,7 @@ def _demo_inputs(
     log.info("demo data: %s, %s", train_path, eval_path)
     base = out / "base_model"
     if build and (not (base / "config.json").is_file() or overwrite):
+        log.info("demo base model: making it in %s (a tokenizer, then the 'demo warm-up' steps)", base)
         build_model(base, read_jsonl(train_path), eval_path)
     return train_path, eval_path, base
 

@@ -12,12 +12,16 @@ with ``ark_source.json`` recording where it came from; a folder whose record has
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
+import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,12 +109,43 @@ def check_magic(path: Path, flag: str) -> None:
         )
 
 
-def inspect_gguf(path: str | Path, flag: str = "--model_path") -> GgufInfo:
-    """The header of ``path``, checked; a one-line UserError for anything we could not convert."""
-    import gguf
+NOTICE_AFTER_S = 3.0  # a step of a GGUF that lasts longer says what it is doing
 
+
+@contextlib.contextmanager
+def slow_notice(line: str) -> Iterator[None]:
+    """Print ``line`` on stderr if the block is still running after :data:`NOTICE_AFTER_S`: a real model's
+    metadata takes seconds to read and its conversion minutes, in silence before (a run's log is not set up
+    yet, so ``log.info`` would show nothing); a small file's quick steps (and a refusal after them) print
+    nothing."""
+    timer = threading.Timer(NOTICE_AFTER_S, lambda: print(line, file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+_INSPECTED: dict[tuple[str, int, int], GgufInfo] = {}
+
+
+def inspect_gguf(path: str | Path, flag: str = "--model_path") -> GgufInfo:
+    """The header of ``path``, checked; a one-line UserError for anything we could not convert. Read once
+    per process for a given path, size and mtime (``train`` checks the file, then converts it)."""
     p = Path(path)
     check_magic(p, flag)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _INSPECTED:
+        with slow_notice(f"reading {p.name} ({st.st_size / 1e6:.0f} MB GGUF): its metadata and tokenizer"):
+            _INSPECTED[key] = _inspect(p, flag)
+    return _INSPECTED[key]
+
+
+def _inspect(p: Path, flag: str) -> GgufInfo:
+    import gguf
+
     try:
         reader = gguf.GGUFReader(p)
     except (ValueError, IndexError, KeyError, OSError, OverflowError, UnicodeDecodeError) as exc:
@@ -262,8 +297,10 @@ def _dequantize_into(path: Path, folder: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     where, name = str(path.parent), path.name
-    tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
+    with slow_notice(f"converting {name} into a Hugging Face folder, once: rebuilding its tokenizer"):
+        tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
+    with slow_notice(f"converting {name}: reading and dequantizing its weights (minutes on a CPU)"):
+        loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # what makes save_pretrained refuse ("quantized with gguf")

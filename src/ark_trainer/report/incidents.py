@@ -29,8 +29,9 @@ def _stopped(events: list[dict[str, Any]]) -> bool:
 
 
 def _cause(attempt: list[dict[str, Any]]) -> str:
-    """The most telling message: a diverged stage, else the supervisor's verdict, else the last error."""
-    for name in ("diverged", "gave_up", "error", "stalled"):
+    """The most telling message: a diverged stage, else the supervisor's verdict, else the last error, else
+    the user's stop (Ctrl-C)."""
+    for name in ("diverged", "gave_up", "error", "stopped", "stalled"):
         found = [e for e in attempt if e.get("event") == name]
         if found:
             e = found[-1]
@@ -62,7 +63,7 @@ def failure_blocks(events: list[dict[str, Any]]) -> list[Block]:
     for e in events:
         if e.get("event") == "stage_end" and e.get("status") == "ok" and e.get("stage") not in finished:
             finished.append(str(e.get("stage")))
-    models = [e for e in events if e.get("event") in ("error", "gave_up") and e.get("last_model")]
+    models = [e for e in events if e.get("event") in ("error", "gave_up", "stopped") and e.get("last_model")]
     items = [
         f"Stopped in stage {_failed_stage(attempt)}: {_cause(attempt)}",
         f"Finished before it: {', '.join(finished) if finished else 'nothing'}",
@@ -71,7 +72,8 @@ def failure_blocks(events: list[dict[str, Any]]) -> list[Block]:
         last = models[-1]
         items.append(f"Model of the last finished stage ({last.get('last_stage')}): {last['last_model']}")
     items.append("Continue it with the same command and --resume True (finished stages are skipped)")
-    return [Heading("Failure"), Bullets(items)]
+    by_user = any(e.get("event") == "run_end" and e.get("status") == "stopped" for e in attempt)
+    return [Heading("Stopped by the user" if by_user else "Failure"), Bullets(items)]
 
 
 def bad_step_blocks(events: list[dict[str, Any]]) -> list[Block]:

@@ -5,5 +5,6 @@
 - ``watchdog``, ``monitor``: stall detection, heartbeat, ``events.jsonl`` and logs;
 - ``guards``, ``bad_steps``: reward guards (timeouts, failures), NaN/inf steps skipped and rolled back;
 - ``resume``: crash-safe checkpoints and exact resume; ``runlock``: one live run per folder;
-- ``signals``: SIGTERM ends a run as ``failed``; ``faults``: fault injection for tests.
+- ``signals``, ``stop_points``: Ctrl-C stops a run within seconds as ``stopped``, SIGTERM ends it as ``failed``;
+- ``save_timer``: checkpoints every ``--save_minutes``; ``faults``: fault injection for tests.
 """

@@ -55,6 +55,7 @@ class Monitor:
         self.last_progress = time.time()  # read by the stall watchdog
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True) if heartbeat else None
+        self._warned: set[str] = set()  # the warnings said: each once (warn)
 
     # --- lifecycle ---
     def start(self, **info: Any) -> None:
@@ -130,6 +131,11 @@ class Monitor:
             log.error("could not write %s event to %s: %s", name, self.events_path, exc)
 
     def warn(self, message: str) -> None:
+        """Log ``message`` and record it as a ``warning`` event, once per run: a warning said again (the
+        same words from another round, stage or caller) adds nothing for the reader."""
+        if message in self._warned:
+            return
+        self._warned.add(message)
         log.warning(message)
         self.event("warning", message=message)
 
@@ -168,6 +174,8 @@ class Monitor:
         step, total = state["step"], state["total"]
         elapsed = time.time() - self._stage_started
         eta = elapsed / step * (total - step) if step and total and total >= step else None
+        if state["state"] != "running":  # a stopped, failed or finished run has no time left
+            eta = None
         state.update(
             pid=os.getpid(),
             updated_at=_now_iso(),
@@ -197,7 +205,9 @@ class _Stage:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         seconds = round(time.time() - self.t0, 2)
-        status = "ok" if exc_type is None else "failed"
+        from ark_trainer.runtime.signals import stopped_by_user
+
+        status = "ok" if exc_type is None else "stopped" if stopped_by_user(exc) else "failed"
         self.monitor.event("stage_end", stage=self.name, seconds=seconds, status=status)
         log.info("stage %s: %s in %.1fs", self.name, status, seconds)
         from ark_trainer.runtime import faults
@@ -267,6 +277,11 @@ def use_console_progress(trainer, stage: str) -> None:
         return console_line(stage, state.global_step, state.max_steps, logs, start.get("step", 0))
 
     class _ConsoleProgress(ProgressCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            super().on_train_begin(args, state, control, **kwargs)
+            if self.training_bar is not None:  # the bar says whose steps it counts, not just 0/200
+                self.training_bar.set_description(stage)
+
         def on_step_begin(self, args, state, control, **kwargs):
             start.setdefault("step", state.global_step)
 
@@ -319,7 +334,8 @@ def setup_logging(log_dir: Path) -> None:
 
 
 def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The run's state from its heartbeat: finished / failed / running / stalled / dead / unknown.
+    """The run's state from its heartbeat: finished / failed / stopped (Ctrl-C) / running / stalled / dead /
+    unknown.
 
     ``stalled``: the watchdog ended it (no progress for ``--stall_timeout``), or its pid lives but the
     heartbeat stopped (the whole process is stuck); ``dead``: the pid is gone without a final state.
@@ -329,7 +345,7 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     if beat is None:
         return "unknown", {}
     state = beat.get("state", "unknown")
-    if state in ("finished", "failed", "stalled"):
+    if state in ("finished", "failed", "stalled", "stopped"):
         return state, beat
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))

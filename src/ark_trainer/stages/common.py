@@ -118,19 +118,26 @@ def no_checkpointing(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"gradient_checkpointing": False, **kwargs}
 
 
-def stage_callbacks(monitor, log_dir: Path, stage: str, report_to: str = "tensorboard") -> list:
-    """Trainer callbacks of a stage: progress/metrics to the monitor, TensorBoard events to ``--log_dir``."""
+def stage_callbacks(
+    monitor, log_dir: Path, stage: str, report_to: str = "tensorboard", save_minutes: float = 0.0
+) -> list:
+    """Trainer callbacks of a stage: progress/metrics to the monitor, Ctrl-C's stop points, checkpoints
+    every ``--save_minutes`` too, TensorBoard events to ``--log_dir``."""
     from ark_trainer.runtime.distributed import ranks
     from ark_trainer.runtime.monitor import trainer_callback
+    from ark_trainer.runtime.save_timer import save_timer_callback
+    from ark_trainer.runtime.stop_points import stop_callback
     from ark_trainer.trackers import wants_tensorboard
 
+    timer = save_timer_callback(save_minutes)
+    callbacks = [trainer_callback(monitor, stage), stop_callback(), *([timer] if timer else [])]
     if not ranks().is_main or not wants_tensorboard(report_to):  # only the main process writes TensorBoard
-        return [trainer_callback(monitor, stage)]
+        return callbacks
     from torch.utils.tensorboard import SummaryWriter
     from transformers.integrations import TensorBoardCallback
 
     writer = SummaryWriter(log_dir=str(log_dir / "tensorboard" / stage))
-    return [trainer_callback(monitor, stage), TensorBoardCallback(tb_writer=writer)]
+    return [*callbacks, TensorBoardCallback(tb_writer=writer)]
 
 
 def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> None:
@@ -175,7 +182,7 @@ def train_and_save(
     def make_trainer():
         trainer = trainer_cls(
             processing_class=tok,
-            callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to),
+            callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to, cfg.save_minutes),
             peft_config=peft_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.lora_target_modules),
             **trainer_kw,
         )

@@ -23,8 +23,10 @@ from ark_trainer.auto_defaults import (
     RUN_WEIGHTS,
     data_labels,
     grpo_accumulation,
+    label_column,
     new_tokens,
     parse_grpo_weights,
+    row_label,
 )
 from ark_trainer.diagnose.timing import time_generation
 from ark_trainer.metrics import flat_group_share
@@ -130,15 +132,14 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
     proportions, not two prompts of one kind by chance, and GRPO optimises the task as the data (and the
     held-out set drawn like it) weighs it. The rows as they are and False where the data has fewer than
     two labels."""
-    labels = data_labels(rows)
+    labels, column = data_labels(rows), label_column(rows)  # a class-valued reference is labels too
     if len(labels) < 2:
         return rows, False
     rng = random.Random(seed)
     groups: dict[str, list[dict]] = {label: [] for label in labels}
     rest: list[dict] = []
     for row in rows:
-        label = row.get("label")
-        (groups[label.strip()] if isinstance(label, str) and label.strip() in groups else rest).append(row)
+        groups.get(row_label(row, column) or "", rest).append(row)
     keyed: list[tuple[float, float, dict]] = []
     for group in groups.values():
         rng.shuffle(group)
