@@ -120,3 +120,33 @@ def test_gate_promotes_only_a_gain_without_regressions():
     assert gate.decide(cur, {**cur, "reward_mean": 0.7, "pass_rate": 0.38}, max_regression=0.05).promote
     assert not gate.decide(cur, {**cur, "reward_mean": 0.51}, min_improvement=0.05).promote
     assert not gate.decide(cur, {}).promote  # a missing evaluation never promotes
+
+
+def _eval_with_outcomes(rewards: list[float], right: list[int]) -> dict:
+    """An eval file's shape: the rates and each prompt's reward and task outcome."""
+    answers = [
+        {"completion": "", "reward": r, "outcomes": {"task_accuracy": float(o)}}
+        for r, o in zip(rewards, right, strict=True)
+    ]
+    return {
+        "reward_mean": round(sum(rewards) / len(rewards), 4),
+        "task_accuracy": round(sum(right) / len(right), 4),
+        "answers": answers,
+    }
+
+
+def test_a_fall_within_max_regression_but_beyond_the_noise_is_refused():
+    """1.5 points of task accuracy lost on 600 prompts, every changed prompt lost (9 to 0): within the
+    absolute --max_regression 0.02, but the paired exact test says it is no accident (p = 0.004)."""
+    right = [1] * 300 + [0] * 300
+    current = _eval_with_outcomes([0.5] * 600, right)
+    lost = [0] * 9 + right[9:]
+    candidate = _eval_with_outcomes([0.6] * 600, lost)
+    decision = gate.decide(current, candidate, "reward_mean", max_regression=0.02)
+    assert not decision.promote
+    assert any("task_accuracy: fell beyond the noise" in r and "p = 0.0039" in r for r in decision.reasons)
+    mixed = [0] * 9 + right[9:300] + [1] * 9 + right[309:]  # as many prompts gained as lost: noise
+    decision = gate.decide(
+        current, _eval_with_outcomes([0.6] * 600, mixed), "reward_mean", max_regression=0.02
+    )
+    assert decision.promote, decision.reasons

@@ -10,7 +10,9 @@ when
 - no tracked metric (``reward_mean``, ``pass_rate``, ``task_accuracy``, ``compliance_rate``, and
   ``heldout_reward_mean``: the mean reward on the frozen held-out rows alone, so the newest turns cannot
   hide a drift; those both evaluations report) is lower by more than ``--max_regression`` (absolute,
-  default 0.02).
+  default 0.02), and none fell beyond the noise of the prompts both answered (the paired test of
+  ``stats.py``: exact McNemar on a rate, Wilcoxon on the mean reward; two-sided p < 0.05), so a fall of
+  1.5 points on 600 prompts that all went one way is refused even though it is within ``--max_regression``.
 
 Anything else (a missing evaluation, a failed training) keeps the served model; the reasons are written
 to ``LOOP/rounds/N/decision.json``.
@@ -39,6 +41,7 @@ from ark_trainer.metrics import (
     REWARD_MEAN,
     TASK_ACCURACY,
 )
+from ark_trainer.stats import compare_evals
 
 # preference_alignment is left out: it compares with the base model, not with the model being served
 TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, HELDOUT_REWARD_MEAN)
@@ -150,9 +153,16 @@ def decide(
     for key in tracked:
         if key in now and key in new and not now[key] - new[key] <= max_regression:
             reasons.append(f"{key}: regressed {now[key]:.4f} -> {new[key]:.4f} (more than {max_regression})")
+        elif (paired := compare_evals(current, candidate, key)) is not None and paired.fell:
+            reasons.append(
+                f"{key}: fell beyond the noise, paired on the same prompts: {paired.text(values=True)}"
+            )
     if not reasons:
+        gain = compare_evals(current, candidate, main)
+        said = f" ({gain.text(values=True)})" if gain is not None else ""
         reasons.append(
-            f"{main}: {now[main]:.4f} -> {new[main]:.4f}; nothing regressed beyond {max_regression}"
+            f"{main}: {now[main]:.4f} -> {new[main]:.4f}{said}; nothing regressed beyond {max_regression} "
+            "or beyond the noise"
         )
         return Decision(True, reasons, now, new)
     return Decision(False, reasons, now, new)
