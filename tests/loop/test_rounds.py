@@ -208,3 +208,23 @@ def test_the_correction_after_a_blank_answer_is_a_target():
     assert out[0]["reference"] == "明天发货。" and out[0]["target"]  # the blank answer's turn was recorded
     plain = conversation("订单2什么时候发货？", "", "谢谢")
     assert not rounds.scored_rows(plain, plain, feedback.Rules(), None, False)[0]["target"]  # blank: nothing
+
+
+def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_path):
+    """The round's train divides eval.jsonl (frozen held-out rows, then the newest turns) by prompt hash,
+    so heldout_reward_mean must pick the frozen rows by prompt, not by position."""
+    from ark_trainer.fileio import write_json, write_jsonl
+    from ark_trainer.loop import gate
+    from ark_trainer.runfolder import RunFolder
+
+    given = [{"prompt": f"held {i}"} for i in range(3)] + [{"prompt": f"newest {i}"} for i in range(2)]
+    write_jsonl(tmp_path / "eval.jsonl", given)
+    run = RunFolder(tmp_path)
+    dev = [{"prompt": [{"role": "user", "content": t}]} for t in ("newest 1", "held 2", "held 0")]
+    write_jsonl(run.dev_rows_path, dev)
+    run.dev_eval_path("base").parent.mkdir(parents=True)
+    answers = [{"completion": "", "reward": r} for r in (0.0, 1.0, 0.5)]
+    write_json(run.dev_eval_path("base"), {"reward_mean": 0.5, "answers": answers})
+    flags = rounds.frozen_flags(tmp_path, 3)
+    assert flags == [False, True, True]
+    assert gate.with_heldout(run.dev_eval("base"), flags)["heldout_reward_mean"] == 0.75

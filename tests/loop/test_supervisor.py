@@ -256,8 +256,9 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     assert decision["reasons"][0].startswith("task_accuracy: ")
     assert load_state(tmp_path / "loop")["serving"] == 1
     # the round's reward grades none of the held-out QC rows: reward_mean sees only the 2 newest turns
-    assert gate.with_heldout(base, 12)["heldout_reward_mean"] is None
-    assert gate.with_heldout(cand, 12)["heldout_reward_mean"] is None
+    frozen = [True] * (len(rows) - 2) + [False] * 2  # the held-out rows first, then the 2 newest turns
+    assert gate.with_heldout(base, frozen)["heldout_reward_mean"] is None
+    assert gate.with_heldout(cand, frozen)["heldout_reward_mean"] is None
 
 
 def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_path, served, stranger):
@@ -303,6 +304,11 @@ def test_a_round_that_finished_while_the_supervisor_was_down_is_decided_on_resta
     (folder / "model" / "model.safetensors").write_bytes(b"x")
     write_json(folder / "plan.json", {"stages": [{"name": "rft", "steps": 4}]})
     answers = [{"reward": 1.0}, {"reward": 0.0}]
+    write_jsonl(folder / "eval.jsonl", [{"prompt": "held"}, {"prompt": "newest"}])  # frozen row, newest turn
+    write_jsonl(
+        folder / "data" / "test.jsonl",
+        [{"prompt": [{"role": "user", "content": t}]} for t in ("held", "newest")],
+    )
     write_json(folder / "eval" / "base.json", {"reward_mean": 0.5, "answers": answers})
     write_json(folder / "eval" / "rft.json", {"reward_mean": 0.5, "answers": answers[::-1]})
     loop._check_round()

@@ -125,10 +125,12 @@ class Decision:
                 "candidate": self.candidate}  # fmt: skip
 
 
-def with_heldout(metrics: dict, n_heldout: int) -> dict:
-    """``metrics`` plus ``heldout_reward_mean``: the mean reward of the first ``n_heldout`` answers (the
-    evaluation set is the frozen held-out rows first, then the newest turns)."""
-    rewards = [a.get("reward") for a in (metrics.get("answers") or [])[:n_heldout]]
+def with_heldout(metrics: dict, frozen: list[bool]) -> dict:
+    """``metrics`` plus ``heldout_reward_mean``: the mean reward of the answers to the loop's frozen
+    held-out rows (``frozen[i]``: answer i is one of them, not one of the newest turns; the round's dev and
+    test splits each hold some of both, in hash order: :func:`rounds.frozen_flags`)."""
+    answers = metrics.get("answers") or []
+    rewards = [a.get("reward") for a, kept in zip(answers, frozen, strict=False) if kept]
     scored = [r for r in rewards if r is not None]
     return {**metrics, HELDOUT_REWARD_MEAN: round(sum(scored) / len(scored), 4) if scored else None}
 

@@ -326,6 +326,24 @@ def evaluations(folder: Path) -> tuple[dict | None, dict | None, str | None]:
     return base, None, None
 
 
+def frozen_flags(folder: Path, n_heldout: int) -> list[bool]:
+    """For each row the gate's evaluations answered (the round's dev rows, or its test rows in a round
+    folder without a dev split), whether it is one of the loop's frozen held-out rows (the first
+    ``n_heldout`` rows of the round's ``eval.jsonl``) rather than one of the newest turns. The round's
+    ``train`` divides ``eval.jsonl`` by prompt hash, so the two kinds are mixed in both splits."""
+    from ark_trainer.data.loader import load_jsonl
+    from ark_trainer.data.split import prompt_key
+    from ark_trainer.fileio import read_jsonl
+
+    run = RunFolder(folder)
+    answered = run.dev_rows_path if run.dev_eval("base") else run.test_rows_file()
+    given = folder / "eval.jsonl"
+    if not (answered.is_file() and given.is_file()):
+        return []
+    frozen = {prompt_key(r) for r in load_jsonl(given, "eval.jsonl")[:n_heldout]}
+    return [prompt_key(r) in frozen for r in read_jsonl(answered)]
+
+
 def complete_model(folder: Path) -> bool:
     """A full model was saved (config + weights), not a half-written folder."""
     model = RunFolder(folder).model_dir

@@ -364,11 +364,8 @@ class Loop:
             )  # fmt: skip
             return self._decided(n, folder, decision, stage, failed=True)
         else:
-            n_heldout = training["n_eval"] - training.get("n_newest", 0)
-            current, candidate = (
-                gate.with_heldout(current, n_heldout),
-                gate.with_heldout(candidate, n_heldout),
-            )
+            frozen = rounds.frozen_flags(folder, training["n_eval"] - training.get("n_newest", 0))
+            current, candidate = gate.with_heldout(current, frozen), gate.with_heldout(candidate, frozen)
             decision = gate.decide(current, candidate, self.main_metric, self.s.max_regression,
                                    self.s.min_improvement)  # fmt: skip
         self._decided(n, folder, decision, stage)
