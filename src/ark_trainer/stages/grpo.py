@@ -82,10 +82,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    trainer_cls: type = GRPOTrainer
-    if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
-        trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
-    trainer_cls = shared_prefix_trainer(trainer_cls)  # each prompt through the model once a group
+    trainer_cls = grpo_trainer_class(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
     eval_steps = 0 if cfg.env else cfg.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
 
     def wrap(trainer):
@@ -107,6 +104,16 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     )
     warn_if_no_signal(ctx.monitor, trainer.state.log_history)
     return final_dir
+
+
+def grpo_trainer_class(base: type, dynamic_sampling_rounds: int, seed: int) -> type:
+    """The trainer GRPO trains with: TRL's ``base`` with dynamic sampling (``--dynamic_sampling_rounds``,
+    which TRL lacks: ``dynamic_sampling.py``) and each prompt through the model once a group
+    (``shared_prefix.py``). ``tests/stages/test_trl_parity.py`` checks its step gradient against ``base``'s."""
+    trainer_cls = base
+    if dynamic_sampling_rounds:
+        trainer_cls = dynamic_sampling_trainer(base, dynamic_sampling_rounds, seed)
+    return shared_prefix_trainer(trainer_cls)
 
 
 ZERO_STD_LIMIT = 0.9
