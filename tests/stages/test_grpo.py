@@ -88,14 +88,21 @@ def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path, smollm2_converted):
 
 @pytest.mark.parametrize("strategy, trainer", [("GRPO", "GRPOTrainer"), ("RLOO", "RLOOTrainer")])
 def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatch, strategy, trainer):
-    """LoRA's dropout (``--lora_dropout``) is off in GRPO and RLOO: with it on, each answer is sampled from one
-    random sub-network and its log-probability scored under another, and TRL generates in training mode."""
+    """LoRA's dropout (``--lora_dropout``) and the config's ``attention_dropout`` are off in GRPO and RLOO: with
+    either on, each answer is sampled from one random sub-network and its log-probability scored under
+    another, and TRL generates in training mode. TRL's ``disable_dropout`` zeroes ``nn.Dropout`` modules only;
+    Qwen2's attention reads its rate as a number."""
+    import shutil
+
     import torch
     import trl
 
     from ark_trainer.cli import main
     from tests.conftest import train_argv
 
+    model = shutil.copytree(assets["model"], tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.1}))
     cls = getattr(trl, trainer)
     original = cls.__init__
     seen: list[list[float]] = []
@@ -103,8 +110,11 @@ def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatc
     def init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         seen.append([m.p for m in self.model.modules() if isinstance(m, torch.nn.Dropout)])
+        seen.append([m.attention_dropout for m in self.model.modules() if hasattr(m, "attention_dropout")])
 
     monkeypatch.setattr(cls, "__init__", init)
-    argv = train_argv(assets, tmp_path / "run", "--strategy", strategy, "--eval_auto", "False")
+    argv = train_argv(
+        {**assets, "model": model}, tmp_path / "run", "--strategy", strategy, "--eval_auto", "False"
+    )
     assert main([*argv, "--max_train_steps", "1", "--lora_r", "4", "--lora_dropout", "0.1"]) == 0
-    assert seen and seen[0] and all(p == 0 for p in seen[0]), seen
+    assert seen and seen[0] and seen[1] and all(p == 0 for p in seen[0] + seen[1]), seen

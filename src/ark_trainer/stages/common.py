@@ -151,6 +151,25 @@ def first_step_warm(trainer_cls: Callable[..., Any]) -> Callable[..., Any]:
     return FirstStepWarm
 
 
+def without_dropout(kwargs: dict[str, Any], model_in: str, trust_remote_code: bool) -> dict[str, Any]:
+    """Trainer ``kwargs`` whose model loads with every dropout rate of its config at 0 (attention_dropout,
+    hidden_dropout, attn_pdrop, ...). The RL stages sample and score one policy: TRL's ``disable_dropout``
+    zeroes the ``nn.Dropout`` modules only, and Llama's or Qwen2's attention applies its config's
+    ``attention_dropout`` as a number in training mode, so a config with one kept it on."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_in, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):  # not a transformers folder: TRL reports that itself when it loads it
+        return kwargs
+    rates = {
+        key: 0.0
+        for key, value in config.to_dict().items()
+        if ("dropout" in key or "pdrop" in key) and isinstance(value, float) and value > 0
+    }
+    return {**kwargs, "model_init_kwargs": {**kwargs.get("model_init_kwargs", {}), **rates}}
+
+
 def no_checkpointing(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` with gradient checkpointing off unless ``--gradient_checkpointing`` turned it on: TRL's
     DPO, KTO and RLOO configs default it to on, which costs a second forward pass the flag did not ask for."""

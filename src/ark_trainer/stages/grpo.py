@@ -34,7 +34,7 @@ from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings
+from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 from ark_trainer.stages.shared_prefix import shared_prefix_trainer
@@ -64,7 +64,11 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     rows, balanced = label_balanced(ctx.train, cfg.seed)
     max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg.max_completion_length))
     args = GRPOConfig(
-        **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
+        **without_dropout(
+            trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
+            model_in,
+            rt.trust_remote_code,
+        ),  # fmt: skip
         num_generations=cfg.num_generations,
         max_completion_length=max_new_tokens,
         temperature=cfg.temperature,
