@@ -118,3 +118,18 @@ def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatc
     )
     assert main([*argv, "--max_train_steps", "1", "--lora_r", "4", "--lora_dropout", "0.1"]) == 0
     assert seen and seen[0] and seen[1] and all(p == 0 for p in seen[0] + seen[1]), seen
+
+
+def test_unlabelled_rows_are_spread_over_the_order_like_a_label():
+    """A stage shorter than the data sees its unlabelled rows in their share, not never (they were last)."""
+    from ark_trainer.stages.grpo import label_balanced
+
+    rows = [{"prompt": f"a{i}", "label": "A"} for i in range(20)] + [
+        {"prompt": f"b{i}", "label": "B"} for i in range(20)
+    ]
+    rows += [{"prompt": f"u{i}"} for i in range(20)]  # a third of the data has no label
+    ordered, balanced = label_balanced(rows, seed=0)
+    assert balanced and sorted(r["prompt"] for r in ordered) == sorted(r["prompt"] for r in rows)
+    for start in range(0, 60, 6):  # every six consecutive prompts: two of each kind
+        window = ordered[start : start + 6]
+        assert sum("label" not in r for r in window) == 2, [r["prompt"] for r in window]

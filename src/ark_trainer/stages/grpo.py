@@ -139,24 +139,25 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
     """``rows`` in label-stratified order and True: each label's rows shuffled and spread evenly over the
     whole order, so any run of consecutive prompts (an optimizer step's) holds the labels in the data's
     proportions, not two prompts of one kind by chance, and GRPO optimises the task as the data (and the
-    held-out set drawn like it) weighs it. The rows as they are and False where the data has fewer than
-    two labels."""
+    held-out set drawn like it) weighs it. Rows without a label are one more stratum, spread the same way
+    (at the end, a stage shorter than the data never saw them). The rows as they are and False where the
+    data has fewer than two labels."""
     labels = data_labels(rows)
     if len(labels) < 2:
         return rows, False
     rng = random.Random(seed)
-    groups: dict[str, list[dict]] = {label: [] for label in labels}
-    rest: list[dict] = []
+    groups: dict[str | None, list[dict]] = {label: [] for label in labels}
+    groups[None] = []  # the unlabelled rows
     for row in rows:
         label = row.get("label")
-        (groups[label.strip()] if isinstance(label, str) and label.strip() in groups else rest).append(row)
+        groups[label.strip() if isinstance(label, str) and label.strip() in groups else None].append(row)
     keyed: list[tuple[float, float, dict]] = []
     for group in groups.values():
         rng.shuffle(group)
         offset = rng.random()  # where in its first slot each label starts: no label always leads
         keyed += [((k + offset) / len(group), rng.random(), row) for k, row in enumerate(group)]
     keyed.sort(key=lambda item: item[:2])
-    return [row for _, _, row in keyed] + rest, True
+    return [row for _, _, row in keyed], True
 
 
 def _env(ctx: StageContext):
