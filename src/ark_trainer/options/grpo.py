@@ -47,7 +47,8 @@ class GRPOOptions:
     temperature: float = flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
     beta: float = flag(
         0.04,
-        "GRPO and RLOO KL coefficient (0 disables the reference model)",
+        "GRPO and RLOO KL coefficient (0, TRL's default, disables the reference model; docs/real-models.md "
+        "lists where GRPO's defaults differ from TRL's, and why)",
         group="GRPO",
         range=NON_NEGATIVE,
     )

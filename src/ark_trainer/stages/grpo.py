@@ -274,7 +274,8 @@ class GRPOStage:
         blocks.append(Table(["metric", "last", "mean"], rows))
         if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
             blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
-        return [*blocks, *(Para(w, alert=True) for w in self.report_warnings(run))]
+        warnings = [Para(w, alert=True) for w in self.report_warnings(run)]
+        return [*blocks, *warnings, *trl_differences()]
 
     def flat_reward_fix(self, config: dict) -> str | None:
         """diagnose's ``flat_reward``: what else helps this stage when most groups are flat (``config``: the
@@ -295,6 +296,14 @@ class GRPOStage:
             "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
             "or check that the reward functions apply to this data."
         ]
+
+
+def trl_differences() -> list:
+    """The report's "Defaults that differ from TRL" (``trl_defaults.py``: the table docs/real-models.md holds)."""
+    from ark_trainer.report.render import Heading, Table
+    from ark_trainer.stages import trl_defaults
+
+    return [Heading("Defaults that differ from TRL (GRPO)"), Table(trl_defaults.HEADER, trl_defaults.rows())]
 
 
 HEALTH_FIELDS = (
