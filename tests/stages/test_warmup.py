@@ -45,3 +45,36 @@ def test_the_first_optimizer_step_of_a_warmed_up_stage_changes_the_weights(tmp_p
         "step 1 left the weights as they were"
     )
     assert rates == pytest.approx([2e-2 / 3, 1e-2, 5e-3, 0.0])  # the factor of the next step, as logged
+
+
+def test_a_resumed_schedule_goes_on_where_it_stopped():
+    """A checkpoint holds the scheduler's state, not its factor (a closure): the resumed trainer makes the
+    same factor again and the loaded state puts it at the step it stopped on."""
+    import torch
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def schedule():
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        return optimizer, LambdaLR(optimizer, warm_from_step_one(2, 6))
+
+    optimizer, straight = schedule()
+    rates = []
+    for _ in range(6):
+        rates.append(straight.get_last_lr()[0])
+        optimizer.step()
+        straight.step()
+    optimizer, first = schedule()
+    for _ in range(3):
+        optimizer.step()
+        first.step()
+    optimizer, resumed = schedule()
+    resumed.load_state_dict(first.state_dict())
+    optimizer.param_groups[0]["lr"] = resumed.get_last_lr()[0]  # as the optimizer's own state restores it
+    after = []
+    for _ in range(3):
+        after.append(resumed.get_last_lr()[0])
+        optimizer.step()
+        resumed.step()
+    assert rates == pytest.approx([0.1 / 3, 0.2 / 3, 0.1, 0.075, 0.05, 0.025]) and after == pytest.approx(
+        rates[3:]
+    )
