@@ -52,6 +52,38 @@ def test_without_informative_fresh_groups_the_flat_ones_stay():
     assert merged["completion_ids"].tolist() == batch["completion_ids"].tolist()
 
 
+def test_a_flat_group_s_place_goes_to_a_fresh_group_of_its_own_label():
+    """Group 1 (label B) is flat; the fresh batch's informative groups are an A and a B: the B takes it."""
+    batch = _batch(3, 2, [1.0, -1.0, 0.0, 0.0, 0.5, -0.5], tag=1)
+    fresh = _batch(3, 2, [0.3, -0.3, 0.0, 0.0, 0.7, -0.7], tag=2)  # groups 0 (A) and 2 (B) informative
+    merged, filled = refill(batch, [fresh], 2, PAD, labels=(["A", "B", "A"], [["A", "A", "B"]]))
+    assert filled == 3 and merged["advantages"].tolist() == pytest.approx([1.0, -1.0, 0.5, -0.5, 0.7, -0.7])
+    only_a = _batch(3, 2, [0.3, -0.3, 0.0, 0.0, 0.2, -0.2], tag=2)  # informative, but both of label A
+    merged, filled = refill(batch, [only_a], 2, PAD, labels=(["A", "B", "A"], [["A", "A", "A"]]))
+    assert filled == 2 and merged["advantages"].tolist() == pytest.approx([1.0, -1.0, 0.5, -0.5, 0.0, 0.0])
+
+
+def test_replacement_prompts_are_drawn_from_the_open_places_labels():
+    import random
+
+    from ark_trainer.stages.dynamic_sampling import draws, label_key, open_kinds
+
+    rows = [{"label": "A"}, {"label": " B "}, {"label": ""}, {}, {"label": "A"}]
+    pools: dict = {}
+    for i, row in enumerate(rows):
+        pools.setdefault(label_key(row), []).append(i)
+    assert pools == {"A": [0, 4], "B": [1], None: [2, 3]}
+    adv = torch.tensor([1.0, -1.0, 0.0, 0.0, 0.0, 0.0])  # groups 1 (B) and 2 (unlabelled) are flat
+    places = open_kinds(["A", "B", None], adv, [], 2)
+    assert places == ["B", None]
+    picks = draws(random.Random(0), pools, places, 6)
+    assert [label_key(rows[i]) for i in picks] == ["B", None] * 3
+    fresh = [(["B", "A", "A"], torch.tensor([0.5, -0.5, 0.2, -0.2, 0.0, 0.0]))]
+    assert open_kinds(["A", "B", None], adv, fresh, 2) == [
+        None
+    ]  # the B place is filled, the A group is not wanted
+
+
 def _vary_reward(prompts, completions, **kwargs):
     """Flat (1.0) for prompts that say "flat", a checksum of the completion otherwise (rarely equal)."""
     return [

@@ -88,14 +88,21 @@ def test_grpo_raises_the_sampled_reward_of_smollm2(tmp_path, smollm2_converted):
 
 @pytest.mark.parametrize("strategy, trainer", [("GRPO", "GRPOTrainer"), ("RLOO", "RLOOTrainer")])
 def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatch, strategy, trainer):
-    """LoRA's dropout (``--lora_dropout``) is off in GRPO and RLOO: with it on, each answer is sampled from one
-    random sub-network and its log-probability scored under another, and TRL generates in training mode."""
+    """LoRA's dropout (``--lora_dropout``) and the config's ``attention_dropout`` are off in GRPO and RLOO: with
+    either on, each answer is sampled from one random sub-network and its log-probability scored under
+    another, and TRL generates in training mode. TRL's ``disable_dropout`` zeroes ``nn.Dropout`` modules only;
+    Qwen2's attention reads its rate as a number."""
+    import shutil
+
     import torch
     import trl
 
     from ark_trainer.cli import main
     from tests.conftest import train_argv
 
+    model = shutil.copytree(assets["model"], tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.1}))
     cls = getattr(trl, trainer)
     original = cls.__init__
     seen: list[list[float]] = []
@@ -103,8 +110,26 @@ def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatc
     def init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         seen.append([m.p for m in self.model.modules() if isinstance(m, torch.nn.Dropout)])
+        seen.append([m.attention_dropout for m in self.model.modules() if hasattr(m, "attention_dropout")])
 
     monkeypatch.setattr(cls, "__init__", init)
-    argv = train_argv(assets, tmp_path / "run", "--strategy", strategy, "--eval_auto", "False")
+    argv = train_argv(
+        {**assets, "model": model}, tmp_path / "run", "--strategy", strategy, "--eval_auto", "False"
+    )
     assert main([*argv, "--max_train_steps", "1", "--lora_r", "4", "--lora_dropout", "0.1"]) == 0
-    assert seen and seen[0] and all(p == 0 for p in seen[0]), seen
+    assert seen and seen[0] and seen[1] and all(p == 0 for p in seen[0] + seen[1]), seen
+
+
+def test_unlabelled_rows_are_spread_over_the_order_like_a_label():
+    """A stage shorter than the data sees its unlabelled rows in their share, not never (they were last)."""
+    from ark_trainer.stages.grpo import label_balanced
+
+    rows = [{"prompt": f"a{i}", "label": "A"} for i in range(20)] + [
+        {"prompt": f"b{i}", "label": "B"} for i in range(20)
+    ]
+    rows += [{"prompt": f"u{i}"} for i in range(20)]  # a third of the data has no label
+    ordered, balanced = label_balanced(rows, seed=0)
+    assert balanced and sorted(r["prompt"] for r in ordered) == sorted(r["prompt"] for r in rows)
+    for start in range(0, 60, 6):  # every six consecutive prompts: two of each kind
+        window = ordered[start : start + 6]
+        assert sum("label" not in r for r in window) == 2, [r["prompt"] for r in window]

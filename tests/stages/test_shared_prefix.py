@@ -118,3 +118,22 @@ def test_a_grpo_run_takes_the_shared_path(assets, tmp_path, monkeypatch):
         == 0
     )
     assert len(taken) >= 2 and all(taken), taken  # a loss pass a step at least, each one shared
+
+
+@pytest.mark.parametrize(
+    "loss_type, quantile, iterations, expected",
+    [("dapo", 1.0, 1, True), ("grpo", 1.0, 1, True), ("bnpo", 1.0, 1, False), ("dapo", 0.8, 1, False),
+     ("dapo", 1.0, 2, False)],
+)  # fmt: skip
+def test_only_a_loss_that_ignores_the_partition_is_regrouped(loss_type, quantile, iterations, expected):
+    """bnpo divides each micro-batch by its own tokens, an entropy quantile masks by each micro-batch's
+    entropies, a second iteration reuses the micro-batches: TRL's random partition stays for those."""
+    from types import SimpleNamespace
+
+    from ark_trainer.stages.shared_prefix import regroupable
+
+    args = SimpleNamespace(steps_per_generation=2, gradient_accumulation_steps=2)
+    trainer = SimpleNamespace(
+        num_iterations=iterations, args=args, loss_type=loss_type, top_entropy_quantile=quantile
+    )
+    assert regroupable(trainer) is expected

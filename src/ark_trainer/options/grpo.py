@@ -22,6 +22,7 @@ from ark_trainer.ranges import (
 )
 
 SCALE_REWARDS = ("group", "batch", "none")  # TRL 1.16 GRPOConfig.scale_rewards
+LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # GRPOConfig.loss_type
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,19 @@ class GRPOOptions:
     temperature: float = flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
     beta: float = flag(
         0.04,
-        "GRPO and RLOO KL coefficient (0 disables the reference model)",
+        "GRPO and RLOO KL coefficient (0, TRL's default, disables the reference model; docs/real-models.md "
+        "lists where GRPO's defaults differ from TRL's, and why)",
         group="GRPO",
         range=NON_NEGATIVE,
     )
-    loss_type: str = flag("dapo", "GRPO loss: grpo, dr_grpo, dapo, bnpo, ...", group="GRPO")
+    loss_type: str = flag(
+        "dapo",
+        "GRPO loss (TRL's loss_type): dapo (normalised by the step's completion tokens), grpo (per "
+        "completion), dr_grpo (by a constant), bnpo (by each micro-batch's tokens), cispo, sapo, luspo or vespo",
+        group="GRPO",
+        choices=LOSS_TYPES,
+        noun="loss type",
+    )
     dynamic_sampling_rounds: int = flag(
         0,
         "GRPO: extra sampling rounds per step that replace zero-reward-variance groups (DAPO; 0 = off)",

@@ -107,9 +107,67 @@ def rft_sampling(ctx: StageContext) -> SamplingSettings:
 
 def warmup_steps(ratio: float, steps: int) -> int:
     """The warm-up in whole steps: ``--warmup_ratio`` of the stage's steps, rounded down. (transformers would
-    round a ratio up, and its warm-up's first step has a learning rate of 0: a 5% warm-up of a 4-step stage
-    spent a quarter of it learning nothing.)"""
+    round a ratio up: a 5% warm-up of a 4-step stage would have been a quarter of it.)"""
     return int(ratio * steps)
+
+
+def warm_from_step_one(warmup: int, steps: int) -> Callable[[int], float]:
+    """The learning-rate factor of each optimizer step (0-based ``step``): a linear warm-up of ``warmup``
+    steps whose first step already moves the weights (1/(warmup+1), 2/(warmup+1), ..., then 1), then the
+    linear decay to the last step. transformers' linear schedule starts its warm-up at 0, so the first
+    optimizer step of every warmed-up stage trained at learning rate 0 (5% of 40 steps: 0, 0.5, 1.0);
+    this is that schedule one step ahead, with one more warm-up step and one more step in all."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        return max(0.0, (steps - step) / max(1, steps - warmup))
+
+    return factor
+
+
+def first_step_warm(trainer_cls: Callable[..., Any]) -> Callable[..., Any]:
+    """``trainer_cls`` (a transformers ``Trainer`` class) whose linear warm-up is :func:`warm_from_step_one`;
+    as it is where it is not a class, or its run has no warm-up or another schedule."""
+    if not isinstance(trainer_cls, type):
+        return trainer_cls
+
+    class FirstStepWarm(trainer_cls):  # type: ignore[misc, valid-type]
+        def create_scheduler(self, num_training_steps: int, optimizer=None):
+            warmup = self.args.get_warmup_steps(num_training_steps)
+            if (
+                getattr(self, "lr_scheduler", None) is None
+                and self.args.lr_scheduler_type == "linear"
+                and warmup
+            ):
+                from torch.optim.lr_scheduler import LambdaLR
+
+                factor = warm_from_step_one(warmup, num_training_steps)
+                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
+                self._created_lr_scheduler = True
+            return super().create_scheduler(num_training_steps, optimizer)
+
+    FirstStepWarm.__name__ = FirstStepWarm.__qualname__ = trainer_cls.__name__
+    return FirstStepWarm
+
+
+def without_dropout(kwargs: dict[str, Any], model_in: str, trust_remote_code: bool) -> dict[str, Any]:
+    """Trainer ``kwargs`` whose model loads with every dropout rate of its config at 0 (attention_dropout,
+    hidden_dropout, attn_pdrop, ...). The RL stages sample and score one policy: TRL's ``disable_dropout``
+    zeroes the ``nn.Dropout`` modules only, and Llama's or Qwen2's attention applies its config's
+    ``attention_dropout`` as a number in training mode, so a config with one kept it on."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_in, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):  # not a transformers folder: TRL reports that itself when it loads it
+        return kwargs
+    rates = {
+        key: 0.0
+        for key, value in config.to_dict().items()
+        if ("dropout" in key or "pdrop" in key) and isinstance(value, float) and value > 0
+    }
+    return {**kwargs, "model_init_kwargs": {**kwargs.get("model_init_kwargs", {}), **rates}}
 
 
 def no_checkpointing(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -178,6 +236,8 @@ def train_and_save(
 
     cfg = ctx.cfg
     score_labelled_positions_on_cpu()  # TRL's LM head: only the labelled positions, on CPU as on CUDA
+
+    trainer_cls = first_step_warm(trainer_cls)
 
     def make_trainer():
         trainer = trainer_cls(

@@ -36,7 +36,7 @@ from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings
+from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 from ark_trainer.stages.shared_prefix import shared_prefix_trainer
@@ -66,7 +66,11 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     rows, balanced = label_balanced(ctx.train, cfg.seed)
     max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg.max_completion_length))
     args = GRPOConfig(
-        **trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
+        **without_dropout(
+            trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
+            model_in,
+            rt.trust_remote_code,
+        ),  # fmt: skip
         num_generations=cfg.num_generations,
         max_completion_length=max_new_tokens,
         temperature=cfg.temperature,
@@ -84,10 +88,7 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
         **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    trainer_cls: type = GRPOTrainer
-    if cfg.dynamic_sampling_rounds:  # TRL has no dynamic sampling: our subclass adds it (dynamic_sampling.py)
-        trainer_cls = dynamic_sampling_trainer(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
-    trainer_cls = shared_prefix_trainer(trainer_cls)  # each prompt through the model once a group
+    trainer_cls = grpo_trainer_class(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
     eval_steps = 0 if cfg.env else cfg.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
 
     def wrap(trainer):
@@ -111,6 +112,16 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     return final_dir
 
 
+def grpo_trainer_class(base: type, dynamic_sampling_rounds: int, seed: int) -> type:
+    """The trainer GRPO trains with: TRL's ``base`` with dynamic sampling (``--dynamic_sampling_rounds``,
+    which TRL lacks: ``dynamic_sampling.py``) and each prompt through the model once a group
+    (``shared_prefix.py``). ``tests/stages/test_trl_parity.py`` checks its step gradient against ``base``'s."""
+    trainer_cls = base
+    if dynamic_sampling_rounds:
+        trainer_cls = dynamic_sampling_trainer(base, dynamic_sampling_rounds, seed)
+    return shared_prefix_trainer(trainer_cls)
+
+
 ZERO_STD_LIMIT = 0.9
 
 
@@ -130,23 +141,25 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
     """``rows`` in label-stratified order and True: each label's rows shuffled and spread evenly over the
     whole order, so any run of consecutive prompts (an optimizer step's) holds the labels in the data's
     proportions, not two prompts of one kind by chance, and GRPO optimises the task as the data (and the
-    held-out set drawn like it) weighs it. The rows as they are and False where the data has fewer than
-    two labels."""
+    held-out set drawn like it) weighs it. Rows without a label are one more stratum, spread the same way
+    (at the end, a stage shorter than the data never saw them). The rows as they are and False where the
+    data has fewer than two labels."""
     labels, column = data_labels(rows), label_column(rows)  # a class-valued reference is labels too
     if len(labels) < 2:
         return rows, False
     rng = random.Random(seed)
-    groups: dict[str, list[dict]] = {label: [] for label in labels}
-    rest: list[dict] = []
+    groups: dict[str | None, list[dict]] = {label: [] for label in labels}
+    groups[None] = []  # the unlabelled rows
     for row in rows:
-        groups.get(row_label(row, column) or "", rest).append(row)
+        label = row_label(row, column)
+        groups[label if label in groups else None].append(row)
     keyed: list[tuple[float, float, dict]] = []
     for group in groups.values():
         rng.shuffle(group)
         offset = rng.random()  # where in its first slot each label starts: no label always leads
         keyed += [((k + offset) / len(group), rng.random(), row) for k, row in enumerate(group)]
     keyed.sort(key=lambda item: item[:2])
-    return [row for _, _, row in keyed] + rest, True
+    return [row for _, _, row in keyed], True
 
 
 def _env(ctx: StageContext):
@@ -264,7 +277,8 @@ class GRPOStage:
         blocks.append(Table(["metric", "last", "mean"], rows))
         if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
             blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
-        return [*blocks, *(Para(w, alert=True) for w in self.report_warnings(run))]
+        warnings = [Para(w, alert=True) for w in self.report_warnings(run)]
+        return [*blocks, *warnings, *trl_differences()]
 
     def flat_reward_fix(self, config: dict) -> str | None:
         """diagnose's ``flat_reward``: what else helps this stage when most groups are flat (``config``: the
@@ -285,6 +299,14 @@ class GRPOStage:
             "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
             "or check that the reward functions apply to this data."
         ]
+
+
+def trl_differences() -> list:
+    """The report's "Defaults that differ from TRL" (``trl_defaults.py``: the table docs/real-models.md holds)."""
+    from ark_trainer.report.render import Heading, Table
+    from ark_trainer.stages import trl_defaults
+
+    return [Heading("Defaults that differ from TRL (GRPO)"), Table(trl_defaults.HEADER, trl_defaults.rows())]
 
 
 HEALTH_FIELDS = (

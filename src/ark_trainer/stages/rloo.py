@@ -19,7 +19,13 @@ from ark_trainer.models.prompts import is_conversational
 from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.options.rloo import RLOOOptions
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs, vllm_settings
+from ark_trainer.stages.common import (
+    no_checkpointing,
+    train_and_save,
+    trainer_kwargs,
+    vllm_settings,
+    without_dropout,
+)
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -36,7 +42,11 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     funcs, weights = ctx.reward.trl_reward_funcs()
     args = RLOOConfig(
-        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
+        **without_dropout(
+            no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
+            model_in,
+            ctx.rt.trust_remote_code,
+        ),
         num_generations=grpo.num_generations,
         max_completion_length=new_tokens(cfg.max_completion_length),
         temperature=grpo.temperature,

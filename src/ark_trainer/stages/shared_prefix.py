@@ -12,8 +12,11 @@ compute is the same prompts again. :func:`shared_prefix_trainer` adds to a ``GRP
   prompt's activations once per group, summed over the group's rows.
 - micro-batches that hold whole groups: TRL shuffles the rows of a generation batch before splitting it into
   the ``--gradient_accumulation_steps`` micro-batches, so each would hold a few rows of most prompts; with one
-  policy update per generation batch (``num_iterations`` 1) the order of its micro-batches does not change the
-  step's gradient (the loss is normalised over the whole batch), and the rows are put back in prompt order.
+  policy update per generation batch (``num_iterations`` 1) and a loss whose sum over the micro-batches does
+  not depend on which rows share one (:data:`PARTITION_FREE`: normalised over the whole batch, per row, or by
+  a constant), the rows are put back in prompt order. ``bnpo`` divides each micro-batch by its own token
+  count, so its step gradient depends on TRL's random partition: it keeps TRL's micro-batches (and shares a
+  prompt only where TRL's shuffle left two of its rows together).
 
 Anything else (images, gradient checkpointing, which drops the cache; a cache with sliding-window or static
 layers; a micro-batch of distinct prompts) takes TRL's own path. ``bench/grpo_shared_prefix.py`` measures the
@@ -36,6 +39,12 @@ MULTIMODAL_KEYS = (
     "mm_token_type_ids",
     "image_position_ids",
 )
+
+
+PARTITION_FREE = ("grpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+# TRL 1.16's loss types whose step loss is the same however the rows are split into equal micro-batches:
+# dapo, cispo and vespo divide by the generation batch's token count; grpo, sapo and luspo average per-row
+# losses, dr_grpo divides by rows x a constant. Not bnpo (each micro-batch's own token count).
 
 
 def distinct_prompts(prompt_ids, prompt_mask):
@@ -143,6 +152,18 @@ def regrouped(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def regroupable(trainer) -> bool:
+    """Whether putting a generation batch's rows in prompt order leaves ``trainer``'s step gradient as TRL's:
+    one policy update per generation batch, a loss in :data:`PARTITION_FREE`, and no per-micro-batch entropy
+    quantile (``top_entropy_quantile`` below 1 masks by each micro-batch's own entropies)."""
+    return (
+        trainer.num_iterations == 1
+        and trainer.args.steps_per_generation == trainer.args.gradient_accumulation_steps
+        and trainer.loss_type in PARTITION_FREE
+        and getattr(trainer, "top_entropy_quantile", 1.0) >= 1.0
+    )
+
+
 def shared_prefix_trainer(base: type) -> type:
     """A subclass of TRL's ``GRPOTrainer`` (``base``) that runs each prompt once per group (module doc)."""
 
@@ -151,11 +172,7 @@ def shared_prefix_trainer(base: type) -> type:
             before = getattr(self, "_buffered_inputs", None)  # TRL's: the micro-batches of a generation batch
             inputs = super()._prepare_inputs(generation_batch)
             buffered = getattr(self, "_buffered_inputs", None)
-            one_update = (
-                self.num_iterations == 1
-                and self.args.steps_per_generation == self.args.gradient_accumulation_steps
-            )
-            if self.model.training and buffered is not before and buffered and one_update:
+            if self.model.training and buffered is not before and buffered and regroupable(self):
                 self._buffered_inputs = regrouped(buffered)
                 inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
             return inputs
