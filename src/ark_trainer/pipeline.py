@@ -420,6 +420,9 @@ def _run_prepared(p: Prepared) -> Path:
         from ark_trainer.auto_defaults import announce
 
         announce(p.plan_extra.get("auto_defaults") or {}, log.info)  # chosen before logging was set up
+        if not cfg.resume and ranks.num_processes == 1:  # said (and fitted to --time_budget) once
+            _estimate(p)
+            cfg = p.cfg
         if cfg.resume:
             log.info("resuming the run in %s: finished parts are skipped", p.out)
     ranks.wait()
@@ -471,6 +474,42 @@ def _run_prepared(p: Prepared) -> Path:
         if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
             _parity_after_deploy(p)
     return p.out
+
+
+def _estimate(p: Prepared) -> None:
+    """Measure what this run's parts cost on this machine, say the expected time of each, size the steps
+    left automatic to ``--time_budget`` (``stages/estimate.py``); ``plan.json``'s ``estimate``. Not for a
+    toy model (its runs take minutes) or an agent run (episodes are not estimated)."""
+    from ark_trainer.auto_defaults import model_facts
+    from ark_trainer.runtime.estimate import estimate_lines, record
+    from ark_trainer.stages import estimate as est
+
+    if model_facts(p.model_path).toy or p.cfg.env:
+        if p.cfg.time_budget:
+            log.warning("--time_budget: not applied to %s", "an agent run" if p.cfg.env else "a toy model")
+        return
+    size = est.run_size(p.train, p.dev, p.eval, [s.name for s in p.plan.stages])
+    try:
+        timings = est.measured(p.cfg, p.rt, p.model_path, p.dev or p.eval or p.train)
+    except Exception as exc:  # noqa: BLE001 - an estimate is advice: the run goes on without it
+        log.warning("could not measure this run's expected time: %s: %s", type(exc).__name__, exc)
+        return
+    eval_every = est.auto_eval_every(p.cfg, p.plan_extra, p.model_path)
+    budget = est.fit(p.cfg, p.plan, timings, size, p.cfg.time_budget * 60, eval_every)
+    if budget.flags:
+        p.cfg = settle(p.cfg, est.regrown_choices(p.cfg, p.plan_extra, budget.flags, eval_every))
+        p.plan = resolve_plan(p.cfg)
+    parts = est.run_parts(p.cfg, p.plan, timings, size)
+    for line in estimate_lines(parts, timings):
+        log.info("%s", line)
+    if budget.message:
+        (log.info if budget.flags else log.warning)("%s", budget.message)
+    p.plan_extra["estimate"] = record(
+        parts, timings, time_budget_minutes=p.cfg.time_budget, budget=budget.message
+    )
+    folder = RunFolder(p.out)
+    atomic_write_text(folder.config_path, to_yaml(p.cfg))
+    folder.write_plan(plan_json(p))
 
 
 def _parity_after_deploy(p: Prepared) -> None:
