@@ -112,7 +112,7 @@ def test_measure_on_a_tiny_model(assets):
     assert min(t.prefill_s, t.decode_step_s, t.micro_step_s) >= 0 and t.precision
 
 
-def test_status_shows_the_time_left(tmp_path, capsys, monkeypatch):
+def test_status_and_the_dashboard_show_the_time_left(tmp_path, capsys, monkeypatch):
     import os
     import time
 
@@ -131,3 +131,6 @@ def test_status_shows_the_time_left(tmp_path, capsys, monkeypatch):
     (tmp_path / "heartbeat.json").write_text(json.dumps(beat))
     assert main(["status", str(tmp_path)]) == 0
     assert "expected time left for the whole run: about 8 min" in capsys.readouterr().out
+    from ark_trainer.dashboard.payload import run_summary
+
+    assert run_summary("k", tmp_path)["run_left_seconds"] == 480  # the dashboard's head line shows it too
