@@ -108,7 +108,7 @@ def test_measure_on_a_tiny_model(assets):
                                          "output_dir": "o"}))  # fmt: skip
     prompts = [[{"role": "user", "content": f"客服：您好 {i}。"}] for i in range(3)]
     t = measure(str(assets["model"]), rt, prompts, tokens=12, batch_size=2)
-    assert t.batch == 3 and t.completion_tokens == 12 and t.prompt_tokens > 0
+    assert t.batch == 8 and t.completion_tokens == 12 and t.prompt_tokens > 0  # 3 prompts, repeated to 8
     assert min(t.prefill_s, t.decode_step_s, t.micro_step_s) >= 0 and t.precision
 
 

@@ -489,6 +489,7 @@ def _estimate(p: Prepared) -> None:
             log.warning("--time_budget: not applied to %s", "an agent run" if p.cfg.env else "a toy model")
         return
     size = est.run_size(p.train, p.dev, p.eval, [s.name for s in p.plan.stages])
+    log.info("measuring a generation batch and a training step on this machine, for the expected time ...")
     try:
         timings = est.measured(p.cfg, p.rt, p.model_path, p.dev or p.eval or p.train)
     except Exception as exc:  # noqa: BLE001 - an estimate is advice: the run goes on without it

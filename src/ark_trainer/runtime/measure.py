@@ -5,12 +5,16 @@ Three short passes over the model as the run will compute (its device and precis
 - two greedy generations of the same batch of held-out prompts, one new token and ``DECODE_TOKENS`` more
   (forced: no early stop): the first is the batch's prompt pass, the difference is ``DECODE_TOKENS``
   decoding steps. The batch holds as many prompts as an evaluation batch would (the run's token budget,
-  ``generation.token_budget``), at most ``MEASURE_PROMPTS``;
-- one forward and backward pass over a micro-batch of ``--batch_size`` sequences of the run's training
-  length (the longest prompt measured plus the completion length), under autocast where the run computes
-  in bf16 autocast over fp32 weights.
+  ``generation.token_budget``), at most ``MEASURE_PROMPTS`` (repeated where fewer are given). The run's
+  sampling batches are often larger (SmolLM2's QC prompts: about 20 sequences); counted as batches of this
+  size, they lean high;
+- one forward and backward pass over one sequence of the run's training length (the longest prompt
+  measured plus the completion length), under autocast where the run computes in bf16 autocast over fp32
+  weights; a micro-batch of ``--batch_size`` sequences is counted as that many times it (on CPU the work
+  grows with the tokens; measuring the whole micro-batch cost ``--batch_size`` times as long: 83 s for
+  batch 2 on a 2-core machine shared with 8 busy processes).
 
-On SmolLM2-135M on two CPU cores this takes seconds to tens of seconds; it is skipped for a toy model.
+It is skipped for a toy model (its runs take minutes).
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ def _generation(model, tok, prompts: list, tokens: int) -> tuple[float, float, i
     tok.padding_side = "left"
     texts = [render_prompt(tok, p) for p in prompts]
     longest = max(len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"])
-    size = max(1, min(MEASURE_PROMPTS, len(texts), token_budget(model) // max(longest + tokens, 1)))
-    batch = tok(texts[:size], return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    size = max(1, min(MEASURE_PROMPTS, token_budget(model) // max(longest + tokens, 1)))
+    texts = [texts[i % len(texts)] for i in range(size)]  # fewer held-out prompts: repeated to fill it
+    batch = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     common = {"do_sample": False, "pad_token_id": tok.pad_token_id, "use_cache": True}
     common.update(temperature=None, top_p=None, top_k=None)
     seconds = []
@@ -78,7 +83,7 @@ def measure(model_path: str, rt, prompts: list, tokens: int, batch_size: int) ->
         prefill, step, size, longest = _generation(model, tok, prompts, tokens)
         if rt.bf16 and not rt.bf16_weights:  # training keeps fp32 master weights under bf16 autocast
             model = model.float()
-        micro = _micro_step(model, rt, batch_size, longest + tokens)
+        micro = _micro_step(model, rt, 1, longest + tokens) * batch_size
     finally:
         del model
         gc.collect()
