@@ -28,6 +28,14 @@ DECODE_TOKENS = 8
 MEASURE_PROMPTS = 8
 
 
+def _synced(model) -> None:
+    """Wait for a GPU's queued work, so a clock read after it counts it (nothing to wait for on CPU)."""
+    import torch
+
+    if model.device.type == "cuda":
+        torch.cuda.synchronize(model.device)
+
+
 def _generation(model, tok, prompts: list, tokens: int) -> tuple[float, float, int, int]:
     """(prompt pass seconds, seconds per decoding step, sequences, longest prompt's tokens) of one batch of
     ``prompts``."""
@@ -45,10 +53,14 @@ def _generation(model, tok, prompts: list, tokens: int) -> tuple[float, float, i
     common = {"do_sample": False, "pad_token_id": tok.pad_token_id, "use_cache": True}
     common.update(temperature=None, top_p=None, top_k=None)
     seconds = []
+    warm_up = (1,) if model.device.type == "cuda" else ()  # a GPU's first call compiles its kernels
     with torch.no_grad():
+        for n in warm_up:
+            model.generate(**batch, max_new_tokens=n, min_new_tokens=n, **common)
         for n in (1, 1 + DECODE_TOKENS):
             start = time.perf_counter()
             model.generate(**batch, max_new_tokens=n, min_new_tokens=n, **common)
+            _synced(model)
             seconds.append(time.perf_counter() - start)
     return seconds[0], max(seconds[1] - seconds[0], 0.0) / DECODE_TOKENS, size, longest
 
@@ -61,10 +73,12 @@ def _micro_step(model, rt, batch_size: int, length: int) -> float:
     ids = torch.randint(0, vocab, (batch_size, length), device=model.device)
     autocast = torch.autocast(rt.device.split(":")[0], dtype=torch.bfloat16) if rt.bf16 else nullcontext()
     model.train()
+    _synced(model)
     start = time.perf_counter()
     with autocast:
         loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
+    _synced(model)
     seconds = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     model.eval()
