@@ -477,37 +477,15 @@ def _run_prepared(p: Prepared) -> Path:
 
 
 def _estimate(p: Prepared) -> None:
-    """Measure what this run's parts cost on this machine, say the expected time of each, size the steps
-    left automatic to ``--time_budget`` (``stages/estimate.py``); ``plan.json``'s ``estimate``. Not for a
-    toy model (its runs take minutes) or an agent run (episodes are not estimated)."""
-    from ark_trainer.auto_defaults import model_facts
-    from ark_trainer.runtime.estimate import estimate_lines, record
-    from ark_trainer.stages import estimate as est
+    """The run's expected time, measured and said (``stages/estimate.py``), its steps sized to
+    ``--time_budget``: ``run.yaml`` and ``plan.json`` (its ``estimate``) written again."""
+    from ark_trainer.stages.estimate import estimate_run
 
-    if model_facts(p.model_path).toy or p.cfg.env:
-        if p.cfg.time_budget:
-            log.warning("--time_budget: not applied to %s", "an agent run" if p.cfg.env else "a toy model")
+    done = estimate_run(p.cfg, p.plan, p.plan_extra, p.rt, p.model_path, (p.train, p.dev, p.eval))
+    if done is None:
         return
-    size = est.run_size(p.train, p.dev, p.eval, [s.name for s in p.plan.stages])
-    log.info("measuring a generation batch and a training step on this machine, for the expected time ...")
-    try:
-        timings = est.measured(p.cfg, p.rt, p.model_path, p.dev or p.eval or p.train)
-    except Exception as exc:  # noqa: BLE001 - an estimate is advice: the run goes on without it
-        log.warning("could not measure this run's expected time: %s: %s", type(exc).__name__, exc)
-        return
-    eval_every = est.auto_eval_every(p.cfg, p.plan_extra, p.model_path)
-    budget = est.fit(p.cfg, p.plan, timings, size, p.cfg.time_budget * 60, eval_every)
-    if budget.flags:
-        p.cfg = settle(p.cfg, est.regrown_choices(p.cfg, p.plan_extra, budget.flags, eval_every))
-        p.plan = resolve_plan(p.cfg)
-    parts = est.run_parts(p.cfg, p.plan, timings, size)
-    for line in estimate_lines(parts, timings):
-        log.info("%s", line)
-    if budget.message:
-        (log.info if budget.flags else log.warning)("%s", budget.message)
-    p.plan_extra["estimate"] = record(
-        parts, timings, time_budget_minutes=p.cfg.time_budget, budget=budget.message
-    )
+    p.cfg, p.plan = done.cfg, done.plan
+    p.plan_extra["estimate"] = done.record
     folder = RunFolder(p.out)
     atomic_write_text(folder.config_path, to_yaml(p.cfg))
     folder.write_plan(plan_json(p))

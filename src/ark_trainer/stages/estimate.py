@@ -9,6 +9,7 @@ and when the run cannot fit the budget one line says so with the estimate.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from ark_trainer.runtime.estimate import (
     total_seconds,
 )
 from ark_trainer.stages.registry import get_stage
+
+log = logging.getLogger("ark_trainer")
 
 GRPO_LIKE = ("grpo", "rloo")
 PREFERENCE = ("dpo", "kto")
@@ -223,3 +226,52 @@ def regrown_choices(
     for name, value in flags.items():
         auto[name] = {"value": value, "reason": f"{value}: sized to --time_budget (plan.json: estimate)"}
     return chosen
+
+
+@dataclass(frozen=True)
+class Estimated:
+    """A run after its estimate: its config and plan (steps sized to ``--time_budget``), and
+    ``plan.json``'s ``estimate``."""
+
+    cfg: Any
+    plan: Any
+    record: dict
+
+
+def estimate_run(
+    cfg: Any, plan: Any, extra: dict, rt: Any, model_dir: str, splits: tuple[list, list, list]
+) -> Estimated | None:
+    """Measure what the run's parts cost on this machine, say the expected time of each, size the steps
+    left automatic to ``--time_budget`` (``extra``: plan.json's extra keys, whose ``auto_defaults`` it
+    updates; ``splits``: train, dev and test rows). None, and nothing measured, for a toy model (its runs
+    take minutes) or an agent run (episodes are not estimated), or when the measurement fails."""
+    from ark_trainer.auto_defaults import model_facts
+    from ark_trainer.config import settle
+    from ark_trainer.plan import resolve_plan
+    from ark_trainer.runtime.estimate import estimate_lines, record
+
+    if model_facts(model_dir).toy or cfg.env:
+        if cfg.time_budget:
+            log.warning("--time_budget: not applied to %s", "an agent run" if cfg.env else "a toy model")
+        return None
+    train, dev, test = splits
+    size = run_size(train, dev, test, [s.name for s in plan.stages])
+    log.info("measuring a generation batch and a training step on this machine, for the expected time ...")
+    try:
+        timings = measured(cfg, rt, model_dir, dev or test or train)
+    except Exception as exc:  # noqa: BLE001 - an estimate is advice: the run goes on without it
+        log.warning("could not measure this run's expected time: %s: %s", type(exc).__name__, exc)
+        return None
+    eval_every = auto_eval_every(cfg, extra, model_dir)
+    budget = fit(cfg, plan, timings, size, cfg.time_budget * 60, eval_every)
+    if budget.flags:
+        cfg = settle(cfg, regrown_choices(cfg, extra, budget.flags, eval_every))
+        plan = resolve_plan(cfg)
+    parts = run_parts(cfg, plan, timings, size)
+    for line in estimate_lines(parts, timings):
+        log.info("%s", line)
+    if budget.message:
+        (log.info if budget.flags else log.warning)("%s", budget.message)
+    return Estimated(
+        cfg, plan, record(parts, timings, time_budget_minutes=cfg.time_budget, budget=budget.message)
+    )
