@@ -6,4 +6,5 @@
 - ``guards``, ``bad_steps``: reward guards (timeouts, failures), NaN/inf steps skipped and rolled back;
 - ``resume``: crash-safe checkpoints and exact resume; ``runlock``: one live run per folder;
 - ``signals``: SIGTERM ends a run as ``failed``; ``faults``: fault injection for tests.
+- ``estimate``, ``measure``: the expected time of a run's parts, from timings measured on this machine.
 """
