@@ -88,6 +88,28 @@ def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
     assert "sized to --time_budget" in plan["auto_defaults"]["max_train_steps"]["reason"]
 
 
+def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
+    assets, tmp_path, monkeypatch, capsys
+):
+    from ark_trainer.pipeline import _estimate
+    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.stages.registry import stages
+    from tests.conftest import refused
+
+    out = tmp_path / "out"
+    p = _prepared(assets, out, "time_budget", "5")
+    _as_real_model(monkeypatch)
+    _estimate(p)
+    (out / "events.jsonl").write_text(
+        json.dumps({"event": "stage_end", "stage": "eval_base", "status": "ok"}) + "\n"
+    )
+    flags = {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(out),
+             "device": "cpu", "time_budget": "5"}  # fmt: skip
+    assert check_resume(resolve_config(flags), out, list(stages().values()))  # continued, not refused
+    lines = refused(capsys, ["train", *(f"--{k}={v}" for k, v in {**flags, "time_budget": "9"}.items())])
+    assert any("already holds a run" in line for line in lines)  # another budget: another run, refused
+
+
 def test_explicit_steps_over_the_budget_are_kept_with_a_warning(assets, tmp_path, caplog, monkeypatch):
     from ark_trainer.pipeline import _estimate
 

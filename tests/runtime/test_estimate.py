@@ -9,6 +9,7 @@ import pytest
 from ark_trainer.runtime.estimate import (
     GRPOWork,
     Timings,
+    budget_sized,
     duration,
     estimate_lines,
     eval_parts,
@@ -134,3 +135,13 @@ def test_fit_keeps_explicit_steps_and_a_step_each():
     tiny = fit_steps(_cost, {"rft": 30, "grpo": 60}, {"rft", "grpo"}, budget=50)  # nothing fits
     assert tiny == {"rft": 1, "grpo": 1}
     assert fit_steps(_cost, {"rft": 30, "grpo": 60}, set(), budget=50) == {"rft": 30, "grpo": 60}
+
+
+def test_a_step_count_the_budget_sized_is_the_same_run_when_left_unset_again():
+    before = {"time_budget": 30.0, "max_train_steps": 40, "rft_steps": 13, "seed": 1}
+    assert budget_sized("max_train_steps", before, {"time_budget": 30.0, "max_train_steps": 1000})
+    assert budget_sized("rft_steps", before, {"time_budget": 30.0, "rft_steps": None})
+    assert not budget_sized("max_train_steps", before, {"time_budget": 30.0, "max_train_steps": 50})  # given
+    assert not budget_sized("max_train_steps", before, {"time_budget": 20.0, "max_train_steps": 1000})
+    assert not budget_sized("seed", before, {"time_budget": 30.0, "seed": 2})
+    assert not budget_sized("max_train_steps", {**before, "time_budget": 0.0}, {"time_budget": 0.0})

@@ -259,3 +259,15 @@ def fit_steps(
         else:
             hi = mid
     return scaled(lo)
+
+
+def budget_sized(name: str, before: dict, now: dict) -> bool:
+    """Whether ``run.yaml``'s (``before``) ``name`` is a step count ``--time_budget`` sized and the run's
+    flags (``now``) leave it unset again under the same budget: the same run, not a changed flag."""
+    from ark_trainer.run_options import RunOptions
+
+    unset = {"max_train_steps": RunOptions.max_train_steps, "rft_steps": None}
+    budget = before.get("time_budget")
+    return (
+        name in unset and bool(budget) and now.get("time_budget") == budget and now.get(name) == unset[name]
+    )

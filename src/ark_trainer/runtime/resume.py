@@ -383,12 +383,16 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
     from ark_trainer.auto_defaults import AUTO_FLAGS
+    from ark_trainer.runtime.estimate import budget_sized
 
     changed = sorted(
         k
         for k, v in before.items()
-        if k not in MAY_CHANGE and now.get(k) != v and not (k in AUTO_FLAGS and now.get(k) is None)
-    )  # an automatic flag left unset again: run.yaml holds what was chosen for it the first time
+        if k not in MAY_CHANGE
+        and now.get(k) != v
+        and not (k in AUTO_FLAGS and now.get(k) is None)
+        and not budget_sized(k, before, now)
+    )  # an automatic flag (or a step count --time_budget sized) left unset again: run.yaml holds the choice
     if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
