@@ -189,6 +189,7 @@ def _cmd_report(args: RunDirOptions) -> int:
 
 
 def _cmd_status(args: RunDirOptions) -> int:
+    from ark_trainer.runtime.estimate import duration, expected_left
     from ark_trainer.runtime.monitor import read_status
 
     run_dir = Path(args.run_dir)
@@ -222,6 +223,8 @@ def _cmd_status(args: RunDirOptions) -> int:
         f"{safe(state)}: stage {safe(stage)}, {unit} {safe(step)}/{safe(total)}{detail}{eta_text}, "
         f"pid {safe(beat.get('pid'))}, last beat {safe(beat.get('updated_at'))}"
     )
+    if state == "running" and (left := expected_left(run_dir, beat)) is not None:
+        print(f"expected time left for the whole run: about {duration(left)} (plan.json: estimate)")
     if state == "stalled":
         print("warning: the run made no progress (watchdog) or its heartbeat stopped; see the log's stacks")
     elif state == "stopped":

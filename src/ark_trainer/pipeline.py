@@ -420,6 +420,9 @@ def _run_prepared(p: Prepared) -> Path:
         from ark_trainer.auto_defaults import announce
 
         announce(p.plan_extra.get("auto_defaults") or {}, log.info)  # chosen before logging was set up
+        if not cfg.resume and ranks.num_processes == 1:  # said (and fitted to --time_budget) once
+            _estimate(p)
+            cfg = p.cfg
         if cfg.resume:
             log.info("resuming the run in %s: finished parts are skipped", p.out)
     ranks.wait()
@@ -479,6 +482,21 @@ def _run_prepared(p: Prepared) -> Path:
         if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
             _parity_after_deploy(p)
     return p.out
+
+
+def _estimate(p: Prepared) -> None:
+    """The run's expected time, measured and said (``stages/estimate.py``), its steps sized to
+    ``--time_budget``: ``run.yaml`` and ``plan.json`` (its ``estimate``) written again."""
+    from ark_trainer.stages.estimate import estimate_run
+
+    done = estimate_run(p.cfg, p.plan, p.plan_extra, p.rt, p.model_path, (p.train, p.dev, p.eval))
+    if done is None:
+        return
+    p.cfg, p.plan = done.cfg, done.plan
+    p.plan_extra["estimate"] = done.record
+    folder = RunFolder(p.out)
+    atomic_write_text(folder.config_path, to_yaml(p.cfg))
+    folder.write_plan(plan_json(p))
 
 
 def _parity_after_deploy(p: Prepared) -> None:

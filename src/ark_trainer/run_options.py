@@ -95,6 +95,14 @@ class RunOptions:
         group="strategy",
     )
     max_train_steps: int = flag(1000, "total optimizer steps, RFT + GRPO", group="strategy", range=COUNT)
+    time_budget: float = flag(
+        0.0,
+        "minutes the run may take on this machine (0: no budget): before training, the expected time of each "
+        "stage is measured and printed; over the budget, the step counts not set explicitly are scaled down "
+        "to fit, and explicit ones get a warning (docs/long-runs.md)",
+        group="strategy",
+        range=NON_NEGATIVE,
+    )
     batch_size: int = flag(
         8,
         "per-device batch size (completions per step for GRPO)",

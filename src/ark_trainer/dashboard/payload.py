@@ -56,12 +56,14 @@ def _scan(folder: Path, depth: int) -> list[Path]:
 
 
 def run_summary(key: str, folder: Path) -> dict[str, Any]:
+    from ark_trainer.runtime.estimate import expected_left
     from ark_trainer.runtime.monitor import read_status
 
     try:
         state, beat = read_status(folder)
     except (OSError, ValueError, TypeError):
         state, beat = "unknown", {}
+    left = expected_left(folder, beat) if state == "running" else None  # plan.json's estimate
     return {
         "key": key,
         "name": folder.name,
@@ -71,6 +73,7 @@ def run_summary(key: str, folder: Path) -> dict[str, Any]:
         "step": beat.get("step"),
         "total": beat.get("total"),
         "eta_seconds": beat.get("eta_seconds"),
+        "run_left_seconds": round(left) if left is not None else None,
         "updated_at": beat.get("updated_at"),
     }
 

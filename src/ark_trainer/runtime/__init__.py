@@ -7,4 +7,5 @@
 - ``resume``: crash-safe checkpoints and exact resume; ``runlock``: one live run per folder;
 - ``signals``, ``stop_points``: Ctrl-C stops a run within seconds as ``stopped``, SIGTERM ends it as ``failed``;
 - ``save_timer``: checkpoints every ``--save_minutes``; ``faults``: fault injection for tests.
+- ``estimate``, ``measure``: the expected time of a run's parts, from timings measured on this machine.
 """

@@ -399,6 +399,7 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
     before = load_yaml_config(str(run_yaml))
     now = cfg.flag_items()
     from ark_trainer.auto_defaults import AUTO_FLAGS
+    from ark_trainer.runtime.estimate import budget_sized
 
     changed = sorted(
         k
@@ -406,7 +407,8 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
         if k not in MAY_CHANGE
         and not same_setting(k, v, now.get(k))
         and not (k in AUTO_FLAGS and now.get(k) is None)
-    )  # an automatic flag left unset again: run.yaml holds what was chosen for it the first time
+        and not budget_sized(k, before, now)
+    )  # an automatic flag (or a step count --time_budget sized) left unset again: run.yaml holds the choice
     if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "

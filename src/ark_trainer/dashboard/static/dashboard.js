@@ -92,9 +92,10 @@ async function pollRun() {
 
 function drawHead(run) {
   const eta = run.eta_seconds != null ? `, ETA ${Math.round(run.eta_seconds)}s` : "";
+  const left = run.run_left_seconds != null ? `, run left about ${Math.round(run.run_left_seconds / 60)} min` : "";
   document.getElementById("head").replaceChildren(
     el("h2", {}, run.name, " ", el("span", { class: "state " + run.state, id: "run-state" }, run.state)),
-    el("p", { class: "muted" }, `${run.path} — stage ${run.stage || "—"}, step ${run.step ?? "—"}/${run.total ?? "—"}${eta}, last beat ${run.updated_at || "—"}`));
+    el("p", { class: "muted" }, `${run.path} — stage ${run.stage || "—"}, step ${run.step ?? "—"}/${run.total ?? "—"}${eta}${left}, last beat ${run.updated_at || "—"}`));
 }
 
 function drawDiagnosis(diagnosis) {

@@ -1,0 +1,158 @@
+"""The run's estimate in the pipeline: measured, said, recorded in plan.json, fitted to --time_budget; the
+measurement itself on a tiny model; ``status`` shows the time left from it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import yaml
+
+from ark_trainer.auto_defaults import ModelFacts
+from ark_trainer.config import resolve_config
+from ark_trainer.fileio import read_json
+from ark_trainer.runtime.estimate import Timings
+
+T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
+            completion_tokens=60)  # fmt: skip
+
+
+def _prepared(a: dict, out: Path, *extra: str):
+    from ark_trainer.pipeline import prepare, write_run_files
+
+    flags = {
+        "model_path": str(a["model"]),
+        "data_path": str(a["train"]),
+        "output_dir": str(out),
+        "device": "cpu",
+    }
+    flags.update(zip(extra[::2], extra[1::2], strict=True))
+    p = prepare(resolve_config(flags))
+    write_run_files(p)
+    return p
+
+
+def _as_real_model(monkeypatch) -> None:
+    """The tiny test model taken for a real one (the estimate skips toys), measured as ``T``."""
+    import ark_trainer.auto_defaults as auto_defaults
+    import ark_trainer.stages.estimate as est
+
+    monkeypatch.setattr(
+        auto_defaults, "model_facts", lambda path: ModelFacts(135_000_000, False, "a real model")
+    )
+    monkeypatch.setattr(est, "measured", lambda cfg, rt, model_path, rows: T)
+
+
+def test_a_toy_run_measures_nothing(assets, tmp_path, caplog, monkeypatch):
+    import ark_trainer.stages.estimate as est
+    from ark_trainer.pipeline import _estimate
+
+    monkeypatch.setattr(est, "measured", lambda *a: (_ for _ in ()).throw(AssertionError("measured a toy")))
+    p = _prepared(assets, tmp_path / "out", "max_train_steps", "4", "time_budget", "1")
+    with caplog.at_level(logging.INFO, logger="ark_trainer"):
+        _estimate(p)
+    assert "estimate" not in read_json(p.out / "plan.json")
+    assert "--time_budget: not applied to a toy model" in caplog.text
+
+
+def test_the_estimate_is_said_and_recorded(assets, tmp_path, caplog, monkeypatch):
+    from ark_trainer.pipeline import _estimate
+
+    p = _prepared(assets, tmp_path / "out", "max_train_steps", "4")
+    _as_real_model(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="ark_trainer"):
+        _estimate(p)
+    record = read_json(p.out / "plan.json")["estimate"]
+    assert record["timings"]["micro_step_s"] == 5.0 and record["total_seconds"] > 0
+    assert [part["stage"] for part in record["parts"]][:2] == ["eval_base", "eval_base_dev"]
+    assert "expected time on this machine" in caplog.text and "whole run:" in caplog.text
+    assert yaml.safe_load((p.out / "run.yaml").read_text())["max_train_steps"] == 4  # explicit: kept
+
+
+def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
+    assets, tmp_path, caplog, monkeypatch
+):
+    from ark_trainer.pipeline import _estimate
+
+    p = _prepared(assets, tmp_path / "out", "time_budget", "5")  # --max_train_steps left at 1000
+    _as_real_model(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="ark_trainer"):
+        _estimate(p)
+    saved = yaml.safe_load((p.out / "run.yaml").read_text())
+    plan = read_json(p.out / "plan.json")
+    assert saved["max_train_steps"] < 1000 and saved["rft_steps"] is not None
+    assert sum(s["steps"] for s in plan["stages"]) == saved["max_train_steps"] == p.cfg.max_train_steps
+    assert plan["estimate"]["total_seconds"] <= 5 * 60
+    assert "scaled down to fit" in plan["estimate"]["budget"] and "scaled down to fit" in caplog.text
+    assert "sized to --time_budget" in plan["auto_defaults"]["max_train_steps"]["reason"]
+
+
+def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
+    assets, tmp_path, monkeypatch, capsys
+):
+    from ark_trainer.pipeline import _estimate
+    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.stages.registry import stages
+    from tests.conftest import refused
+
+    out = tmp_path / "out"
+    p = _prepared(assets, out, "time_budget", "5")
+    _as_real_model(monkeypatch)
+    _estimate(p)
+    (out / "events.jsonl").write_text(
+        json.dumps({"event": "stage_end", "stage": "eval_base", "status": "ok"}) + "\n"
+    )
+    flags = {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(out),
+             "device": "cpu", "time_budget": "5"}  # fmt: skip
+    assert check_resume(resolve_config(flags), out, list(stages().values()))  # continued, not refused
+    lines = refused(capsys, ["train", *(f"--{k}={v}" for k, v in {**flags, "time_budget": "9"}.items())])
+    assert any("already holds a run" in line for line in lines)  # another budget: another run, refused
+
+
+def test_explicit_steps_over_the_budget_are_kept_with_a_warning(assets, tmp_path, caplog, monkeypatch):
+    from ark_trainer.pipeline import _estimate
+
+    p = _prepared(assets, tmp_path / "out", "max_train_steps", "300", "time_budget", "1")
+    _as_real_model(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="ark_trainer"):
+        _estimate(p)
+    assert p.cfg.max_train_steps == 300
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "set explicitly" in warned[0].getMessage()
+
+
+def test_measure_on_a_tiny_model(assets):
+    from ark_trainer.models.device import resolve_runtime
+    from ark_trainer.runtime.measure import measure
+
+    rt = resolve_runtime(resolve_config({"model_path": str(assets["model"]), "device": "cpu", "data_path": "d",
+                                         "output_dir": "o"}))  # fmt: skip
+    prompts = [[{"role": "user", "content": f"客服：您好 {i}。"}] for i in range(3)]
+    t = measure(str(assets["model"]), rt, prompts, tokens=12, batch_size=2)
+    assert t.batch == 8 and t.completion_tokens == 12 and t.prompt_tokens > 0  # 3 prompts, repeated to 8
+    assert min(t.prefill_s, t.decode_step_s, t.micro_step_s) >= 0 and t.precision
+
+
+def test_status_and_the_dashboard_show_the_time_left(tmp_path, capsys, monkeypatch):
+    import os
+    import time
+
+    from ark_trainer.cli import main
+
+    (tmp_path / "plan.json").write_text(
+        json.dumps(
+            {"estimate": {"parts": [{"stage": "eval_base", "seconds": 60}, {"stage": "rft", "seconds": 600}]}}
+        )
+    )
+    (tmp_path / "events.jsonl").write_text(
+        json.dumps({"event": "stage_end", "stage": "eval_base", "status": "ok"}) + "\n"
+    )
+    beat = {"state": "running", "stage": "rft", "step": 0, "total": 10, "pid": os.getpid(), "updated_ts": time.time(),
+            "interval": 5, "stage_elapsed_seconds": 120}  # fmt: skip
+    (tmp_path / "heartbeat.json").write_text(json.dumps(beat))
+    assert main(["status", str(tmp_path)]) == 0
+    assert "expected time left for the whole run: about 8 min" in capsys.readouterr().out
+    from ark_trainer.dashboard.payload import run_summary
+
+    assert run_summary("k", tmp_path)["run_left_seconds"] == 480  # the dashboard's head line shows it too
