@@ -23,8 +23,11 @@
 The report, the diagnosis, resume, the dashboard, ``status`` and the live loop read a run through
 :class:`RunFolder`; the monitor and the pipeline write it by the same names. Reading is tolerant: a file
 that is missing, unreadable or torn (a line still being written, a run killed mid-write) reads as absent,
-and a reader that wants to say so passes a ``problems`` list. Importing this module imports nothing of the
-training code, so any tool can read a run folder.
+and a reader that wants to say so passes a ``problems`` list. What a file that parses holds is checked as it
+is read (``runcheck.py``): a number that is not finite or out of its range, a field of the wrong type or a
+file nested too deep is :class:`~ark_trainer.runcheck.BadRunFile` (one line, exit 2), so nothing downstream
+(the model that ships, the report, ``status``) ever works from it. Importing this module imports nothing of
+the training code, so any tool can read a run folder.
 """
 
 from __future__ import annotations
@@ -35,7 +38,23 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, read_text_bounded, write_json
+from ark_trainer.fileio import jsonl_byte_lines, jsonl_file_lines, read_text_bounded, write_json
+from ark_trainer.runcheck import (
+    EVAL_FIELDS,
+    EVENT_FIELDS,
+    FINAL_MODEL_FIELDS,
+    HEARTBEAT_FIELDS,
+    HEARTBEAT_REQUIRED,
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    PLAN_FIELDS,
+    PLAN_STAGE_FIELDS,
+    BadRunFile,
+    all_numbers_wrong,
+    check_file,
+    stats_wrong,
+    too_deep,
+)
 
 RUN_CONFIG = "run.yaml"
 PLAN = "plan.json"
@@ -130,7 +149,7 @@ class RunFolder:
     # --- readers: absent or unreadable files read as empty ---
 
     def config(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.config_path, problems)
+        return checked(read_mapping(self.config_path, problems), str(self.config_path), {})
 
     def config_text(self) -> str:
         try:
@@ -139,7 +158,7 @@ class RunFolder:
             return ""
 
     def plan(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.plan_path, problems)
+        return checked(read_mapping(self.plan_path, problems), str(self.plan_path), PLAN_FIELDS)
 
     def events(self, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
         return read_events(self.events_path, problems, since_line)
@@ -151,7 +170,10 @@ class RunFolder:
             return 0
 
     def eval(self, name: str, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.eval_path(name), problems)
+        """``eval/<name>.json``; {} when absent or torn; :class:`BadRunFile` when a metric is not a number
+        in its range (a model must never ship on one), a field has the wrong type or a metric is missing."""
+        data = read_mapping(self.eval_path(name), problems)
+        return checked(data, str(self.eval_path(name)), EVAL_FIELDS, (), EVAL_FIX)
 
     def evals(self, names: list[str], problems: Problems = None) -> dict[str, dict[str, Any]]:
         """``{name: eval}`` of the names that have an eval file, in the order given."""
@@ -171,24 +193,39 @@ class RunFolder:
         if not path.is_file():
             return []
         try:
-            data = read_json(path)
-        except (OSError, ValueError, RecursionError) as exc:
+            data = read_json_checked(path, str(path))
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, BadRunFile):
+                raise
             if problems is not None:
                 problems.append(f"{EXPORT_DIR}/{EXPORT_RECORD}: unreadable ({exc})")
             return []
+        if wrong := all_numbers_wrong(data):
+            raise BadRunFile(f"{path}: {wrong}; run ark-trainer export again")
         return [r for r in data if isinstance(r, dict) and r.get("file")] if isinstance(data, list) else []
 
     def data_stats(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.data_dir / DATA_STATS, problems)
+        path = self.data_dir / DATA_STATS
+        data = checked(read_mapping(path, problems), str(path), {})
+        if wrong := stats_wrong(data):
+            raise BadRunFile(f"{path}: {wrong}; {REWRITTEN}")
+        return data
 
     def heartbeat(self) -> dict[str, Any] | None:
-        """The last heartbeat, ``None`` when there is none; a broken one raises ValueError."""
-        return read_json(self.heartbeat_path) if self.heartbeat_path.is_file() else None
+        """The last heartbeat, ``None`` when there is none; a broken one raises ValueError (a
+        :class:`BadRunFile` naming the field when it parses but holds what no run writes)."""
+        if not self.heartbeat_path.is_file():
+            return None
+        where = str(self.heartbeat_path)
+        data = read_json_checked(self.heartbeat_path, where)
+        fix = "delete it, or resume the run"
+        return checked(data, where, HEARTBEAT_FIELDS, HEARTBEAT_REQUIRED, fix, absent_ok=False)
 
     def final_model(self) -> dict[str, Any]:
         """``model/ark_final_model.json``: the stage whose model ``model/`` is (``stage``), the rule
         (``policy``), the metric and the reason; {} for a run that wrote none (eval off, an older run)."""
-        return read_mapping(self.final_model_path)
+        path = self.final_model_path
+        return checked(read_mapping(path), str(path), FINAL_MODEL_FIELDS, (), REWRITTEN)
 
     def final_name(self, names: list[str]) -> str | None:
         return final_of(names, self.final_model())
@@ -207,17 +244,25 @@ class RunFolder:
     def saved_plan(self) -> dict[str, Any]:
         """The plan a resumed run continues; refuses one this version cannot read."""
         try:
-            data = read_json(self.plan_path)
+            data = read_json_checked(self.plan_path, f"--resume: {self.plan_path}")
+        except BadRunFile:
+            raise
         except (OSError, ValueError) as exc:
             raise UserError(f"--resume: {self.plan_path}: unreadable ({exc}); start a new run") from None
         schema = data.get("schema", PLAN_SCHEMA) if isinstance(data, dict) else None
         if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
             raise UserError(f"--resume: {self.plan_path}: no stages (an older plan); start a new run")
-        if not isinstance(schema, int) or schema > PLAN_SCHEMA:
+        if isinstance(schema, int) and schema > PLAN_SCHEMA:
             raise UserError(
                 f"--resume: {self.plan_path}: plan schema {schema!r} is newer than this ark-trainer reads "
                 f"({PLAN_SCHEMA}); resume it with the version that wrote it"
             )
+        checked(data, f"--resume: {self.plan_path}", PLAN_FIELDS, ("stages",), PLAN_FIX, absent_ok=False)
+        for i, stage in enumerate(data["stages"]):
+            if unknown := sorted(set(stage) - set(PLAN_STAGE_FIELDS)):
+                raise UserError(
+                    f"--resume: {self.plan_path}: stages[{i}].{unknown[0]}: not a field of a stage; {PLAN_FIX}"
+                )
         return data
 
 
@@ -230,42 +275,111 @@ def final_of(names: list[str], record: dict[str, Any]) -> str | None:
     return next((n for n in reversed(names) if n != "base"), None)
 
 
-def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:
-    """A JSON or YAML file's top-level mapping; {} when absent or unreadable (noted in ``problems``)."""
+REWRITTEN = "restore it from the run, or delete it and run the command that writes it again"
+PLAN_FIX = "restore the plan the run wrote, or start a new run (--overwrite_output_dir True)"
+EVAL_FIX = (
+    "restore it, or delete it and run `ark-trainer eval` (or train --resume True) to measure that model again"
+)
+
+
+def checked(
+    data: Any,
+    where: str,
+    fields: dict[str, Any],
+    required: tuple[str, ...] = (),
+    fix: str = REWRITTEN,
+    absent_ok: bool = True,
+    every_number: bool = True,
+) -> dict[str, Any]:
+    """``data`` read from the file ``where`` once its fields pass their rules (``runcheck.py``) and (with
+    ``every_number``) every number in it is finite and within bounds; {} stays {} (absent or torn) unless
+    ``absent_ok`` is False."""
+    if absent_ok and data == {}:
+        return {}
+    data = check_file(data, where, fields, required, fix)
+    if every_number and (wrong := all_numbers_wrong(data)):
+        raise BadRunFile(f"{where}: {wrong}; {fix}")
+    return data
+
+
+def parse_checked(text: str, where: str, yaml_text: bool = False) -> Any:
+    """JSON (or YAML) ``text`` of the file ``where``; one nested deeper than a run writes is BadRunFile
+    (the parsers recurse: 100000 brackets were a RecursionError)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text) if yaml_text else json.loads(text)
+    except RecursionError:
+        data = None
+        deep = True
+    else:
+        deep = too_deep(data)
+    if deep:
+        raise BadRunFile(f"{where}: nested more than {MAX_DEPTH} levels deep; {REWRITTEN}")
+    return data
+
+
+def read_json_checked(path: Path, where: str) -> Any:
+    """A JSON file's value, bounded in size (``fileio.read_bounded``) and in nesting (:func:`parse_checked`)."""
+    return parse_checked(read_text_bounded(path, what="a run folder file"), where)
+
+
+def read_mapping(path: Path, problems: Problems = None) -> Any:
+    """A JSON or YAML file's value; {} when absent or unreadable (noted in ``problems``). Whatever parses is
+    returned as it is (a list too), for :func:`checked` to judge; nested too deep is BadRunFile."""
     import yaml  # here, not at the top: importing this module does no work
 
     if not path.is_file():
         return {}
     try:
-        text = read_text_bounded(path)
-        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+        data = parse_checked(read_text_bounded(path), str(path), path.suffix == ".yaml")
+    except BadRunFile:
+        raise
     except (OSError, ValueError, yaml.YAMLError) as exc:
         if problems is not None:
             problems.append(f"{path.relative_to(path.parent.parent)}: unreadable ({exc})")
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if data is not None else {}
 
 
 def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
-    """The events of ``events.jsonl`` from line ``since_line`` on; torn or foreign lines are skipped."""
+    """The events of ``events.jsonl`` from line ``since_line`` on; torn lines, and lines longer than any
+    event (:data:`MAX_LINE_BYTES`, not parsed: a 100 MB line took the dashboard 39 s), are skipped; a line
+    that parses but holds what no run writes (a negative step, a time that is a string) is BadRunFile."""
     try:
         lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
     except (OSError, ValueError):
         return []
     events, bad = [], 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            bad += 1  # e.g. a line still being written by a running stage
-            continue
-        if isinstance(event, dict):
+    for number, line in enumerate(lines, since_line + 1):
+        event = parse_event(line, f"{path}:{number}")
+        if event is None:
+            bad += bool(line.strip())  # e.g. a line still being written by a running stage
+        elif event:
             events.append(event)
     if bad and problems is not None:
         problems.append(f"{EVENTS}: {bad} unreadable line(s) skipped")
     return events
+
+
+def parse_event(line: str | bytes, where: str) -> dict[str, Any] | None:
+    """One line of ``events.jsonl``: the event; {} for a line that is not an object of ours (a blank or
+    foreign line); None for one torn or longer than :data:`MAX_LINE_BYTES`; BadRunFile for an event
+    whose fields are wrong."""
+    if len(line) > MAX_LINE_BYTES or not line.strip():
+        return None if line.strip() else {}
+    try:
+        event = parse_checked(line if isinstance(line, str) else line.decode("utf-8", "replace"), where)
+    except BadRunFile:
+        raise
+    except ValueError:
+        return None
+    if not isinstance(event, dict):
+        return {}
+    fix = "fix or delete that line (the run appends whole lines; it never writes one like it)"
+    # a metric may be NaN or inf (a diverged step: the diagnosis reports it); the fields events are
+    # ordered and timed by may not
+    return checked(event, where, EVENT_FIELDS, ("event",), fix, absent_ok=False, every_number=False)
 
 
 def run_end_status(events: list[dict[str, Any]]) -> str | None:
@@ -297,12 +411,12 @@ class EventLog:
             except OSError:
                 return list(self.events)
             end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
+            for line in jsonl_byte_lines(chunk[:end]):
                 try:
-                    event = json.loads(line)
-                except ValueError:
+                    event = parse_event(line, EVENTS)
+                except ValueError:  # BadRunFile: the dashboard shows what it can of the run
                     continue
-                if isinstance(event, dict):
+                if event:
                     self.events.append(event)
             self.offset += end
             return list(self.events)
