@@ -212,7 +212,7 @@ HEARTBEAT_FIELDS: dict[str, Rule] = {
     "stage": optional(text),
     "step": nonnegative,
     "total": nonnegative,
-    "pid": lambda v: count(v) or (None if v > 0 else "0 is not a process id"),
+    "pid": count,  # 0: none (a finished run's record)
     "pid_started": optional(text),
     "updated_ts": nonnegative,
     "interval": positive,
@@ -222,7 +222,7 @@ HEARTBEAT_FIELDS: dict[str, Rule] = {
     "detail": optional(text),
     "metrics": mapping_of(lambda v: None if _is_number(v) else f"{_shown(v)} is not a number"),
 }
-HEARTBEAT_REQUIRED = ("state", "pid", "updated_ts")
+HEARTBEAT_REQUIRED = ("state",)
 
 EVENT_FIELDS: dict[str, Rule] = {
     "event": text,
