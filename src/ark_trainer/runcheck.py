@@ -234,14 +234,14 @@ EVENT_FIELDS: dict[str, Rule] = {
     "message": optional(text),
 }
 
-TRAINER_STATE_FIELDS: dict[str, Rule] = {
+TRAINER_STATE_FIELDS: dict[str, Rule] = {  # the transformers Trainer's trainer_state.json in checkpoint-N/
     "global_step": count,
     "max_steps": count,
     "epoch": optional(nonnegative),
-    "num_train_epochs": optional(count),
-    "logging_steps": optional(count),
-    "save_steps": optional(count),
+    **{k: optional(nonnegative) for k in ("num_train_epochs", "logging_steps", "save_steps", "eval_steps")},
     "train_batch_size": optional(count),
+    "num_input_tokens_seen": optional(nonnegative),
+    "log_history": list_of({"step": optional(nonnegative), "epoch": optional(nonnegative)}),
 }
 
 
