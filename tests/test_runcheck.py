@@ -142,3 +142,23 @@ def test_depth_is_counted_without_recursion():
     for _ in range(100000):
         nested = [nested]
     assert too_deep(nested) and not too_deep([[{"a": [1]}]]) and not too_deep(5)
+
+
+def test_the_dashboard_reads_past_a_huge_line_and_shows_a_bad_file_as_a_finding(run):
+    from ark_trainer.dashboard.server import Runs
+    from ark_trainer.runfolder import EventLog
+
+    append_event(run, json.dumps({"event": "warning", "message": "x" * (3 * MAX_LINE_BYTES)}))
+    append_event(run, json.dumps({"event": "metrics", "stage": "grpo", "step": 12, "loss": 0.1}))
+    log = EventLog(run / "events.jsonl")
+    events = log.read()
+    assert events[-1]["step"] == 12 and not any(len(e.get("message", "")) > 100 for e in events)
+    append_event(run, json.dumps({"event": "metrics", "stage": "grpo", "step": 13, "loss": 0.1}))
+    assert [e.get("step") for e in log.read()[-2:]] == [12, 13]  # the offset counted the huge line whole
+    edit_json(run / "eval" / "rft.json", task_accuracy=INF)
+    runs = Runs([run.parent])
+    (key,) = [r["key"] for r in runs.listing()]
+    detail = runs.detail(key)
+    assert detail is not None and detail["stages"]["grpo"]["step"][-1] == 13
+    (finding,) = detail["diagnosis"]["findings"]
+    assert finding["code"] == "bad_run_file" and "eval/rft.json: task_accuracy" in finding["evidence"]

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_byte_lines, jsonl_file_lines, read_text_bounded, write_json
+from ark_trainer.fileio import MAX_LINES_BYTES, read_text_bounded, write_json
 from ark_trainer.runcheck import (
     EVAL_FIELDS,
     EVENT_FIELDS,
@@ -165,7 +166,7 @@ class RunFolder:
 
     def n_event_lines(self) -> int:
         try:
-            return len(jsonl_file_lines(self.events_path, "replace"))
+            return len(event_lines(self.events_path))
         except (OSError, ValueError):
             return 0
 
@@ -219,7 +220,10 @@ class RunFolder:
         where = str(self.heartbeat_path)
         data = read_json_checked(self.heartbeat_path, where)
         fix = "delete it, or resume the run"
-        return checked(data, where, HEARTBEAT_FIELDS, HEARTBEAT_REQUIRED, fix, absent_ok=False)
+        # its metrics may be NaN or inf (the last step diverged); its own fields may not
+        return checked(
+            data, where, HEARTBEAT_FIELDS, HEARTBEAT_REQUIRED, fix, absent_ok=False, every_number=False
+        )
 
     def final_model(self) -> dict[str, Any]:
         """``model/ark_final_model.json``: the stage whose model ``model/`` is (``stage``), the rule
@@ -347,14 +351,14 @@ def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> l
     event (:data:`MAX_LINE_BYTES`, not parsed: a 100 MB line took the dashboard 39 s), are skipped; a line
     that parses but holds what no run writes (a negative step, a time that is a string) is BadRunFile."""
     try:
-        lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
+        lines = event_lines(path)[since_line:]
     except (OSError, ValueError):
         return []
     events, bad = [], 0
     for number, line in enumerate(lines, since_line + 1):
         event = parse_event(line, f"{path}:{number}")
         if event is None:
-            bad += bool(line.strip())  # e.g. a line still being written by a running stage
+            bad += line is None or bool(line.strip())  # e.g. a line still being written by a stage
         elif event:
             events.append(event)
     if bad and problems is not None:
@@ -362,12 +366,48 @@ def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> l
     return events
 
 
-def parse_event(line: str | bytes, where: str) -> dict[str, Any] | None:
+def event_lines(path: Path) -> list[bytes | None]:
+    """The lines of ``events.jsonl`` (the last one too, whole or not), as bytes, read by :func:`iter_lines`:
+    one longer than :data:`MAX_LINE_BYTES` is None, read through but never held, decoded or parsed (a
+    100 MB line took the dashboard 39 s). At most ``fileio.MAX_LINES_BYTES`` are read."""
+    if not path.is_file():  # not a FIFO or a device: open() would wait on one, or read without end
+        raise OSError(f"{path}: not a regular file")
+    lines: list[bytes | None] = []
+    total = 0
+    with path.open("rb") as fh:
+        for size, line, _ in iter_lines(fh):
+            lines.append(line)
+            total += size
+            if total >= MAX_LINES_BYTES:
+                break
+    return lines
+
+
+def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(bytes, line, complete)`` of each line of ``fh`` from where it stands, split at ``"\n"`` only
+    (as the writers escape; a ``"\r"`` before it dropped): ``line`` is None for one longer than
+    :data:`MAX_LINE_BYTES`, read through in 1 MiB pieces; ``complete``: it ends in ``"\n"``."""
+    while line := fh.readline(MAX_LINE_BYTES + 2):
+        size, complete = len(line), line.endswith(b"\n")
+        if size > MAX_LINE_BYTES and not complete:
+            while rest := fh.readline(1 << 20):
+                size += len(rest)
+                if complete := rest.endswith(b"\n"):
+                    break
+            yield size, None, complete
+            continue
+        body = line[:-1] if complete else line
+        yield size, body[:-1] if body.endswith(b"\r") else body, complete
+
+
+def parse_event(line: str | bytes | None, where: str) -> dict[str, Any] | None:
     """One line of ``events.jsonl``: the event; {} for a line that is not an object of ours (a blank or
     foreign line); None for one torn or longer than :data:`MAX_LINE_BYTES`; BadRunFile for an event
     whose fields are wrong."""
-    if len(line) > MAX_LINE_BYTES or not line.strip():
-        return None if line.strip() else {}
+    if line is None or len(line) > MAX_LINE_BYTES:
+        return None
+    if not line.strip():
+        return {}
     try:
         event = parse_checked(line if isinstance(line, str) else line.decode("utf-8", "replace"), where)
     except BadRunFile:
@@ -402,21 +442,26 @@ class EventLog:
 
     def read(self) -> list[dict[str, Any]]:
         with self.lock:
+            if not self.path.is_file():  # not a FIFO or a device: open() would wait on one
+                return list(self.events)
             try:
                 with self.path.open("rb") as fh:
                     if fh.seek(0, 2) < self.offset:  # the file was replaced (a new run in the folder)
                         self.offset, self.events = 0, []
                     fh.seek(self.offset)
-                    chunk = fh.read()
+                    for size, line, complete in iter_lines(fh):
+                        if not complete:
+                            break  # a line still being written waits for the next poll
+                        self.offset += size
+                        self._add(line)
             except OSError:
-                return list(self.events)
-            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in jsonl_byte_lines(chunk[:end]):
-                try:
-                    event = parse_event(line, EVENTS)
-                except ValueError:  # BadRunFile: the dashboard shows what it can of the run
-                    continue
-                if event:
-                    self.events.append(event)
-            self.offset += end
+                pass
             return list(self.events)
+
+    def _add(self, line: bytes | None) -> None:
+        try:
+            event = parse_event(line, EVENTS)
+        except ValueError:  # BadRunFile: the dashboard shows what it can of the run
+            return
+        if event:
+            self.events.append(event)
