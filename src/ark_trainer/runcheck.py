@@ -212,7 +212,7 @@ HEARTBEAT_FIELDS: dict[str, Rule] = {
     "stage": optional(text),
     "step": nonnegative,
     "total": nonnegative,
-    "pid": count,  # 0: none (a finished run's record)
+    "pid": lambda v: count(v) or (f"{v} is not a process id" if v >= 1 << 31 else None),  # 0: none
     "pid_started": optional(text),
     "updated_ts": nonnegative,
     "interval": positive,

@@ -201,6 +201,7 @@ def test_status_says_running_for_the_process_that_wrote_it(tmp_path, capsys):
         ({"pid": "1"}, "pid"),
         ({"pid": 1e308}, "pid"),
         ({"pid": 2.5}, "pid"),
+        ({"pid": 10**15}, "pid"),
         ({"step": -7}, "step"),
         ({"total": float("inf")}, "total"),
         ({"updated_ts": float("nan")}, "updated_ts"),
