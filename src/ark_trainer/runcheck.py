@@ -18,7 +18,7 @@ from typing import Any
 
 from ark_trainer.errors import UserError
 
-MAX_DEPTH = 32  # a run's files nest 6 deep at most (an episode's tool calls); a deeper one is not ours
+MAX_DEPTH = 64  # a run nests 6 levels and a tool call's arguments (the model's own JSON) under them; the parsers recurse
 MAX_LINE_BYTES = 4 << 20  # one events.jsonl line: a metrics event is under 4 KiB; longer ones are not parsed
 MAX_MAGNITUDE = (
     1e15  # no metric, count, step or time a run writes comes near it; 1e308 overflows what adds it

@@ -213,7 +213,7 @@ def test_status_says_running_for_the_process_that_wrote_it(tmp_path, capsys):
         ({"metrics": {"loss": "x"}}, "metrics.loss"),
         ({"state": None}, "state"),
         ({"state": ["running"]}, "state"),
-        ({"extra": json.loads("[" * 40 + "]" * 40)}, "nested"),
+        ({"extra": json.loads("[" * 100 + "]" * 100)}, "nested"),
     ],
 )
 def test_a_heartbeat_no_run_writes_is_refused_naming_its_field(tmp_path, capsys, fields, field):
