@@ -137,6 +137,12 @@ def test_a_line_longer_than_any_event_is_skipped_unread(run, capsys):
     assert "1 unreadable line(s) skipped" in (run / "report.md").read_text(encoding="utf-8")
 
 
+def test_what_the_model_wrote_in_a_tool_call_may_hold_any_number(run):
+    calls = [{"name": "pay", "arguments": {"amount": NAN, "to": [1e308]}, "result": "ok", "ok": True}]
+    edit_json(run / "eval" / "grpo.json", answers=[{"completion": "a", "reward": 0.5, "tool_calls": calls}])
+    assert main(["report", str(run)]) == 0
+
+
 def test_depth_is_counted_without_recursion():
     nested: list = []
     for _ in range(100000):

@@ -138,13 +138,20 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return True
 
 
+# what the model and its tools wrote (a tool call's arguments, an episode's messages): any JSON, NaN included;
+# the tool reads no number from it
+MODEL_CONTENT = frozenset({"arguments", "messages", "episode", "result"})
+
+
 def all_numbers_wrong(value: Any) -> str | None:
-    """The first number anywhere in ``value`` that is not finite or beyond :data:`MAX_MAGNITUDE` (path: what)."""
+    """The first number anywhere in ``value`` (but under :data:`MODEL_CONTENT`) that is not finite or is
+    beyond :data:`MAX_MAGNITUDE`, as ``path: what``."""
     todo: list[tuple[str, Any]] = [("", value)]
     while todo:
         path, v = todo.pop()
         if isinstance(v, dict):
-            todo += [(f"{path}.{k}" if path else str(k), c) for k, c in reversed(v.items())]
+            kept = [(k, c) for k, c in v.items() if k not in MODEL_CONTENT]
+            todo += [(f"{path}.{k}" if path else str(k), c) for k, c in reversed(kept)]
         elif isinstance(v, list):
             todo += [(f"{path}[{i}]", c) for i, c in reversed(list(enumerate(v)))]
         elif _is_number(v) and (wrong := number(v)):
