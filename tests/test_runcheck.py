@@ -168,3 +168,19 @@ def test_the_dashboard_reads_past_a_huge_line_and_shows_a_bad_file_as_a_finding(
     assert detail is not None and detail["stages"]["grpo"]["step"][-1] == 13
     (finding,) = detail["diagnosis"]["findings"]
     assert finding["code"] == "bad_run_file" and "eval/rft.json: task_accuracy" in finding["evidence"]
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({"stage": 7, "policy": "best"}, "stage"),
+        ({"stage": "rft", "policy": "worst"}, "policy"),
+        ({"stage": "rft", "policy": "best", "below_base": "yes"}, "below_base"),
+        ({"stage": "rft", "policy": "best", "metric": ["task_accuracy"]}, "metric"),
+        ({"stage": "rft", "policy": "best", "score": INF}, "score"),
+    ],
+)
+def test_a_final_model_record_no_run_writes_is_refused(run, capsys, record, field):
+    (run / "model").mkdir()
+    (run / "model" / "ark_final_model.json").write_text(json.dumps(record), encoding="utf-8")
+    assert_refused(capsys, run, "model/ark_final_model.json", field, ("report",))
