@@ -37,7 +37,7 @@ def run(assets, tmp_path) -> Path:  # noqa: F811
     ckpt.mkdir(parents=True)
     state = {"global_step": 2, "max_steps": 4, "epoch": 0.5, "log_history": [{"step": 1, "loss": 0.5}]}
     (ckpt / TRAINER_STATE).write_text(json.dumps(state), encoding="utf-8")
-    (ckpt / MARKER).write_text("{}", encoding="utf-8")
+    (ckpt / MARKER).write_text(json.dumps({"step": 2, "files": []}), encoding="utf-8")
     (ckpt / "model.safetensors").write_bytes(b"")
     folder.eval_dir.mkdir()
     rft = {"name": "rft", "model": "OUT/rft", "n": 2, "reward_mean": 0.5, "task_accuracy": 0.5, "answers": []}
@@ -71,6 +71,13 @@ def test_a_trainer_state_with_counts_no_trainer_writes_is_refused(run, capsys, c
     state = run / "grpo" / "checkpoint-2" / TRAINER_STATE
     edit(state, **changes)
     resume_refused(capsys, run, str(state), next(iter(changes)))
+
+
+@pytest.mark.parametrize("marker", [{}, {"step": -7}, {"step": 3}, {"step": "2"}, [2]])
+def test_a_checkpoint_marker_that_is_not_its_step_is_refused(run, capsys, marker):
+    path = run / "grpo" / "checkpoint-2" / MARKER
+    path.write_text(json.dumps(marker), encoding="utf-8")
+    resume_refused(capsys, run, str(path))
 
 
 def test_a_trainer_state_nested_10000_deep_is_refused(run, capsys):
@@ -128,3 +135,19 @@ def test_an_event_with_a_negative_step_is_refused_on_resume(run, capsys):
     with (run / "events.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"event": "stage_end", "stage": "rft", "status": "ok", "step": -7}) + "\n")
     resume_refused(capsys, run, "events.jsonl:3", "step")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("[" * 10000 + "]" * 10000, "nested"), ("[1, 2]", "no stages"), ('{"stages": [' * 50 + "]}" * 50, "")],
+)
+def test_a_plan_json_that_is_no_plan_is_refused(run, capsys, text, expected):
+    (run / "plan.json").write_text(text, encoding="utf-8")
+    resume_refused(capsys, run, "plan.json", expected)
+
+
+@pytest.mark.parametrize("value", [".inf", "-7", ".nan", "[8]", "1e308"])
+def test_a_run_yaml_edited_to_no_config_is_refused(run, capsys, value):
+    path = run / "run.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + f"max_train_steps: {value}\n", encoding="utf-8")
+    resume_refused(capsys, run, "max_train_steps")

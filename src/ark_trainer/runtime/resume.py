@@ -30,13 +30,14 @@ from typing import Any, Protocol
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json
-from ark_trainer.runcheck import TRAINER_STATE_FIELDS, check_file
+from ark_trainer.runcheck import TRAINER_STATE_FIELDS, Rule, check_file, count
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
 
 MARKER = "ark_complete.json"
+MARKER_FIELDS: dict[str, Rule] = {"step": count}  # what mark_complete writes (and the files)
 TRAINER_STATE = "trainer_state.json"  # the Trainer's own: the step and data position it resumes at
 NEARLY_FULL_GB = 0.064  # a save that failed with less free than this failed for lack of disk
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
@@ -323,18 +324,23 @@ def check_loadable(ckpt: Path) -> None:
 
 
 def check_trainer_state(ckpt: Path) -> None:
-    """``trainer_state.json`` of ``checkpoint-N`` says step N, and its counts are whole numbers >= 0: the
-    Trainer continues from its ``global_step`` (an edited -7 saved checkpoint--1 ... checkpoint--6)."""
-    path = ckpt / TRAINER_STATE
+    """``trainer_state.json`` and our marker of ``checkpoint-N`` both say step N, and the Trainer's counts
+    are whole numbers >= 0: it continues from its ``global_step`` (an edited -7 saved checkpoint--1 ...
+    checkpoint--6), and the ``resume`` event takes the marker's."""
     fix = f"delete the folder {ckpt} to resume from the checkpoint before it"
-    if not path.is_file():
-        raise UserError(f"--resume: {path}: missing; {fix}")
-    state = check_file(read_json(path), f"--resume: {path}", TRAINER_STATE_FIELDS, ("global_step",), fix)
     step = int(ckpt.name.removeprefix("checkpoint-"))  # checkpoints() matched it
-    if state["global_step"] != step:
-        raise UserError(
-            f"--resume: {path}: global_step: {state['global_step']} is not {step}, the step of {ckpt.name}; {fix}"
-        )
+    for name, fields, key in (
+        (TRAINER_STATE, TRAINER_STATE_FIELDS, "global_step"),
+        (MARKER, MARKER_FIELDS, "step"),
+    ):
+        path = ckpt / name
+        if not path.is_file():
+            raise UserError(f"--resume: {path}: missing; {fix}")
+        state = check_file(read_json(path), f"--resume: {path}", fields, (key,), fix)
+        if state[key] != step:
+            raise UserError(
+                f"--resume: {path}: {key}: {state[key]} is not {step}, the step of {ckpt.name}; {fix}"
+            )
 
 
 def check_checkpoints(out: Path, stage_names: Sequence[str]) -> None:
