@@ -12,17 +12,18 @@ ever sees values that passed.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.errors import UserError
 
-MAX_DEPTH = 64  # a run nests 6 levels and a tool call's arguments (the model's own JSON) under them; the parsers recurse
+# a run nests 6 levels, and a tool call's arguments (the model's own JSON) below them; the parsers recurse
+MAX_DEPTH = 64
 MAX_LINE_BYTES = 4 << 20  # one events.jsonl line: a metrics event is under 4 KiB; longer ones are not parsed
-MAX_MAGNITUDE = (
-    1e15  # no metric, count, step or time a run writes comes near it; 1e308 overflows what adds it
-)
+MAX_MAGNITUDE = 1e15  # no metric, count, step or time of a run comes near it; 1e308 overflows a sum
+REWRITTEN = "restore it from the run, or delete it and run the command that writes it again"
 
 # what a field must hold: a rule returns what is wrong with a value, or None when it is fine
 Rule = Callable[[Any], str | None]
@@ -164,7 +165,7 @@ def check_file(
 ) -> dict[str, Any]:
     """``data`` (the parsed file ``where``) when it is an object whose ``fields`` pass their rules and that
     has every ``required`` key; :class:`BadRunFile` naming the field otherwise. ``fix``: what to do about it."""
-    fix = fix or "restore it from the run, or delete it and run the command that writes it again"
+    fix = fix or REWRITTEN
     if too_deep(data):
         raise BadRunFile(f"{where}: nested more than {MAX_DEPTH} levels deep; {fix}")
     if not isinstance(data, dict):
@@ -174,6 +175,43 @@ def check_file(
         raise BadRunFile(f"{where}: no {missing[0]!r} field; {fix}")
     if wrong := _first_wrong(data, fields):
         raise BadRunFile(f"{where}: {wrong}; {fix}")
+    return data
+
+
+def checked(
+    data: Any,
+    where: str,
+    fields: dict[str, Any],
+    required: tuple[str, ...] = (),
+    fix: str = REWRITTEN,
+    absent_ok: bool = True,
+    every_number: bool = True,
+) -> dict[str, Any]:
+    """``data`` read from the file ``where`` once its fields pass their rules (``runcheck.py``) and (with
+    ``every_number``) every number in it is finite and within bounds; {} stays {} (absent or torn) unless
+    ``absent_ok`` is False."""
+    if absent_ok and data == {}:
+        return {}
+    data = check_file(data, where, fields, required, fix)
+    if every_number and (wrong := all_numbers_wrong(data)):
+        raise BadRunFile(f"{where}: {wrong}; {fix}")
+    return data
+
+
+def parse_checked(text: str, where: str, yaml_text: bool = False) -> Any:
+    """JSON (or YAML) ``text`` of the file ``where``; one nested deeper than a run writes is BadRunFile
+    (the parsers recurse: 100000 brackets were a RecursionError)."""
+    import yaml  # here, not at the top: importing the run folder's readers does no work
+
+    try:
+        data = yaml.safe_load(text) if yaml_text else json.loads(text)
+    except RecursionError:
+        data = None
+        deep = True
+    else:
+        deep = too_deep(data)
+    if deep:
+        raise BadRunFile(f"{where}: nested more than {MAX_DEPTH} levels deep; {REWRITTEN}")
     return data
 
 

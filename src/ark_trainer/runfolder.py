@@ -32,7 +32,6 @@ the training code, so any tool can read a run folder.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,15 +45,15 @@ from ark_trainer.runcheck import (
     FINAL_MODEL_FIELDS,
     HEARTBEAT_FIELDS,
     HEARTBEAT_REQUIRED,
-    MAX_DEPTH,
     MAX_LINE_BYTES,
     PLAN_FIELDS,
     PLAN_STAGE_FIELDS,
+    REWRITTEN,
     BadRunFile,
     all_numbers_wrong,
-    check_file,
+    checked,
+    parse_checked,
     stats_wrong,
-    too_deep,
 )
 
 RUN_CONFIG = "run.yaml"
@@ -279,48 +278,10 @@ def final_of(names: list[str], record: dict[str, Any]) -> str | None:
     return next((n for n in reversed(names) if n != "base"), None)
 
 
-REWRITTEN = "restore it from the run, or delete it and run the command that writes it again"
 PLAN_FIX = "restore the plan the run wrote, or start a new run (--overwrite_output_dir True)"
 EVAL_FIX = (
     "restore it, or delete it and run `ark-trainer eval` (or train --resume True) to measure that model again"
 )
-
-
-def checked(
-    data: Any,
-    where: str,
-    fields: dict[str, Any],
-    required: tuple[str, ...] = (),
-    fix: str = REWRITTEN,
-    absent_ok: bool = True,
-    every_number: bool = True,
-) -> dict[str, Any]:
-    """``data`` read from the file ``where`` once its fields pass their rules (``runcheck.py``) and (with
-    ``every_number``) every number in it is finite and within bounds; {} stays {} (absent or torn) unless
-    ``absent_ok`` is False."""
-    if absent_ok and data == {}:
-        return {}
-    data = check_file(data, where, fields, required, fix)
-    if every_number and (wrong := all_numbers_wrong(data)):
-        raise BadRunFile(f"{where}: {wrong}; {fix}")
-    return data
-
-
-def parse_checked(text: str, where: str, yaml_text: bool = False) -> Any:
-    """JSON (or YAML) ``text`` of the file ``where``; one nested deeper than a run writes is BadRunFile
-    (the parsers recurse: 100000 brackets were a RecursionError)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text) if yaml_text else json.loads(text)
-    except RecursionError:
-        data = None
-        deep = True
-    else:
-        deep = too_deep(data)
-    if deep:
-        raise BadRunFile(f"{where}: nested more than {MAX_DEPTH} levels deep; {REWRITTEN}")
-    return data
 
 
 def read_json_checked(path: Path, where: str) -> Any:
