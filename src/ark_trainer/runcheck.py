@@ -249,7 +249,7 @@ PLAN_FIELDS: dict[str, Rule] = {
     "requested": optional(text),
     "reason": optional(text),
     "task_name": optional(text),
-    "stages": list_of(PLAN_STAGE_FIELDS, ("name", "steps", "learning_rate")),
+    "stages": list_of(PLAN_STAGE_FIELDS, ("name",)),  # a resume needs steps and learning_rate too
 }
 
 HEARTBEAT_FIELDS: dict[str, Rule] = {

@@ -262,6 +262,10 @@ class RunFolder:
             )
         checked(data, f"--resume: {self.plan_path}", PLAN_FIELDS, ("stages",), PLAN_FIX, absent_ok=False)
         for i, stage in enumerate(data["stages"]):
+            if missing := [k for k in ("steps", "learning_rate") if k not in stage]:
+                raise UserError(
+                    f"--resume: {self.plan_path}: stages[{i}]: no {missing[0]!r} field; {PLAN_FIX}"
+                )
             if unknown := sorted(set(stage) - set(PLAN_STAGE_FIELDS)):
                 raise UserError(
                     f"--resume: {self.plan_path}: stages[{i}].{unknown[0]}: not a field of a stage; {PLAN_FIX}"

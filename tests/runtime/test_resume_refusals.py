@@ -94,6 +94,7 @@ def _stages(run: Path) -> list[dict]:
     ("mutate", "field"),
     [
         (lambda s: s[0].pop("name"), "stages[0]: no 'name'"),
+        (lambda s: s[1].pop("learning_rate"), "stages[1]: no 'learning_rate'"),
         (lambda s: s[0].update(steps=-3), "stages[0].steps"),
         (lambda s: s[0].update(steps="3"), "stages[0].steps"),
         (lambda s: s[1].update(learning_rate=NAN), "stages[1].learning_rate"),
