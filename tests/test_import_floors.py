@@ -31,6 +31,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "options",
             "run_options",
             "external",
+            "runcheck",
         },
     ),
     (

@@ -204,6 +204,8 @@ def _cmd_status(args: RunDirOptions) -> int:
         return 0
     try:
         state, beat = read_status(run_dir)
+    except UserError:  # heartbeat.json holds what no run writes there: the line names the field
+        raise
     except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         raise UserError(
             f"{run_dir}: heartbeat.json is not a heartbeat of ours; delete it, or resume the run"

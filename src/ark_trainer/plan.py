@@ -56,15 +56,40 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], cfg: Any) -> Plan:
-        """The plan saved in ``plan.json`` (``RunFolder.saved_plan`` checked that it has its stages)."""
+        """The plan saved in ``plan.json`` (``RunFolder.saved_plan`` checked its fields and their types);
+        one whose stages are not its strategy's, in order, with ``last`` where the plan put it, was edited:
+        :func:`check_saved_stages` refuses it."""
+        strategy = str(data.get("strategy") or cfg.strategy)
+        planned = tuple(PlanStage(**s) for s in data["stages"])
+        check_saved_stages(strategy, planned)
         return cls(
-            str(data.get("strategy") or cfg.strategy),
+            strategy,
             str(data.get("requested") or cfg.strategy),
             str(data.get("reason") or ""),
             str(data.get("task_name") or cfg.task_name),
-            tuple(PlanStage(**s) for s in data["stages"]),
-            data.get("probe"),
+            planned,
+            data.get("probe") if isinstance(data.get("probe"), dict) else None,
         )
+
+
+def check_saved_stages(strategy: str, planned: tuple[PlanStage, ...]) -> None:
+    """A resumed plan's stages are the ones its strategy runs, in its order, and ``last`` marks the last
+    that trains; else one UserError line (an edited plan.json was a KeyError or TypeError mid-run)."""
+    from ark_trainer.errors import UserError
+
+    fix = "restore the plan the run wrote, or start a new run (--overwrite_output_dir True)"
+    table = strategy_table()
+    if strategy != AUTO and strategy not in table:
+        raise UserError(f"--resume: plan.json: strategy {strategy!r} is none of {', '.join(table)}; {fix}")
+    expected = table[DEFAULT_STRATEGY if strategy == AUTO else strategy].stages
+    names = tuple(s.name for s in planned)
+    if names != expected:
+        raise UserError(
+            f"--resume: plan.json: stages {', '.join(names) or '(none)'} are not {strategy}'s "
+            f"({', '.join(expected)}); {fix}"
+        )
+    if planned != _mark_last(list(planned)):
+        raise UserError(f"--resume: plan.json: 'last' is not on the last stage that trains; {fix}")
 
 
 def resolve_plan(cfg: Any, probe: ProbeChoice | None = None) -> Plan:

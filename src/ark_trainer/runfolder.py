@@ -28,19 +28,38 @@
 The report, the diagnosis, resume, the dashboard, ``status`` and the live loop read a run through
 :class:`RunFolder`; the monitor and the pipeline write it by the same names. Reading is tolerant: a file
 that is missing, unreadable or torn (a line still being written, a run killed mid-write) reads as absent,
-and a reader that wants to say so passes a ``problems`` list. Importing this module imports nothing of the
-training code, so any tool can read a run folder.
+and a reader that wants to say so passes a ``problems`` list. What a file that parses holds is checked as it
+is read (``runcheck.py``): a number that is not finite or out of its range, a field of the wrong type or a
+file nested too deep is :class:`~ark_trainer.runcheck.BadRunFile` (one line, exit 2), so nothing downstream
+(the model that ships, the report, ``status``) ever works from it. Importing this module imports nothing of
+the training code, so any tool can read a run folder.
 """
 
 from __future__ import annotations
 
-import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_file_lines, jsonl_lines, read_json, read_text_bounded, write_json
+from ark_trainer.fileio import MAX_LINES_BYTES, read_text_bounded, write_json
+from ark_trainer.runcheck import (
+    EVAL_FIELDS,
+    EVENT_FIELDS,
+    FINAL_MODEL_FIELDS,
+    HEARTBEAT_FIELDS,
+    HEARTBEAT_REQUIRED,
+    MAX_LINE_BYTES,
+    PLAN_FIELDS,
+    PLAN_STAGE_FIELDS,
+    REWRITTEN,
+    BadRunFile,
+    all_numbers_wrong,
+    checked,
+    parse_checked,
+    stats_wrong,
+)
 
 RUN_CONFIG = "run.yaml"
 PLAN = "plan.json"
@@ -158,7 +177,7 @@ class RunFolder:
     # --- readers: absent or unreadable files read as empty ---
 
     def config(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.config_path, problems)
+        return checked(read_mapping(self.config_path, problems), str(self.config_path), {})
 
     def config_text(self) -> str:
         try:
@@ -167,19 +186,22 @@ class RunFolder:
             return ""
 
     def plan(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.plan_path, problems)
+        return checked(read_mapping(self.plan_path, problems), str(self.plan_path), PLAN_FIELDS)
 
     def events(self, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
         return read_events(self.events_path, problems, since_line)
 
     def n_event_lines(self) -> int:
         try:
-            return len(jsonl_file_lines(self.events_path, "replace"))
+            return len(event_lines(self.events_path))
         except (OSError, ValueError):
             return 0
 
     def eval(self, name: str, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.eval_path(name), problems)
+        """``eval/<name>.json``; {} when absent or torn; :class:`BadRunFile` when a metric is not a number
+        in its range (a model must never ship on one), a field has the wrong type or a metric is missing."""
+        data = read_mapping(self.eval_path(name), problems)
+        return checked(data, str(self.eval_path(name)), EVAL_FIELDS, (), EVAL_FIX)
 
     def evals(self, names: list[str], problems: Problems = None) -> dict[str, dict[str, Any]]:
         """``{name: eval}`` of the names that have an eval file, in the order given."""
@@ -212,24 +234,42 @@ class RunFolder:
         if not path.is_file():
             return []
         try:
-            data = read_json(path)
-        except (OSError, ValueError, RecursionError) as exc:
+            data = read_json_checked(path, str(path))
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, BadRunFile):
+                raise
             if problems is not None:
                 problems.append(f"{EXPORT_DIR}/{EXPORT_RECORD}: unreadable ({exc})")
             return []
+        if wrong := all_numbers_wrong(data):
+            raise BadRunFile(f"{path}: {wrong}; run ark-trainer export again")
         return [r for r in data if isinstance(r, dict) and r.get("file")] if isinstance(data, list) else []
 
     def data_stats(self, problems: Problems = None) -> dict[str, Any]:
-        return read_mapping(self.data_dir / DATA_STATS, problems)
+        path = self.data_dir / DATA_STATS
+        data = checked(read_mapping(path, problems), str(path), {})
+        if wrong := stats_wrong(data):
+            raise BadRunFile(f"{path}: {wrong}; {REWRITTEN}")
+        return data
 
     def heartbeat(self) -> dict[str, Any] | None:
-        """The last heartbeat, ``None`` when there is none; a broken one raises ValueError."""
-        return read_json(self.heartbeat_path) if self.heartbeat_path.is_file() else None
+        """The last heartbeat, ``None`` when there is none; a broken one raises ValueError (a
+        :class:`BadRunFile` naming the field when it parses but holds what no run writes)."""
+        if not self.heartbeat_path.is_file():
+            return None
+        where = str(self.heartbeat_path)
+        data = read_json_checked(self.heartbeat_path, where)
+        fix = "delete it, or resume the run"
+        # its metrics may be NaN or inf (the last step diverged); its own fields may not
+        return checked(
+            data, where, HEARTBEAT_FIELDS, HEARTBEAT_REQUIRED, fix, absent_ok=False, every_number=False
+        )
 
     def final_model(self) -> dict[str, Any]:
         """``model/ark_final_model.json``: the stage whose model ``model/`` is (``stage``), the rule
         (``policy``), the metric and the reason; {} for a run that wrote none (eval off, an older run)."""
-        return read_mapping(self.final_model_path)
+        path = self.final_model_path
+        return checked(read_mapping(path), str(path), FINAL_MODEL_FIELDS, (), REWRITTEN)
 
     def final_name(self, names: list[str]) -> str | None:
         return final_of(names, self.final_model())
@@ -248,17 +288,29 @@ class RunFolder:
     def saved_plan(self) -> dict[str, Any]:
         """The plan a resumed run continues; refuses one this version cannot read."""
         try:
-            data = read_json(self.plan_path)
+            data = read_json_checked(self.plan_path, f"--resume: {self.plan_path}")
+        except BadRunFile:
+            raise
         except (OSError, ValueError) as exc:
             raise UserError(f"--resume: {self.plan_path}: unreadable ({exc}); start a new run") from None
         schema = data.get("schema", PLAN_SCHEMA) if isinstance(data, dict) else None
         if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
             raise UserError(f"--resume: {self.plan_path}: no stages (an older plan); start a new run")
-        if not isinstance(schema, int) or schema > PLAN_SCHEMA:
+        if isinstance(schema, int) and schema > PLAN_SCHEMA:
             raise UserError(
                 f"--resume: {self.plan_path}: plan schema {schema!r} is newer than this ark-trainer reads "
                 f"({PLAN_SCHEMA}); resume it with the version that wrote it"
             )
+        checked(data, f"--resume: {self.plan_path}", PLAN_FIELDS, ("stages",), PLAN_FIX, absent_ok=False)
+        for i, stage in enumerate(data["stages"]):
+            if missing := [k for k in ("steps", "learning_rate") if k not in stage]:
+                raise UserError(
+                    f"--resume: {self.plan_path}: stages[{i}]: no {missing[0]!r} field; {PLAN_FIX}"
+                )
+            if unknown := sorted(set(stage) - set(PLAN_STAGE_FIELDS)):
+                raise UserError(
+                    f"--resume: {self.plan_path}: stages[{i}].{unknown[0]}: not a field of a stage; {PLAN_FIX}"
+                )
         return data
 
 
@@ -271,42 +323,109 @@ def final_of(names: list[str], record: dict[str, Any]) -> str | None:
     return next((n for n in reversed(names) if n != "base"), None)
 
 
-def read_mapping(path: Path, problems: Problems = None) -> dict[str, Any]:
-    """A JSON or YAML file's top-level mapping; {} when absent or unreadable (noted in ``problems``)."""
+PLAN_FIX = "restore the plan the run wrote, or start a new run (--overwrite_output_dir True)"
+EVAL_FIX = (
+    "restore it, or delete it and run `ark-trainer eval` (or train --resume True) to measure that model again"
+)
+
+
+def read_json_checked(path: Path, where: str) -> Any:
+    """A JSON file's value, bounded in size (``fileio.read_bounded``) and in nesting (:func:`parse_checked`)."""
+    return parse_checked(read_text_bounded(path, what="a run folder file"), where)
+
+
+def read_mapping(path: Path, problems: Problems = None) -> Any:
+    """A JSON or YAML file's value; {} when absent or unreadable (noted in ``problems``). Whatever parses is
+    returned as it is (a list too), for :func:`checked` to judge; nested too deep is BadRunFile."""
     import yaml  # here, not at the top: importing this module does no work
 
     if not path.is_file():
         return {}
     try:
-        text = read_text_bounded(path)
-        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+        data = parse_checked(read_text_bounded(path), str(path), path.suffix == ".yaml")
+    except BadRunFile:
+        raise
     except (OSError, ValueError, yaml.YAMLError) as exc:
         if problems is not None:
             problems.append(f"{path.relative_to(path.parent.parent)}: unreadable ({exc})")
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if data is not None else {}
 
 
 def read_events(path: Path, problems: Problems = None, since_line: int = 0) -> list[dict[str, Any]]:
-    """The events of ``events.jsonl`` from line ``since_line`` on; torn or foreign lines are skipped."""
+    """The events of ``events.jsonl`` from line ``since_line`` on; torn lines, and lines longer than any
+    event (:data:`MAX_LINE_BYTES`, not parsed: a 100 MB line took the dashboard 39 s), are skipped; a line
+    that parses but holds what no run writes (a negative step, a time that is a string) is BadRunFile."""
     try:
-        lines = jsonl_file_lines(path, "replace")[since_line:]  # split at "\n" only, as the writers escape
+        lines = event_lines(path)[since_line:]
     except (OSError, ValueError):
         return []
     events, bad = [], 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            bad += 1  # e.g. a line still being written by a running stage
-            continue
-        if isinstance(event, dict):
+    for number, line in enumerate(lines, since_line + 1):
+        event = parse_event(line, f"{path}:{number}")
+        if event is None:
+            bad += line is None or bool(line.strip())  # e.g. a line still being written by a stage
+        elif event:
             events.append(event)
     if bad and problems is not None:
         problems.append(f"{EVENTS}: {bad} unreadable line(s) skipped")
     return events
+
+
+def event_lines(path: Path) -> list[bytes | None]:
+    """The lines of ``events.jsonl`` (the last one too, whole or not), as bytes, read by :func:`iter_lines`:
+    one longer than :data:`MAX_LINE_BYTES` is None, read through but never held, decoded or parsed (a
+    100 MB line took the dashboard 39 s). At most ``fileio.MAX_LINES_BYTES`` are read."""
+    if not path.is_file():  # not a FIFO or a device: open() would wait on one, or read without end
+        raise OSError(f"{path}: not a regular file")
+    lines: list[bytes | None] = []
+    total = 0
+    with path.open("rb") as fh:
+        for size, line, _ in iter_lines(fh):
+            lines.append(line)
+            total += size
+            if total >= MAX_LINES_BYTES:
+                break
+    return lines
+
+
+def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(bytes, line, complete)`` of each line of ``fh`` from where it stands, split at ``"\n"`` only
+    (as the writers escape; a ``"\r"`` before it dropped): ``line`` is None for one longer than
+    :data:`MAX_LINE_BYTES`, read through in 1 MiB pieces; ``complete``: it ends in ``"\n"``."""
+    while line := fh.readline(MAX_LINE_BYTES + 2):
+        size, complete = len(line), line.endswith(b"\n")
+        if size > MAX_LINE_BYTES and not complete:
+            while rest := fh.readline(1 << 20):
+                size += len(rest)
+                if complete := rest.endswith(b"\n"):
+                    break
+            yield size, None, complete
+            continue
+        body = line[:-1] if complete else line
+        yield size, body[:-1] if body.endswith(b"\r") else body, complete
+
+
+def parse_event(line: str | bytes | None, where: str) -> dict[str, Any] | None:
+    """One line of ``events.jsonl``: the event; {} for a line that is not an object of ours (a blank or
+    foreign line); None for one torn or longer than :data:`MAX_LINE_BYTES`; BadRunFile for an event
+    whose fields are wrong."""
+    if line is None or len(line) > MAX_LINE_BYTES:
+        return None
+    if not line.strip():
+        return {}
+    try:
+        event = parse_checked(line if isinstance(line, str) else line.decode("utf-8", "replace"), where)
+    except BadRunFile:
+        raise
+    except ValueError:
+        return None
+    if not isinstance(event, dict):
+        return {}
+    fix = "fix or delete that line (the run appends whole lines; it never writes one like it)"
+    # a metric may be NaN or inf (a diverged step: the diagnosis reports it); the fields events are
+    # ordered and timed by may not
+    return checked(event, where, EVENT_FIELDS, ("event",), fix, absent_ok=False, every_number=False)
 
 
 def run_end_status(events: list[dict[str, Any]]) -> str | None:
@@ -329,21 +448,26 @@ class EventLog:
 
     def read(self) -> list[dict[str, Any]]:
         with self.lock:
+            if not self.path.is_file():  # not a FIFO or a device: open() would wait on one
+                return list(self.events)
             try:
                 with self.path.open("rb") as fh:
                     if fh.seek(0, 2) < self.offset:  # the file was replaced (a new run in the folder)
                         self.offset, self.events = 0, []
                     fh.seek(self.offset)
-                    chunk = fh.read()
+                    for size, line, complete in iter_lines(fh):
+                        if not complete:
+                            break  # a line still being written waits for the next poll
+                        self.offset += size
+                        self._add(line)
             except OSError:
-                return list(self.events)
-            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            for line in jsonl_lines(chunk[:end].decode("utf-8", errors="replace")):
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    self.events.append(event)
-            self.offset += end
+                pass
             return list(self.events)
+
+    def _add(self, line: bytes | None) -> None:
+        try:
+            event = parse_event(line, EVENTS)
+        except ValueError:  # BadRunFile: the dashboard shows what it can of the run
+            return
+        if event:
+            self.events.append(event)

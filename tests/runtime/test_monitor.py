@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from ark_trainer.cli import main
 from ark_trainer.runtime.monitor import console_line
+from tests.commands.refusals import refused
 from tests.line_breakers import IDS, RAW_LEGAL
 from tests.tiny_runs import read_status_state, train_flags
 
@@ -180,3 +182,65 @@ def test_the_console_log_follows_stderr_after_set_up(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stderr", second)
     log.warning("a later command")
     assert "a later command" in second.getvalue() and "Logging error" not in second.getvalue()
+
+
+def _beat(tmp_path: Path, **fields) -> Path:
+    import time
+
+    beat = {"state": "running", "stage": "grpo", "step": 3, "total": 8, "pid": os.getpid(),
+            "updated_ts": time.time(), "interval": 60, "updated_at": "now", "metrics": {"loss": 0.5}}  # fmt: skip
+    (tmp_path / "heartbeat.json").write_text(json.dumps({**beat, **fields}), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"pid": 1}, {"pid": 1, "pid_started": "1"}, {}, {"pid_started": "12345678"}, {"pid_started": None}],
+    ids=["pid-1", "pid-1-with-a-start", "no-start", "another-start", "null-start"],
+)
+def test_status_says_running_only_for_the_process_that_wrote_the_heartbeat(tmp_path, capsys, fields):
+    """A heartbeat naming a live pid (1, or this test's own) whose start time is not the one recorded is a
+    dead run's: the pid was reused, or the file was edited."""
+    assert main(["status", str(_beat(tmp_path, **fields))]) == 1
+    assert capsys.readouterr().out.startswith("dead: ")
+
+
+def test_status_says_running_for_the_process_that_wrote_it(tmp_path, capsys):
+    from ark_trainer.runtime.system import process_start
+
+    beat = _beat(tmp_path, pid_started=process_start(os.getpid()), metrics={"loss": float("nan")})
+    assert main(["status", str(beat)]) == 0  # a NaN loss is what a diverging step logs: shown, not refused
+    assert capsys.readouterr().out.startswith("running: ")
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"pid": -7}, "pid"),
+        ({"pid": "1"}, "pid"),
+        ({"pid": 1e308}, "pid"),
+        ({"pid": 2.5}, "pid"),
+        ({"pid": 10**15}, "pid"),
+        ({"step": -7}, "step"),
+        ({"total": float("inf")}, "total"),
+        ({"updated_ts": float("nan")}, "updated_ts"),
+        ({"updated_ts": "now"}, "updated_ts"),
+        ({"interval": 0}, "interval"),
+        ({"interval": -float("inf")}, "interval"),
+        ({"eta_seconds": -1}, "eta_seconds"),
+        ({"metrics": [1, 2]}, "metrics"),
+        ({"metrics": {"loss": "x"}}, "metrics.loss"),
+        ({"state": None}, "state"),
+        ({"state": ["running"]}, "state"),
+        ({"extra": json.loads("[" * 100 + "]" * 100)}, "nested"),
+    ],
+)
+def test_a_heartbeat_no_run_writes_is_refused_naming_its_field(tmp_path, capsys, fields, field):
+    (line,) = refused(capsys, ["status", str(_beat(tmp_path, **fields))])
+    assert f"{tmp_path / 'heartbeat.json'}: {field}" in line, line
+
+
+def test_a_heartbeat_nested_10000_deep_is_one_line(tmp_path, capsys):
+    (tmp_path / "heartbeat.json").write_text("[" * 10000 + "]" * 10000, encoding="utf-8")
+    (line,) = refused(capsys, ["status", str(tmp_path)])
+    assert "heartbeat.json: nested more than" in line

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ark_trainer.dashboard.payload import eval_tables, find_runs, run_summary, stage_metrics, timeline
 from ark_trainer.fileio import MAX_LINES_BYTES, UnreadableFile, file_kind, read_bounded
+from ark_trainer.runcheck import BadRunFile
 from ark_trainer.runfolder import EventLog, RunFolder
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -117,7 +118,18 @@ class Runs:
         now = time.time()
         if cached and (cached[1] == version or now - cached[0] < DIAGNOSIS_EVERY):
             return cached[2]
-        parts = {"evals": eval_tables(folder), "diagnosis": to_json(diagnose(folder))}
+        try:
+            parts = {"evals": eval_tables(folder), "diagnosis": to_json(diagnose(folder))}
+        except BadRunFile as exc:  # a file holding what no run writes: shown, not a dropped connection
+            what, _, fix = str(exc).partition("; ")
+            finding = {
+                "code": "bad_run_file",
+                "severity": "error",
+                "stage": "run",
+                "evidence": what,
+                "fix": fix,
+            }
+            parts = {"evals": {}, "diagnosis": {"status": "unknown", "findings": [finding]}}
         self.slow[key] = (now, version, parts)
         return parts
 

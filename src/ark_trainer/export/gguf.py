@@ -49,12 +49,10 @@ def permute(weights, n_head: int, n_head_kv: int | None):
 
 
 def _config(model_dir: Path) -> dict[str, Any]:
-    try:
-        cfg = read_json(model_dir / "config.json")
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{model_dir}: no readable config.json ({exc}); export a Hugging Face model folder"
-        ) from None
+    """``config.json``, once it and the safetensors headers passed their checks (``export/check.py``)."""
+    from ark_trainer.export.check import check_model_folder
+
+    cfg = check_model_folder(model_dir)
     if cfg.get("model_type") not in ARCHITECTURES:
         raise UserError(
             f"{model_dir}: model_type {cfg.get('model_type')!r} cannot be exported to GGUF "
@@ -170,10 +168,16 @@ def _write_tensors(writer, cfg: dict[str, Any], model_dir: Path, quant: str) -> 
         gguf_name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         if gguf_name is None:
             raise UserError(f"{model_dir}: tensor {hf_name!r} has no GGUF name for {cfg['model_type']}")
-        if cfg["model_type"] == "llama" and hf_name.endswith("q_proj.weight"):
-            data = permute(data, n_head, n_head)
-        elif cfg["model_type"] == "llama" and hf_name.endswith("k_proj.weight"):
-            data = permute(data, n_head, n_kv)
+        try:
+            if cfg["model_type"] == "llama" and hf_name.endswith("q_proj.weight"):
+                data = permute(data, n_head, n_head)
+            elif cfg["model_type"] == "llama" and hf_name.endswith("k_proj.weight"):
+                data = permute(data, n_head, n_kv)
+        except ValueError:  # a config.json edited to other head counts than the weights have
+            raise UserError(
+                f"{model_dir}: tensor {hf_name!r} of shape {list(data.shape)} does not split into "
+                f"config.json's heads ({n_head}, {n_kv} for keys); restore the model's config.json"
+            ) from None
         array, qtype = _store(gguf_name, data, quant)
         writer.add_tensor(gguf_name, array, raw_dtype=qtype)
         count += 1

@@ -23,7 +23,7 @@ from typing import Any
 
 from ark_trainer.fileio import atomic_write_text, json_line
 from ark_trainer.runfolder import RunFolder, run_end_status
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.runtime.system import pid_alive, process_start
 
 log = logging.getLogger("ark_trainer")
 
@@ -52,6 +52,9 @@ class Monitor:
             "metrics": {},
         }
         self._stage_started = time.time()
+        self._pid_started = process_start(
+            os.getpid()
+        )  # with the pid, names this process (status checks both)
         self.last_progress = time.time()  # read by the stall watchdog
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True) if heartbeat else None
@@ -178,6 +181,7 @@ class Monitor:
             eta = None
         state.update(
             pid=os.getpid(),
+            pid_started=self._pid_started,
             updated_at=_now_iso(),
             updated_ts=time.time(),
             interval=self.interval,
@@ -333,6 +337,17 @@ def setup_logging(log_dir: Path) -> None:
     log.propagate = False
 
 
+def run_process_alive(pid: int, started: str | None) -> bool:
+    """Whether the heartbeat's process still runs: its pid alive AND started when the heartbeat says
+    (``/proc/PID/stat``), so a pid reused after the run died, or a heartbeat edited to name pid 1, is not
+    taken for the run. Without ``/proc`` the pid alone decides; a heartbeat that records no start time
+    where ``/proc`` would have given one was not written by a run of ours."""
+    if not pid_alive(pid):
+        return False
+    now = process_start(pid)
+    return now is None or now == started
+
+
 def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
     """The run's state from its heartbeat: finished / failed / stopped (Ctrl-C) / running / stalled / dead /
     unknown.
@@ -349,7 +364,8 @@ def read_status(out_dir: Path) -> tuple[str, dict[str, Any]]:
         return state, beat
     age = time.time() - float(beat.get("updated_ts", 0))
     limit = STALE_FACTOR * float(beat.get("interval", 5.0))
-    alive = pid_alive(int(beat.get("pid", 0)))
-    if not alive:  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
+    if not run_process_alive(
+        int(beat.get("pid", 0)), beat.get("pid_started")
+    ):  # the heartbeat could not be rewritten (full disk?): the events may say how it ended
         return ("failed" if run_end_status(folder.events()) == "failed" else "dead"), beat
     return ("stalled" if age > limit else "running"), beat

@@ -30,12 +30,15 @@ from typing import Any, Protocol
 
 from ark_trainer.errors import UserError
 from ark_trainer.fileio import read_json, write_json
+from ark_trainer.runcheck import TRAINER_STATE_FIELDS, Rule, check_file, count
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime import faults
 
 log = logging.getLogger("ark_trainer")
 
 MARKER = "ark_complete.json"
+MARKER_FIELDS: dict[str, Rule] = {"step": count}  # what mark_complete writes (and the files)
+TRAINER_STATE = "trainer_state.json"  # the Trainer's own: the step and data position it resumes at
 NEARLY_FULL_GB = 0.064  # a save that failed with less free than this failed for lack of disk
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -308,19 +311,50 @@ def check_loadable(ckpt: Path) -> None:
                     torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             elif path.suffix == ".json":
                 read_json(path)
+        except RecursionError:
+            fix = f"delete the folder {ckpt} to resume from the one before it"
+            raise UserError(f"--resume: {path}: nested deeper than any checkpoint file; {fix}") from None
         except Exception as exc:  # noqa: BLE001 - any failure means the file cannot be trusted
             raise UserError(
                 f"--resume: {path}: cannot be loaded safely ({type(exc).__name__}); delete the folder "
                 f"{ckpt} to resume from the checkpoint before it, or start over with --overwrite_output_dir True"
             ) from None
 
+    check_trainer_state(ckpt)
+
+
+def check_trainer_state(ckpt: Path) -> None:
+    """``trainer_state.json`` and our marker of ``checkpoint-N`` both say step N, and the Trainer's counts
+    are whole numbers >= 0: it continues from its ``global_step`` (an edited -7 saved checkpoint--1 ...
+    checkpoint--6), and the ``resume`` event takes the marker's."""
+    fix = f"delete the folder {ckpt} to resume from the checkpoint before it"
+    step = int(ckpt.name.removeprefix("checkpoint-"))  # checkpoints() matched it
+    for name, fields, key in (
+        (TRAINER_STATE, TRAINER_STATE_FIELDS, "global_step"),
+        (MARKER, MARKER_FIELDS, "step"),
+    ):
+        path = ckpt / name
+        if not path.is_file():
+            raise UserError(f"--resume: {path}: missing; {fix}")
+        state = check_file(read_json(path), f"--resume: {path}", fields, (key,), fix)
+        if state[key] != step:
+            raise UserError(
+                f"--resume: {path}: {key}: {state[key]} is not {step}, the step of {ckpt.name}; {fix}"
+            )
+
 
 def check_checkpoints(out: Path, stage_names: Sequence[str]) -> None:
-    """Under ``--resume``: the checkpoint each stage would resume from loads safely (before anything is written)."""
+    """Under ``--resume``, before anything is written: the checkpoint each stage would resume from loads
+    safely and says its own step, and the run folder's files that decide what the resume does and which
+    model ships (the events, the eval files, the final-model record) hold nothing a run never writes."""
     for stage in stage_names:
         ckpt = latest_complete(Path(out) / stage)
         if ckpt is not None:
             check_loadable(ckpt)
+    folder = RunFolder(out)
+    folder.events()
+    folder.evals(folder.eval_names())
+    folder.final_model()
 
 
 # --- pipeline level ---
