@@ -149,8 +149,10 @@ def test_status_and_the_dashboard_show_the_time_left(tmp_path, capsys, monkeypat
     (tmp_path / "events.jsonl").write_text(
         json.dumps({"event": "stage_end", "stage": "eval_base", "status": "ok"}) + "\n"
     )
+    from ark_trainer.runtime.system import process_start
+
     beat = {"state": "running", "stage": "rft", "step": 0, "total": 10, "pid": os.getpid(), "updated_ts": time.time(),
-            "interval": 5, "stage_elapsed_seconds": 120}  # fmt: skip
+            "interval": 5, "stage_elapsed_seconds": 120, "pid_started": process_start(os.getpid())}  # fmt: skip
     (tmp_path / "heartbeat.json").write_text(json.dumps(beat))
     assert main(["status", str(tmp_path)]) == 0
     assert "expected time left for the whole run: about 8 min" in capsys.readouterr().out
