@@ -73,7 +73,7 @@ def test_drift_within_noise_passes_and_beyond_it_fails_naming_the_metric(bench, 
     assert bench.drifts(figures, bench.read_run(out)) == []
     assert bench.main([str(out)]) == 0
 
-    beyond = {("grpo", "task_accuracy"): -(noise["task_accuracy"] + 1.0), ("base", "compliance_rate"): -10.0}
+    beyond = {("grpo", "task_accuracy"): -(noise["task_accuracy"] + 1.0), ("base", "compliance_rate"): +10.0}
     out = _run_folder(tmp_path / "beyond", figures, beyond)
     problems = bench.drifts(figures, bench.read_run(out))
     assert [p.split(":")[0] for p in problems] == ["base compliance_rate", "grpo task_accuracy"]
