@@ -127,3 +127,62 @@ def test_build_base_model_from_english_rows(tmp_path):
     gold = data.gold_answer(english[0])
     assert tok.decode(tok(gold, add_special_tokens=False)["input_ids"]) == gold
     assert len(tok(gold)["input_ids"]) < len(gold)  # letters merge into tokens
+
+
+def test_the_shipped_base_model_is_what_the_recipe_makes(tmp_path):
+    """The package ships the default demo's base model (``demo/base_model/``) because its 200 warm-up steps
+    follow another path on each CPU's float kernels. The recipe (``python -m ark_trainer.demo.model``: the
+    default demo's 800 training dialogues, seed 0) rebuilds the same tokenizer and architecture; the
+    weights' names, shapes and dtypes are the same, their values are the one CPU's that made them."""
+    import json
+
+    from safetensors import safe_open
+
+    from ark_trainer.demo.run import shipped_base_model
+
+    shipped = shipped_base_model()
+    assert shipped is not None
+    rows = data.generate_rows(800, 0, "train", with_candidates=True)
+    rebuilt = model.build_base_model(tmp_path / "rebuilt", rows, warmup_steps=0, progress=False)
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "chat_template.jinja"):
+        assert json_or_text(rebuilt / name) == json_or_text(shipped / name), name
+    with (
+        safe_open(rebuilt / "model.safetensors", "pt") as a,
+        safe_open(shipped / "model.safetensors", "pt") as b,
+    ):
+        names = sorted(a.keys())  # a safetensors file's tensor names
+        assert names == sorted(b.keys())
+        for key in names:
+            assert a.get_slice(key).get_shape() == b.get_slice(key).get_shape(), key
+            assert a.get_slice(key).get_dtype() == b.get_slice(key).get_dtype(), key
+    card = (shipped / model.MODEL_CARD).read_text(encoding="utf-8")
+    assert '"warmup_steps": 200' in card and '"seed": 0' in card
+    assert json.loads((shipped / "config.json").read_text())["model_type"] == "qwen2"
+
+
+def json_or_text(path):
+    """A file's JSON (less ``use_cache``, which the warm-up turns off) or its text."""
+    import json
+
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".json":
+        return text
+    found = json.loads(text)
+    return {k: v for k, v in found.items() if k != "use_cache"} if isinstance(found, dict) else found
+
+
+def test_the_default_demo_copies_the_shipped_base_model_and_another_seed_makes_one(tmp_path, monkeypatch):
+    from ark_trainer.demo import run
+    from ark_trainer.pipeline import run_train  # noqa: F401  (imported by run_demo: patched below)
+
+    built = []
+    monkeypatch.setattr("ark_trainer.pipeline.run_train", lambda cfg: cfg)
+    monkeypatch.setattr(model, "build_base_model", lambda base, train, **kw: built.append(kw) or base)
+    run.run_demo(tmp_path / "default")
+    shipped = run.shipped_base_model()
+    assert shipped is not None and not built
+    assert (tmp_path / "default" / "base_model" / "model.safetensors").read_bytes() == (
+        shipped / "model.safetensors"
+    ).read_bytes()
+    run.run_demo(tmp_path / "seed1", seed=1)
+    assert built == [{"seed": 1}]
