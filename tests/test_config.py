@@ -523,6 +523,7 @@ BEFORE.update(
         "reward_timeout": Range(lo=0.0, hi=1e6),
         "stall_timeout": Range(lo=0.0, hi=1e6),
         "save_minutes": Range(lo=0.0, hi=1e6),
+        "time_budget": Range(lo=0.0, hi=1e6),
         "tool_timeout": Range(lo=0.0, hi=1e6, lo_open=True),
         "heartbeat_interval": Range(lo=0.0, hi=1e6, lo_open=True),
     }

@@ -31,7 +31,6 @@ FLOORS: list[tuple[str, set[str]]] = [
             "options",
             "run_options",
             "external",
-            "runcheck",
         },
     ),
     (
@@ -42,6 +41,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "folders",
             "runfolder",
             "metrics",
+            "runcheck",
             "stats",
             "models",
             "runtime",

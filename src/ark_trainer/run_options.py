@@ -101,7 +101,7 @@ class RunOptions:
         "stage is measured and printed; over the budget, the step counts not set explicitly are scaled down "
         "to fit, and explicit ones get a warning (docs/long-runs.md)",
         group="strategy",
-        range=NON_NEGATIVE,
+        range=SECONDS,
     )
     batch_size: int = flag(
         8,

@@ -18,6 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ark_trainer.errors import UserError
+from ark_trainer.metrics import (
+    COMPLIANCE_RATE,
+    HELDOUT_REWARD_MEAN,
+    MEAN_TOOL_CALLS,
+    MEAN_TURNS,
+    PASS_RATE,
+    PREFERENCE_ALIGNMENT,
+    REWARD_MEAN,
+    TASK_ACCURACY,
+    TASK_SUCCESS,
+    TOOL_CALL_VALIDITY,
+)
 
 # a run nests 6 levels, and a tool call's arguments (the model's own JSON) below them; the parsers recurse
 MAX_DEPTH = 64
@@ -217,17 +229,17 @@ def parse_checked(text: str, where: str, yaml_text: bool = False) -> Any:
 
 # --- what each file holds (the fields the tool reads; the others are checked for finite numbers only) ---
 _REWARDED = {"reward": optional(number), "completion": optional(text), "prompt": optional(text)}
-_RATES = ("pass_rate", "task_accuracy", "compliance_rate", "preference_alignment", "task_success")
+_RATES = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, PREFERENCE_ALIGNMENT, TASK_SUCCESS)
 EVAL_FIELDS: dict[str, Rule] = {
     "name": text,
     "model": text,
     "dtype": optional(text),
     "n": count,
-    "reward_mean": optional(number),
-    **{rate: optional(share) for rate in (*_RATES, "tool_call_validity")},
-    "heldout_reward_mean": optional(number),
-    "mean_turns": optional(nonnegative),
-    "mean_tool_calls": optional(nonnegative),
+    REWARD_MEAN: optional(number),
+    **{rate: optional(share) for rate in (*_RATES, TOOL_CALL_VALIDITY)},
+    HELDOUT_REWARD_MEAN: optional(number),
+    MEAN_TURNS: optional(nonnegative),
+    MEAN_TOOL_CALLS: optional(nonnegative),
     "components": mapping_of(optional(number)),
     "examples": list_of(_REWARDED),
     "answers": list_of(_REWARDED, ("reward",)),  # the gate and the significance tests read it

@@ -80,7 +80,7 @@ def test_the_server_lists_runs_and_serves_one_by_key(server, runs_root):
     assert {"reward", "loss", "kl", "entropy", "frac_reward_zero_std", "learning_rate", "step_time"} <= set(
         run["stages"]["grpo"]
     )
-    assert [t["stage"] for t in run["timeline"]][:2] == ["eval_base", "rft_sampling"]
+    assert [t["stage"] for t in run["timeline"]][:3] == ["eval_base", "eval_base_dev", "rft_sampling"]
     assert list(run["evals"]["models"]) == ["base", "rft", "grpo"]
     assert run["diagnosis"]["status"] == "finished"
     assert b"uPlot" in get(server, "/static/uPlot.iife.min.js")[:2000]

@@ -141,7 +141,7 @@ def _deploy_signalled(out: Path, fault: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize(("fault", "code", "said"), [("deploy_term_after", 143, "terminated"),
-                                                     ("deploy_int_after", 130, "interrupted")])  # fmt: skip
+                                                     ("deploy_int_after", 130, "stopped by the user")])  # fmt: skip
 def test_a_deploy_stopped_by_a_signal_anywhere_undoes_itself(openclaw, tmp_path, point, fault, code, said):
     out = _run_dir(tmp_path)
     config = _config()

@@ -117,7 +117,7 @@ def test_a_crash_in_grpo_after_rft_leaves_a_report_with_the_finished_stages(asse
         main(["train", *args])
     md = (out / "report.md").read_text()
     assert "Stopped in stage grpo: RuntimeError: fault injection: step 2 raised" in md
-    assert "Finished before it: eval_base, rft_sampling, rft, eval_rft" in md
+    assert "Finished before it: eval_base, eval_base_dev, rft_sampling, rft, eval_rft, eval_rft_dev" in md
     assert "base (n=" in md and "RFT (n=" in md
 
 
