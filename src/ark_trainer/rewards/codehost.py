@@ -82,6 +82,7 @@ class CodeHost:
         self.name, self.load, self.timeout = name, load, timeout
         self.proc: subprocess.Popen | None = None
         self.finalizer: weakref.finalize | None = None
+        self.forwarder: threading.Thread | None = None  # copies the host's stderr to the command's
         self.owner = os.getpid()  # the process whose host this is (a fork copies the object, not the host)
         self.buffer = b""
         self.lock = threading.Lock()
@@ -100,9 +101,10 @@ class CodeHost:
         with _HOSTS_LOCK:
             _HOSTS.add(self)
         self.finalizer = weakref.finalize(self, _kill_group, self.proc.pid)
-        threading.Thread(
+        self.forwarder = threading.Thread(
             target=_forward, args=(self.proc.stderr,), daemon=True, name="ark-grader-out"
-        ).start()
+        )
+        self.forwarder.start()
         key = "source" if self.load["kind"] == "source" else "function"
         limit = f"--reward_timeout {self.timeout:g} s"
         try:
@@ -188,6 +190,8 @@ class CodeHost:
                 pipe.close() if pipe else None
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+        if self.forwarder is not None:  # what the code printed reaches stderr before the command ends
+            self.forwarder.join(timeout=2)
 
     def __getstate__(self) -> dict:  # a copy (pickled into a DataLoader worker) starts its own host
         return {"name": self.name, "load": self.load, "timeout": self.timeout}
