@@ -1,15 +1,15 @@
 """The toy QC demo's documented figures against what the demo produces, and against the docs.
 
-``bench/results/demo_figures.json`` holds the figures the docs state for ``ark-trainer demo``, one set per CPU
-family (``cpus``: the toy base model is trained on the spot and follows another path on each CPU's float
-kernels; per stage: ``task_accuracy``, ``compliance_rate``, ``preference_alignment``, as shares), the
-seed-to-seed noise of each metric in percentage points (and where that noise comes from), and the docs that
-state them. This machine's set is the one whose name (``AMD EPYC``, ``Intel Xeon``) its CPU model carries.
+``bench/results/demo_figures.json`` holds the figures the docs state for ``ark-trainer demo``: one set for
+every CPU (the demo copies the toy base model shipped with the package, so only RFT and GRPO run on this CPU's
+float kernels; ``kernel_paths`` records the check on two of them), per stage ``task_accuracy``,
+``compliance_rate``, ``preference_alignment`` as shares on the test split, the seed-to-seed noise of each
+metric in percentage points (and where that noise comes from), and the docs that state them.
 
-    python bench/demo_figures.py OUT            # OUT/eval/{base,rft,grpo}.json against this CPU's set: exit 1
+    python bench/demo_figures.py OUT            # OUT/eval/{base,rft,grpo}.json against the set: exit 1
                                                 # naming each metric that drifted by more than its noise
-    python bench/demo_figures.py --update OUT   # rewrite this CPU's set from OUT (noise kept), stamp date/machine
-    python bench/demo_figures.py --check-docs   # exit 1 naming each figure (any set) a listed doc does not state
+    python bench/demo_figures.py --update OUT   # rewrite the set from OUT (noise kept), stamp date/machine
+    python bench/demo_figures.py --check-docs   # exit 1 naming each figure a listed doc does not state
 
 No training: it reads a run folder made by ``ark-trainer demo``.
 """
@@ -31,29 +31,16 @@ def load(path: Path = FIGURES) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def cpu_model() -> str:
-    """This machine's CPU model as /proc/cpuinfo names it, "(R)" and "(TM)" dropped; "" where unknown."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return ""
-    name = next((line.split(":", 1)[1] for line in lines if line.startswith("model name")), "")
-    return " ".join(name.replace("(R)", "").replace("(TM)", "").split())
-
-
-def cpu_set(figures: dict, cpu: str | None = None) -> str:
-    """The name of the figure set for ``cpu`` (default: this machine's): the one whose name it contains,
-    else a set named after the CPU model itself (``--update`` starts it)."""
-    cpu = cpu_model() if cpu is None else cpu
-    return next((name for name in figures["cpus"] if name in cpu), cpu or "unknown CPU")
-
-
-def view(figures: dict, cpu: str | None = None) -> dict:
-    """One CPU's figures (``stages``, ``measured``, ``n_eval``) with the file's noise and docs: what
-    :func:`drifts` compares a run with; its ``stages`` are empty for a CPU with no set yet."""
-    name = cpu_set(figures, cpu)
-    found = figures["cpus"].get(name, {"stages": {}, "measured": "", "n_eval": None})
-    return {**found, "cpu": name, "noise": figures["noise"], "docs": figures["docs"]}
+def view(figures: dict) -> dict:
+    """The figures (``stages``, ``measured``, ``n_eval``) with the file's noise and docs: what :func:`drifts`
+    compares a run with."""
+    return {
+        "stages": figures.get("stages", {}),
+        "measured": figures.get("measured", ""),
+        "n_eval": figures.get("n_eval"),
+        "noise": figures["noise"],
+        "docs": figures["docs"],
+    }
 
 
 def percent(share: float) -> str:
@@ -66,8 +53,7 @@ def doc_figures(figures: dict) -> list[tuple[str, str, str]]:
     """(stage, metric, text) of every figure the docs must state."""
     return [
         (stage, metric, percent(value))
-        for one in figures["cpus"].values()
-        for stage, metrics in one["stages"].items()
+        for stage, metrics in figures["stages"].items()
         for metric, value in metrics.items()
     ]
 
@@ -98,9 +84,9 @@ def read_run(out: Path) -> dict[str, dict]:
 
 def drifts(figures: dict, evals: dict[str, dict]) -> list[str]:
     """One line per stage metric that is missing from ``evals`` or differs from the figure by more than
-    its noise (percentage points); [] when all are within it. ``figures``: one CPU's (:func:`view`)."""
+    its noise (percentage points); [] when all are within it. ``figures``: :func:`view`'s."""
     if not figures["stages"]:
-        return [f"no figures for {figures['cpu']} yet: --update OUT records this machine's"]
+        return ["no figures yet: --update OUT records them"]
     problems = []
     for stage, metrics in figures["stages"].items():
         for metric, documented in metrics.items():
@@ -125,19 +111,18 @@ def eval_size(evals: dict[str, dict]) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def update(figures: dict, evals: dict[str, dict], measured: str, cpu: str | None = None) -> dict:
-    """The figures with ``cpu``'s set (default: this machine's) rewritten from ``evals`` (every stage and
-    noise metric required), the other sets and the noise kept."""
+def update(figures: dict, evals: dict[str, dict], measured: str) -> dict:
+    """The figures with their set rewritten from ``evals`` (every stage and noise metric required), the noise
+    and the rest kept."""
     missing = [f"{s} {m}" for s in STAGES for m in figures["noise"] if evals.get(s, {}).get(m) is None]
     if missing:
         raise ValueError(f"the run folder lacks {', '.join(missing)}")
-    name = cpu_set(figures, cpu)
-    one = {
+    return {
+        **figures,
         "measured": measured,
-        "n_eval": eval_size(evals) or figures["cpus"].get(name, {}).get("n_eval"),
+        "n_eval": eval_size(evals) or figures.get("n_eval"),
         "stages": {s: {m: round(float(evals[s][m]), 4) for m in figures["noise"]} for s in STAGES},
     }
-    return {**figures, "cpus": {**figures["cpus"], name: one}}
 
 
 def stamp() -> str:
@@ -170,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )
             mine = view(figures)
-            print(f"wrote {args.figures} ({mine['cpu']}): " + "; ".join(
+            print(f"wrote {args.figures}: " + "; ".join(
                 f"{s} " + ", ".join(f"{m} {percent(v)}" for m, v in ms.items()) for s, ms in mine["stages"].items()
             ))  # fmt: skip
         else:
@@ -185,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"DRIFT {line}", file=sys.stderr)
             failed |= bool(problems)
             if not problems:
-                print(f"{args.out}: every figure within its noise of {args.figures.name} ({mine['cpu']})")
+                print(f"{args.out}: every figure within its noise of {args.figures.name}")
     if args.check_docs:
         problems = missing_from_docs(figures)
         for line in problems:
