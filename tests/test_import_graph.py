@@ -1,4 +1,5 @@
-"""The package's imports form no cycle, and the model ground floor imports nothing above it.
+"""The package's imports form no cycle, and ``core/models/`` (the model code's ground floor) imports nothing
+above it.
 
 Every ``ark_trainer`` import counts: at module level, inside functions and under ``TYPE_CHECKING``. A cycle
 hidden in a function still means neither module can be read, tested or moved without the other. The graph

@@ -1,4 +1,4 @@
-"""The ground floor: model and tokenizer loading, device and precision, prompt rendering.
+"""Models, low on the core floor: model and tokenizer loading, device and precision, prompt rendering.
 
 Everything that trains, evaluates, scores or serves a model reads it through these modules, and they import
 nothing of the stages, rewards or pipeline above them (``tests/test_import_graph.py`` checks it).

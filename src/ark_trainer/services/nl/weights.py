@@ -6,7 +6,7 @@ them into this flag so the run keeps the preset's graders and only changes how m
     ark-trainer-inner train ... --reward_weights qc_compliance=1,qc_satisfaction=1
 
 The reward builder (``rewards/builder.py``) gives the weights to the components as it builds the reward; the
-flag is read by :func:`ark_trainer.base.ranges.parse_weights`, on the ground floor with the weights' range.
+flag is read by :func:`ark_trainer.base.ranges.parse_weights`, on the base floor with the weights' range.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ template renders no tools (SmolLM2's), which has never been told the format (``a
 --base_model``).
 
 Reading and writing the blocks themselves (``parse_tool_calls``, ``format_tool_calls``) is
-:mod:`ark_trainer.base.chat.toolcall`'s, on the ground floor, for the data, reward and serving code below the agent.
+:mod:`ark_trainer.base.chat.toolcall`'s, on the base floor, for the data, reward and serving code below the agent.
 """
 
 from __future__ import annotations
