@@ -210,7 +210,10 @@ def test_a_broken_package_is_skipped_with_one_warning(tmp_path, case):
             b"[console_scripts]\nfoo = \xff:bar\n"
         )
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), str(PLUGINS / "toy")])
+    # the caller's PYTHONPATH kept: this checkout's package, not an installed one
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root), str(PLUGINS / "toy"), *filter(None, [env.get("PYTHONPATH")])]
+    )
     done = subprocess.run(
         [sys.executable, "-m", "ark_trainer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -233,7 +236,7 @@ def test_a_hook_that_exits_does_not_end_a_command(tmp_path):
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"prompt": "q", "completion": "a"}) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = str(root)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     argv = [
         sys.executable,
         "-m",
