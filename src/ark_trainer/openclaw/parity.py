@@ -188,7 +188,10 @@ class _Server:
             owner=True,
         )
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
-        wait_healthy(server, key)
+        from ark_trainer.runtime.ticker import ticking
+
+        with ticking(self.log, "starting the model server"):
+            wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
 
     def _dtype(self) -> str:
