@@ -244,7 +244,7 @@ def evaluate_through_openclaw(
     """Ask the held-out set through the served model in OpenClaw's request shape; write and return the
     result (``OUT/eval/<stage>-openclaw.json``; with a ``prompt_shape`` other than the model's own, a server
     started with that policy and ``OUT/eval/<stage>-openclaw-as-<shape>.json``, which the report leaves out)."""
-    from ark_trainer.deploy.policy import shape_for
+    from ark_trainer.deploy.policy import shape_for, system_prompt_seen
     from ark_trainer.metrics import OUTCOMES, compute_metrics, prompt_outcomes
     from ark_trainer.openclaw.deploy import model_window
     from ark_trainer.openclaw.shape import load_shape
@@ -283,6 +283,7 @@ def evaluate_through_openclaw(
         "through": "openclaw",
         "request_shape": {k: shape.get(k) for k in ("openclaw", "recorded_at", "how")},
         "prompt_shape": policy.to_json(),
+        "system_prompt": system_prompt_seen(policy, [r["prompt"] for r in rows]),
         "dtype": server.dtype,  # "auto": the weights' own
         **metrics,
         "bare": {k: bare.get(k) for k in ("n", *METRICS)} if bare else None,
@@ -326,4 +327,7 @@ def table_lines(result: dict) -> list[str]:
     for k in METRICS:
         b, o, g = bare.get(k), result.get(k), (result.get("gap") or {}).get(k)
         lines.append(f"{k:22} {fmt_metric(k, b):>9} {fmt_metric(k, o):>9} {fmt_metric(k, g, sign=True):>8}")
+    seen = result.get("system_prompt") or {}
+    if seen.get("note"):
+        lines.append(f"system prompt: {seen['note']}")
     return lines
