@@ -10,7 +10,8 @@ The run is what a user who read only the README would type::
 and nothing else (``--eval_dataset`` only names the held-out rows; it tunes nothing). Recorded: the test
 split's task accuracy of the base model, of each stage and of the model that ships, against always answering
 the test split's commonest label (the majority share); which of the five labels the shipped model answered at
-least once; the wall time; the machine and its CPU class. Targets: accuracy ≥ the majority share + 25
+least once; the wall time; the machine and its CPU class (``ark-trainer doctor``'s ``cpu`` line: the column of
+docs/real-models.md's times it belongs in). Targets: accuracy ≥ the majority share + 25
 points, every label answered, ≤ 30 min on 2 cores.
 
     python bench/own_data.py --model_path SmolLM2-135M-Instruct.gguf     # trains (tens of minutes)
@@ -146,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     if done.returncode:
         print(f"train failed (exit {done.returncode}) after {minutes:.1f} min", file=sys.stderr)
         return done.returncode
+    from ark_trainer.scale import cpu_class
+
     f = figures(work / "run")
     lines = summary_lines(f, minutes)
-    results = {**f, "minutes": round(minutes, 1), "train_command": cmd}
+    lines.insert(2, f"CPU class (`ark-trainer doctor`'s `cpu` line): {cpu_class()[0]}.")
+    results = {**f, "minutes": round(minutes, 1), "cpu_class": cpu_class()[0], "train_command": cmd}
     write_results(
         "own_data", lines, results, quick=False, out_dir=Path(a.results_dir) if a.results_dir else None
     )
