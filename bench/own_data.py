@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if done.returncode:
         print(f"train failed (exit {done.returncode}) after {minutes:.1f} min", file=sys.stderr)
         return done.returncode
-    from ark_trainer.scale import cpu_class
+    from ark_trainer.base.scale import cpu_class
 
     f = figures(work / "run")
     lines = summary_lines(f, minutes)

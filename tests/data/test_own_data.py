@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.auto_defaults import ModelFacts, data_labels, grpo_prompts, label_column
-from ark_trainer.config import TrainConfig
+from ark_trainer.base.options.grpo import GRPOOptions
+from ark_trainer.base.run_options import RunOptions
+from ark_trainer.core.auto_defaults import ModelFacts, data_labels, grpo_prompts, label_column
+from ark_trainer.core.config import TrainConfig
 from ark_trainer.data.loader import load_jsonl
-from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.rewards.generic import reference_match
-from ark_trainer.run_options import RunOptions
 from ark_trainer.stages.grpo import label_balanced
 from tests.conftest import run_cli, save_tiny_qwen
 from tests.fixtures import own_data

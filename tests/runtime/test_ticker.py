@@ -1,4 +1,4 @@
-"""``runtime/ticker.py``: a line every few seconds while a silent step runs; ``install`` and ``deploy`` use it;
+"""``core/runtime/ticker.py``: a line every few seconds while a silent step runs; ``install`` and ``deploy`` use it;
 ``scripts/setup.sh`` (``scripts/demo.sh``) does the same in bash (``scripts/ticking.sh``)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ark_trainer.commands import install
-from ark_trainer.runtime.ticker import ticking
+from ark_trainer.app.commands import install
+from ark_trainer.core.runtime.ticker import ticking
 from tests.conftest import ROOT
 
 

@@ -48,7 +48,7 @@ class EvalLength:
 def longest_answer(tokenizer, rows: list[dict]) -> tuple[int, int]:
     """(tokens of the longest answer the data carries, with its end-of-turn token; answers counted); (0, 0)
     without answers."""
-    from ark_trainer.auto_defaults import answer_texts
+    from ark_trainer.core.auto_defaults import answer_texts
 
     texts = answer_texts(rows)
     if not texts:
