@@ -159,3 +159,37 @@ def test_status_and_the_dashboard_show_the_time_left(tmp_path, capsys, monkeypat
     from ark_trainer.services.dashboard.payload import run_summary
 
     assert run_summary("k", tmp_path)["run_left_seconds"] == 480  # the dashboard's head line shows it too
+
+
+def test_evaluations_decode_what_the_answers_need_and_the_estimate_counts_that(
+    assets, tmp_path, caplog, monkeypatch
+):
+    """A budget of 160 for answers of a few tokens: every evaluation (and its estimate) stops at what the
+    answers need; a resumed attempt keeps the first attempt's choice."""
+    import ark_trainer.stages.evaluate as evaluate
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.services.pipeline import _estimate, _Evaluator
+
+    _as_real_model(monkeypatch)
+    p = _prepared(assets, tmp_path / "out", "max_train_steps", "4", "max_completion_length", "160")
+    chosen = read_json(p.out / "plan.json")["eval_length"]
+    assert chosen["value"] == p.eval_tokens and 16 <= p.eval_tokens < 64
+    assert "not at --max_completion_length 160" in chosen["reason"]
+    with caplog.at_level(logging.INFO, logger="ark_trainer"):
+        _estimate(p)
+    parts = {part["stage"]: part for part in read_json(p.out / "plan.json")["estimate"]["parts"]}
+    assert parts["eval_base"]["what"].endswith(f"× {p.eval_tokens} tokens")
+    assert "× 160 tokens" in parts["rft_sampling"]["what"]
+    asked: list[int] = []
+
+    def fake_eval(model_path, name, rows, reward, rt, path, max_new_tokens, **kw):
+        asked.append(max_new_tokens)
+        return {"answers": [{"reward": 0.0}] * len(rows), **dict.fromkeys(("reward_mean", "pass_rate",
+                "task_accuracy", "compliance_rate", "preference_alignment"), 0.0)}  # fmt: skip
+
+    monkeypatch.setattr(evaluate, "evaluate_model", fake_eval)
+    _Evaluator(p, p.rt, Monitor(p.out)).run("base", p.model_path)
+    assert asked and set(asked) == {p.eval_tokens}
+    again = _prepared(assets, tmp_path / "out", "max_train_steps", "4", "max_completion_length", "160",
+                      "resume", "True")  # fmt: skip
+    assert again.plan_extra["eval_length"] == chosen

@@ -215,3 +215,21 @@ def test_a_grpo_run_with_rollout_steps_trains_and_records_it(assets, tmp_path): 
     assert scale["steps_per_generation"] == 2 and scale["precision"] == "fp32"
     state = json.loads((out / "grpo" / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
+
+
+def test_the_cpu_class_names_the_docs_time_column():
+    """bf16 where the CPU computes it natively, else the widest kernel path torch runs (what doctor prints)."""
+    from ark_trainer.base.scale import CPU_CLASSES, cpu_class, cpu_class_of
+
+    avx512_bf16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    avx512 = "flags\t\t: fpu avx2 avx512f avx512bw\n"
+    avx2 = "flags\t\t: fpu sse avx2 fma\n"
+    assert cpu_class_of("AVX512", avx512_bf16) == "bf16"
+    assert cpu_class_of("AVX2", "flags\t\t: fpu avx2 amx_bf16\n") == "bf16"  # bf16 decides, whatever the path
+    assert cpu_class_of("AVX512", avx512) == "AVX-512 fp32"
+    assert cpu_class_of("AVX2", avx512) == "AVX2 fp32"  # ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU
+    assert cpu_class_of("AVX2", avx2) == "AVX2 fp32"
+    assert cpu_class_of("DEFAULT", avx2) == "fp32 without AVX2"
+    assert cpu_class_of("ZVECTOR", "") == "fp32 without AVX2"
+    name, found = cpu_class()  # this machine
+    assert name in CPU_CLASSES and found.startswith("torch's kernels: ")

@@ -271,3 +271,43 @@ def test_the_smoke_request_prints_the_servers_reason_in_one_line():
     assert (
         str(asked.value) == f"eval --through openclaw: the model server at {base} answered HTTP 400: {REASON}"
     )
+
+
+def test_deploy_says_it_is_loading_the_model_while_the_server_starts(tmp_path, monkeypatch):
+    """A real model loads for seconds to minutes before the smoke request answers: deploy says so, then a
+    line every few seconds, instead of minutes of silence (here the wait is made long and the smoke fails,
+    which deploy undoes)."""
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.runtime import ticker
+    from ark_trainer.services.deploy import process
+    from ark_trainer.services.openclaw import deploy as oc_deploy
+    from tests.deploy_runs import _run_dir
+
+    out = _run_dir(tmp_path)
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def fake_popen(argv, **kwargs):
+        started.append(real_popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                   "ark_trainer.services.deploy.serve"], **kwargs))  # fmt: skip
+        return started[-1]
+
+    def slow_smoke(*args, **kwargs):
+        time.sleep(0.5)
+        raise UserError("deploy: smoke failed on purpose")
+
+    monkeypatch.setattr(process.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(oc_deploy, "wait_healthy", lambda server, key: time.sleep(0.3))
+    monkeypatch.setattr(oc_deploy, "smoke_request", slow_smoke)
+    monkeypatch.setattr(ticker, "TICK_SECONDS", 0.2)
+    said: list[str] = []
+    try:
+        with pytest.raises(UserError, match="on purpose"):
+            oc_deploy.deploy(out, log=said.append)
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+    start = next(i for i, line in enumerate(said) if line.startswith("deploy: starting the model server"))
+    ticks = [line for line in said[start:] if "still starting the model server and loading the model" in line]
+    assert len(ticks) >= 2, said

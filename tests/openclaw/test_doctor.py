@@ -29,10 +29,17 @@ def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_hom
     checks = {c["name"]: c for c in doc["checks"]}
     assert doc["schema"] == "ark-trainer.doctor/1" and code == 0 and doc["ok"] is True
     assert set(checks) == {
-        "python", "torch", "cuda", "disk", "libraries", "serving", "openclaw_cli", "openclaw_config",
+        "python", "torch", "cpu", "cuda", "disk", "libraries", "serving", "openclaw_cli", "openclaw_config",
         "openclaw_config_valid", "openclaw_auth", "openclaw_gateway",
     }  # fmt: skip
     assert all(set(c) == {"name", "status", "detail", "fix"} for c in doc["checks"])
+    assert checks["cpu"]["detail"].split(" (")[0] in (
+        "bf16",
+        "AVX-512 fp32",
+        "AVX2 fp32",
+        "fp32 without AVX2",
+    )
+    assert "torch's kernels: " in checks["cpu"]["detail"] and "docs/real-models.md" in checks["cpu"]["detail"]
     assert checks["openclaw_cli"]["status"] == "ok" and "OpenClaw 2026" in checks["openclaw_cli"]["detail"]
     assert (
         str(config) in checks["openclaw_config"]["detail"]

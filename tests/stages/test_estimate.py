@@ -10,6 +10,7 @@ from ark_trainer.stages.estimate import (
     RunSize,
     auto_eval_every,
     fit,
+    grpo_eval_line,
     regrown_choices,
     run_parts,
     run_size,
@@ -138,3 +139,40 @@ def test_other_strategies_are_estimated(strategy):
     cfg = cfg_of(strategy=strategy, max_train_steps=6)
     parts = run_parts(cfg, resolve_plan(cfg), T, SIZE)
     assert total_seconds(parts) > 0 and all(p.seconds >= 0 for p in parts)
+
+
+def test_evaluations_are_counted_at_the_evaluation_length():
+    cfg = cfg_of(strategy="RFT+GRPO", max_train_steps=4, max_completion_length=512)
+    plan = resolve_plan(cfg)
+
+    def eval_seconds(size: RunSize) -> float:
+        return sum(p.seconds for p in run_parts(cfg, plan, T, size) if p.name.startswith("eval_"))
+
+    whole, short = eval_seconds(SIZE), eval_seconds(RunSize(200, 20, 20, eval_tokens=16))
+    assert short < whole / 10  # 16 tokens a prompt, not 512
+    base = next(
+        p for p in run_parts(cfg, plan, T, RunSize(200, 20, 20, eval_tokens=16)) if p.name == "eval_base"
+    )
+    assert base.what == "20 prompts × 16 tokens"
+    rft = next(
+        p for p in run_parts(cfg, plan, T, RunSize(200, 20, 20, eval_tokens=16)) if p.name == "rft_sampling"
+    )
+    assert "× 512 tokens" in rft.what  # sampling keeps the run's completion length
+
+
+def test_evaluation_during_grpo_is_priced_with_how_to_skip_it():
+    cfg = cfg_of(strategy="GRPO", max_train_steps=8, grpo_eval_steps=2, grpo_max_completion_length=32)
+    plan = resolve_plan(cfg)
+    line = grpo_eval_line(cfg, plan, T, SIZE, automatic=True)
+    # 5 evaluations (step 0, 2, 4, 6, 8) of 20 dev prompts: 3 batches × (1 s + 32 × 0.1 s) each = 63 s
+    assert line.startswith(
+        "evaluation during GRPO (--grpo_eval_steps 2, chosen automatically): 5 evaluations"
+    )
+    assert "20 dev prompts × 32 tokens, about 63 s" in line and "--grpo_eval_steps 0 skips them" in line
+    grpo = next(p for p in run_parts(cfg, plan, T, SIZE) if p.name == "grpo")
+    assert "5 dev evaluations of 20 prompts × 32 tokens, 63 s" in grpo.what
+    assert "as given" in grpo_eval_line(cfg, plan, T, SIZE, automatic=False)
+    off = cfg_of(strategy="GRPO", max_train_steps=8, grpo_eval_steps=0)
+    assert grpo_eval_line(off, resolve_plan(off), T, SIZE, automatic=True) == ""
+    rft = cfg_of(strategy="RFT+DPO", max_train_steps=8, grpo_eval_steps=2)
+    assert grpo_eval_line(rft, resolve_plan(rft), T, SIZE, automatic=True) == ""

@@ -98,13 +98,51 @@ def native_cpu_bf16() -> bool:
         return False
 
 
-def cpuinfo_has_bf16(cpuinfo: str) -> bool:
-    """Whether a ``/proc/cpuinfo`` text names one of ``CPU_BF16_FLAGS`` in its ``flags``/``Features`` lines."""
+CPU_CLASSES = ("bf16", "AVX-512 fp32", "AVX2 fp32", "fp32 without AVX2")  # the docs' time columns
+
+
+def cpu_class_of(capability: str, cpuinfo: str) -> str:
+    """The CPU class the docs give times for (:data:`CPU_CLASSES`), from torch's kernel path
+    (``torch.backends.cpu.get_cpu_capability()``: ``AVX512``, ``AVX2``, ``DEFAULT``, ...; what
+    ``ATEN_CPU_CAPABILITY`` sets) and ``/proc/cpuinfo``: ``bf16`` where the CPU computes bf16 natively
+    (``auto`` then trains a real model in bf16 autocast), else the widest vector path torch uses, in fp32."""
+    if cpuinfo_has_bf16(cpuinfo):
+        return "bf16"
+    path = capability.upper()
+    if path.startswith("AVX512"):
+        return "AVX-512 fp32"
+    if path.startswith("AVX2"):
+        return "AVX2 fp32"
+    return "fp32 without AVX2"
+
+
+def cpu_class() -> tuple[str, str]:
+    """(this machine's :func:`cpu_class_of`, what it was read from) for ``doctor``."""
+    import torch
+
+    capability = str(torch.backends.cpu.get_cpu_capability())
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        cpuinfo = ""
+    bf16 = [f for f in CPU_BF16_FLAGS if f in cpu_flags(cpuinfo)]
+    found = f"torch's kernels: {capability}; native bf16: {', '.join(bf16) if bf16 else 'no'}"
+    return cpu_class_of(capability, cpuinfo), found
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The flags a ``/proc/cpuinfo`` text names in its ``flags`` (x86) / ``Features`` (Arm) lines."""
+    found: set[str] = set()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features") and set(value.split()) & set(CPU_BF16_FLAGS):
-            return True
-    return False
+        if key.strip().lower() in ("flags", "features"):
+            found.update(value.split())
+    return found
+
+
+def cpuinfo_has_bf16(cpuinfo: str) -> bool:
+    """Whether a ``/proc/cpuinfo`` text names one of ``CPU_BF16_FLAGS`` in its ``flags``/``Features`` lines."""
+    return bool(cpu_flags(cpuinfo) & set(CPU_BF16_FLAGS))
 
 
 def auto_precision(

@@ -42,6 +42,8 @@ from ark_trainer.data.split import (
 )
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
+from ark_trainer.stages.eval_length import RECORD as EVAL_RECORD
+from ark_trainer.stages.eval_length import EvalLength, eval_length
 from ark_trainer.stages.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
 
@@ -74,6 +76,14 @@ class Prepared:
     def model_path(self) -> str:
         """The base model's HF folder: what every stage loads (``cfg.model_path`` is what the user gave)."""
         return str(self.model.path)
+
+    @property
+    def eval_tokens(self) -> int:
+        """The new tokens an evaluation answer may take (``stages/eval_length.py``; plan.json's record)."""
+        from ark_trainer.stages.eval_length import RECORD, EvalLength
+
+        chosen = EvalLength.from_json(self.plan_extra.get(RECORD))
+        return chosen.value if chosen else new_tokens(self.cfg.max_completion_length)
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -150,11 +160,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
         cfg.env, data_path, cfg.rft_num_samples, splits.train, [s.name for s in plan.stages]
     )
     folder = RunFolder(out)
-    if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
+    resumed = bool(cfg.resume and folder.plan_path.is_file())
+    if resumed:  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
         plan = Plan.from_json(saved, cfg)
         extra = {k: v for k, v in saved.items() if k not in (*plan.to_json(), "schema")}
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
+    extra[EVAL_RECORD] = _eval_length(cfg, rt, str(model.path), rows, extra if resumed else None).to_json()
     extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
     log_dir = folder.log_dir(cfg.log_dir)
     done = Progress(out) if cfg.resume else None
@@ -174,6 +186,25 @@ def prepare(cfg: TrainConfig) -> Prepared:
         warnings=tuple(warnings),
         dev=splits.dev,
     )
+
+
+def _eval_length(
+    cfg: TrainConfig, rt: Runtime, model_dir: str, rows: list[dict], saved: dict | None
+) -> EvalLength:
+    """The evaluations' answer length (``stages/eval_length.py``): a resumed run's first attempt's (``saved``:
+    what its plan.json holds besides the plan; the run's completion length where it recorded none), else
+    measured on ``rows``."""
+    budget = new_tokens(cfg.max_completion_length)
+    if saved is not None:
+        kept = EvalLength.from_json(saved.get(EVAL_RECORD))
+        return kept or EvalLength(
+            budget, f"{budget}: --max_completion_length (as the first attempt evaluated)"
+        )
+    from ark_trainer.core.auto_defaults import model_facts
+    from ark_trainer.core.models.loading import load_tokenizer
+
+    tok = load_tokenizer(model_dir, rt.trust_remote_code)
+    return eval_length(budget, tok, rows, toy=model_facts(model_dir).toy, agent=bool(cfg.env))
 
 
 def _splits(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
@@ -420,6 +451,9 @@ def _run_prepared(p: Prepared) -> Path:
         from ark_trainer.core.auto_defaults import announce
 
         announce(p.plan_extra.get("auto_defaults") or {}, log.info)  # chosen before logging was set up
+        log.info(
+            "evaluation answers: at most %s (plan.json: eval_length)", p.plan_extra[EVAL_RECORD]["reason"]
+        )
         if not cfg.resume and ranks.num_processes == 1:  # said (and fitted to --time_budget) once
             _estimate(p)
             cfg = p.cfg
@@ -668,7 +702,7 @@ class _Evaluator:
         from ark_trainer.stages.evaluate import evaluate_model, measurement_of
 
         cfg = self.p.cfg
-        tokens, env = new_tokens(cfg.max_completion_length), env_for(cfg)
+        tokens, env = self.p.eval_tokens, env_for(cfg)
         settings = measurement_of(split, rows, self.rt, tokens, env is not None)
         stage = f"eval_{name}" if split == "test" else f"eval_{name}_{split}"
         if self.p.done and self.p.done.stage_ok(stage) and path.is_file():

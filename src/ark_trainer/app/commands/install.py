@@ -21,9 +21,11 @@ from pathlib import Path
 
 from ark_trainer.app.commands.args import add_command, opt
 from ark_trainer.base.errors import UserError
+from ark_trainer.core.runtime.ticker import ticking
 
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cu128"
 GPU_EXTRAS = ("vllm", "deepspeed")
+INSTALL_TICK_SECONDS = 15.0  # npm (--loglevel=error) and a resolving pip print nothing for minutes
 
 
 @dataclass
@@ -112,6 +114,18 @@ def write_wrapper(path: Path, node: str) -> None:
     link.symlink_to(node)
 
 
+def step_name(step: dict) -> str:
+    """What a step runs, in two words: ``pip install``, ``npm install``, ``openclaw --version``."""
+    argv = step["argv"]
+    if len(argv) > 3 and argv[1:3] == ["-m", "pip"]:
+        return f"pip {argv[3]}"
+    return " ".join([Path(argv[0]).name, *argv[1:2]])
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def run_step(step: dict) -> None:
     print(f"+ {describe(step)}", flush=True)
     if "write_wrapper" in step:
@@ -121,7 +135,8 @@ def run_step(step: dict) -> None:
     if step.get("path"):
         env["PATH"] = step["path"] + os.pathsep + env.get("PATH", "")
     try:
-        code = subprocess.run(step["argv"], env=env).returncode
+        with ticking(_say, f"running {step_name(step)}", INSTALL_TICK_SECONDS):
+            code = subprocess.run(step["argv"], env=env).returncode
     except FileNotFoundError as exc:
         raise UserError(
             f"install: {step['argv'][0]} not found; install it first (npm comes with Node.js)"

@@ -7,5 +7,6 @@
 - ``resume``: crash-safe checkpoints and exact resume; ``runlock``: one live run per folder;
 - ``signals``, ``stop_points``: Ctrl-C stops a run within seconds as ``stopped``, SIGTERM ends it as ``failed``;
 - ``save_timer``: checkpoints every ``--save_minutes``; ``faults``: fault injection for tests.
-- ``estimate``, ``measure``: the expected time of a run's parts, from timings measured on this machine.
+- ``estimate``, ``measure``: the expected time of a run's parts, from timings measured on this machine;
+- ``ticker``: a line every few seconds while a silent step (a model server's start, an install) runs.
 """

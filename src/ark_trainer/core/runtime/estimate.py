@@ -130,19 +130,24 @@ def grpo_evaluations(steps: int, every: int) -> int:
     return 1 + math.ceil(steps / every)
 
 
+def grpo_eval_seconds(t: Timings, w: GRPOWork) -> float:
+    """What a GRPO stage's evaluations on dev cost (``--grpo_eval_steps``; GRPO's completion length)."""
+    return grpo_evaluations(w.steps, w.eval_every) * generation_seconds(t, w.dev, w.tokens)
+
+
 def grpo_parts(t: Timings, name: str, w: GRPOWork) -> list[Part]:
     """GRPO: each step generates its groups and runs its loss passes; plus its evaluations on dev."""
     gen = generation_seconds(t, w.prompts_per_step * w.generations, w.tokens)
     passes = 1 + (REFERENCE_PASS if w.reference else 0.0)
     per_step = gen + training_seconds(t.micro_at(w.tokens), 1, w.accumulation, passes)
     evals = grpo_evaluations(w.steps, w.eval_every)
-    eval_s = evals * generation_seconds(t, w.dev, w.tokens)
+    eval_s = grpo_eval_seconds(t, w)
     what = (
         f"{w.steps} steps × ({w.prompts_per_step} prompts × {w.generations} completions × {w.tokens} tokens "
         f"+ {w.accumulation} micro-steps)"
     )
     if evals:
-        what += f" + {evals} dev evaluations of {w.dev} prompts"
+        what += f" + {evals} dev evaluations of {w.dev} prompts × {w.tokens} tokens, {duration(eval_s)}"
     return [Part(name, w.steps * per_step + eval_s, what)]
 
 

@@ -118,6 +118,51 @@ def shape_for(model_dir: str | Path, window: int, override: str = "auto") -> Pro
     )
 
 
+def row_system_prompt(prompt: list[dict]) -> str | None:
+    """A row's own system prompt (its first message, where that is a system turn), else None."""
+    first = prompt[0] if prompt else None
+    return _text(first.get("content")) if isinstance(first, dict) and first.get("role") == "system" else None
+
+
+def system_prompt_seen(shape: PromptShape, prompts: list[list[dict]]) -> dict[str, Any]:
+    """What a model served in ``shape`` sees through OpenClaw of the rows' own system prompts (``prompts``:
+    the rows' prompts as evaluated bare): ``rows`` that carry one, ``kept`` (the server shows the very same
+    text in OpenClaw's system prompt's place) and a ``note`` for people. OpenClaw sends its own system
+    prompt, never the row's: a ``bare``/``tools`` model is shown its training system prompt instead where
+    its rows shared one (so a row with that one loses nothing); otherwise the rows' system prompt is lost,
+    and the note says why."""
+    systems = [row_system_prompt(p) for p in prompts]
+    carried = [s for s in systems if s is not None]
+    if not carried:
+        return {"rows": 0, "kept": 0, "note": "the rows carry no system prompt: none to lose"}
+    shown = shape.system_prompt if shape.shape != "openclaw" else None  # as apply_policy shows it
+    kept = sum(s == shown for s in carried)
+    n = len(carried)
+    if kept == n:
+        note = (
+            f"the rows' system prompt is shown in OpenClaw's system prompt's place on all {n} rows (the "
+            "model's training system prompt, recorded in its folder)"
+        )
+        return {"rows": n, "kept": kept, "note": note}
+    if shape.shape == "openclaw":
+        why = "served in shape openclaw: OpenClaw's own system prompt instead"
+    elif shape.shape == "openclaw-turns":
+        why = "served in shape openclaw-turns: no system prompt"
+    elif shape.system_prompt is None:
+        why = (
+            f"served in shape {shape.shape} with no system prompt: the model folder records no training "
+            f"system prompt ({shape.source or 'no ' + SHAPE_FILE}; a base model, or training rows whose "
+            "system prompts differ)"
+        )
+    else:
+        why = "these rows' system prompt differs from the one the model was trained with, which is shown"
+    return {
+        "rows": n,
+        "kept": kept,
+        "note": f"the rows' system prompt is lost on {n - kept} of {n} rows: {why}",
+    }
+
+
 def reply_budget(model_dir: str | Path, window: int, data_tokens: int | None = None) -> int:
     """The reply's tokens the server gives and the provider entry advertises (``maxTokens``): the answers'
     length the model was trained and evaluated with (``--max_completion_length``, recorded by ``train``),

@@ -48,6 +48,7 @@ from ark_trainer.base.fileio import (
 )
 from ark_trainer.core.runtime import faults
 from ark_trainer.core.runtime.system import free_port, pid_alive
+from ark_trainer.core.runtime.ticker import ticking
 from ark_trainer.services.deploy.process import (
     HOST,
     check_port,
@@ -328,8 +329,11 @@ def _deploy(out: Path, serving: Serving, agent: str | None, log) -> dict:
             )
             faults.deploy_point("server_started")
             _update(record, pid=live["pid"], log=live["log"])
-        wait_healthy(live, key)
-        smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)
+        if shared is None:  # a real model takes seconds to minutes to load on a CPU, in silence
+            log(f"deploy: starting the model server and loading the model (its log: {live['log']})")
+        with ticking(log, "starting the model server and loading the model"):
+            wait_healthy(live, key)
+            smoke = smoke_request(f"http://{HOST}:{port}/v1", name, key)  # the first request loads it
         log(f"deploy: smoke request ok ({smoke['chunks']} streamed chunks, finish {smoke['finish_reason']})")
         faults.deploy_point("smoke")
         _patch(record, key, smoke)

@@ -44,12 +44,20 @@ def check_python() -> Check:
     return Check("python", "ok", text)
 
 
+def check_cpu() -> Check:
+    """The CPU class whose column of docs/real-models.md's times applies here (``scale.cpu_class``)."""
+    from ark_trainer.base.scale import cpu_class
+
+    name, found = cpu_class()
+    return Check("cpu", "ok", f"{name} ({found}); real-model times for this class: docs/real-models.md")
+
+
 def check_torch_and_cuda() -> list[Check]:
     try:
         import torch
     except ImportError as exc:
         return [Check("torch", "fail", f"not importable: {exc}", "pip install -r requirements.txt")]
-    checks = [Check("torch", "ok", torch.__version__)]
+    checks = [Check("torch", "ok", torch.__version__), check_cpu()]
     if not torch.cuda.is_available():
         checks.append(
             Check(

@@ -188,7 +188,10 @@ class _Server:
             owner=True,
         )
         self.log(f"eval: started a model server for {self.model_dir} on port {port} (log {server['log']})")
-        wait_healthy(server, key)
+        from ark_trainer.core.runtime.ticker import ticking
+
+        with ticking(self.log, "starting the model server"):
+            wait_healthy(server, key)
         return f"http://{HOST}:{port}/v1", key, name, reply_tokens
 
     def _dtype(self) -> str:
@@ -244,7 +247,7 @@ def evaluate_through_openclaw(
     from ark_trainer.core.metrics import OUTCOMES, compute_metrics, prompt_outcomes
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.rewards.scoring import metric_scores
-    from ark_trainer.services.deploy.policy import shape_for
+    from ark_trainer.services.deploy.policy import shape_for, system_prompt_seen
     from ark_trainer.services.openclaw.deploy import model_window
     from ark_trainer.services.openclaw.shape import load_shape
 
@@ -280,6 +283,7 @@ def evaluate_through_openclaw(
         "through": "openclaw",
         "request_shape": {k: shape.get(k) for k in ("openclaw", "recorded_at", "how")},
         "prompt_shape": policy.to_json(),
+        "system_prompt": system_prompt_seen(policy, [r["prompt"] for r in rows]),
         "dtype": server.dtype,  # "auto": the weights' own
         **metrics,
         "bare": {k: bare.get(k) for k in ("n", *METRICS)} if bare else None,
@@ -323,4 +327,7 @@ def table_lines(result: dict) -> list[str]:
     for k in METRICS:
         b, o, g = bare.get(k), result.get(k), (result.get("gap") or {}).get(k)
         lines.append(f"{k:22} {fmt_metric(k, b):>9} {fmt_metric(k, o):>9} {fmt_metric(k, g, sign=True):>8}")
+    seen = result.get("system_prompt") or {}
+    if seen.get("note"):
+        lines.append(f"system prompt: {seen['note']}")
     return lines

@@ -51,6 +51,8 @@ def parity_blocks(out: Path) -> list:
         ]
         shape = result.get("request_shape") or {}
         policy = result.get("prompt_shape") or {}
+        seen = result.get("system_prompt") or {}
+        said = f" System prompt: {seen['note']}." if seen.get("note") else ""
         blocks += [
             Table(
                 [
@@ -65,8 +67,8 @@ def parity_blocks(out: Path) -> list:
             Para(
                 f"The held-out prompts sent to the served model as {shape.get('openclaw', 'OpenClaw')} sends a "
                 f"turn (request recorded {shape.get('recorded_at', '?')}); served in prompt shape "
-                f"{policy.get('shape', '?')} ({policy.get('source', '')}). `ark-trainer eval OUT --through openclaw` "
-                "redoes it; docs/openclaw.md, 'Serving parity'."
+                f"{policy.get('shape', '?')} ({policy.get('source', '')}).{said} `ark-trainer eval OUT --through "
+                "openclaw` redoes it; docs/openclaw.md, 'Serving parity'."
             ),
         ]
     return blocks
