@@ -28,7 +28,6 @@ FLOORS: list[tuple[str, set[str]]] = [
             "strategies",
             "chat",
             "flags",
-            "options",
             "run_options",
             "external",
         },

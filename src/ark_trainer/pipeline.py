@@ -12,9 +12,9 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.config import TrainConfig, settle, to_yaml
@@ -34,16 +34,14 @@ from ark_trainer.fileio import atomic_write_text, write_json, write_jsonl
 from ark_trainer.final_model import trained_dir
 from ark_trainer.models.device import Runtime
 from ark_trainer.models.source import ResolvedModel
-from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
 from ark_trainer.rewards.builder import build_reward  # the one reward builder (train, score, plan)
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.runfolder import DATA_STATS, RunFolder
 from ark_trainer.runtime.launch import LaunchSettings, child_flags
 from ark_trainer.runtime.monitor import Monitor, setup_logging
 from ark_trainer.runtime.resume import Progress
-from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
+from ark_trainer.stages.registry import get_stage, stage_context, stage_names_in_order, stages
 
 log = logging.getLogger("ark_trainer")
 
@@ -125,7 +123,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
-    reward = build_reward(cfg, rows, rt.device)  # GRPO's automatic settings are chosen from it too
+    reward = build_reward(cfg, rows, rt.device)  # a stage's automatic settings are chosen from it too
     chosen, auto, warnings = auto_defaults(cfg, rows, rt, str(model.path), reward)
     if resume[-1] != cfg.resume:
         chosen["resume"] = resume[-1]
@@ -144,11 +142,14 @@ def prepare(cfg: TrainConfig) -> Prepared:
     splits, source = _splits(cfg, rows, eval_rows)
     plan = resolve_plan(cfg)
     extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
-    from ark_trainer.agent.rft import check_episode_sources
+    from ark_trainer.agent.rft import check_episode_candidates
 
-    check_episode_sources(
-        cfg.env, data_path, cfg.rft_num_samples, splits.train, [s.name for s in plan.stages]
-    )
+    check_episode_candidates(cfg.env, data_path, splits.train)
+    for planned in plan.stages:  # each stage's own check of the data it trains on (its ``check_data``)
+        stage = get_stage(planned.name)
+        if (check := getattr(stage, "check_data", None)) is not None:
+            options = getattr(stage, "options", None)
+            check(cfg.run_flags(), cfg.options(options) if options else None, splits.train)
     folder = RunFolder(out)
     if cfg.resume and folder.plan_path.is_file():  # the first attempt's plan (and an auto probe's choice)
         saved = folder.saved_plan()
@@ -254,58 +255,58 @@ def auto_defaults(
 ) -> tuple[dict[str, object], dict, list[str]]:
     """The values of the automatic flags the config left unset (``auto_defaults.py``), by flag; plus
     ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml`` holds
-    the values chosen the first time, so nothing is chosen again. The GRPO stage's own flags are chosen
-    from ``reward`` too, where the strategy may run GRPO."""
-    from ark_trainer.auto_defaults import (
-        AutoDefault,
-        describe,
-        grpo_eval_every,
-        model_facts,
-        resolve_auto_defaults,
-        resolve_grpo_defaults,
-        toy_choices,
-    )
-    from ark_trainer.config import LEARNING_RATES, LORA_LR_SCALE
+    the values chosen the first time, so nothing is chosen again. Each stage the strategy may run chooses
+    its own (its ``auto_defaults`` hook, :func:`stage_auto_defaults`), from ``reward`` too."""
+    from ark_trainer.auto_defaults import AutoDefault, describe, resolve_auto_defaults, toy_choices
+    from ark_trainer.config import LORA_LR_SCALE, learning_rates
     from ark_trainer.models.loading import load_tokenizer
 
     model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
     assert model_dir
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
-    given = replace(cfg, model_path=model_dir)
-    chosen, warnings = resolve_auto_defaults(
-        given.options(RunOptions), given.options(RunOptionsAfterStages), tok, rows, rt.device
-    )
+    given = replace(cfg, model_path=model_dir).run_flags()
+    chosen, warnings = resolve_auto_defaults(given, given, tok, rows, rt.device)
     chosen.update(toy_choices(model_dir, cfg.flag_items()))  # the demo's toy: the rates it is trained at
     if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
-        for name in LEARNING_RATES:
-            default = getattr(TrainConfig, name)
+        defaults: dict[str, Any] = {f.name: f.default for f in fields(cfg)}
+        for name in learning_rates(type(cfg)):
+            default = defaults[name]
             if getattr(cfg, name) == default:  # left at its default (a flag or YAML key set to it counts too)
                 chosen[name] = AutoDefault(
                     default * LORA_LR_SCALE,
                     f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
                 )
-    if reward is not None and may_run_grpo(cfg.strategy):
-        facts = model_facts(model_dir)
+    if reward is not None:
         length = chosen.get("max_completion_length")
         sized = replace(cfg, max_completion_length=length.value if length else cfg.max_completion_length)
-        run, after, grpo = (
-            sized.options(RunOptions),
-            sized.options(RunOptionsAfterStages),
-            sized.options(GRPOOptions),
-        )
-        chosen.update(resolve_grpo_defaults(run, after, grpo, tok, rows, reward.components, facts))
-        if grpo.grpo_eval_steps is None:
-            grpo_steps = resolve_plan(cfg).steps("grpo")
-            chosen["grpo_eval_steps"] = grpo_eval_every(after, grpo_steps, facts)
+        chosen.update(stage_auto_defaults(sized, tok, rows, reward.components, model_dir))
     values = {name: value.value for name, value in chosen.items()}
-    return values, describe(chosen, model_facts(model_dir)), warnings
+    return values, describe(chosen, model_facts_of(model_dir)), warnings
 
 
-def may_run_grpo(strategy: str) -> bool:
-    """Whether ``strategy`` has a GRPO stage (``auto``: the probe may choose one)."""
-    from ark_trainer.strategies import AUTO, strategy_table
+def stage_auto_defaults(cfg: TrainConfig, tok, rows: list[dict], components: list, model_dir: str) -> dict:
+    """What each stage the strategy may run (under ``auto``: every stage of a strategy the probe may choose)
+    chooses for its own flags (its ``auto_defaults(run, options, facts)`` hook), by flag, in plan order."""
+    from ark_trainer.auto_defaults import StageFacts
+    from ark_trainer.strategies import stages_it_may_run
 
-    return strategy == AUTO or "grpo" in strategy_table()[strategy].stages
+    chosen: dict = {}
+    plan = resolve_plan(cfg)
+    run = cfg.run_flags()
+    for name in stages_it_may_run(cfg.strategy):
+        stage = get_stage(name)
+        hook, options = getattr(stage, "auto_defaults", None), getattr(stage, "options", None)
+        if hook is None or options is None:
+            continue
+        facts = StageFacts(tok, rows, components, model_facts_of(model_dir), plan.steps(name))
+        chosen.update(hook(run, cfg.options(options), facts))
+    return chosen
+
+
+def model_facts_of(model_dir: str):
+    from ark_trainer.auto_defaults import model_facts
+
+    return model_facts(model_dir)
 
 
 def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
@@ -544,7 +545,8 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     p.last_model = ("base", p.model_path)
     evaluator.run("base", p.model_path)
     held_out = p.dev if cfg.eval_auto else []  # a stage's own choices (its best step) read dev only
-    ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done, held_out)
+    parts = {"rt": rt, "monitor": monitor, "train": p.train, "reward": p.reward, "out": p.out}
+    parts.update(log_dir=p.log_dir, done=p.done, held_out=held_out)
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
@@ -553,6 +555,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             log.info("resume: %s already done (%s)", stage.label, final_dir)
             current = str(final_dir)  # its evaluation may still be missing: run below
         else:
+            ctx = stage_context(cfg, planned.name, **parts)  # the shared flags and the stage's own options
             current = stage.run(ctx, planned, current, final_dir)
             gc.collect()
         _record_prompt_shape(p, Path(current))
@@ -587,20 +590,11 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
 
 def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     """``--strategy auto``: probe the base model, resolve the plan with its choice, rewrite plan.json."""
-    from ark_trainer.stages.probe import ProbeSettings, decide, probe_record, run_probe
+    from ark_trainer.stages.probe import SAMPLES_AS, decide, probe_record, probe_settings, run_probe
 
     cfg = p.cfg
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
-    settings = ProbeSettings(
-        prompts=cfg.auto_probe_prompts,
-        samples=cfg.auto_probe_samples,
-        temperature=cfg.temperature,
-        max_new_tokens=new_tokens(cfg.max_completion_length),
-        seed=cfg.seed,
-        pass_threshold=cfg.pass_threshold,
-        min_pass_rate=cfg.auto_min_pass_rate,
-        max_zero_std=cfg.auto_max_zero_std,
-    )
+    settings = probe_settings(cfg.run_flags(), cfg.options(SAMPLES_AS))
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
         result, scored = run_probe(settings, p.rt, p.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ark_trainer.auto_defaults import grpo_accumulation, new_tokens
+from ark_trainer.auto_defaults import new_tokens
 from ark_trainer.runtime.estimate import (
     GRPOWork,
     Part,
@@ -28,6 +28,7 @@ from ark_trainer.runtime.estimate import (
     rft_parts,
     total_seconds,
 )
+from ark_trainer.stages.grpo.auto import grpo_accumulation
 from ark_trainer.stages.registry import get_stage
 
 log = logging.getLogger("ark_trainer")
@@ -197,8 +198,9 @@ def auto_eval_every(cfg: Any, extra: dict, model_dir: str) -> EvalEvery | None:
     plan.json's extra keys, whose ``auto_defaults`` say so; ``model_dir``: the base model's HF folder)."""
     if "grpo_eval_steps" not in (extra.get("auto_defaults") or {}):
         return None
-    from ark_trainer.auto_defaults import grpo_eval_every, model_facts
+    from ark_trainer.auto_defaults import model_facts
     from ark_trainer.run_options import RunOptionsAfterStages
+    from ark_trainer.stages.grpo.auto import grpo_eval_every
 
     after, facts = cfg.options(RunOptionsAfterStages), model_facts(model_dir)
     return lambda steps: int(grpo_eval_every(after, steps, facts).value)

@@ -1,14 +1,18 @@
-"""The options of GRPO (``stages/grpo.py``); RLOO reads its group size, temperature and KL coefficient too.
+"""The options of GRPO (``stages/grpo/stage.py``).
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field; :class:`~ark_trainer.config.TrainConfig` is made of every stage's
-options and the shared run flags (``run_options.py``). ``stages/grpo.py`` names this class as its
-``options`` and reads them with ``ctx.cfg.options(GRPOOptions)``. Nothing here imports the config.
+:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config (the flags are in
+``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
+(``ctx.options``). RLOO samples groups as GRPO does: its options declare the group size, the rollout steps,
+the temperature and the KL coefficient alike (:func:`group_size_flag`, :func:`rollout_steps_flag`,
+:func:`temperature_flag`, :func:`beta_flag`), so each is one flag under the ``GRPO`` heading. Nothing here
+imports the config.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ark_trainer.flags import flag
 from ark_trainer.ranges import (
@@ -21,16 +25,16 @@ from ark_trainer.ranges import (
     Range,
 )
 
+if TYPE_CHECKING:
+    from ark_trainer.run_options import RunFlags
+
 SCALE_REWARDS = ("group", "batch", "none")  # TRL 1.16 GRPOConfig.scale_rewards
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # GRPOConfig.loss_type
 
 
-@dataclass(frozen=True)
-class GRPOOptions:
-    """The flags of GRPO: the ``GRPO`` heading of ``train --help``."""
-
-    grpo_learning_rate: float = flag(1e-6, "GRPO learning rate", group="GRPO", range=LEARNING_RATE)
-    num_generations: int = flag(
+def group_size_flag() -> Any:
+    """``--num_generations``: the declaration every stage that samples groups as GRPO does shares."""
+    return flag(
         4,
         "GRPO group size: completions per prompt",
         group="GRPO",
@@ -38,20 +42,43 @@ class GRPOOptions:
             2, MAX_SAMPLES, why=f"must be in [2, {MAX_SAMPLES}]: GRPO needs at least 2 completions per prompt"
         ),
     )
-    rollout_steps: int | None = flag(
+
+
+def rollout_steps_flag() -> Any:
+    """``--rollout_steps``: shared as :func:`group_size_flag` is."""
+    return flag(
         None,
         "GRPO: optimizer steps whose rollouts one generate call makes (default 1; on a GPU up to 4)",
         group="GRPO",
         range=Range(1, 64),  # each step's rollouts are held in memory until it runs
     )
-    temperature: float = flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
-    beta: float = flag(
+
+
+def temperature_flag() -> Any:
+    """``--temperature``: shared as :func:`group_size_flag` is."""
+    return flag(1.0, "GRPO sampling temperature", group="GRPO", range=POSITIVE)
+
+
+def beta_flag() -> Any:
+    """``--beta``: shared as :func:`group_size_flag` is."""
+    return flag(
         0.04,
         "GRPO and RLOO KL coefficient (0, TRL's default, disables the reference model; docs/real-models.md "
         "lists where GRPO's defaults differ from TRL's, and why)",
         group="GRPO",
         range=NON_NEGATIVE,
     )
+
+
+@dataclass(frozen=True)
+class GRPOOptions:
+    """The flags of GRPO: the ``GRPO`` heading of ``train --help``."""
+
+    grpo_learning_rate: float = flag(1e-6, "GRPO learning rate", group="GRPO", range=LEARNING_RATE)
+    num_generations: int = group_size_flag()
+    rollout_steps: int | None = rollout_steps_flag()
+    temperature: float = temperature_flag()
+    beta: float = beta_flag()
     loss_type: str = flag(
         "dapo",
         "GRPO loss (TRL's loss_type): dapo (normalised by the step's completion tokens), grpo (per "
@@ -104,3 +131,16 @@ class GRPOOptions:
         group="GRPO",
         range=Range(1, 1024),
     )
+
+    def problems(self, run: RunFlags) -> list[str]:
+        """``--dynamic_sampling_rounds`` where it cannot work: with agent episodes (its refill samples single
+        answers) or several training processes (TRL splits a group across them)."""
+        problems = []
+        if run.env and self.dynamic_sampling_rounds:
+            problems.append("--dynamic_sampling_rounds: not with agent episodes (--env) yet; use 0")
+        if self.dynamic_sampling_rounds and run.num_processes > 1:
+            problems.append(
+                "--dynamic_sampling_rounds: works with one training process only (TRL splits a group across "
+                "processes); use --num_processes 1 or --dynamic_sampling_rounds 0"
+            )
+        return problems

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING
 from ark_trainer.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.models.prompts import is_conversational
-from ark_trainer.options.rft import RFTOptions
 from ark_trainer.runfolder import RunFolder
 from ark_trainer.runtime.distributed import ranks
 from ark_trainer.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.rft.options import RFTOptions
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
+    from ark_trainer.run_options import RunFlags
 
 log = logging.getLogger("ark_trainer")
 
@@ -50,7 +51,7 @@ def train_rft(
 
         sft_rows = tokenized_episodes(tok, sft_rows)
     args = SFTConfig(
-        **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / "rft", plan.steps, plan.learning_rate),
+        **trainer_kwargs(ctx.run, ctx.rt, ctx.out / "rft", plan.steps, plan.learning_rate),
         completion_only_loss=True,
         max_length=None,
     )
@@ -81,19 +82,20 @@ class RFTStage:
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
 
-        if ctx.cfg.env:  # an agent run: whole episodes, tools executed
+        run, opts = ctx.run, ctx.options
+        assert isinstance(opts, RFTOptions)  # the registry hands each stage its own options
+        if run.env:  # an agent run: whole episodes, tools executed
             return self._run_episodes(ctx, plan, model_in, final_dir)
         if ctx.done and (scored := _earlier_selection(ctx.done)) is not None:
             conversational = is_conversational(load_tokenizer(model_in, ctx.rt.trust_remote_code))
-            sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
+            sel = reselect(scored, opts.rft_min_reward, conversational)
             log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
         else:
-            cfg = ctx.cfg
             needed = rft_budget(
-                plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
+                plan.steps, run.batch_size, run.gradient_accumulation_steps, ranks().num_processes
             )
             sel = sample_and_select(
-                rft_sampling(ctx),
+                rft_sampling(run, opts.rft_num_samples, opts.rft_temperature),
                 ctx.rt,
                 ctx.monitor,
                 model_in,
@@ -101,16 +103,23 @@ class RFTStage:
                 ctx.reward,
                 RunFolder(ctx.out).data_dir,
                 needed,
-                min_reward=cfg.rft_min_reward,
+                min_reward=opts.rft_min_reward,
             )
         gc.collect()
         if not sel.sft_rows:
             ctx.monitor.warn(
-                f"RFT kept no answer at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                f"RFT kept no answer at or above --rft_min_reward {opts.rft_min_reward}; RFT training "
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in
         return str(train_rft(ctx, plan, model_in, sel.sft_rows, final_dir))
+
+    def check_data(self, run: RunFlags, options: RFTOptions, rows: list[dict]) -> None:
+        """Before anything is written: under ``--env`` RFT needs episodes to sample or candidates to replay."""
+        from ark_trainer.agent.rft import check_episode_sources
+
+        assert run.data_path  # validate() refuses a config without it (config.REQUIRED)
+        check_episode_sources(run.env, run.data_path, options.rft_num_samples, rows)
 
     def _run_episodes(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
@@ -118,7 +127,7 @@ class RFTStage:
         from ark_trainer.agent.env import env_for
         from ark_trainer.agent.rft import earlier_selection, sample_episodes
 
-        env = env_for(ctx.cfg)
+        env = env_for(ctx.run)
         assert env is not None  # only called under --env
         selected = earlier_selection(ctx.done) if ctx.done else None
         if selected is None:
@@ -128,7 +137,7 @@ class RFTStage:
         gc.collect()
         if not selected:
             ctx.monitor.warn(
-                f"RFT kept no episode at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                f"RFT kept no episode at or above --rft_min_reward {ctx.options.rft_min_reward}; RFT training "
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in

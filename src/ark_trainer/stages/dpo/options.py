@@ -1,17 +1,20 @@
-"""The options of DPO (``stages/dpo.py``).
+"""The options of DPO (``stages/dpo/stage.py``).
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field; :class:`~ark_trainer.config.TrainConfig` is made of every stage's
-options and the shared run flags (``run_options.py``). ``stages/dpo.py`` names this class as its
-``options`` and reads them with ``ctx.cfg.options(DPOOptions)``. Nothing here imports the config.
+:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config (the flags are in
+``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
+(``ctx.options``). Without answers of its own in the data it samples them as RFT does: its options declare
+``--rft_num_samples`` and ``--rft_temperature`` alike (``stages/rft/options.py``). Nothing here imports the
+config.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ark_trainer.flags import flag
+from ark_trainer.flags import comma_values, flag
 from ark_trainer.ranges import LEARNING_RATE, NON_NEGATIVE, POSITIVE
+from ark_trainer.stages.rft.options import num_samples_flag, temperature_flag
 
 DPO_LOSS_TYPES = (
     "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_unpaired",
@@ -47,3 +50,10 @@ class DPOOptions:
         group="DPO",
         range=NON_NEGATIVE,
     )
+    rft_num_samples: int = num_samples_flag()  # sampled pairs: answers per prompt, as RFT samples them
+    rft_temperature: float = temperature_flag()
+
+
+def dpo_losses(value: str) -> list[str]:
+    """``--dpo_loss_type sigmoid,sft`` → ``["sigmoid", "sft"]`` (TRL adds the losses up)."""
+    return comma_values(value)
