@@ -26,9 +26,9 @@ default; :func:`resolve_auto_defaults` picks each from what it measures, and say
   recipes use for pretrained checkpoints with full fine-tuning, and 10× those with LoRA
   (``config.lora_learning_rates``); an automatic LoRA scales the learning rates the user did not set.
   The demo's toy (its model card, ``ARK_DEMO_MODEL.md``: a model trained from scratch) gets the rates of
-  ``presets/demo.yaml`` instead (:func:`toy_settings`, 5e-4, with its DPO loss ``sigmoid,sft`` and its RFT
-  threshold), but GRPO at 5e-5 with unscaled advantages (``TOY_SHORT_RUN``: the preset's rate suits its own
-  300 steps at batch 32, not a short run): at TRL's rates the demo's reference template (60 steps at batch 8)
+  ``presets/demo.yaml`` instead (:func:`toy_settings`, 5e-4, with what each stage's options name in their
+  ``toy_reasons``: the DPO loss ``sigmoid,sft``, the RFT threshold), but a stage's ``toy_short_run`` where the
+  preset's value suits only the demo's own 300 steps at batch 32 (GRPO at 5e-5 with unscaled advantages): at TRL's rates the demo's reference template (60 steps at batch 8)
   left its task accuracy where it was, 27.0% → 27.0%.
 
 A model counts as a *toy* when it carries the demo's model card (``ARK_DEMO_MODEL.md``) or has fewer than
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,30 +62,6 @@ AUTO_LORA_R = 16
 TOY_MODEL_CARD = "ARK_DEMO_MODEL.md"
 TOY_PRESETS = ("demo.yaml", "demo_agent.yaml")
 TOY_SETTINGS_PRESET = "demo.yaml"  # its learning rates: the demo toy's defaults
-# what goes with those rates, and why (the reference template's 60 steps at batch 8 on the demo's toy)
-TOY_SETTINGS = {
-    "dpo_loss_type": "at 5e-4 plain sigmoid frays the answer format (task accuracy 27.0% → 23.6%; with the "
-    "fine-tuning term 27.0% → 46.1%)",
-    "rft_min_reward": "RFT keeps only the answers whose verdict and type are right (the reference template's "
-    "RFT, n = 89: 43.8% → 61.8% on an AMD EPYC; on an Intel Xeon 62.9% → 52.8%, where seeds 0-2 gave 62.9%)",
-}
-# The toy's settings that are not the demo preset's: the preset trains GRPO at batch 32 with 8 generations for
-# 300 steps; a run of a few dozen steps at a small batch (the reference template: 40 GRPO steps at batch 8)
-# collapses at its 5e-4 onto one verdict. Measured on the template after RFT (n = 89): 5e-4 61.8% → 33.7%
-# (AMD EPYC), 52.8% → 41.6% (Intel Xeon); these two 61.8% → 62.9% and 52.8% → 59.6%.
-TOY_SHORT_RUN = {
-    "grpo_learning_rate": (
-        5e-5,
-        "a tenth of presets/demo.yaml's 5e-4 (that rate suits the demo's 300 steps at batch 32; on the reference "
-        "template's 40 steps at batch 8 it collapses GRPO onto one verdict: task accuracy 61.8% → 33.7%, with "
-        "this rate and the scaling below 61.8% → 62.9%)",
-    ),
-    "scale_rewards": (
-        "none",
-        "Dr. GRPO's unscaled advantages: a group whose verdicts all agree gets advantages as small as its "
-        "graders' differences, not full-size ones",
-    ),
-}
 AUTO_FLAGS = ("max_completion_length", "lora_r")  # the shared flags chosen here (a stage's: its auto_flags)
 
 
@@ -241,26 +217,41 @@ def _presets() -> Path:
     return Path(str(resources.files("ark_trainer") / "presets"))
 
 
-def toy_settings(model_path: str | Path | None) -> dict[str, Any]:
-    """The learning rates (and the DPO loss that goes with them) of ``presets/demo.yaml`` when
+def toy_reasons(options: Sequence[type]) -> dict[str, str]:
+    """What goes with the toy's rates, and why: each stage's options' ``toy_reasons`` (the flags besides
+    its learning rate the toy takes from ``presets/demo.yaml``, e.g. the DPO loss), merged."""
+    return {name: why for cls in options for name, why in getattr(cls, "toy_reasons", {}).items()}
+
+
+def toy_short_run(options: Sequence[type]) -> dict[str, tuple[Any, str]]:
+    """The toy's settings that are not the demo preset's: each stage's options' ``toy_short_run`` (a value
+    and why, e.g. GRPO's gentler rate for a short run), merged."""
+    return {name: choice for cls in options for name, choice in getattr(cls, "toy_short_run", {}).items()}
+
+
+def toy_settings(model_path: str | Path | None, options: Sequence[type]) -> dict[str, Any]:
+    """The learning rates (and the settings that go with them, :func:`toy_reasons`) of
+    ``presets/demo.yaml``, then the stages' own for a short run (:func:`toy_short_run`), when
     ``model_path`` is ark-trainer's demo toy (it carries ``ARK_DEMO_MODEL.md``: trained from scratch, where
-    the pretrained checkpoints' rates move nothing); empty for any other model. The config applies them to
-    the flags neither a flag nor ``--config`` set (``config.resolve_config``), so what the user sets stays
-    as set."""
+    the pretrained checkpoints' rates move nothing); empty for any other model. ``options``: the stages'
+    options classes. The config applies them to the flags neither a flag nor ``--config`` set
+    (``config.resolve_config``), so what the user sets stays as set."""
     if not model_path or not (Path(model_path) / TOY_MODEL_CARD).is_file():
         return {}
     from ark_trainer.yamlsafe import read_yaml_file
 
     preset = read_yaml_file(_presets() / TOY_SETTINGS_PRESET)
-    chosen = {k: v for k, v in preset.items() if k.endswith("_learning_rate") or k in TOY_SETTINGS}
-    return {**chosen, **{name: value for name, (value, _) in TOY_SHORT_RUN.items()}}
+    reasons = toy_reasons(options)
+    chosen = {k: v for k, v in preset.items() if k.endswith("_learning_rate") or k in reasons}
+    return {**chosen, **{name: value for name, (value, _) in toy_short_run(options).items()}}
 
 
-def toy_setting_reason(name: str, value: Any) -> str:
+def toy_setting_reason(name: str, value: Any, options: Sequence[type]) -> str:
     shown = f"{value:g}" if isinstance(value, float) else str(value)
-    if name in TOY_SHORT_RUN:
-        return f"{shown}: for the demo's toy model outside the demo's own preset; {TOY_SHORT_RUN[name][1]}"
-    why = TOY_SETTINGS.get(name, "the defaults for pretrained checkpoints leave it where it was")
+    short = toy_short_run(options)
+    if name in short:
+        return f"{shown}: for the demo's toy model outside the demo's own preset; {short[name][1]}"
+    why = toy_reasons(options).get(name, "the defaults for pretrained checkpoints leave it where it was")
     return f"{shown}: presets/{TOY_SETTINGS_PRESET}'s, for the demo's toy model trained from scratch; {why}"
 
 
@@ -310,13 +301,15 @@ def resolve_auto_defaults(
     return chosen, warnings
 
 
-def toy_choices(model_path: str | Path, flags: Mapping[str, Any]) -> dict[str, AutoDefault]:
+def toy_choices(
+    model_path: str | Path, flags: Mapping[str, Any], options: Sequence[type]
+) -> dict[str, AutoDefault]:
     """The demo toy's settings (:func:`toy_settings`) the run is trained at, each with its reason: those that
     ``flags`` (the run's flag values by name, ``TrainConfig.flag_items()``) hold, as the config took them for
-    the flags neither a flag nor ``--config`` set."""
+    the flags neither a flag nor ``--config`` set; ``options``: the stages' options classes."""
     return {
-        name: AutoDefault(value, toy_setting_reason(name, value))
-        for name, value in toy_settings(model_path).items()
+        name: AutoDefault(value, toy_setting_reason(name, value, options))
+        for name, value in toy_settings(model_path, options).items()
         if flags.get(name) == value
     }
 

@@ -221,7 +221,7 @@ def resolve_config(cls: type[TrainConfig], flags: dict[str, Any]) -> TrainConfig
         values = {**_previous_run(cls, values.get("output_dir")), **values}
     from ark_trainer.auto_defaults import toy_settings  # the demo's toy: the rates it is trained at
 
-    toy = toy_settings(values.get("model_path"))
+    toy = toy_settings(values.get("model_path"), cls.stage_options)
     values.update({name: value for name, value in toy.items() if name not in values})
     values.update(lora_learning_rates(cls, values))
     cfg = cls(**values)

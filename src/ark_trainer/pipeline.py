@@ -142,9 +142,10 @@ def prepare(cfg: TrainConfig) -> Prepared:
     splits, source = _splits(cfg, rows, eval_rows)
     plan = resolve_plan(cfg)
     extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
-    from ark_trainer.agent.rft import check_episode_candidates
+    from ark_trainer.data.loader import episode_candidate_problems
 
-    check_episode_candidates(cfg.env, data_path, splits.train)
+    if not cfg.env and (problems := episode_candidate_problems(splits.train, data_path)):
+        raise UserError(*problems)  # episode candidates need --env
     for planned in plan.stages:  # each stage's own check of the data it trains on (its ``check_data``)
         stage = get_stage(planned.name)
         if (check := getattr(stage, "check_data", None)) is not None:
@@ -266,7 +267,9 @@ def auto_defaults(
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
     given = replace(cfg, model_path=model_dir).run_flags()
     chosen, warnings = resolve_auto_defaults(given, given, tok, rows, rt.device)
-    chosen.update(toy_choices(model_dir, cfg.flag_items()))  # the demo's toy: the rates it is trained at
+    chosen.update(
+        toy_choices(model_dir, cfg.flag_items(), type(cfg).stage_options)
+    )  # the demo's toy: the rates it is trained at
     if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
         defaults: dict[str, Any] = {f.name: f.default for f in fields(cfg)}
         for name in learning_rates(type(cfg)):

@@ -88,16 +88,6 @@ def candidate_episodes(row: dict) -> list[list[dict]]:
     ]
 
 
-def check_episode_candidates(env: str | dict | None, data_path: str, rows: list[dict]) -> None:
-    """Before anything is written: episode candidates in the data need ``--env``."""
-    from ark_trainer.data.loader import episode_candidate_problems
-
-    if not env:
-        problems = episode_candidate_problems(rows, data_path)
-        if problems:
-            raise UserError(*problems)
-
-
 def check_episode_sources(
     env: str | dict | None, data_path: str, rft_num_samples: int, rows: list[dict]
 ) -> None:
