@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer import auto_defaults as ad
-from ark_trainer.auto_defaults import ModelFacts
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.run_options import RunOptions, RunOptionsAfterStages
+from ark_trainer.core import auto_defaults as ad
+from ark_trainer.core.auto_defaults import ModelFacts
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.qc import qc_decision_text
-from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.stages.common import warmup_steps
 from ark_trainer.stages.grpo import auto as grpo_auto
 from ark_trainer.stages.grpo.auto import grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults

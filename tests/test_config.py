@@ -1,4 +1,4 @@
-"""Tests for ark_trainer.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
+"""Tests for ark_trainer.core.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
 
 Each train flag is declared once, as a field of the frozen TrainConfig; the rest is derived from it.
 """
@@ -13,20 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.cli import build_parser, train_flags
-from ark_trainer.config import (
-    TrainConfig,
-    choice_problems,
-    learning_rates,
-    load_yaml_config,
-    normalize_strategy,
-    range_of,
-    resolve_config,
-    to_yaml,
-    train_groups,
-)
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import (
     ANY,
     BIG,
     COUNT,
@@ -38,6 +26,18 @@ from ark_trainer.ranges import (
     SHARE,
     ZERO_OK,
     Range,
+)
+from ark_trainer.cli import build_parser, train_flags
+from ark_trainer.core.config import (
+    TrainConfig,
+    choice_problems,
+    learning_rates,
+    load_yaml_config,
+    normalize_strategy,
+    range_of,
+    resolve_config,
+    to_yaml,
+    train_groups,
 )
 from ark_trainer.rewards.composite import preset_path
 from ark_trainer.stages.registry import config_class
@@ -79,7 +79,7 @@ def messages_of(excinfo: pytest.ExceptionInfo[UserError]) -> str:
 
 def steps(cfg) -> tuple[int, int]:
     """(RFT steps, GRPO steps) as the run's plan resolves them (the config keeps what the user gave)."""
-    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.plan import resolve_plan
 
     plan = resolve_plan(cfg)
     return plan.steps("rft"), plan.steps("grpo")
@@ -592,15 +592,17 @@ def test_the_learning_rate_flags_are_the_ones_the_stages_read():
 
 
 def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
-    from ark_trainer.config import config_fields
-    from ark_trainer.run_options import RunFlags, RunOptions, RunOptionsAfterStages
+    from ark_trainer.base.run_options import RunFlags, RunOptions, RunOptionsAfterStages
+    from ark_trainer.core.config import config_fields
     from ark_trainer.stages.grpo.options import GRPOOptions
-    from ark_trainer.stages.registry import stage_context, stage_options, stages
+    from ark_trainer.stages.registry import BUILTIN, stage_context, stage_options, stages
     from ark_trainer.stages.rloo.options import RLOOOptions
 
+    by_module = {type(stage).__module__: stage for stage in stages().values()}
     built_in = {
-        name: stage for name, stage in stages().items() if name in ("rft", "grpo", "dpo", "kto", "rloo")
-    }
+        by_module[m].name: by_module[m] for m in BUILTIN
+    }  # in BUILTIN's order, as config_class takes them
+    assert list(built_in) == ["rft", "grpo", "dpo", "kto", "rloo"]
     shared = {f.name for f in dataclasses.fields(RunFlags)}
     for stage in built_in.values():  # its learning-rate flag is one of its own; no shared flag is
         own = {f.name for f in dataclasses.fields(stage.options)}
@@ -629,8 +631,8 @@ def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
 
 
 def test_the_values_chosen_for_a_run_are_validated_as_given_ones_are():
-    from ark_trainer.config import settle
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import settle
 
     cfg = resolve_config(config_class(), {"model_path": "m", "data_path": "d", "output_dir": "o"})
     assert settle(cfg, {}) is cfg

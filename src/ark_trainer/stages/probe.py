@@ -29,17 +29,17 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.generation import GEN_SEQUENCES, generate
-from ark_trainer.models.device import Runtime
-from ark_trainer.models.loading import load_policy
+from ark_trainer.base.strategies import AUTO_CHOICES
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.generation import GEN_SEQUENCES, generate
+from ark_trainer.core.models.device import Runtime
+from ark_trainer.core.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.scoring import score_completions
+from ark_trainer.rewards.scoring import score_completions
 from ark_trainer.stages.grpo.options import GRPOOptions
-from ark_trainer.strategies import AUTO_CHOICES
 
 if TYPE_CHECKING:
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
 
 @dataclass

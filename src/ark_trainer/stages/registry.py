@@ -6,7 +6,7 @@ and its report section (``report.py``). It registers itself with :func:`register
 :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its evaluation ``eval/<name>.json`` and its
 ``stage`` in ``events.jsonl``), a ``label`` for people, the flags that set its steps and learning rate, the
 report's plots, and ``run``. A *strategy* is a name mapped to the ordered stages it runs: the strategy
-table, below the config, in :mod:`ark_trainer.strategies`. The pipeline, the plan, the report and the
+table, below the config, in :mod:`ark_trainer.base.strategies`. The pipeline, the plan, the report and the
 diagnosis ask this module; none of them names a stage. The runtime (resume, guards, bad steps) asks
 nothing: its callers hand it the stage's name, label and flags. See ``docs/contributing.md`` ("Add a
 stage").
@@ -16,7 +16,7 @@ options class (built-in and plug-in alike). At run time a stage is handed the sh
 instance of its own options class (:class:`StageContext`), never the whole config.
 
 Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
-those of installed plug-ins (``ark_trainer.plugins``), on first use.
+those of installed plug-ins (``ark_trainer.base.plugins``), on first use.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ark_trainer.strategies import PlanStage, strategy_table
+from ark_trainer.base.strategies import PlanStage, strategy_table
 
 if TYPE_CHECKING:
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.models.device import Runtime
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.resume import Progress
     from ark_trainer.rewards.composite import CompositeReward
-    from ark_trainer.run_options import RunFlags
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.resume import Progress
 
 
 BUILTIN = (  # modules that register the stages above
@@ -86,7 +86,7 @@ class Stage(Protocol):
     lr_flag: str  # the TrainConfig field giving its learning rate
     plots: tuple[Plot, ...]
 
-    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.flags.flag` fields: the stage's own
+    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.base.flags.flag` fields: the stage's own
     # flags, in ``train --help`` and ``run.yaml``; the stage reads them as ``ctx.options``; its optional
     # ``problems(run) -> list[str]`` checks them against the shared flags when the config is validated),
     # ``auto_defaults(run, options, facts) -> dict[str, AutoDefault]`` (the values of its automatic flags
@@ -127,7 +127,7 @@ def _check_options(stage: Stage) -> None:
     params = getattr(options, "__dataclass_params__", None)  # a dataclass's (frozen or not)
     if not isinstance(options, type) or params is None or not params.frozen:
         raise ValueError(f"stage {stage.name!r}: its options must be a frozen dataclass of flag() fields")
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
     others = [o for s in _STAGES.values() if (o := getattr(s, "options", None)) is not None]
     taken = {f.name: f for cls in (RunFlags, *others) for f in dataclasses.fields(cls)}
@@ -139,7 +139,7 @@ def _check_options(stage: Stage) -> None:
 def _same_flag(a: dataclasses.Field, b: dataclasses.Field) -> bool:
     """Whether two stages declare one flag alike (RLOO reads GRPO's group size): the same default and the
     same declaration (help, group, range, choices); a shared run flag is never a stage's."""
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
     shared = {f.name for f in dataclasses.fields(RunFlags)}
     return a.name not in shared and a.default == b.default and dict(a.metadata) == dict(b.metadata)
@@ -152,7 +152,7 @@ def stages() -> dict[str, Stage]:
         _loaded = True
         for module in BUILTIN:
             importlib.import_module(module)
-        from ark_trainer.plugins import call_hook
+        from ark_trainer.base.plugins import call_hook
 
         call_hook("register_stages", register_stage)
     return _STAGES
@@ -178,7 +178,7 @@ def episode_strategies() -> tuple[str, ...]:
 def config_class() -> type[TrainConfig]:
     """The ``train`` config of the registered stages (``config.config_class``): the built-in stages' options
     between the shared flags, a plug-in stage's after them all (``train --help``, ``--config``, ``run.yaml``)."""
-    from ark_trainer.config import config_class as made_of
+    from ark_trainer.core.config import config_class as made_of
 
     modules = {type(s).__module__: getattr(s, "options", None) for s in stages().values()}
     builtin = tuple(o for m in BUILTIN if (o := modules.get(m)) is not None)  # in BUILTIN's order

@@ -1,7 +1,7 @@
 """The options of DPO (``stages/dpo/stage.py``).
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config (the flags are in
+:func:`~ark_trainer.base.flags.flag` field. The stage registry hands this class to the config (the flags are in
 ``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
 (``ctx.options``). Without answers of its own in the data it samples them as RFT does: its options declare
 ``--rft_num_samples`` and ``--rft_temperature`` alike (``stages/rft/options.py``). Nothing here imports the
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ark_trainer.flags import comma_values, flag
-from ark_trainer.ranges import LEARNING_RATE, NON_NEGATIVE, POSITIVE
+from ark_trainer.base.flags import comma_values, flag
+from ark_trainer.base.ranges import LEARNING_RATE, NON_NEGATIVE, POSITIVE
 from ark_trainer.stages.rft.options import num_samples_flag, temperature_flag
 
 DPO_LOSS_TYPES = (

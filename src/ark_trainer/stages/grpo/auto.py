@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ark_trainer.auto_defaults import (
+from ark_trainer.core.auto_defaults import (
     LENGTH_BOUNDS,
     LENGTH_MARGIN,
     LENGTH_SAMPLE,
@@ -28,7 +28,7 @@ from ark_trainer.auto_defaults import (
 )
 
 if TYPE_CHECKING:
-    from ark_trainer.run_options import RunFlags, RunOptions, RunOptionsAfterStages
+    from ark_trainer.base.run_options import RunFlags, RunOptions, RunOptionsAfterStages
     from ark_trainer.stages.grpo.options import GRPOOptions
 
 AUTO_FLAGS = (
@@ -77,10 +77,10 @@ def parse_grpo_weights(spec: str, components: list) -> dict[str, float]:
     weights = {c.name: c.weight for c in components}
     if spec.strip() == RUN_WEIGHTS:
         return weights
-    from ark_trainer.ranges import parse_weights
+    from ark_trainer.base.ranges import parse_weights
 
     given = parse_weights(spec, flag="--grpo_reward_weights")
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
 
     unknown = [n for n in given if n not in weights]
     if unknown:

@@ -1,7 +1,7 @@
 """The options of GRPO (``stages/grpo/stage.py``).
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config (the flags are in
+:func:`~ark_trainer.base.flags.flag` field. The stage registry hands this class to the config (the flags are in
 ``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
 (``ctx.options``). RLOO samples groups as GRPO does: its options declare the group size, the rollout steps,
 the temperature and the KL coefficient alike (:func:`group_size_flag`, :func:`rollout_steps_flag`,
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ark_trainer.flags import flag
-from ark_trainer.ranges import (
+from ark_trainer.base.flags import flag
+from ark_trainer.base.ranges import (
     LEARNING_RATE,
     MAX_NEW_TOKENS,
     MAX_SAMPLES,
@@ -26,7 +26,7 @@ from ark_trainer.ranges import (
 )
 
 if TYPE_CHECKING:
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
 SCALE_REWARDS = ("group", "batch", "none")  # TRL 1.16 GRPOConfig.scale_rewards
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # GRPOConfig.loss_type

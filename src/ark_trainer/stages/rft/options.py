@@ -1,7 +1,7 @@
 """The options of RFT (``stages/rft/stage.py``): the supervised step on reward-selected answers.
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config (the flags are in
+:func:`~ark_trainer.base.flags.flag` field. The stage registry hands this class to the config (the flags are in
 ``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
 (``ctx.options``). DPO and KTO sample the answers they need as RFT does: their options declare
 ``--rft_num_samples`` and ``--rft_temperature`` alike (:func:`num_samples_flag`, :func:`temperature_flag`).
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ark_trainer.flags import flag
-from ark_trainer.ranges import (
+from ark_trainer.base.flags import flag
+from ark_trainer.base.ranges import (
     ANY,
     LEARNING_RATE,
     MAX_SAMPLES,
@@ -22,10 +22,10 @@ from ark_trainer.ranges import (
     ZERO_OK,
     Range,
 )
-from ark_trainer.strategies import strategy_table
+from ark_trainer.base.strategies import strategy_table
 
 if TYPE_CHECKING:
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
 
 def num_samples_flag() -> Any:

@@ -1,7 +1,7 @@
 """The options of RLOO (``stages/rloo/stage.py``).
 
 The stage's own flags, as TRL declares ``rloo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.flags.flag` field. The stage registry hands this class to the config, and at run time
+:func:`~ark_trainer.base.flags.flag` field. The stage registry hands this class to the config, and at run time
 the stage is handed an instance of it (``ctx.options``). RLOO samples groups as GRPO does: its group size,
 rollout steps, temperature and KL coefficient are declared alike in both (``stages/grpo/options.py``), so
 each is one flag, under the ``GRPO`` heading of ``train --help``. Nothing here imports the config.
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ark_trainer.flags import flag
-from ark_trainer.ranges import LEARNING_RATE
+from ark_trainer.base.flags import flag
+from ark_trainer.base.ranges import LEARNING_RATE
+from ark_trainer.base.strategies import strategy_table
 from ark_trainer.stages.grpo.options import beta_flag, group_size_flag, rollout_steps_flag, temperature_flag
-from ark_trainer.strategies import strategy_table
 
 if TYPE_CHECKING:
-    from ark_trainer.run_options import RunFlags
+    from ark_trainer.base.run_options import RunFlags
 
 
 @dataclass(frozen=True)
