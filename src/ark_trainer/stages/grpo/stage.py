@@ -28,6 +28,7 @@ from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.diagnose.timing import time_generation
+from ark_trainer.stages.grpo import report
 from ark_trainer.stages.grpo.auto import (
     AUTO_FLAGS,
     RUN_WEIGHTS,
@@ -40,6 +41,7 @@ from ark_trainer.stages.grpo.auto import (
 )
 from ark_trainer.stages.grpo.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.grpo.options import GRPOOptions
+from ark_trainer.stages.grpo.report import ZERO_STD_LIMIT
 from ark_trainer.stages.grpo.shared_prefix import shared_prefix_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -125,9 +127,6 @@ def grpo_trainer_class(base: type, dynamic_sampling_rounds: int, seed: int) -> t
     if dynamic_sampling_rounds:
         trainer_cls = dynamic_sampling_trainer(base, dynamic_sampling_rounds, seed)
     return shared_prefix_trainer(trainer_cls)
-
-
-ZERO_STD_LIMIT = 0.9
 
 
 def grpo_reward(ctx: StageContext):
@@ -268,27 +267,8 @@ class GRPOStage:
         return choose(run, options, facts)
 
     def report_blocks(self, run) -> list:
-        """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
-        from ark_trainer.stages.report import mean, num, short
-        from ark_trainer.stages.report.render import Heading, Para, Table
-
-        logs = run.metrics(self.name)
-        if not logs:
-            return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
-        graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
-        rows = []
-        for name in (*HEALTH_FIELDS, *graders):
-            series = [log[name] for log in logs if num(log.get(name)) is not None]
-            if series:
-                rows.append([name, short(series[-1]), short(mean(series))])
-        steps = [s for s in (num(log.get("step")) for log in logs) if s is not None]
-        last_step = f", last step {int(max(steps))}" if steps else ""
-        blocks = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
-        blocks.append(Table(["metric", "last", "mean"], rows))
-        if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
-            blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
-        warnings = [Para(w, alert=True) for w in self.report_warnings(run)]
-        return [*blocks, *warnings, *trl_differences()]
+        """The report's "Training health (GRPO)" section (``report.py``)."""
+        return report.blocks(run)
 
     def flat_reward_fix(self, config: dict) -> str | None:
         """diagnose's ``flat_reward``: what else helps this stage when most groups are flat (``config``: the
@@ -298,33 +278,5 @@ class GRPOStage:
         return "--dynamic_sampling_rounds 2 (DAPO: flat groups replaced by freshly sampled ones)"
 
     def report_warnings(self, run) -> list[str]:
-        from ark_trainer.stages.report import mean
-
-        share = mean([flat_group_share(log) for log in run.metrics(self.name)])
-        if share is None or share < ZERO_STD_LIMIT:
-            return []
-        return [
-            f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
-            f"(≥ {ZERO_STD_LIMIT:.0%} of the groups it trained on): the run got almost no learning signal. "
-            "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
-            "or check that the reward functions apply to this data."
-        ]
-
-
-def trl_differences() -> list:
-    """The report's "Defaults that differ from TRL" (``trl_defaults.py``: the table docs/real-models.md holds)."""
-    from ark_trainer.stages.grpo import trl_defaults
-    from ark_trainer.stages.report.render import Heading, Table
-
-    return [Heading("Defaults that differ from TRL (GRPO)"), Table(trl_defaults.HEADER, trl_defaults.rows())]
-
-
-HEALTH_FIELDS = (
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "kl",
-    "entropy",
-    "clip_ratio/region_mean",
-    "completions/mean_length",
-)  # the report's health table (besides each grader's mean)
+        """The report's warnings about this stage (``report.py``)."""
+        return report.warnings(run)

@@ -20,6 +20,7 @@ from ark_trainer.core.runtime.distributed import ranks
 from ark_trainer.rewards.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.rft import report
 from ark_trainer.stages.rft.options import RFTOptions
 
 if TYPE_CHECKING:
@@ -144,28 +145,8 @@ class RFTStage:
         return str(train_rft(ctx, plan, model_in, selected, final_dir, episodes=True))
 
     def report_blocks(self, run) -> list:
-        """The report's "RFT data selection" section: what sampling and selection kept."""
-        from ark_trainer.stages.report import short
-        from ark_trainer.stages.report.render import Heading, Para, Table
-
-        events = run.of("rft_selection")
-        if not events:
-            return [Heading("RFT data selection"), Para("Not run.")]
-        e = events[-1]
-        keys: tuple[str, ...] = (
-            "n_prompts",
-            "n_scored",
-            "n_selected",
-            "n_pairs",
-            "mean_best",
-            "mean_all",
-            "threshold",
-        )
-        keys += tuple(k for k in ("n_rows", "n_needed", "rounds") if k in e)  # sampling sized to the steps
-        return [
-            Heading("RFT data selection"),
-            Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),
-        ]
+        """The report's "RFT data selection" section (``report.py``)."""
+        return report.blocks(run)
 
 
 def _earlier_selection(done) -> list[dict] | None:

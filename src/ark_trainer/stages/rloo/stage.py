@@ -29,6 +29,7 @@ from ark_trainer.stages.grpo.stage import (
     grpo_rows,  # the prompt plus the reward columns: the same rows as GRPO's
 )
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.rloo import report
 from ark_trainer.stages.rloo.options import RLOOOptions
 
 if TYPE_CHECKING:
@@ -95,19 +96,5 @@ class RLOOStage:
         return str(model)
 
     def report_blocks(self, run) -> list:
-        """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
-        from ark_trainer.stages.report import mean, num, short
-        from ark_trainer.stages.report.render import Heading, Table
-
-        logs = run.metrics(self.name)
-        if not logs:
-            return []
-        rows = []
-        for name in HEALTH_FIELDS:
-            series = [log[name] for log in logs if num(log.get(name)) is not None]
-            if series:
-                rows.append([name, short(series[-1]), short(mean(series))])
-        return [Heading("Training health (RLOO)"), Table(["metric", "last", "mean"], rows)]
-
-
-HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length")
+        """The report's "Training health (RLOO)" section (``report.py``)."""
+        return report.blocks(run)
