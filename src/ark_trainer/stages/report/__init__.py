@@ -91,7 +91,9 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     from ark_trainer.stages.registry import config_class
 
     flags = [f.name for f in config_fields(config_class())]
-    if not holds_our_run_config(run_dir, flags):  # another tool's run.yaml: its report.md is not ours to replace
+    if not holds_our_run_config(
+        run_dir, flags
+    ):  # another tool's run.yaml: its report.md is not ours to replace
         raise UserError(
             f"{run_dir}: not a run folder of ark-trainer (no {MARKER}, no run.yaml of a train run); pass the "
             "--output_dir of a train run"
