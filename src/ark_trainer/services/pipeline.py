@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import atomic_write_text, write_json, write_jsonl
+from ark_trainer.base.run_options import RunFlags
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.config import TrainConfig, settle, to_yaml
 from ark_trainer.core.final_model import trained_dir
@@ -178,27 +179,27 @@ def prepare(cfg: TrainConfig) -> Prepared:
     )
 
 
-def _splits(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
+def _splits(run: RunFlags, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
     """The train / dev / test rows (``data/split.py``; each capped at ``--max_eval_samples``) and where dev
     and test come from."""
-    if cfg.eval_dataset:
+    if run.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
         dev, test = divide_eval(eval_rows)
-        source = f"--eval_dataset {cfg.eval_dataset}, divided by prompt hash into dev and test"
+        source = f"--eval_dataset {run.eval_dataset}, divided by prompt hash into dev and test"
         if dropped:
             log.warning("%d training rows share a prompt with --eval_dataset; dropped from training", dropped)
         splits = Splits(train, dev, test)
-    elif cfg.eval_auto:
-        splits = split_three(rows, cfg.eval_ratio)
+    elif run.eval_auto:
+        splits = split_three(rows, run.eval_ratio)
         source = (
-            f"held-out {cfg.eval_ratio:.0%} split of --data_path (by prompt hash), half dev and half test"
+            f"held-out {run.eval_ratio:.0%} split of --data_path (by prompt hash), half dev and half test"
         )
     else:
         splits, source = Splits(rows, [], []), "none (--eval_auto False)"
     if not splits.train:
-        raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
-    if cfg.max_eval_samples:
-        cap = cfg.max_eval_samples
+        raise UserError(f"--data_path: {run.data_path}: no training rows left after holding out the eval set")
+    if run.max_eval_samples:
+        cap = run.max_eval_samples
         splits = Splits(splits.train, splits.dev[:cap], splits.test[:cap])
     return splits, source
 
@@ -211,16 +212,16 @@ def split_line(p: Prepared) -> str:
     )
 
 
-def _env_tools(cfg: TrainConfig) -> list[dict] | None:
+def _env_tools(run: RunFlags) -> list[dict] | None:
     """The tool schemas every prompt of an ``--env`` run shows (loaded once: checked above)."""
-    if not cfg.env:
+    if not run.env:
         return None
     from ark_trainer.stages.agent.env import load_env
 
-    return load_env(cfg.env).schemas
+    return load_env(run.env).schemas
 
 
-def _converted(cfg: TrainConfig, out: Path, model):
+def _converted(run: RunFlags, out: Path, model):
     """A GGUF / Ollama model converted once into ``OUT/base_model`` (reused when the folder holds it; under
     accelerate the parent converted and the children reuse it), its tokenizer checked for an agent run."""
     from ark_trainer.core.folders import claim_folder
@@ -229,8 +230,8 @@ def _converted(cfg: TrainConfig, out: Path, model):
 
     claim_folder(out)  # ours before its first file
     model = convert(model, RunFolder(out).base_model_dir)
-    if cfg.env:
-        check_agent(cfg.env, str(model.path), cfg.trust_remote_code)
+    if run.env:
+        check_agent(run.env, str(model.path), run.trust_remote_code)
     return model
 
 
@@ -312,19 +313,19 @@ def model_facts_of(model_dir: str):
     return model_facts(model_dir)
 
 
-def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
+def with_cpu_precision(run: RunFlags, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
     """``rt`` computing in bf16 autocast where ``--mixed_precision auto`` on CPU chooses it for this model
     (``auto_defaults.cpu_precision``), the choice added to ``auto`` (plan.json's ``auto_defaults``)."""
     from ark_trainer.core.auto_defaults import cpu_precision, model_facts
 
-    chosen = cpu_precision(cfg.mixed_precision, cfg.fp16, cfg.bf16, model_facts(model_dir), rt.device)
+    chosen = cpu_precision(run.mixed_precision, run.fp16, run.bf16, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
     return replace(rt, bf16=chosen.value == "bf16")
 
 
-def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
+def check_reward_applies(run: RunFlags, reward: CompositeReward, rows: list[dict]) -> None:
     """Refuse a reward that grades none of the data (``rewards/applies.py``), before anything is written.
 
     With the default preset, its first grader (QC verdict, reference match) must apply: the preset's
@@ -332,10 +333,10 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
     """
     from ark_trainer.rewards.applies import check_applies
 
-    where, task = f"--data_path {cfg.data_path}", None
-    if not cfg.reward_config:
+    where, task = f"--data_path {run.data_path}", None
+    if not run.reward_config:
         where += f" (default reward: {Path(reward.source).stem} preset)"
-        task = [reward.components[0].name, *(["reward_model"] if cfg.rm_model_path else [])]
+        task = [reward.components[0].name, *(["reward_model"] if run.rm_model_path else [])]
     check_applies(reward, rows, where, task)
 
 
