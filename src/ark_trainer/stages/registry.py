@@ -91,7 +91,8 @@ class Stage(Protocol):
     # ``problems(run) -> list[str]`` checks them against the shared flags when the config is validated),
     # ``auto_defaults(run, options, facts) -> dict[str, AutoDefault]`` (the values of its automatic flags
     # the options leave unset, chosen from the model and the data: ``auto_defaults.StageFacts``) with
-    # ``auto_flags`` (their names: what a resumed run may leave unset),
+    # ``auto_flags`` (their names: what a resumed run may leave unset), ``check_data(run, options, rows)``
+    # (refuse training rows it cannot use, before anything is written),
     # ``plays_episodes`` (True: it trains whole agent episodes under ``--env``; default False),
     # ``headline_metric`` (str: the report's headline compares it with the base model),
     # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]`` and
