@@ -8,6 +8,7 @@ import pytest
 
 from ark_trainer.core import auto_defaults as ad
 from ark_trainer.core.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
@@ -60,7 +61,8 @@ def _cfg(tiny, tmp_path, **flags):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     cfg = resolve_config(
-        {"model_path": str(tiny), "data_path": str(data), "output_dir": str(tmp_path / "o"), **flags}
+        config_class(),
+        {"model_path": str(tiny), "data_path": str(data), "output_dir": str(tmp_path / "o"), **flags},
     )
     from ark_trainer.data.loader import load_jsonl
 
@@ -155,21 +157,20 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
     """At TRL's rates the demo's reference template left the toy's task accuracy at 27.0% → 27.0%."""
     from ark_trainer.app.demo.run import demo_config_path
     from ark_trainer.base.yamlsafe import read_yaml_file
-    from ark_trainer.core.config import TrainConfig
     from ark_trainer.core.models.device import Runtime
     from ark_trainer.services.pipeline import with_auto_defaults
 
     model = save_tiny_qwen(tmp_path / "toy", texts=["结论：违规\n类型：辱骂\n回复：抱歉"])
     rt = Runtime("cpu", False, False, [])
     cfg, rows = _cfg(model, tmp_path)
-    assert cfg.rft_learning_rate == TrainConfig.rft_learning_rate  # a tiny model without the demo's card
+    assert cfg.rft_learning_rate == config_class().rft_learning_rate  # a tiny model without the demo's card
     (model / ad.TOY_MODEL_CARD).write_text("the demo's toy model", encoding="utf-8")
     preset = read_yaml_file(demo_config_path())
     cfg, rows = _cfg(model, tmp_path, rft_learning_rate=3e-5)
     resolved, record, _ = with_auto_defaults(cfg, rows, rt)
     assert resolved.rft_learning_rate == 3e-5 and "rft_learning_rate" not in record  # the user's stays
     for name in ("dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate", "rft_min_reward"):
-        assert getattr(resolved, name) == preset[name] != getattr(TrainConfig, name)
+        assert getattr(resolved, name) == preset[name] != getattr(config_class(), name)
         assert record[name]["value"] == preset[name]
         assert "demo's toy model" in record[name]["reason"] and "from scratch" in record[name]["reason"]
     assert resolved.dpo_loss_type == preset["dpo_loss_type"] == record["dpo_loss_type"]["value"]

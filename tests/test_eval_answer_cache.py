@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import time
 
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
 def test_a_model_evaluated_again_generates_only_its_new_prompts(tmp_path, monkeypatch):
-    from ark_trainer.core.config import TrainConfig
     from ark_trainer.core.models.device import resolve_runtime
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.stages import evaluate
@@ -18,7 +18,7 @@ def test_a_model_evaluated_again_generates_only_its_new_prompts(tmp_path, monkey
     model = save_tiny_qwen(tmp_path / "model")
     rows = [{"prompt": [{"role": "user", "content": f"hello {i}"}], "reference": "x"} for i in range(4)]
     reward = build_reward({}, rows, "cpu")
-    rt = resolve_runtime(TrainConfig(data_path="d", device="cpu"))
+    rt = resolve_runtime(config_class()(data_path="d", device="cpu"))
     asked: list[int] = []
     real = evaluate.generate
 

@@ -15,6 +15,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "ark_trainer"
+RFT_STAGE = PACKAGE / "stages" / "rft" / "stage.py"
 
 
 def _modules() -> dict[str, Path]:
@@ -101,17 +102,16 @@ def test_no_module_reaches_into_the_rft_stage_for_scoring():
     users = sorted(
         path.relative_to(SRC).as_posix()
         for path in PACKAGE.rglob("*.py")
-        if "ark_trainer.stages.rft" in path.read_text(encoding="utf-8") and path.name != "rft.py"
+        if "ark_trainer.stages.rft.stage" in path.read_text(encoding="utf-8") and path != RFT_STAGE
     )
     assert users == ["ark_trainer/stages/registry.py"], users
-    rft = PACKAGE / "stages" / "rft.py"
     for banned in (
         "ark_trainer.stages.evaluate",
-        "ark_trainer.stages.grpo",
+        "ark_trainer.stages.grpo.stage",
         "def score_completions",
         "def select(",
     ):
-        assert banned not in rft.read_text(encoding="utf-8")
+        assert banned not in RFT_STAGE.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow  # ~200 interpreters, 10-17 s: the fast tier has the static graph checks above
@@ -147,7 +147,7 @@ def test_no_import_cycle_runs_through_the_rft_stage_even_inside_functions():
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
         graph[name] = {m for m in found if m in modules and m != name}
-    rft = "ark_trainer.stages.rft"
+    rft = "ark_trainer.stages.rft.stage"
     reach, todo = set(), list(graph[rft])
     while todo:
         node = todo.pop()

@@ -191,7 +191,7 @@ def test_existing_run_is_not_overwritten(assets, tmp_path, capsys):
 
 def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
     from ark_trainer.core.runtime.monitor import Monitor
-    from ark_trainer.stages.grpo import warn_if_no_signal
+    from ark_trainer.stages.grpo.stage import warn_if_no_signal
 
     monitor = Monitor(tmp_path, heartbeat=False)
     warn_if_no_signal(monitor, [{"frac_reward_zero_std": 0.5}])

@@ -13,6 +13,7 @@ from ark_trainer.base.fileio import read_json
 from ark_trainer.core.auto_defaults import ModelFacts
 from ark_trainer.core.config import resolve_config
 from ark_trainer.core.runtime.estimate import Timings
+from ark_trainer.stages.registry import config_class
 
 T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
             completion_tokens=60)  # fmt: skip
@@ -28,7 +29,7 @@ def _prepared(a: dict, out: Path, *extra: str):
         "device": "cpu",
     }
     flags.update(zip(extra[::2], extra[1::2], strict=True))
-    p = prepare(resolve_config(flags))
+    p = prepare(resolve_config(config_class(), flags))
     write_run_files(p)
     return p
 
@@ -105,7 +106,9 @@ def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
     )
     flags = {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(out),
              "device": "cpu", "time_budget": "5"}  # fmt: skip
-    assert check_resume(resolve_config(flags), out, list(stages().values()))  # continued, not refused
+    assert check_resume(
+        resolve_config(config_class(), flags), out, list(stages().values())
+    )  # continued, not refused
     capsys.readouterr()  # the estimate's own lines (a console handler an earlier test left may print them)
     lines = refused(capsys, ["train", *(f"--{k}={v}" for k, v in {**flags, "time_budget": "9"}.items())])
     assert any("already holds a run" in line for line in lines)  # another budget: another run, refused
@@ -127,7 +130,7 @@ def test_measure_on_a_tiny_model(assets):
     from ark_trainer.core.models.device import resolve_runtime
     from ark_trainer.core.runtime.measure import measure
 
-    rt = resolve_runtime(resolve_config({"model_path": str(assets["model"]), "device": "cpu", "data_path": "d",
+    rt = resolve_runtime(resolve_config(config_class(), {"model_path": str(assets["model"]), "device": "cpu", "data_path": "d",
                                          "output_dir": "o"}))  # fmt: skip
     prompts = [[{"role": "user", "content": f"客服：您好 {i}。"}] for i in range(3)]
     t = measure(str(assets["model"]), rt, prompts, tokens=12, batch_size=2)

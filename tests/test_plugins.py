@@ -94,14 +94,17 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
     assert "--echo_candidate" not in ark("train", "--help", plugin=None, cwd=tmp_path).stdout
     code = (
         "from ark_trainer.core.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
-        "cfg = resolve_config({'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'strategy': 'echo',"
-        " 'echo_candidate': '2'})\n"
-        "print(cfg.options(EchoOptions).echo_candidate, cfg.echo_candidate); print(to_yaml(cfg), end='')"
+        "from ark_trainer.stages.registry import config_class, stage_context\n"
+        "cfg = resolve_config(config_class(), {'model_path': 'm', 'data_path': 'd', 'output_dir': 'o',"
+        " 'strategy': 'echo', 'echo_candidate': '2'})\n"
+        "ctx = stage_context(cfg, 'echo', rt=None, monitor=None, train=[], reward=None, out='o', log_dir='o')\n"
+        "print(ctx.options, cfg.echo_candidate); print(to_yaml(cfg), end='')"
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.returncode == 0, done.stderr
     first, *yaml_lines = done.stdout.splitlines()
-    assert first == "2 2" and yaml_lines[-1] == "echo_candidate: 2"  # after the built-in flags
+    # the stage is handed its own options, an instance of its class; run.yaml lists the flag after the built-ins'
+    assert first == "EchoOptions(echo_candidate=2) 2" and yaml_lines[-1] == "echo_candidate: 2"
     (tmp_path / "run.yaml").write_text("echo_candidate: 3\n", encoding="utf-8")
     refused = ark("train", "--config", "run.yaml", "--echo_candidate", "99", cwd=tmp_path)
     assert refused.returncode == 2 and "--echo_candidate: " in refused.stderr, refused.stderr

@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ark_trainer.core.config import TrainConfig, validate
+from ark_trainer.core.config import validate
 from ark_trainer.core.models.device import resolve_runtime
 from ark_trainer.stages.common import trainer_kwargs
+from ark_trainer.stages.registry import config_class
 from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 
@@ -37,7 +38,7 @@ def cpu_without_bf16(monkeypatch):
 
 
 def choice(tmp_path, **flags) -> tuple:
-    cfg = TrainConfig(**flags)
+    cfg = config_class()(**flags)
     rt = resolve_runtime(cfg)
     kw = trainer_kwargs(cfg, rt, tmp_path, 1, 1e-5)
     return rt.device, rt.precision, kw["bf16"], kw["fp16"], kw["model_init_kwargs"]["dtype"]
@@ -94,7 +95,7 @@ def test_a_cpu_with_native_bf16_honours_mixed_precision_bf16(monkeypatch, tmp_pa
 
 def test_mixed_precision_bf16_on_a_cpu_without_it_warns_and_trains_in_fp32(monkeypatch):
     fake_gpu(monkeypatch, None)
-    rt = resolve_runtime(TrainConfig(mixed_precision="bf16"))
+    rt = resolve_runtime(config_class()(mixed_precision="bf16"))
     assert rt.precision == "fp32"
     assert any("this CPU has no native bf16" in w and "fp32" in w for w in rt.warnings)
 
@@ -118,7 +119,7 @@ def test_auto_on_cpu_is_chosen_with_the_model(monkeypatch, toy, native, flags, e
     monkeypatch.setattr(scale, "native_cpu_bf16", lambda: native)
     facts = ModelFacts(1 if toy else 10**9, toy, "a toy model" if toy else "a real model")
     monkeypatch.setattr("ark_trainer.core.auto_defaults.model_facts", lambda path: facts)
-    cfg = TrainConfig(**flags)
+    cfg = config_class()(**flags)
     auto: dict = {}
     rt = with_cpu_precision(cfg, resolve_runtime(cfg), auto, "unused")
     value, precision = expected
@@ -137,13 +138,13 @@ def test_the_cpu_flags_say_whether_bf16_is_native():
 
 
 def test_bf16_weights_is_a_known_value_and_fp8_is_not():
-    cfg = TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="BF16_Weights")
+    cfg = config_class()(model_path="m", data_path="d", output_dir="o", mixed_precision="BF16_Weights")
     validate(cfg)
     assert cfg.mixed_precision == "bf16_weights"
     from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match="bf16_weights"):
-        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="fp8"))
+        validate(config_class()(model_path="m", data_path="d", output_dir="o", mixed_precision="fp8"))
 
 
 def test_the_run_records_its_precision(monkeypatch, tmp_path):
@@ -151,7 +152,7 @@ def test_the_run_records_its_precision(monkeypatch, tmp_path):
     from ark_trainer.base.scale import SUMMARY_FLAGS, scale_summary
 
     fake_gpu(monkeypatch, (9, 0))
-    cfg = TrainConfig()
+    cfg = config_class()()
     rt = resolve_runtime(cfg)
     flags = {name: getattr(cfg, name) for name in SUMMARY_FLAGS}
     assert scale_summary(rt, 1, **flags)["precision"] == "bf16 autocast, fp32 weights"
@@ -177,7 +178,7 @@ def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
 
     from ark_trainer.base.scale import rollout_kwargs
 
-    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
+    cfg = config_class()(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
     kwargs = rollout_kwargs(
         device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
     )
@@ -193,7 +194,7 @@ def test_rollout_steps_must_be_positive():
     from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match=r"--rollout_steps: must be in \[1, 64\], got 0"):
-        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
+        validate(config_class()(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
 
 
 def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():

@@ -13,6 +13,7 @@ import yaml
 from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
 from ark_trainer.core.config import resolve_config
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 ZERO3 = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / "deepspeed_zero3.yaml"
@@ -149,8 +150,9 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
         return launch.launch_command(launch_settings(cfg), use_cpu)
 
     cfg = resolve_config(
+        config_class(),
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
-        | {"num_processes": "2", "lora_r": "8"}
+        | {"num_processes": "2", "lora_r": "8"},
     )
     cmd = launch_command(cfg, use_cpu=True)
     i = cmd.index("-m", 2)
@@ -158,7 +160,7 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
     assert cmd[i + 1 : i + 3] == ["ark_trainer", "train"]
     flags = cmd[i + 3 :]
     assert flags[flags.index("--lora_r") + 1] == "8" and flags[flags.index("--num_processes") + 1] == "2"
-    again = resolve_config({k[2:]: v for k, v in zip(flags[::2], flags[1::2], strict=True)})
+    again = resolve_config(config_class(), {k[2:]: v for k, v in zip(flags[::2], flags[1::2], strict=True)})
     assert again.flag_items() == cfg.flag_items()
     cfg = dataclasses.replace(
         cfg, num_processes=1
@@ -251,24 +253,23 @@ def test_example_accelerate_configs_load_and_are_documented():
 
 @pytest.mark.parametrize("mode", ["colocate", "server"])
 def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
-    from types import SimpleNamespace
-
     from trl import GRPOConfig
 
     from ark_trainer.base.scale import vllm_grpo_kwargs
     from ark_trainer.stages.common import vllm_settings
 
-    def vllm(cfg):  # the run's vLLM flags, as a stage reads them from its context
-        return vllm_settings(SimpleNamespace(cfg=cfg))
+    def vllm(cfg):  # the run's vLLM flags, as a stage reads them from its shared run flags
+        return vllm_settings(cfg.run_flags())
 
     cfg = resolve_config(
+        config_class(),
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
         | {
             "use_vllm": "True",
             "vllm_mode": mode,
             "vllm_server_port": "8123",
             "vllm_gpu_memory_utilization": "0.5",
-        }
+        },
     )
     kwargs = vllm_grpo_kwargs(vllm(cfg))
     args = GRPOConfig(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ark_trainer.app.commands.args import add_command, add_dataclass_args, opt
 from ark_trainer.base.errors import UserError
-from ark_trainer.core.config import config_class
+from ark_trainer.stages.registry import config_class
 
 PROG = (
     os.path.basename(sys.argv[0])
@@ -145,7 +145,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     flags = train_flags(args)
     try:
-        cfg = resolve_config(flags)
+        cfg = resolve_config(config_class(), flags)
     except UserError as exc:  # the folders and files are checked too: every problem at once
         from ark_trainer.data.inputs import raw_input_problems
 

@@ -18,6 +18,7 @@ import pytest
 from ark_trainer.base.errors import UserError
 from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
 from ark_trainer.stages.agent.rollout import start, step
+from ark_trainer.stages.registry import config_class
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
@@ -188,10 +189,10 @@ def test_servers_from_a_file_and_from_the_yaml_config(tmp_path):
     cfg.write_text(
         f"env:\n  mcp_servers:\n    time: {{command: {TIME_SERVER}, args: [--local-timezone, UTC]}}\n"
     )
-    assert load_yaml_config(str(cfg))["env"] == TIME
+    assert load_yaml_config(config_class(), str(cfg))["env"] == TIME
     cfg.write_text("env:\n  mcp_servers:\n    time: {command: x, args: oops}\n")
     with pytest.raises(UserError) as err:
-        load_yaml_config(str(cfg))
+        load_yaml_config(config_class(), str(cfg))
     assert err.value.messages == [f"{cfg}: env: mcp_servers: time: args: expected a list of strings"]
 
 

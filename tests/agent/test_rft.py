@@ -97,14 +97,23 @@ def test_episode_candidates_need_env_and_rft_without_samples_needs_candidates(tm
         and "(3 rows hold one)" in line
         and "--env" in line
     )
-    with pytest.raises(UserError, match="give --env"):
-        check_episode_sources(None, "d.jsonl", 0, rows, ["rft", "grpo"])
+    assert "give --env" in line  # prepare refuses it without --env (pipeline.py)
     env = "shop.py:make_env"
-    check_episode_sources(env, "d.jsonl", 0, rows, ["rft", "grpo"])  # candidates to replay: fine
+    check_episode_sources(env, "d.jsonl", 0, rows)  # candidates to replay: fine
     bare = [{"prompt": PROMPT, "candidates": []}]
     with pytest.raises(UserError, match="--rft_num_samples: 0 plays no episode"):
-        check_episode_sources(env, "d.jsonl", 0, bare, ["rft", "grpo"])
-    check_episode_sources(env, "d.jsonl", 0, bare, ["grpo"])  # no RFT stage: nothing to choose from is fine
+        check_episode_sources(env, "d.jsonl", 0, bare)
+    # the RFT stage checks its data (check_data, run by the pipeline for a stage of the plan); GRPO has no such
+    # check, so a plan without RFT has nothing to choose from and that is fine
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.stages.registry import get_stage
+    from ark_trainer.stages.rft.options import RFTOptions
+
+    run = RunFlags(data_path="d.jsonl", env=env)
+    with pytest.raises(UserError, match="--rft_num_samples: 0 plays no episode"):
+        get_stage("rft").check_data(run, RFTOptions(rft_num_samples=0), bare)
+    get_stage("rft").check_data(run, RFTOptions(rft_num_samples=1), bare)
+    assert not hasattr(get_stage("grpo"), "check_data")
 
 
 def test_a_replayed_candidate_gets_the_environments_results_and_reward():

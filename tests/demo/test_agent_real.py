@@ -15,6 +15,7 @@ from ark_trainer.app.demo import agent_real
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE, AGENT_CHAT_TEMPLATE_WITH_HINT
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
@@ -83,7 +84,7 @@ def test_the_demo_on_a_real_model_uses_its_preset_candidates_and_template(tmp_pa
     assert len(train) == 6 and len(held_out) == agent_real.REAL_N_EVAL
     assert all(len(r["candidates"]) == agent_real.REAL_CANDIDATES for r in train)
     assert all("candidates" not in r for r in held_out)
-    cfg = resolve_config(seen)  # the preset parses against the config with the demo's flags
+    cfg = resolve_config(config_class(), seen)  # the preset parses against the config with the demo's flags
     assert (cfg.rft_num_samples, cfg.rft_min_reward, cfg.max_completion_length) == (0, 1.0, 224)
     assert cfg.grpo_learning_rate == 5e-6 and cfg.lora_r is None  # LoRA chosen from the model
 

@@ -320,7 +320,7 @@ def test_demo_lang_en_writes_english_data_and_makes_the_toy_from_it(tmp_path, mo
 
     built, trained = [], []
     monkeypatch.setattr(model, "build_base_model", lambda base, rows, **kw: built.append(rows))
-    monkeypatch.setattr(ark_trainer.core.config, "resolve_config", lambda flags: flags)
+    monkeypatch.setattr(ark_trainer.core.config, "resolve_config", lambda cls, flags: flags)
     monkeypatch.setattr(
         ark_trainer.services.pipeline, "run_train", lambda flags: trained.append(flags) or tmp_path
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.tiny_runs import TINY_AGENT
 
@@ -59,7 +60,7 @@ def test_demo_task_agent_trains_over_episodes_with_the_demo_env(tmp_path, monkey
     assert (seen["max_train_steps"], seen["rft_steps"]) == (9, 3)
     from ark_trainer.core.config import load_yaml_config
 
-    preset = load_yaml_config(seen["config"])  # the demo's preset is valid train config today
+    preset = load_yaml_config(config_class(), seen["config"])  # the demo's preset is valid train config today
     assert preset["strategy"] == "RFT+GRPO" and preset["rft_min_reward"] == 1.0
 
 

@@ -108,7 +108,7 @@ def test_every_online_rl_stage_gets_the_group_checks(tmp_path, stage, label, lr_
 
 
 def test_dynamic_sampling_is_offered_only_to_the_stage_it_wraps(tmp_path):
-    # dynamic sampling is GRPO's (stages/grpo.py: flat_reward_fix); RLOO's flat groups are not offered it
+    # dynamic sampling is GRPO's (stages/grpo/stage.py: flat_reward_fix); RLOO's flat groups are not offered it
     fixes = {
         stage: {f["code"]: f for f in to_json(diagnose(run_folder(tmp_path / stage, stage)))["findings"]}
         for stage in ("grpo", "rloo")

@@ -20,6 +20,7 @@ from ark_trainer.services.loop import control, gate, serving, supervisor
 from ark_trainer.services.loop.control import request_rollback
 from ark_trainer.services.loop.state import fresh_state, load_state, save_state
 from ark_trainer.services.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 from tests.loop.heldout_rows import QC_ROWS
 
@@ -208,7 +209,6 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
     from ark_trainer.app.demo.data import write_demo_data
     from ark_trainer.app.demo.model import build_base_model
     from ark_trainer.base.fileio import read_jsonl
-    from ark_trainer.core.config import TrainConfig
     from ark_trainer.core.models.device import resolve_runtime
     from ark_trainer.data.loader import load_jsonl
     from ark_trainer.rewards.builder import build_reward
@@ -238,7 +238,7 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
         write_jsonl(folder / "eval.jsonl", read_jsonl(held) + turns)
         rows = load_jsonl(folder / "eval.jsonl")
         reward = build_reward({}, load_jsonl(folder / "data.jsonl"), "cpu")  # what the round's train builds
-        rt = resolve_runtime(TrainConfig(data_path=str(train), device="cpu"))
+        rt = resolve_runtime(config_class()(data_path=str(train), device="cpu"))
         kw = {"max_new_tokens": 48, "pass_threshold": 0.8}
         base = evaluate_model(untrained, "base", rows, reward, rt, folder / "eval" / "base.json", **kw)
         cand = evaluate_model(better, "rft", rows, reward, rt, folder / "eval" / "rft.json", **kw)

@@ -31,6 +31,7 @@ from ark_trainer.cli import build_parser, main, train_flags
 from ark_trainer.core.config import resolve_config
 from ark_trainer.services.nl.parse import batch_for_memory, parse_request
 from ark_trainer.services.nl.plan import plan_request
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.nl.code_graders import code_grader_spec
 
@@ -268,7 +269,7 @@ def test_request_table(request_text, expected):
     # the command line parses back to the very same config (no defaults lost, quoting right)
     argv = shlex.split(plan.command)
     assert argv[:2] == ["ark-trainer-inner", "train"]
-    again = resolve_config(train_flags(build_parser().parse_args(argv[1:])))
+    again = resolve_config(config_class(), train_flags(build_parser().parse_args(argv[1:])))
     assert again.flag_items() == plan.cfg.flag_items()
 
 
@@ -321,7 +322,7 @@ def test_cli_plan_yaml_is_a_run_config(tmp_path, capsys):
     assert "# assumption:" in out and "ark-trainer-inner train --strategy RFT+GRPO" in out
     run_yaml = tmp_path / "run.yaml"
     run_yaml.write_text(out, encoding="utf-8")
-    cfg = resolve_config({"config": str(run_yaml)})
+    cfg = resolve_config(config_class(), {"config": str(run_yaml)})
     assert cfg.max_train_steps == 3000 and cfg.reward_weights == "qc_compliance=1,qc_satisfaction=1"
     assert yaml.safe_load(out)["task_name"] == QC_AGENT
 
@@ -350,7 +351,6 @@ def qc_data(tmp_path):
 
 def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     from ark_trainer.base.fileio import read_jsonl
-    from ark_trainer.core.config import TrainConfig
     from ark_trainer.rewards.builder import build_reward
 
     plan = plan_request("优化合规性", {"model_path": "m", "data_path": qc_data})
@@ -360,7 +360,7 @@ def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     with pytest.raises(
         UserError, match="--reward_weights: unknown reward 'politeness'; this run's rewards are qc_verdict"
     ):
-        build_reward(TrainConfig(reward_weights="politeness=1"), read_jsonl(qc_data), "cpu")
+        build_reward(config_class()(reward_weights="politeness=1"), read_jsonl(qc_data), "cpu")
     # free-text data gets the reference preset: accuracy → reference_match, compliance has no grader
     ref = tmp_path / "ref.jsonl"
     ref.write_text('{"prompt": "1+1?", "reference": "2"}\n', encoding="utf-8")

@@ -12,6 +12,7 @@ from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.split import split_rows
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused, save_tiny_qwen
 
 EVAL_RATIO = 0.2
@@ -112,13 +113,14 @@ def test_rm_is_accepted_by_rm_model_path(trained_run):
 
     root = trained_run["root"]
     cfg = resolve_config(
+        config_class(),
         {
             "model_path": str(trained_run["base"]),
             "data_path": str(trained_run["pairs"]),
             "output_dir": str(root / "run"),
             "rm_model_path": str(trained_run["out"]),
             "device": "cpu",
-        }
+        },
     )
     reward = prepare(cfg).reward
     assert reward.names[-1] == "reward_model"

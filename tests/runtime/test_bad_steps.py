@@ -300,7 +300,7 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
 
 
 def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatch):  # noqa: F811
-    import ark_trainer.stages.grpo as grpo
+    import ark_trainer.stages.grpo.stage as grpo
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -23,6 +23,7 @@ from ark_trainer.core.models.device import resolve_runtime
 from ark_trainer.core.models.loading import model_init_kwargs
 from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.core.runtime.resume import MARKER, Progress, checkpoints, latest_complete
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.tiny_runs import assets, child, flags, run_child, train_flags, weights  # noqa: F401 - the module fixture is reused
 
@@ -144,7 +145,7 @@ def all_stages() -> list:
 
 def _cfg(tmp_path, **extra):
     flags = {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path / "out"), "device": "cpu"}
-    return resolve_config({**flags, **extra})
+    return resolve_config(config_class(), {**flags, **extra})
 
 
 def test_remote_code_is_off_unless_the_flag_turns_it_on(tmp_path):

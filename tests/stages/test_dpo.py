@@ -1,4 +1,4 @@
-"""--strategy DPO and RFT+DPO (``stages/dpo.py``): pairs from the data or sampled (ties and small margins
+"""--strategy DPO and RFT+DPO (``stages/dpo/stage.py``): pairs from the data or sampled (ties and small margins
 dropped and counted: ``test_preference.py``), real TRL DPOTrainer runs on a tiny model, the report's "DPO
 pairs" section, and flags refused in one line."""
 

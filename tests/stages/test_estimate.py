@@ -17,6 +17,7 @@ from ark_trainer.stages.estimate import (
     scalable_stages,
 )
 from ark_trainer.stages.plan import resolve_plan
+from ark_trainer.stages.registry import config_class
 
 T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
             completion_tokens=60)  # fmt: skip
@@ -25,7 +26,7 @@ SIZE = RunSize(train=200, dev=20, test=20)
 
 def cfg_of(**values) -> TrainConfig:
     values = {"max_completion_length": 60, **values}
-    cfg = TrainConfig(model_path="m", data_path="d.jsonl", output_dir="o", **values)
+    cfg = config_class()(model_path="m", data_path="d.jsonl", output_dir="o", **values)
     validate(cfg)
     return cfg
 

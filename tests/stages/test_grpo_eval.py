@@ -1,4 +1,4 @@
-"""Evaluation during GRPO keeps the best step (``stages/grpo_eval.py``)."""
+"""Evaluation during GRPO keeps the best step (``stages/grpo/grpo_eval.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ark_trainer.stages import grpo_eval
+from ark_trainer.stages.grpo import grpo_eval
 
 
 class Events:

@@ -1,4 +1,4 @@
-"""``--strategy RLOO`` (``stages/rloo.py``): a real TRL run on a tiny model, on the GRPO rewards."""
+"""``--strategy RLOO`` (``stages/rloo/stage.py``): a real TRL run on a tiny model, on the GRPO rewards."""
 
 from __future__ import annotations
 

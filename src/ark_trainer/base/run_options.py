@@ -2,9 +2,10 @@
 
 :class:`RunOptions` holds the headings that come before the stages' own in ``train --help`` (run, data,
 model, strategy), :class:`RunOptionsAfterStages` those after them (reward, evaluation, agent, scale,
-reliability, OpenClaw, logging); :class:`~ark_trainer.core.config.TrainConfig` is made of both and every stage's
-options (``options/*.py``), in that order. To add a shared flag: add one field in its group's section
-(``docs/contributing.md``, "Add a flag").
+reliability, OpenClaw, logging); :class:`RunFlags` is both, what a stage receives beside its own options.
+The ``train`` config (:func:`~ark_trainer.core.config.config_class`) is made of them and every registered stage's
+options (``stages/<name>/options.py``), in ``--help`` order. To add a shared flag: add one field in its
+group's section (``docs/contributing.md``, "Add a flag").
 """
 
 from __future__ import annotations
@@ -380,3 +381,9 @@ class RunOptionsAfterStages:
     )
     log_dir: str | None = flag(None, "text log and TensorBoard events (default: OUT/logs)", group="logging")
     logging_steps: int = flag(5, "log metrics every N steps", group="logging", range=COUNT)
+
+
+@dataclass(frozen=True)
+class RunFlags(RunOptionsAfterStages, RunOptions):
+    """Every shared flag of a run (:class:`RunOptions`, then :class:`RunOptionsAfterStages`): what a stage
+    receives beside its own options (``StageContext.run``), without any stage's flags."""

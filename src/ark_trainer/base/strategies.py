@@ -131,3 +131,11 @@ def normalize_strategy(value: str) -> str:
     if key not in aliases:
         raise UserError(f"--strategy: unknown strategy {value!r}; use {', '.join(strategy_table())} or auto")
     return aliases[key]
+
+
+def stages_it_may_run(strategy: str) -> tuple[str, ...]:
+    """The stages ``strategy`` runs, in order; under ``auto`` those of every strategy the probe may choose
+    (:data:`AUTO_CHOICES`), each once."""
+    table = strategy_table()
+    chosen = AUTO_CHOICES.values() if strategy == AUTO else (strategy,)
+    return tuple(dict.fromkeys(stage for name in chosen for stage in table[name].stages))

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ark_trainer.base.errors import UserError
@@ -51,8 +51,9 @@ def _legacy_run(folder: Path) -> bool:
     return _our_run_yaml(folder / RUN_CONFIG) and any((folder / n).is_file() for n in (PLAN, EVENTS))
 
 
-def _our_run_yaml(path: Path) -> bool:
-    """``run.yaml`` as a run of ours writes it: a mapping of train flags (a few kB)."""
+def _our_run_yaml(path: Path, flags: Collection[str] = ()) -> bool:
+    """``run.yaml`` as a run of ours writes it: a mapping of train flags (a few kB): the run's core keys, or
+    only flags (``flags``: every ``train`` flag, the stages' too; the shared ones where not given)."""
     from ark_trainer.base.errors import UserError
     from ark_trainer.base.fileio import read_text_bounded
     from ark_trainer.base.yamlsafe import MAX_BYTES, safe_load
@@ -67,14 +68,14 @@ def _our_run_yaml(path: Path) -> bool:
         return False
     from ark_trainer.core.config import TrainConfig
 
-    flags = set(TrainConfig.__dataclass_fields__)
-    return any(key in data for key in RUN_YAML_KEYS) or all(key in flags for key in data)
+    known = set(flags) or set(TrainConfig.__dataclass_fields__)
+    return any(key in data for key in RUN_YAML_KEYS) or all(key in known for key in data)
 
 
-def holds_our_run_config(folder: Path) -> bool:
+def holds_our_run_config(folder: Path, flags: Collection[str] = ()) -> bool:
     """Whether ``folder`` is marked a run of ours or its ``run.yaml`` is one of ours (``report`` rewrites
-    report.md only there)."""
-    return marker_kind(folder) == "run" or _our_run_yaml(folder / RUN_CONFIG)
+    report.md only there); ``flags``: every ``train`` flag (``stages/registry.config_class``)."""
+    return marker_kind(folder) == "run" or _our_run_yaml(folder / RUN_CONFIG, flags)
 
 
 def _legacy_reward_model(folder: Path) -> bool:

@@ -12,14 +12,13 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import atomic_write_text, write_json, write_jsonl
-from ark_trainer.base.options.grpo import GRPOOptions
-from ark_trainer.base.run_options import RunOptions, RunOptionsAfterStages
+from ark_trainer.base.run_options import RunFlags
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.config import TrainConfig, settle, to_yaml
 from ark_trainer.core.final_model import trained_dir
@@ -45,7 +44,7 @@ from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.stages.eval_length import RECORD as EVAL_RECORD
 from ark_trainer.stages.eval_length import EvalLength, eval_length
 from ark_trainer.stages.plan import Plan, ProbeChoice, resolve_plan
-from ark_trainer.stages.registry import StageContext, get_stage, stage_names_in_order, stages
+from ark_trainer.stages.registry import get_stage, stage_context, stage_names_in_order, stages
 
 log = logging.getLogger("ark_trainer")
 
@@ -135,7 +134,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     rt, rows, eval_rows, model = results[: len(loads)]
     if not given_hf:  # every input is good: convert the GGUF once into the run folder
         model = _converted(cfg, out, model)
-    reward = build_reward(cfg, rows, rt.device)  # GRPO's automatic settings are chosen from it too
+    reward = build_reward(cfg, rows, rt.device)  # a stage's automatic settings are chosen from it too
     chosen, auto, warnings = auto_defaults(cfg, rows, rt, str(model.path), reward)
     if resume[-1] != cfg.resume:
         chosen["resume"] = resume[-1]
@@ -154,11 +153,15 @@ def prepare(cfg: TrainConfig) -> Prepared:
     splits, source = _splits(cfg, rows, eval_rows)
     plan = resolve_plan(cfg)
     extra: dict[str, object] = {"rewards": reward.describe(), "auto_defaults": auto}
-    from ark_trainer.stages.agent.rft import check_episode_sources
+    from ark_trainer.data.loader import episode_candidate_problems
 
-    check_episode_sources(
-        cfg.env, data_path, cfg.rft_num_samples, splits.train, [s.name for s in plan.stages]
-    )
+    if not cfg.env and (problems := episode_candidate_problems(splits.train, data_path)):
+        raise UserError(*problems)  # episode candidates need --env
+    for planned in plan.stages:  # each stage's own check of the data it trains on (its ``check_data``)
+        stage = get_stage(planned.name)
+        if (check := getattr(stage, "check_data", None)) is not None:
+            options = getattr(stage, "options", None)
+            check(cfg.run_flags(), cfg.options(options) if options else None, splits.train)
     folder = RunFolder(out)
     resumed = bool(cfg.resume and folder.plan_path.is_file())
     if resumed:  # the first attempt's plan (and an auto probe's choice)
@@ -166,7 +169,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
         plan = Plan.from_json(saved, cfg)
         extra = {k: v for k, v in saved.items() if k not in (*plan.to_json(), "schema")}
     extra["precision"] = rt.precision  # what this attempt computes in (the device may differ on resume)
-    extra[EVAL_RECORD] = _eval_length(cfg, rt, str(model.path), rows, extra if resumed else None).to_json()
+    extra[EVAL_RECORD] = _eval_length(
+        cfg.run_flags(), rt, str(model.path), rows, extra if resumed else None
+    ).to_json()
     extra["base_model"] = model.to_json()  # what was given, its kind and checksum, the folder trained from
     log_dir = folder.log_dir(cfg.log_dir)
     done = Progress(out) if cfg.resume else None
@@ -189,12 +194,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
 
 
 def _eval_length(
-    cfg: TrainConfig, rt: Runtime, model_dir: str, rows: list[dict], saved: dict | None
+    run: RunFlags, rt: Runtime, model_dir: str, rows: list[dict], saved: dict | None
 ) -> EvalLength:
     """The evaluations' answer length (``stages/eval_length.py``): a resumed run's first attempt's (``saved``:
     what its plan.json holds besides the plan; the run's completion length where it recorded none), else
     measured on ``rows``."""
-    budget = new_tokens(cfg.max_completion_length)
+    budget = new_tokens(run.max_completion_length)
     if saved is not None:
         kept = EvalLength.from_json(saved.get(EVAL_RECORD))
         return kept or EvalLength(
@@ -204,30 +209,30 @@ def _eval_length(
     from ark_trainer.core.models.loading import load_tokenizer
 
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
-    return eval_length(budget, tok, rows, toy=model_facts(model_dir).toy, agent=bool(cfg.env))
+    return eval_length(budget, tok, rows, toy=model_facts(model_dir).toy, agent=bool(run.env))
 
 
-def _splits(cfg: TrainConfig, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
+def _splits(run: RunFlags, rows: list[dict], eval_rows: list[dict]) -> tuple[Splits, str]:
     """The train / dev / test rows (``data/split.py``; each capped at ``--max_eval_samples``) and where dev
     and test come from."""
-    if cfg.eval_dataset:
+    if run.eval_dataset:
         train, dropped = drop_overlap(rows, eval_rows)
         dev, test = divide_eval(eval_rows)
-        source = f"--eval_dataset {cfg.eval_dataset}, divided by prompt hash into dev and test"
+        source = f"--eval_dataset {run.eval_dataset}, divided by prompt hash into dev and test"
         if dropped:
             log.warning("%d training rows share a prompt with --eval_dataset; dropped from training", dropped)
         splits = Splits(train, dev, test)
-    elif cfg.eval_auto:
-        splits = split_three(rows, cfg.eval_ratio)
+    elif run.eval_auto:
+        splits = split_three(rows, run.eval_ratio)
         source = (
-            f"held-out {cfg.eval_ratio:.0%} split of --data_path (by prompt hash), half dev and half test"
+            f"held-out {run.eval_ratio:.0%} split of --data_path (by prompt hash), half dev and half test"
         )
     else:
         splits, source = Splits(rows, [], []), "none (--eval_auto False)"
     if not splits.train:
-        raise UserError(f"--data_path: {cfg.data_path}: no training rows left after holding out the eval set")
-    if cfg.max_eval_samples:
-        cap = cfg.max_eval_samples
+        raise UserError(f"--data_path: {run.data_path}: no training rows left after holding out the eval set")
+    if run.max_eval_samples:
+        cap = run.max_eval_samples
         splits = Splits(splits.train, splits.dev[:cap], splits.test[:cap])
     return splits, source
 
@@ -240,16 +245,16 @@ def split_line(p: Prepared) -> str:
     )
 
 
-def _env_tools(cfg: TrainConfig) -> list[dict] | None:
+def _env_tools(run: RunFlags) -> list[dict] | None:
     """The tool schemas every prompt of an ``--env`` run shows (loaded once: checked above)."""
-    if not cfg.env:
+    if not run.env:
         return None
     from ark_trainer.stages.agent.env import load_env
 
-    return load_env(cfg.env).schemas
+    return load_env(run.env).schemas
 
 
-def _converted(cfg: TrainConfig, out: Path, model):
+def _converted(run: RunFlags, out: Path, model):
     """A GGUF / Ollama model converted once into ``OUT/base_model`` (reused when the folder holds it; under
     accelerate the parent converted and the children reuse it), its tokenizer checked for an agent run."""
     from ark_trainer.core.folders import claim_folder
@@ -258,8 +263,8 @@ def _converted(cfg: TrainConfig, out: Path, model):
 
     claim_folder(out)  # ours before its first file
     model = convert(model, RunFolder(out).base_model_dir)
-    if cfg.env:
-        check_agent(cfg.env, str(model.path), cfg.trust_remote_code)
+    if run.env:
+        check_agent(run.env, str(model.path), run.trust_remote_code)
     return model
 
 
@@ -285,73 +290,75 @@ def auto_defaults(
 ) -> tuple[dict[str, object], dict, list[str]]:
     """The values of the automatic flags the config left unset (``auto_defaults.py``), by flag; plus
     ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml`` holds
-    the values chosen the first time, so nothing is chosen again. The GRPO stage's own flags are chosen
-    from ``reward`` too, where the strategy may run GRPO."""
-    from ark_trainer.core.auto_defaults import (
-        AutoDefault,
-        describe,
-        grpo_eval_every,
-        model_facts,
-        resolve_auto_defaults,
-        resolve_grpo_defaults,
-        toy_choices,
-    )
-    from ark_trainer.core.config import LEARNING_RATES, LORA_LR_SCALE
+    the values chosen the first time, so nothing is chosen again. Each stage the strategy may run chooses
+    its own (its ``auto_defaults`` hook, :func:`stage_auto_defaults`), from ``reward`` too."""
+    from ark_trainer.core.auto_defaults import AutoDefault, describe, resolve_auto_defaults, toy_choices
+    from ark_trainer.core.config import LORA_LR_SCALE, learning_rates
     from ark_trainer.core.models.loading import load_tokenizer
 
     model_dir = model_dir or cfg.model_path  # the HF folder (a GGUF's conversion), not what was given
     assert model_dir
     tok = load_tokenizer(model_dir, rt.trust_remote_code)
-    given = replace(cfg, model_path=model_dir)
-    chosen, warnings = resolve_auto_defaults(
-        given.options(RunOptions), given.options(RunOptionsAfterStages), tok, rows, rt.device
-    )
-    chosen.update(toy_choices(model_dir, cfg.flag_items()))  # the demo's toy: the rates it is trained at
+    given = replace(cfg, model_path=model_dir).run_flags()
+    chosen, warnings = resolve_auto_defaults(given, given, tok, rows, rt.device)
+    chosen.update(
+        toy_choices(model_dir, cfg.flag_items(), type(cfg).stage_options)
+    )  # the demo's toy: the rates it is trained at
     if chosen.get("lora_r") and chosen["lora_r"].value > 0:  # an automatic LoRA: its learning rates too
-        for name in LEARNING_RATES:
-            default = getattr(TrainConfig, name)
+        defaults: dict[str, Any] = {f.name: f.default for f in fields(cfg)}
+        for name in learning_rates(type(cfg)):
+            default = defaults[name]
             if getattr(cfg, name) == default:  # left at its default (a flag or YAML key set to it counts too)
                 chosen[name] = AutoDefault(
                     default * LORA_LR_SCALE,
                     f"{LORA_LR_SCALE}× the full fine-tuning default {default:g}: LoRA",
                 )
-    if reward is not None and may_run_grpo(cfg.strategy):
-        facts = model_facts(model_dir)
+    if reward is not None:
         length = chosen.get("max_completion_length")
         sized = replace(cfg, max_completion_length=length.value if length else cfg.max_completion_length)
-        run, after, grpo = (
-            sized.options(RunOptions),
-            sized.options(RunOptionsAfterStages),
-            sized.options(GRPOOptions),
-        )
-        chosen.update(resolve_grpo_defaults(run, after, grpo, tok, rows, reward.components, facts))
-        if grpo.grpo_eval_steps is None:
-            grpo_steps = resolve_plan(cfg).steps("grpo")
-            chosen["grpo_eval_steps"] = grpo_eval_every(after, grpo_steps, facts)
+        chosen.update(stage_auto_defaults(sized, tok, rows, reward.components, model_dir))
     values = {name: value.value for name, value in chosen.items()}
-    return values, describe(chosen, model_facts(model_dir)), warnings
+    return values, describe(chosen, model_facts_of(model_dir)), warnings
 
 
-def may_run_grpo(strategy: str) -> bool:
-    """Whether ``strategy`` has a GRPO stage (``auto``: the probe may choose one)."""
-    from ark_trainer.base.strategies import AUTO, strategy_table
+def stage_auto_defaults(cfg: TrainConfig, tok, rows: list[dict], components: list, model_dir: str) -> dict:
+    """What each stage the strategy may run (under ``auto``: every stage of a strategy the probe may choose)
+    chooses for its own flags (its ``auto_defaults(run, options, facts)`` hook), by flag, in plan order."""
+    from ark_trainer.base.strategies import stages_it_may_run
+    from ark_trainer.core.auto_defaults import StageFacts
 
-    return strategy == AUTO or "grpo" in strategy_table()[strategy].stages
+    chosen: dict = {}
+    plan = resolve_plan(cfg)
+    run = cfg.run_flags()
+    for name in stages_it_may_run(cfg.strategy):
+        stage = get_stage(name)
+        hook, options = getattr(stage, "auto_defaults", None), getattr(stage, "options", None)
+        if hook is None or options is None:
+            continue
+        facts = StageFacts(tok, rows, components, model_facts_of(model_dir), plan.steps(name))
+        chosen.update(hook(run, cfg.options(options), facts))
+    return chosen
 
 
-def with_cpu_precision(cfg: TrainConfig, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
+def model_facts_of(model_dir: str):
+    from ark_trainer.core.auto_defaults import model_facts
+
+    return model_facts(model_dir)
+
+
+def with_cpu_precision(run: RunFlags, rt: Runtime, auto: dict, model_dir: str) -> Runtime:
     """``rt`` computing in bf16 autocast where ``--mixed_precision auto`` on CPU chooses it for this model
     (``auto_defaults.cpu_precision``), the choice added to ``auto`` (plan.json's ``auto_defaults``)."""
     from ark_trainer.core.auto_defaults import cpu_precision, model_facts
 
-    chosen = cpu_precision(cfg.mixed_precision, cfg.fp16, cfg.bf16, model_facts(model_dir), rt.device)
+    chosen = cpu_precision(run.mixed_precision, run.fp16, run.bf16, model_facts(model_dir), rt.device)
     if chosen is None:
         return rt
     auto["mixed_precision"] = {"value": chosen.value, "reason": chosen.reason}
     return replace(rt, bf16=chosen.value == "bf16")
 
 
-def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[dict]) -> None:
+def check_reward_applies(run: RunFlags, reward: CompositeReward, rows: list[dict]) -> None:
     """Refuse a reward that grades none of the data (``rewards/applies.py``), before anything is written.
 
     With the default preset, its first grader (QC verdict, reference match) must apply: the preset's
@@ -359,10 +366,10 @@ def check_reward_applies(cfg: TrainConfig, reward: CompositeReward, rows: list[d
     """
     from ark_trainer.rewards.applies import check_applies
 
-    where, task = f"--data_path {cfg.data_path}", None
-    if not cfg.reward_config:
+    where, task = f"--data_path {run.data_path}", None
+    if not run.reward_config:
         where += f" (default reward: {Path(reward.source).stem} preset)"
-        task = [reward.components[0].name, *(["reward_model"] if cfg.rm_model_path else [])]
+        task = [reward.components[0].name, *(["reward_model"] if run.rm_model_path else [])]
     check_applies(reward, rows, where, task)
 
 
@@ -580,7 +587,8 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     p.last_model = ("base", p.model_path)
     evaluator.run("base", p.model_path)
     held_out = p.dev if cfg.eval_auto else []  # a stage's own choices (its best step) read dev only
-    ctx = StageContext(cfg, rt, monitor, p.train, p.reward, p.out, p.log_dir, p.done, held_out)
+    parts = {"rt": rt, "monitor": monitor, "train": p.train, "reward": p.reward, "out": p.out}
+    parts.update(log_dir=p.log_dir, done=p.done, held_out=held_out)
     current = p.model_path
     for planned in (s for s in p.plan.stages if s.steps > 0):
         stage = get_stage(planned.name)
@@ -589,6 +597,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
             log.info("resume: %s already done (%s)", stage.label, final_dir)
             current = str(final_dir)  # its evaluation may still be missing: run below
         else:
+            ctx = stage_context(cfg, planned.name, **parts)  # the shared flags and the stage's own options
             current = stage.run(ctx, planned, current, final_dir)
             gc.collect()
         _record_prompt_shape(p, Path(current))
@@ -623,20 +632,11 @@ def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None
 
 def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
     """``--strategy auto``: probe the base model, resolve the plan with its choice, rewrite plan.json."""
-    from ark_trainer.stages.probe import ProbeSettings, decide, probe_record, run_probe
+    from ark_trainer.stages.probe import SAMPLES_AS, decide, probe_record, probe_settings, run_probe
 
     cfg = p.cfg
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
-    settings = ProbeSettings(
-        prompts=cfg.auto_probe_prompts,
-        samples=cfg.auto_probe_samples,
-        temperature=cfg.temperature,
-        max_new_tokens=new_tokens(cfg.max_completion_length),
-        seed=cfg.seed,
-        pass_threshold=cfg.pass_threshold,
-        min_pass_rate=cfg.auto_min_pass_rate,
-        max_zero_std=cfg.auto_max_zero_std,
-    )
+    settings = probe_settings(cfg.run_flags(), cfg.options(SAMPLES_AS))
     with monitor.stage("probe", total=min(len(p.train), cfg.auto_probe_prompts)):
         result, scored = run_probe(settings, p.rt, p.model_path, p.train, p.reward, on_batch=monitor.progress)
     strategy, reason = decide(result)  # every process probes the same prompts with the same seed

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ark_trainer.core.auto_defaults import grpo_accumulation, new_tokens
+from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.runtime.estimate import (
     GRPOWork,
     Part,
@@ -30,6 +30,7 @@ from ark_trainer.core.runtime.estimate import (
     rft_parts,
     total_seconds,
 )
+from ark_trainer.stages.grpo.auto import grpo_accumulation
 from ark_trainer.stages.registry import get_stage
 
 log = logging.getLogger("ark_trainer")
@@ -207,7 +208,8 @@ def auto_eval_every(cfg: Any, extra: dict, model_dir: str) -> EvalEvery | None:
     if "grpo_eval_steps" not in (extra.get("auto_defaults") or {}):
         return None
     from ark_trainer.base.run_options import RunOptionsAfterStages
-    from ark_trainer.core.auto_defaults import grpo_eval_every, model_facts
+    from ark_trainer.core.auto_defaults import model_facts
+    from ark_trainer.stages.grpo.auto import grpo_eval_every
 
     after, facts = cfg.options(RunOptionsAfterStages), model_facts(model_dir)
     return lambda steps: int(grpo_eval_every(after, steps, facts).value)

@@ -10,6 +10,7 @@ supervisor and the server (``ark-trainer deploy LOOP --rollback`` then restores 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from ark_trainer.app.commands.args import add_dataclass_args, opt
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.ranges import Range
-from ark_trainer.core.config import TRAIN_GROUPS, TrainConfig, coerce, parse_bool
+from ark_trainer.core.config import TrainConfig, coerce, parse_bool, train_groups
 from ark_trainer.core.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.services.loop.gate import TRACKED
 
@@ -25,8 +26,8 @@ LOOP_GROUP = "live loop"
 
 
 @dataclass(frozen=True)
-class LoopOptions(TrainConfig):
-    """``train``'s flags (passed to every round) plus the loop's own."""
+class LoopOwnOptions:
+    """The loop's own flags (:func:`loop_options` adds ``train``'s, passed to every round)."""
 
     min_new_turns: int = opt(
         30,
@@ -57,30 +58,34 @@ class LoopOptions(TrainConfig):
     stop: bool = opt(False, "stop the loop's supervisor and model server", switch=True)
 
 
-LOOP_FIELDS = [
-    f.name
-    for f in dataclasses.fields(LoopOptions)
-    if f.name not in {g.name for g in dataclasses.fields(TrainConfig)}
-]
+LOOP_FIELDS = [f.name for f in dataclasses.fields(LoopOwnOptions)]
+
+
+@functools.cache
+def loop_options() -> type[TrainConfig]:
+    """``train``'s flags (the registered stages' config, ``stages/registry.config_class``), then the loop's own."""
+    from ark_trainer.stages.registry import config_class
+
+    cls = type("LoopOptions", (LoopOwnOptions, config_class()), {"__module__": __name__})
+    return dataclass(frozen=True)(cls)
 
 
 def register(sub) -> None:
     parser = sub.add_parser(
         "loop", help="serve, record, train rounds in the background, promote only what passes the gate"
     )
-    add_dataclass_args(
-        parser, LoopOptions, groups={**TRAIN_GROUPS, LOOP_GROUP: tuple(LOOP_FIELDS)}, given_only=True
-    )
+    from ark_trainer.stages.registry import config_class
+
+    groups = {**train_groups(config_class()), LOOP_GROUP: tuple(LOOP_FIELDS)}
+    add_dataclass_args(parser, loop_options(), groups=groups, given_only=True)
     parser.set_defaults(func=_cmd_loop)
 
 
 def _loop_values(given: dict) -> dict:
     """The loop's own flags, converted (``given_only`` leaves raw text), defaults for the rest."""
-    hints = typing.get_type_hints(LoopOptions)
+    hints = typing.get_type_hints(LoopOwnOptions)
     out = {}
-    for f in dataclasses.fields(LoopOptions):
-        if f.name not in LOOP_FIELDS:
-            continue
+    for f in dataclasses.fields(LoopOwnOptions):
         if f.name not in given:
             out[f.name] = f.default
             continue
@@ -123,7 +128,7 @@ def _cmd_loop(namespace) -> int:
     given = {k: v for k, v in vars(namespace).items() if k not in ("command", "func")}
     opts = _loop_values(given)
     check_loop_options(opts)
-    flags = {k: coerce(k, v, f"--{k}") for k, v in given.items() if k not in LOOP_FIELDS}
+    flags = {k: coerce(loop_options(), k, v, f"--{k}") for k, v in given.items() if k not in LOOP_FIELDS}
     if not flags.get("output_dir"):
         raise UserError("loop: --output_dir is required (the loop's folder, LOOP)")
     folder = Path(flags.pop("output_dir"))

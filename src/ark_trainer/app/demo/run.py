@@ -159,6 +159,7 @@ def run_demo(
     from ark_trainer.app.demo.model import build_base_model
     from ark_trainer.core.config import resolve_config
     from ark_trainer.services.pipeline import run_train
+    from ark_trainer.stages.registry import config_class
 
     _check_demo_args(out, overwrite, seed, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
     phrasebook(lang)  # an unknown language fails here, before anything is written
@@ -193,7 +194,7 @@ def run_demo(
     if max_train_steps is not None:
         share = preset_rft_share(demo_config_path(real))
         flags.update(max_train_steps=max_train_steps, rft_steps=share_of(max_train_steps, share))
-    return run_train(resolve_config(flags))
+    return run_train(resolve_config(config_class(), flags))
 
 
 AGENT_ENV = "ark_trainer.app.demo.agent_env:make_env"
@@ -243,8 +244,9 @@ def train_agent(flags: dict) -> Path:
     """Run ``train`` over episodes of the agent demo's environment (the one place the agent demo trains)."""
     from ark_trainer.core.config import resolve_config
     from ark_trainer.services.pipeline import run_train
+    from ark_trainer.stages.registry import config_class
 
-    return run_train(resolve_config(flags))
+    return run_train(resolve_config(config_class(), flags))
 
 
 def run_agent_demo(

@@ -400,7 +400,7 @@ class ResumableStage(Protocol):
     """What the resume check is told of each registered stage (``stages/registry.py``)."""
 
     name: str
-    steps_flag: str | None
+    steps_flag: str | None  # and, where it chooses some of its flags itself, ``auto_flags``
 
 
 class ResumeFlags(Protocol):
@@ -430,17 +430,18 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
         return False
     if cfg.overwrite_output_dir and not cfg.resume:
         return False
-    before = load_yaml_config(str(run_yaml))
+    before = load_yaml_config(type(cfg), str(run_yaml))
     now = cfg.flag_items()
-    from ark_trainer.core.auto_defaults import AUTO_FLAGS
+    from ark_trainer.core.auto_defaults import AUTO_FLAGS as SHARED_AUTO_FLAGS
     from ark_trainer.core.runtime.estimate import budget_sized
 
+    auto_flags = {*SHARED_AUTO_FLAGS, *(f for s in stages for f in getattr(s, "auto_flags", ()))}
     changed = sorted(
         k
         for k, v in before.items()
         if k not in MAY_CHANGE
         and not same_setting(k, v, now.get(k))
-        and not (k in AUTO_FLAGS and now.get(k) is None)
+        and not (k in auto_flags and now.get(k) is None)
         and not budget_sized(k, before, now)
     )  # an automatic flag (or a step count --time_budget sized) left unset again: run.yaml holds the choice
     if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):

@@ -208,10 +208,11 @@ def check_train_flags(flags: dict[str, Any], loop: Path) -> None:
     """Validate the train flags every round will be given as ``train`` validates its own, when the loop
     starts: a mistyped ``--strategy`` is one line and exit 2 now, not a failed round an hour later."""
     from ark_trainer.core.config import resolve_config
+    from ark_trainer.stages.registry import config_class
 
     given = {k: v for k, v in {**DEFAULT_FLAGS, **flags}.items() if k not in OWN_FLAGS and v is not None}
     folder = Path(loop) / "rounds" / "1"
-    resolve_config({**given, "model_path": str(flags["model_path"]), "data_path": str(folder / "data.jsonl"),
+    resolve_config(config_class(), {**given, "model_path": str(flags["model_path"]), "data_path": str(folder / "data.jsonl"),
                     "output_dir": str(folder)})  # fmt: skip
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.base.errors import UserError
-from ark_trainer.core.config import TrainConfig, coerce, field_types
+from ark_trainer.core.config import coerce, field_types
+from ark_trainer.stages.registry import config_class
 
 TIMEOUT_S = 60  # one answer, from connecting to its last byte
 MAX_ANSWER_BYTES = 1_000_000
@@ -48,9 +49,9 @@ def path_fields() -> set[str]:
 
 def schema_text() -> str:
     """The config schema as the model sees it: one line per field (name, type, default, help)."""
-    types, allowed = field_types(), allowed_fields()
+    types, allowed = field_types(config_class()), allowed_fields()
     lines = []
-    for f in fields(TrainConfig):
+    for f in fields(config_class()):
         if f.metadata.get("cli_only") or f.name not in allowed:
             continue
         lines.append(
@@ -110,7 +111,7 @@ def extract_object(content: str, where: str) -> dict[str, Any]:
 def check_answer(data: dict[str, Any], where: str, request: str = "") -> tuple[dict[str, Any], list[str]]:
     """(flags, dropped): every key a config field, every value of the field's type (all problems at once);
     fields a request may not set, and paths the request does not name, are dropped and said why."""
-    known = {f.name for f in fields(TrainConfig) if not f.metadata.get("cli_only")}
+    known = {f.name for f in fields(config_class()) if not f.metadata.get("cli_only")}
     allowed, paths = allowed_fields(), path_fields()
     problems, out, dropped = [], {}, []
     for key, value in data.items():
@@ -120,7 +121,7 @@ def check_answer(data: dict[str, Any], where: str, request: str = "") -> tuple[d
             )
             continue
         try:
-            value = coerce(key, value, f"{where}: {key}")
+            value = coerce(config_class(), key, value, f"{where}: {key}")
         except UserError as exc:
             problems += exc.messages
             continue

@@ -19,6 +19,8 @@ from typing import Any
 from ark_trainer.base.errors import UserError
 from ark_trainer.core.config import REQUIRED, TrainConfig, load_yaml_config, resolve_config, to_yaml
 from ark_trainer.services.nl.parse import parse_request
+from ark_trainer.stages.grpo.options import GRPOOptions
+from ark_trainer.stages.registry import config_class
 
 ALWAYS_SHOWN = ("strategy", "task_name", *REQUIRED)
 HINTS = {
@@ -91,7 +93,7 @@ def train_command(flags: Mapping[str, Any]) -> str:
     non-default value in ``--help`` order."""
     parts = ["ark-trainer-inner", "train"]
     first = {name: i for i, name in enumerate(ALWAYS_SHOWN)}
-    for f in sorted(fields(TrainConfig), key=lambda f: first.get(f.name, len(first))):
+    for f in sorted(fields(config_class()), key=lambda f: first.get(f.name, len(first))):
         if f.metadata.get("cli_only"):
             continue
         value = flags[f.name]
@@ -110,7 +112,7 @@ def _fit_group_size(flags: dict[str, Any], from_yaml: dict[str, Any], assumption
         total = int(merged["batch_size"]) * int(merged.get("gradient_accumulation_steps") or 1)
     except (TypeError, ValueError):
         return  # resolve_config reports the bad value
-    default = TrainConfig.num_generations
+    default = GRPOOptions.num_generations
     if total % default:
         group = next((g for g in range(default, 1, -1) if total % g == 0), default)
         flags["num_generations"] = group
@@ -178,7 +180,7 @@ def plan_request(
     ``run`` refuses it). Bad values raise UserError.
     """
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    from_yaml = load_yaml_config(overrides["config"]) if overrides.get("config") else {}
+    from_yaml = load_yaml_config(config_class(), overrides["config"]) if overrides.get("config") else {}
     parsed = parse_request(request)
     reward = _run_reward({**from_yaml, **parsed.flags, **overrides})
     if reward is not None and parsed.objectives:  # map objectives onto the rewards this data really gets
@@ -201,7 +203,7 @@ def plan_request(
             assumptions += outside_working_folder(str(flags[name]), f"--{name}")
     for name, what in DEFAULTS_NOTED.items():
         if name not in flags and name not in from_yaml:
-            assumptions.append(f"{what} not given: --{name} {getattr(TrainConfig, name)} (the default)")
+            assumptions.append(f"{what} not given: --{name} {getattr(config_class(), name)} (the default)")
     notes, agent = {name: f"missing; {HINTS[name]}" for name in missing}, None
     if notes and parsed.agent and not llm_base_url:
         from ark_trainer.services.nl.agent import fill_from_agent
@@ -212,7 +214,7 @@ def plan_request(
         flags[name] = MISSING
     _fit_group_size(flags, from_yaml, assumptions)
     try:
-        cfg = resolve_config(flags)
+        cfg = resolve_config(config_class(), flags)
     except UserError as exc:
         if not llm_base_url:
             raise

@@ -62,11 +62,12 @@ def stage_model(out: Path, stage: str | None) -> tuple[str, Path]:
 
 def _run_config(out: Path) -> dict:
     from ark_trainer.core.config import load_yaml_config
+    from ark_trainer.stages.registry import config_class
 
     path = RunFolder(out).config_path
     if not path.is_file():
         raise UserError(f"eval: {out} is not a run folder (no {RUN_CONFIG}); give a train run's --output_dir")
-    return load_yaml_config(str(path))
+    return load_yaml_config(config_class(), str(path))
 
 
 def eval_rows(out: Path, config: dict) -> list[dict]:

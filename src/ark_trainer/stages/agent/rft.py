@@ -38,11 +38,11 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
     from ark_trainer.base.scale import generation_batch
     from ark_trainer.core.models.loading import load_policy
 
-    cfg, rows = ctx.cfg, ctx.train
+    run, opts, rows = ctx.run, ctx.options, ctx.train  # the shared flags and RFT's own options
     env_cls, limits = env
     with ctx.monitor.stage("rft_sampling", total=len(rows)):
         groups: list[list] = [[] for _ in rows]
-        if cfg.rft_num_samples:
+        if opts.rft_num_samples:
             model, tok = load_policy(model_path, ctx.rt)
             groups = run_episodes(
                 model,
@@ -50,11 +50,11 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
                 env_cls,
                 rows,
                 limits,
-                num_samples=cfg.rft_num_samples,
-                temperature=cfg.rft_temperature,
-                max_new_tokens=new_tokens(cfg.max_completion_length),
+                num_samples=opts.rft_num_samples,
+                temperature=opts.rft_temperature,
+                max_new_tokens=new_tokens(run.max_completion_length),
                 batch_size=generation_batch(ctx.rt.device, CPU_EPISODE_BATCH),
-                seed=cfg.seed,
+                seed=run.seed,
                 on_batch=ctx.monitor.progress,
             )
             del model
@@ -66,7 +66,9 @@ def sample_episodes(ctx, model_path: str, env: tuple) -> list[dict]:
             [[ep.completion for ep in g] for g in groups],
             [[ep.env for ep in g] for g in groups],
         )
-    selected, scored, stats = select_episodes(rows, groups, scores, cfg.rft_min_reward, env_cls._spec.schemas)
+    selected, scored, stats = select_episodes(
+        rows, groups, scores, opts.rft_min_reward, env_cls._spec.schemas
+    )
     stats["n_candidates"] = sum(map(len, replayed))  # of n_scored: the data's episodes, replayed
     data_dir = RunFolder(ctx.out).data_dir
     from ark_trainer.core.runtime.distributed import ranks
@@ -87,17 +89,11 @@ def candidate_episodes(row: dict) -> list[list[dict]]:
 
 
 def check_episode_sources(
-    env: str | dict | None, data_path: str, rft_num_samples: int, rows: list[dict], stage_names: list[str]
+    env: str | dict | None, data_path: str, rft_num_samples: int, rows: list[dict]
 ) -> None:
-    """Before anything is written: episode candidates need ``--env``; RFT over episodes needs samples or
+    """Before anything is written: RFT over episodes (``--env``) needs samples (``rft_num_samples``) or
     candidates to choose from."""
-    from ark_trainer.data.loader import episode_candidate_problems
-
-    if not env:
-        problems = episode_candidate_problems(rows, data_path)
-        if problems:
-            raise UserError(*problems)
-    elif "rft" in stage_names and rft_num_samples == 0 and not any(r.get("candidates") for r in rows):
+    if env and rft_num_samples == 0 and not any(r.get("candidates") for r in rows):
         raise UserError(
             f"--rft_num_samples: 0 plays no episode, and no training row of --data_path {data_path} carries "
             "candidate episodes to replay; use 1 or more, or give the rows candidates"

@@ -12,9 +12,9 @@ GRPO practice, written as constants so they can be read and argued with.
 
 from __future__ import annotations
 
-from ark_trainer.core.auto_defaults import DECISION_BASIS
 from ark_trainer.stages.diagnose.finding import Finding, lower, lr_flag, mean, stage_label, steps_text, thirds
 from ark_trainer.stages.diagnose.rundata import RunData, num
+from ark_trainer.stages.grpo.auto import DECISION_BASIS
 
 FLAT_SHARE = 0.5  # mean frac_reward_zero_std at or above this: most groups teach nothing
 TRUNCATED_SHARE = 0.3  # mean completions/clipped_ratio at or above this: the length limit shapes answers

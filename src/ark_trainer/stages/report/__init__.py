@@ -86,9 +86,14 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
         raise UserError(
             f"{run_dir}: not a run directory (no {RUN_CONFIG}); pass the --output_dir of a train run"
         )
+    from ark_trainer.core.config import config_fields
     from ark_trainer.core.folders import MARKER, holds_our_run_config
+    from ark_trainer.stages.registry import config_class
 
-    if not holds_our_run_config(run_dir):  # another tool's run.yaml: its report.md is not ours to replace
+    flags = [f.name for f in config_fields(config_class())]
+    if not holds_our_run_config(
+        run_dir, flags
+    ):  # another tool's run.yaml: its report.md is not ours to replace
         raise UserError(
             f"{run_dir}: not a run folder of ark-trainer (no {MARKER}, no run.yaml of a train run); pass the "
             "--output_dir of a train run"

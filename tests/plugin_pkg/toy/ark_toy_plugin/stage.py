@@ -13,7 +13,8 @@ from ark_trainer.stages.registry import Plot
 
 @dataclass(frozen=True)
 class EchoOptions:
-    """The stage's own flags: in ``train --help`` (under "Echo"), ``--config`` and ``run.yaml``."""
+    """The stage's own flags: in ``train --help`` (under "Echo"), ``--config`` and ``run.yaml``; at run time
+    the stage is handed an instance (``ctx.options``)."""
 
     echo_candidate: int = flag(
         0,
@@ -39,7 +40,7 @@ class EchoStage:
 
         tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
         chat = is_conversational(tok)  # TRL takes chat lists for a chat model, text otherwise
-        pick = ctx.cfg.options(EchoOptions).echo_candidate
+        pick = ctx.options.echo_candidate  # its own options; the shared run flags are ctx.run
         rows = [
             {
                 "prompt": model_prompt(r["prompt"], chat),
@@ -51,7 +52,7 @@ class EchoStage:
             if r["candidates"]
         ]
         args = SFTConfig(
-            **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / self.name, plan.steps, plan.learning_rate),
+            **trainer_kwargs(ctx.run, ctx.rt, ctx.out / self.name, plan.steps, plan.learning_rate),
             max_length=None,
         )
         train_and_save(

@@ -1,9 +1,11 @@
-"""The options of KTO (``stages/kto.py``).
+"""The options of KTO (``stages/kto/stage.py``).
 
 The stage's own flags, as TRL declares ``grpo_config.py`` for its trainer: each is a
-:func:`~ark_trainer.base.flags.flag` field; :class:`~ark_trainer.core.config.TrainConfig` is made of every stage's
-options and the shared run flags (``run_options.py``). ``stages/kto.py`` names this class as its
-``options`` and reads them with ``ctx.cfg.options(KTOOptions)``. Nothing here imports the config.
+:func:`~ark_trainer.base.flags.flag` field. The stage registry hands this class to the config (the flags are in
+``train --help``, ``--config`` and ``run.yaml``), and at run time the stage is handed an instance of it
+(``ctx.options``). Without answers of its own in the data it samples them as RFT does: its options declare
+``--rft_num_samples`` and ``--rft_temperature`` alike (``stages/rft/options.py``). Nothing here imports the
+config.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 from ark_trainer.base.flags import flag
 from ark_trainer.base.ranges import ANY, LEARNING_RATE, POSITIVE
+from ark_trainer.stages.rft.options import num_samples_flag, temperature_flag
 
 KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")  # TRL 1.16 KTOConfig.loss_type
 
@@ -39,3 +42,5 @@ class KTOOptions:
         group="KTO",
         range=ANY,
     )
+    rft_num_samples: int = num_samples_flag()  # sampled answers per prompt, as RFT samples them
+    rft_temperature: float = temperature_flag()

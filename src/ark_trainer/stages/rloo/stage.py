@@ -1,9 +1,10 @@
 """RLOO (REINFORCE leave-one-out) with TRL's RLOOTrainer: the critic-free alternative to GRPO.
 
 Same rewards as GRPO (the run's composite reward, each grader logged as ``rewards/<name>/mean``) and the
-same sampling flags (``--num_generations``, ``--temperature``, ``--max_completion_length``, ``--beta`` as
-the KL coefficient, ``--rollout_steps`` and vLLM); each answer's baseline is the mean reward of the other
-answers to its prompt. Its own flag: ``--rloo_learning_rate``. PPO, which needs a learned critic, is not
+same sampling flags (``--num_generations``, ``--temperature``, ``--beta`` as the KL coefficient,
+``--rollout_steps``: its options declare them as GRPO's do, ``options.py``; the run's
+``--max_completion_length`` and vLLM); each answer's baseline is the mean reward of the other answers to its
+prompt. Its own flag besides: ``--rloo_learning_rate``. PPO, which needs a learned critic, is not
 offered: TRL no longer ships it, and RLOO/GRPO are its critic-free successors.
 """
 
@@ -13,8 +14,6 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.base.options.grpo import GRPOOptions
-from ark_trainer.base.options.rloo import RLOOOptions
 from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.models.loading import load_tokenizer
@@ -26,8 +25,12 @@ from ark_trainer.stages.common import (
     vllm_settings,
     without_dropout,
 )
-from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
+from ark_trainer.stages.grpo.stage import (
+    grpo_rows,  # the prompt plus the reward columns: the same rows as GRPO's
+)
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.rloo import report
+from ark_trainer.stages.rloo.options import RLOOOptions
 
 if TYPE_CHECKING:
     from ark_trainer.stages.plan import PlanStage
@@ -38,24 +41,25 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from datasets import Dataset
     from trl import RLOOConfig, RLOOTrainer
 
-    cfg, grpo = ctx.cfg, ctx.cfg.options(GRPOOptions)  # group size, temperature and KL: GRPO's flags
+    run, opts = ctx.run, ctx.options
+    assert isinstance(opts, RLOOOptions)  # the registry hands each stage its own options
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     funcs, weights = ctx.reward.trl_reward_funcs()
     args = RLOOConfig(
         **without_dropout(
-            no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
+            no_checkpointing(trainer_kwargs(run, ctx.rt, ctx.out / "rloo", plan.steps, plan.learning_rate)),
             model_in,
             ctx.rt.trust_remote_code,
         ),
-        num_generations=grpo.num_generations,
-        max_completion_length=new_tokens(cfg.max_completion_length),
-        temperature=grpo.temperature,
-        beta=grpo.beta,
+        num_generations=opts.num_generations,
+        max_completion_length=new_tokens(run.max_completion_length),
+        temperature=opts.temperature,
+        beta=opts.beta,
         disable_dropout=True,  # sample and score one policy (LoRA's dropout is off: docs/real-models.md)
         reward_weights=weights,
-        **vllm_grpo_kwargs(vllm_settings(ctx)),
+        **vllm_grpo_kwargs(vllm_settings(run)),
         **rollout_kwargs(
-            ctx.rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+            ctx.rt.device, opts.rollout_steps, run.batch_size, run.gradient_accumulation_steps, run.use_vllm
         ),
     )
     dataset = Dataset.from_list(grpo_rows(ctx.train, is_conversational(tok)))
@@ -92,19 +96,5 @@ class RLOOStage:
         return str(model)
 
     def report_blocks(self, run) -> list:
-        """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
-        from ark_trainer.stages.report import mean, num, short
-        from ark_trainer.stages.report.render import Heading, Table
-
-        logs = run.metrics(self.name)
-        if not logs:
-            return []
-        rows = []
-        for name in HEALTH_FIELDS:
-            series = [log[name] for log in logs if num(log.get(name)) is not None]
-            if series:
-                rows.append([name, short(series[-1]), short(mean(series))])
-        return [Heading("Training health (RLOO)"), Table(["metric", "last", "mean"], rows)]
-
-
-HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length")
+        """The report's "Training health (RLOO)" section (``report.py``)."""
+        return report.blocks(run)

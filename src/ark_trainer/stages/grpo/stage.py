@@ -5,7 +5,7 @@ completions per prompt, scores them with the same composite reward as RFT and ev
 the remaining steps into ``OUT/grpo/``. TRL logs the health signals the report shows: reward mean/std,
 the share of groups with zero reward variance (``frac_reward_zero_std``), KL, entropy and clip ratios.
 
-What it samples and is scored by is the stage's own (``auto_defaults.resolve_grpo_defaults``, in
+What it samples and is scored by is the stage's own (its automatic defaults, ``auto.py``, in
 ``plan.json``): ``--grpo_reward_weights`` (by default the task's decision grader alone for the QC preset),
 ``--grpo_max_completion_length`` (the decision lines, not the reply's budget; a whole episode under
 ``--env``) and ``--grpo_prompts_per_step`` prompts per optimizer step by gradient accumulation, stratified by
@@ -19,17 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.base.options.grpo import GRPOOptions
 from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
-from ark_trainer.core.auto_defaults import (
-    RUN_WEIGHTS,
-    data_labels,
-    grpo_accumulation,
-    label_column,
-    new_tokens,
-    parse_grpo_weights,
-    row_label,
-)
+from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.metrics import flat_group_share
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.core.models.prompts import is_conversational, model_prompt
@@ -37,11 +28,26 @@ from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.diagnose.timing import time_generation
-from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
+from ark_trainer.stages.grpo import report
+from ark_trainer.stages.grpo.auto import (
+    AUTO_FLAGS,
+    RUN_WEIGHTS,
+    choose,
+    data_labels,
+    grpo_accumulation,
+    label_column,
+    parse_grpo_weights,
+    row_label,
+)
+from ark_trainer.stages.grpo.dynamic_sampling import dynamic_sampling_trainer
+from ark_trainer.stages.grpo.options import GRPOOptions
+from ark_trainer.stages.grpo.report import ZERO_STD_LIMIT
+from ark_trainer.stages.grpo.shared_prefix import shared_prefix_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
-from ark_trainer.stages.shared_prefix import shared_prefix_trainer
 
 if TYPE_CHECKING:
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.core.auto_defaults import AutoDefault, StageFacts
     from ark_trainer.stages.plan import PlanStage
 
 
@@ -55,41 +61,42 @@ def train_grpo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    rt = ctx.rt
+    rt, opts = ctx.rt, ctx.options
+    assert isinstance(opts, GRPOOptions)  # the registry hands each stage its own options
     accumulation, _prompts = grpo_accumulation(
-        ctx.cfg.batch_size, ctx.cfg.num_generations, ctx.cfg.grpo_prompts_per_step
+        ctx.run.batch_size, opts.num_generations, opts.grpo_prompts_per_step
     )
-    cfg = replace(ctx.cfg, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
+    run = replace(ctx.run, gradient_accumulation_steps=accumulation)  # this stage's step: its prompts' groups
     tok = load_tokenizer(model_in, rt.trust_remote_code)
     funcs, weights = grpo_reward(ctx).trl_reward_funcs()
     agent = agent_kwargs(_env(ctx), tok, funcs, weights)  # --env: whole episodes through TRL's tool loop
-    rows, balanced = label_balanced(ctx.train, cfg.seed)
-    max_new_tokens = grpo_new_tokens(cfg.grpo_max_completion_length, new_tokens(cfg.max_completion_length))
+    rows, balanced = label_balanced(ctx.train, run.seed)
+    max_new_tokens = grpo_new_tokens(opts.grpo_max_completion_length, new_tokens(run.max_completion_length))
     args = GRPOConfig(
         **without_dropout(
-            trainer_kwargs(cfg, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
+            trainer_kwargs(run, rt, ctx.out / "grpo", plan.steps, plan.learning_rate),
             model_in,
             rt.trust_remote_code,
         ),  # fmt: skip
-        num_generations=cfg.num_generations,
+        num_generations=opts.num_generations,
         max_completion_length=max_new_tokens,
-        temperature=cfg.temperature,
-        beta=cfg.beta,
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
+        temperature=opts.temperature,
+        beta=opts.beta,
+        loss_type=opts.loss_type,
+        scale_rewards=opts.scale_rewards,
         disable_dropout=True,  # sample and score one policy (LoRA's dropout is off: docs/real-models.md)
         reward_weights=weights,
         shuffle_dataset=not balanced,  # the balanced order is the order
-        **vllm_grpo_kwargs(vllm_settings(ctx)),
+        **vllm_grpo_kwargs(vllm_settings(run)),
         # larger generation batches on a GPU; nothing on CPU
         **rollout_kwargs(
-            rt.device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
+            rt.device, opts.rollout_steps, run.batch_size, run.gradient_accumulation_steps, run.use_vllm
         ),
         **agent.pop("config", {}),
     )
     dataset = Dataset.from_list(grpo_rows(rows, is_conversational(tok)))
-    trainer_cls = grpo_trainer_class(GRPOTrainer, cfg.dynamic_sampling_rounds, cfg.seed)
-    eval_steps = 0 if cfg.env else cfg.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
+    trainer_cls = grpo_trainer_class(GRPOTrainer, opts.dynamic_sampling_rounds, run.seed)
+    eval_steps = 0 if run.env else opts.grpo_eval_steps or 0  # episodes are not evaluated as GRPO trains
 
     def wrap(trainer):
         return _with_best_policy(_timed(trainer), ctx, tok, model_in, eval_steps, max_new_tokens)
@@ -122,12 +129,9 @@ def grpo_trainer_class(base: type, dynamic_sampling_rounds: int, seed: int) -> t
     return shared_prefix_trainer(trainer_cls)
 
 
-ZERO_STD_LIMIT = 0.9
-
-
 def grpo_reward(ctx: StageContext):
     """The run's reward combined with GRPO's own weights (``--grpo_reward_weights``)."""
-    spec = ctx.cfg.grpo_reward_weights or RUN_WEIGHTS
+    spec = ctx.options.grpo_reward_weights or RUN_WEIGHTS
     return ctx.reward.reweighted(parse_grpo_weights(spec, ctx.reward.components))
 
 
@@ -166,7 +170,7 @@ def _env(ctx: StageContext):
     """The run's environment class and limits under ``--env`` (``agent/env.py``); ``None`` without it."""
     from ark_trainer.stages.agent.env import env_for
 
-    return env_for(ctx.cfg)
+    return env_for(ctx.run)
 
 
 def agent_kwargs(env: tuple | None, tok, funcs: list, weights: list[float]) -> dict:
@@ -199,10 +203,10 @@ def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
 
 def _with_best_policy(trainer, ctx: StageContext, tok, model_in: str, eval_steps: int, max_new_tokens: int):
     """``trainer`` evaluating itself every ``eval_steps`` (``--grpo_eval_steps``) with answers of up to
-    ``max_new_tokens`` and ending on its best step (``stages/grpo_eval.py``); as it is where that is off (0:
+    ``max_new_tokens`` and ending on its best step (``stages/grpo/grpo_eval.py``); as it is where that is off (0:
     also when episodes are played) or there is no held-out set."""
     from ark_trainer.core.runfolder import RunFolder
-    from ark_trainer.stages.grpo_eval import best_policy_callback
+    from ark_trainer.stages.grpo.grpo_eval import best_policy_callback
 
     if eval_steps and ctx.held_out:  # the dev split: the step is chosen on prompts no report shows
         reward = ctx.reward  # the run's graders: the task accuracy the report shows
@@ -237,6 +241,7 @@ class GRPOStage:
 
     name, label = "grpo", "GRPO"
     options, plays_episodes = GRPOOptions, True
+    auto_flags = AUTO_FLAGS  # chosen by auto_defaults when a run leaves them unset
     steps_flag, lr_flag = None, "grpo_learning_rate"  # the last stage: what --max_train_steps leaves
     plots = (
         Plot("grpo_reward.png", "reward", "GRPO reward (± reward_std)", "reward_std"),
@@ -257,28 +262,13 @@ class GRPOStage:
         gc.collect()
         return str(model)
 
-    def report_blocks(self, run) -> list:
-        """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
-        from ark_trainer.stages.report import mean, num, short
-        from ark_trainer.stages.report.render import Heading, Para, Table
+    def auto_defaults(self, run: RunFlags, options: GRPOOptions, facts: StageFacts) -> dict[str, AutoDefault]:
+        """The values of the stage's automatic flags ``options`` leave unset (``auto.py``), by flag."""
+        return choose(run, options, facts)
 
-        logs = run.metrics(self.name)
-        if not logs:
-            return [Heading("Training health (GRPO)"), Para("Not run (no GRPO metrics logged).")]
-        graders = sorted({k for log in logs for k in log if k.startswith("rewards/") and k.endswith("/mean")})
-        rows = []
-        for name in (*HEALTH_FIELDS, *graders):
-            series = [log[name] for log in logs if num(log.get(name)) is not None]
-            if series:
-                rows.append([name, short(series[-1]), short(mean(series))])
-        steps = [s for s in (num(log.get("step")) for log in logs) if s is not None]
-        last_step = f", last step {int(max(steps))}" if steps else ""
-        blocks = [Heading("Training health (GRPO)"), Para(f"{len(logs)} log lines{last_step}.")]
-        blocks.append(Table(["metric", "last", "mean"], rows))
-        if not any("kl" in log for log in logs) and num(run.config.get("beta")) == 0:
-            blocks.append(Para("KL not measured: --beta 0 trains without a reference model."))
-        warnings = [Para(w, alert=True) for w in self.report_warnings(run)]
-        return [*blocks, *warnings, *trl_differences()]
+    def report_blocks(self, run) -> list:
+        """The report's "Training health (GRPO)" section (``report.py``)."""
+        return report.blocks(run)
 
     def flat_reward_fix(self, config: dict) -> str | None:
         """diagnose's ``flat_reward``: what else helps this stage when most groups are flat (``config``: the
@@ -288,33 +278,5 @@ class GRPOStage:
         return "--dynamic_sampling_rounds 2 (DAPO: flat groups replaced by freshly sampled ones)"
 
     def report_warnings(self, run) -> list[str]:
-        from ark_trainer.stages.report import mean
-
-        share = mean([flat_group_share(log) for log in run.metrics(self.name)])
-        if share is None or share < ZERO_STD_LIMIT:
-            return []
-        return [
-            f"WARNING: on average {share * 100:.1f}% of GRPO groups had zero reward variance "
-            f"(≥ {ZERO_STD_LIMIT:.0%} of the groups it trained on): the run got almost no learning signal. "
-            "Use graded (not all-or-nothing) rewards, raise num_generations or the sampling temperature, "
-            "or check that the reward functions apply to this data."
-        ]
-
-
-def trl_differences() -> list:
-    """The report's "Defaults that differ from TRL" (``trl_defaults.py``: the table docs/real-models.md holds)."""
-    from ark_trainer.stages import trl_defaults
-    from ark_trainer.stages.report.render import Heading, Table
-
-    return [Heading("Defaults that differ from TRL (GRPO)"), Table(trl_defaults.HEADER, trl_defaults.rows())]
-
-
-HEALTH_FIELDS = (
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "kl",
-    "entropy",
-    "clip_ratio/region_mean",
-    "completions/mean_length",
-)  # the report's health table (besides each grader's mean)
+        """The report's warnings about this stage (``report.py``)."""
+        return report.warnings(run)

@@ -1,5 +1,5 @@
 """Where GRPO's defaults differ from TRL 1.16's ``GRPOConfig``, and why: one list, written into
-docs/real-models.md (between the markers below; ``python -m ark_trainer.stages.trl_defaults`` rewrites it)
+docs/real-models.md (between the markers below; ``python -m ark_trainer.stages.grpo.trl_defaults`` rewrites it)
 and shown in the report's GRPO section, so the two cannot drift (``tests/stages/test_trl_defaults.py``
 checks the doc, and each TRL value against TRL's own declaration)."""
 
@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "real-models.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "real-models.md"
 BEGIN, END = "<!-- trl-defaults: generated -->", "<!-- /trl-defaults -->"
 HEADER = ["setting", "ark-trainer", "TRL 1.16", "why"]
 

@@ -17,10 +17,10 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.base.options.kto import KTOOptions
 from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
+from ark_trainer.stages.kto.options import KTOOptions
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -43,13 +43,14 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import KTOConfig, KTOTrainer
 
-    cfg, opts = ctx.cfg, ctx.cfg.options(KTOOptions)
+    opts = ctx.options
+    assert isinstance(opts, KTOOptions)  # the registry hands each stage its own options
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     good = sum(1 for r in rows if r["label"])
     desirable_weight, undesirable_weight = class_weights(good, len(rows) - good)
     ctx.monitor.event("kto_weights", desirable_weight=desirable_weight, undesirable_weight=undesirable_weight)
     args = KTOConfig(
-        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
+        **no_checkpointing(trainer_kwargs(ctx.run, ctx.rt, ctx.out / "kto", plan.steps, plan.learning_rate)),
         beta=opts.kto_beta,
         loss_type=opts.kto_loss_type,
         desirable_weight=desirable_weight,

@@ -13,11 +13,10 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.base.options.dpo import DPOOptions
-from ark_trainer.core.config import dpo_losses
 from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
+from ark_trainer.stages.dpo.options import DPOOptions, dpo_losses
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
@@ -30,10 +29,11 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    cfg, opts = ctx.cfg, ctx.cfg.options(DPOOptions)
+    opts = ctx.options
+    assert isinstance(opts, DPOOptions)  # the registry hands each stage its own options
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     args = DPOConfig(
-        **no_checkpointing(trainer_kwargs(cfg, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
+        **no_checkpointing(trainer_kwargs(ctx.run, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
         beta=opts.dpo_beta,
         loss_type=dpo_losses(opts.dpo_loss_type),
     )
@@ -71,7 +71,7 @@ class DPOStage:
         if not data.rows:
             ctx.monitor.warn(
                 "DPO found no preference pair (every prompt's answers tied or differed by less than "
-                f"--dpo_min_margin {ctx.cfg.dpo_min_margin}); DPO training skipped. Lower --dpo_min_margin, "
+                f"--dpo_min_margin {ctx.options.dpo_min_margin}); DPO training skipped. Lower --dpo_min_margin, "
                 "raise --rft_num_samples or --rft_temperature, or give chosen/rejected answers in the data"
             )
             return model_in

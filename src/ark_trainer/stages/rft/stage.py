@@ -12,7 +12,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.base.options.rft import RFTOptions
 from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.core.models.prompts import is_conversational
@@ -21,8 +20,11 @@ from ark_trainer.core.runtime.distributed import ranks
 from ark_trainer.rewards.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.rft import report
+from ark_trainer.stages.rft.options import RFTOptions
 
 if TYPE_CHECKING:
+    from ark_trainer.base.run_options import RunFlags
     from ark_trainer.stages.plan import PlanStage
 
 log = logging.getLogger("ark_trainer")
@@ -50,7 +52,7 @@ def train_rft(
 
         sft_rows = tokenized_episodes(tok, sft_rows)
     args = SFTConfig(
-        **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / "rft", plan.steps, plan.learning_rate),
+        **trainer_kwargs(ctx.run, ctx.rt, ctx.out / "rft", plan.steps, plan.learning_rate),
         completion_only_loss=True,
         max_length=None,
     )
@@ -81,19 +83,20 @@ class RFTStage:
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
 
-        if ctx.cfg.env:  # an agent run: whole episodes, tools executed
+        run, opts = ctx.run, ctx.options
+        assert isinstance(opts, RFTOptions)  # the registry hands each stage its own options
+        if run.env:  # an agent run: whole episodes, tools executed
             return self._run_episodes(ctx, plan, model_in, final_dir)
         if ctx.done and (scored := _earlier_selection(ctx.done)) is not None:
             conversational = is_conversational(load_tokenizer(model_in, ctx.rt.trust_remote_code))
-            sel = reselect(scored, ctx.cfg.rft_min_reward, conversational)
+            sel = reselect(scored, opts.rft_min_reward, conversational)
             log.info("resume: RFT sampling already done (%d prompts kept)", len(sel.sft_rows))
         else:
-            cfg = ctx.cfg
             needed = rft_budget(
-                plan.steps, cfg.batch_size, cfg.gradient_accumulation_steps, ranks().num_processes
+                plan.steps, run.batch_size, run.gradient_accumulation_steps, ranks().num_processes
             )
             sel = sample_and_select(
-                rft_sampling(ctx),
+                rft_sampling(run, opts.rft_num_samples, opts.rft_temperature),
                 ctx.rt,
                 ctx.monitor,
                 model_in,
@@ -101,16 +104,23 @@ class RFTStage:
                 ctx.reward,
                 RunFolder(ctx.out).data_dir,
                 needed,
-                min_reward=cfg.rft_min_reward,
+                min_reward=opts.rft_min_reward,
             )
         gc.collect()
         if not sel.sft_rows:
             ctx.monitor.warn(
-                f"RFT kept no answer at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                f"RFT kept no answer at or above --rft_min_reward {opts.rft_min_reward}; RFT training "
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in
         return str(train_rft(ctx, plan, model_in, sel.sft_rows, final_dir))
+
+    def check_data(self, run: RunFlags, options: RFTOptions, rows: list[dict]) -> None:
+        """Before anything is written: under ``--env`` RFT needs episodes to sample or candidates to replay."""
+        from ark_trainer.stages.agent.rft import check_episode_sources
+
+        assert run.data_path  # validate() refuses a config without it (config.REQUIRED)
+        check_episode_sources(run.env, run.data_path, options.rft_num_samples, rows)
 
     def _run_episodes(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
@@ -118,7 +128,7 @@ class RFTStage:
         from ark_trainer.stages.agent.env import env_for
         from ark_trainer.stages.agent.rft import earlier_selection, sample_episodes
 
-        env = env_for(ctx.cfg)
+        env = env_for(ctx.run)
         assert env is not None  # only called under --env
         selected = earlier_selection(ctx.done) if ctx.done else None
         if selected is None:
@@ -128,35 +138,15 @@ class RFTStage:
         gc.collect()
         if not selected:
             ctx.monitor.warn(
-                f"RFT kept no episode at or above --rft_min_reward {ctx.cfg.rft_min_reward}; RFT training "
+                f"RFT kept no episode at or above --rft_min_reward {ctx.options.rft_min_reward}; RFT training "
                 "skipped, GRPO starts from the base model (lower the threshold or raise --rft_num_samples)"
             )
             return model_in
         return str(train_rft(ctx, plan, model_in, selected, final_dir, episodes=True))
 
     def report_blocks(self, run) -> list:
-        """The report's "RFT data selection" section: what sampling and selection kept."""
-        from ark_trainer.stages.report import short
-        from ark_trainer.stages.report.render import Heading, Para, Table
-
-        events = run.of("rft_selection")
-        if not events:
-            return [Heading("RFT data selection"), Para("Not run.")]
-        e = events[-1]
-        keys: tuple[str, ...] = (
-            "n_prompts",
-            "n_scored",
-            "n_selected",
-            "n_pairs",
-            "mean_best",
-            "mean_all",
-            "threshold",
-        )
-        keys += tuple(k for k in ("n_rows", "n_needed", "rounds") if k in e)  # sampling sized to the steps
-        return [
-            Heading("RFT data selection"),
-            Table(["field", "value"], [[k, short(e.get(k, "—"))] for k in keys]),
-        ]
+        """The report's "RFT data selection" section (``report.py``)."""
+        return report.blocks(run)
 
 
 def _earlier_selection(done) -> list[dict] | None:
