@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from ark_trainer.base.options.grpo import GRPOOptions
+
 from ark_trainer.base.run_options import RunOptions
 from ark_trainer.core.auto_defaults import ModelFacts, data_labels, grpo_prompts, label_column
 from ark_trainer.core.config import TrainConfig
