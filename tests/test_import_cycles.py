@@ -96,14 +96,14 @@ def test_the_package_import_graph_is_acyclic():
 
 
 def test_no_module_reaches_into_the_rft_stage_for_scoring():
-    """Scoring lives in ``ark_trainer.scoring``; only the stage registry (which loads the built-in stages)
-    imports the RFT stage."""
+    """Scoring lives in ``ark_trainer.scoring``; only the list of default plug-ins (which loads the built-in
+    stages) names the RFT stage."""
     users = sorted(
         path.relative_to(SRC).as_posix()
         for path in PACKAGE.rglob("*.py")
         if "ark_trainer.stages.rft" in path.read_text(encoding="utf-8") and path.name != "rft.py"
     )
-    assert users == ["ark_trainer/stages/registry.py"], users
+    assert users == ["ark_trainer/plugins.py"], users
     rft = PACKAGE / "stages" / "rft.py"
     for banned in ("ark_trainer.evaluate", "ark_trainer.stages.grpo", "def score_completions", "def select("):
         assert banned not in rft.read_text(encoding="utf-8")

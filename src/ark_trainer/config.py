@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import yaml
 
 from ark_trainer.errors import UserError
-from ark_trainer.flags import comma_values, finite_number, parse_bool
+from ark_trainer.flags import choices_of, comma_values, finite_number, parse_bool
 from ark_trainer.options.dpo import DPOOptions
 from ark_trainer.options.grpo import GRPOOptions
 from ark_trainer.options.kto import KTOOptions
@@ -300,9 +300,9 @@ def choice_problems(cfg: TrainConfig) -> list[str]:
     for f in fields(cfg):
         if "choices" not in f.metadata:
             continue
-        choices, value = f.metadata["choices"], getattr(cfg, f.name)
+        choices, value = choices_of(f) or (), getattr(cfg, f.name)
         values = (comma_values(value) or [""]) if f.metadata["comma_list"] else [value]
-        use = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+        use = " or ".join(choices) if len(choices) <= 2 else f"one of {', '.join(choices)}"
         for bad in (v for v in values if v not in choices):
             problems.append(f"--{f.name}: unknown {f.metadata['noun']} {bad!r}; use {use}")
     return problems

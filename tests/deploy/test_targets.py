@@ -7,14 +7,14 @@ import inspect
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.deploy.targets import TARGETS, DeployTarget, get_target
+from ark_trainer.deploy.targets import DeployTarget, get_target, targets
 
 
 def _methods() -> list[str]:
     return [n for n, f in vars(DeployTarget).items() if inspect.isfunction(f) and not n.startswith("_")]
 
 
-@pytest.mark.parametrize("name", sorted(TARGETS))
+@pytest.mark.parametrize("name", sorted(targets()))
 def test_every_registered_target_has_the_protocols_functions_with_its_parameters(name):
     target = get_target(name)
     assert _methods() == ["deploy", "swap", "current", "status", "stop", "rollback", "deploy_after_train"]

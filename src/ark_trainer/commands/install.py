@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.commands.args import add_command, opt
+from ark_trainer.commands.args import opt
 from ark_trainer.errors import UserError
 
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cu128"
@@ -34,9 +34,9 @@ class InstallOptions:
     torch_index: str = opt(DEFAULT_TORCH_INDEX, "pip index of the CUDA torch build")
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds this module's command."""
+    register(
         "install",
         InstallOptions,
         _cmd_install,

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.commands.args import add_dataclass_args, opt
+from ark_trainer.commands.args import opt
 from ark_trainer.config import TRAIN_GROUPS, TrainConfig, coerce, parse_bool
 from ark_trainer.errors import UserError
 from ark_trainer.loop.gate import TRACKED
@@ -64,14 +64,16 @@ LOOP_FIELDS = [
 ]
 
 
-def register(sub) -> None:
-    parser = sub.add_parser(
-        "loop", help="serve, record, train rounds in the background, promote only what passes the gate"
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds ``loop``: its flags given reach it as raw text."""
+    register(
+        "loop",
+        LoopOptions,
+        _cmd_loop,
+        help="serve, record, train rounds in the background, promote only what passes the gate",
+        groups={**TRAIN_GROUPS, LOOP_GROUP: tuple(LOOP_FIELDS)},
+        given_only=True,
     )
-    add_dataclass_args(
-        parser, LoopOptions, groups={**TRAIN_GROUPS, LOOP_GROUP: tuple(LOOP_FIELDS)}, given_only=True
-    )
-    parser.set_defaults(func=_cmd_loop)
 
 
 def _loop_values(given: dict) -> dict:
@@ -119,8 +121,7 @@ def check_loop_options(opts: dict) -> None:
         check_port_range(opts["port"])
 
 
-def _cmd_loop(namespace) -> int:
-    given = {k: v for k, v in vars(namespace).items() if k not in ("command", "func")}
+def _cmd_loop(given: dict) -> int:
     opts = _loop_values(given)
     check_loop_options(opts)
     flags = {k: coerce(k, v, f"--{k}") for k, v in given.items() if k not in LOOP_FIELDS}

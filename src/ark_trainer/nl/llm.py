@@ -24,6 +24,7 @@ from typing import Any
 
 from ark_trainer.config import TrainConfig, coerce, field_types
 from ark_trainer.errors import UserError
+from ark_trainer.flags import help_of
 
 TIMEOUT_S = 60  # one answer, from connecting to its last byte
 MAX_ANSWER_BYTES = 1_000_000
@@ -53,9 +54,7 @@ def schema_text() -> str:
     for f in fields(TrainConfig):
         if f.metadata.get("cli_only") or f.name not in allowed:
             continue
-        lines.append(
-            f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {f.metadata.get('help', '')}"
-        )
+        lines.append(f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {help_of(f)}")
     return "\n".join(lines)
 
 

@@ -19,7 +19,8 @@ from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.options.dpo import DPOOptions
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
+from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -51,7 +52,6 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     return final_dir
 
 
-@register_stage
 class DPOStage:
     """Pairs (the data's or sampled) → TRL's DPOTrainer, from the previous stage's model or the base model."""
 
@@ -80,3 +80,30 @@ class DPOStage:
     def report_blocks(self, run) -> list:
         """The report's "DPO pairs" section: where the pairs came from and what was dropped."""
         return stats_blocks(run, "dpo_pairs", "DPO pairs")
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    register(DPOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds the strategies ending with DPO."""
+    register(
+        "DPO",
+        Strategy(
+            ("dpo",),
+            "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
+            "sampled answer); no reward in the training loop, cheap and stable",
+            ("only dpo", "dpo only"),
+        ),
+    )
+    register(
+        "RFT+DPO",
+        Strategy(
+            ("rft", "dpo"),
+            "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
+            "RFT model",
+            ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
+        ),
+    )

@@ -38,8 +38,9 @@ from ark_trainer.runtime.monitor import Monitor
 from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 from ark_trainer.stages.shared_prefix import shared_prefix_trainer
+from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -231,7 +232,6 @@ def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
         )
 
 
-@register_stage
 class GRPOStage:
     """GRPO with TRL's GRPOTrainer, from the previous stage's model (or the base model)."""
 
@@ -318,3 +318,31 @@ HEALTH_FIELDS = (
     "clip_ratio/region_mean",
     "completions/mean_length",
 )  # the report's health table (besides each grader's mean)
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    register(GRPOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds the strategies ending with GRPO."""
+    register(
+        "RFT+GRPO",
+        Strategy(
+            ("rft", "grpo"),
+            "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
+            "optimises the task reward from there (stable, precise alignment; the choice for customer-service "
+            "QC)",
+            ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
+        ),
+    )
+    register(
+        "GRPO",
+        Strategy(
+            ("grpo",),
+            "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
+            "are already good)",
+            ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
+        ),
+    )

@@ -22,7 +22,8 @@ from ark_trainer.models.loading import load_tokenizer
 from ark_trainer.options.kto import KTOOptions
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
+from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -69,7 +70,6 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     return final_dir
 
 
-@register_stage
 class KTOStage:
     """Good/bad answers (thumbs labels or reward-split samples) → TRL's KTOTrainer."""
 
@@ -97,3 +97,21 @@ class KTOStage:
     def report_blocks(self, run) -> list:
         """The report's "KTO examples" section: where they came from, how many good and bad."""
         return stats_blocks(run, "kto_examples", "KTO examples")
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    register(KTOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds the strategy ending with KTO."""
+    register(
+        "KTO",
+        Strategy(
+            ("kto",),
+            "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
+            "a reward threshold)",
+            ("only kto", "kto only"),
+        ),
+    )

@@ -1,7 +1,7 @@
 """Training stages, registered by name (duplicates refused).
 
-A *stage* is one module that trains the model once (RFT, GRPO, ...). It registers itself with
-:func:`register_stage` and implements :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its
+A *stage* is one module that trains the model once (RFT, GRPO, ...). It implements :class:`Stage` and
+registers it from its plug-in hook ``register_stages(register)`` (``register`` is :func:`register_stage`): a ``name`` (its folder ``OUT/<name>/``, its
 evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
 that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
 ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.strategies`. The
@@ -9,14 +9,13 @@ pipeline, the plan, the report and the diagnosis ask this module; none of them n
 (resume, guards, bad steps) asks nothing: its callers hand it the stage's name, label and flags. See
 ``docs/contributing.md`` ("Add a stage").
 
-Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
-those of installed plug-ins (``ark_trainer.plugins``), on first use.
+Importing this module imports no stage: on first use, :func:`stages` calls the hook of the built-in stage
+modules (``ark_trainer.plugins.DEFAULT_PLUGINS``), then of installed plug-ins.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,15 +28,6 @@ if TYPE_CHECKING:
     from ark_trainer.rewards.composite import CompositeReward
     from ark_trainer.runtime.monitor import Monitor
     from ark_trainer.runtime.resume import Progress
-
-
-BUILTIN = (  # modules that register the stages above
-    "ark_trainer.stages.rft",
-    "ark_trainer.stages.grpo",
-    "ark_trainer.stages.dpo",
-    "ark_trainer.stages.kto",
-    "ark_trainer.stages.rloo",
-)
 
 
 @dataclass(frozen=True)
@@ -69,7 +59,7 @@ class StageContext:
 
 
 class Stage(Protocol):
-    """The protocol of a training stage (a module-level class decorated with :func:`register_stage`)."""
+    """The protocol of a training stage (a module-level class handed to :func:`register_stage`)."""
 
     name: str  # folder, eval name and events' stage: lower case, no spaces
     label: str  # for people: report columns, plan, logs
@@ -97,9 +87,10 @@ _loaded = False
 
 
 def register_stage(cls: type) -> type:
-    """Class decorator: register one instance of ``cls`` under ``cls.name``; a second one is refused."""
+    """Register one instance of ``cls`` under ``cls.name`` (the ``register`` of the ``register_stages``
+    hook); a name already registered is refused."""
     stage = cls()
-    if stage.name in _STAGES:
+    if stage.name in stages():
         raise ValueError(f"a stage named {stage.name!r} is already registered; pick another name")
     _check_options(stage)
     _STAGES[stage.name] = stage
@@ -126,12 +117,10 @@ def _check_options(stage: Stage) -> None:
 
 
 def stages() -> dict[str, Stage]:
-    """Every registered stage by name (the built-in ones imported on first use)."""
+    """Every registered stage by name: the built-in ones, then installed plug-ins' (registered on first use)."""
     global _loaded
     if not _loaded:
         _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(module)
         from ark_trainer.plugins import call_hook
 
         call_hook("register_stages", register_stage)

@@ -27,7 +27,8 @@ from ark_trainer.stages.common import (
     without_dropout,
 )
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
+from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
     from ark_trainer.plan import PlanStage
@@ -74,7 +75,6 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     return final_dir
 
 
-@register_stage
 class RLOOStage:
     """RLOO with TRL's RLOOTrainer on the GRPO rewards, from the previous stage's model or the base model."""
 
@@ -108,3 +108,20 @@ class RLOOStage:
 
 
 HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "completions/mean_length")
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    register(RLOOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.plugins``) that adds the strategy ending with RLOO."""
+    register(
+        "RLOO",
+        Strategy(
+            ("rloo",),
+            "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
+            ("only rloo", "rloo only"),
+        ),
+    )
