@@ -37,9 +37,14 @@ OPTIONS_ATTR = "options_class"
 
 
 def opt(
-    default: Any = None, help: str = "", *, default_factory: Callable[[], Any] | None = None, **meta: Any
+    default: Any = None,
+    help: str | Callable[[], str] = "",
+    *,
+    default_factory: Callable[[], Any] | None = None,
+    **meta: Any,
 ) -> Any:
-    """A dataclass field carrying its flag's help and metadata (see the module docstring)."""
+    """A dataclass field carrying its flag's help and metadata (see the module docstring); ``help`` may be
+    a function, called when the help is shown (a registry's names)."""
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"help": help, **meta})
     return dataclasses.field(default=default, metadata={"help": help, **meta})

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ark_trainer.commands.args import opt
 from ark_trainer.errors import UserError
+from ark_trainer.run_options import DEFAULT_DEPLOY_TARGET, deploy_targets
 
 
 @dataclass
@@ -46,7 +47,11 @@ class DeployOptions:
         0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)", low=0
     )
     target: str = opt(
-        "openclaw", "the client to hand the model to (deploy targets: ark_trainer/deploy/targets.py)"
+        DEFAULT_DEPLOY_TARGET,
+        lambda: (
+            f"the client to hand the model to: a registered deploy target, {' or '.join(deploy_targets())} "
+            f"(default: {DEFAULT_DEPLOY_TARGET})"
+        ),
     )
 
 
