@@ -1,8 +1,8 @@
 """The strategy table: each ``--strategy`` name and the stages it runs, in order; and one planned stage.
 
-This module sits below the config: it imports nothing of ark_trainer but the error type, so the config
-can canonicalise ``--strategy`` and the plan can list a strategy's stages without importing a stage. The
-stages themselves (what ``rft`` or ``grpo`` does) are registered in :mod:`ark_trainer.stages.registry`,
+This module sits below the config: it imports nothing of ark_trainer but the error type at module level,
+so the config can canonicalise ``--strategy`` with it (the plug-ins that fill the table are imported by
+name, on first use, by ``ark_trainer.plugins``). The stages themselves (what ``rft`` or ``grpo`` does) are registered in :mod:`ark_trainer.stages.registry`,
 whose stages are handed a :class:`PlanStage` (resolved by ``plan.py``) to run.
 
 Read the table through :func:`strategy_table`: the first time it is read, the ``register_strategies`` hook

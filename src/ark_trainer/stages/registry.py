@@ -1,9 +1,10 @@
 """Training stages, registered by name (duplicates refused).
 
-A *stage* is one module that trains the model once (RFT, GRPO, ...). It implements :class:`Stage` and
-registers it from its plug-in hook ``register_stages(register)`` (``register`` is :func:`register_stage`): a ``name`` (its folder ``OUT/<name>/``, its
-evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
-that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
+A *stage* is one module that trains the model once (RFT, GRPO, ...). It implements :class:`Stage`: a
+``name`` (its folder ``OUT/<name>/``, its evaluation ``eval/<name>.json`` and its ``stage`` in
+``events.jsonl``), a ``label`` for people, the flags that set its steps and learning rate, the report's
+plots, and ``run``; its plug-in hook ``register_stages(register)`` registers it (``register`` is
+:func:`register_stage`). A *strategy* is a name mapped to the
 ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.strategies`. The
 pipeline, the plan, the report and the diagnosis ask this module; none of them names a stage. The runtime
 (resume, guards, bad steps) asks nothing: its callers hand it the stage's name, label and flags. See
