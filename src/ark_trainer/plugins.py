@@ -45,7 +45,7 @@ HOOKS = {
     "register_grader_kinds": "register(type_name, keys, build): a grader type of the reward spec",
     "register_deploy_targets": "register(name, target): a deploy target (deploy/targets.py)",
     "register_commands": "register(name, OptionsClass, func, help=...): an ark-trainer sub-command "
-    "(commands/__init__.py: add_registered_command)",
+    "(commands/__init__.py: CommandRegistry)",
 }
 """The hooks a plug-in module may define, each called with the registry's ``register`` function."""
 
