@@ -166,7 +166,7 @@ def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
         "one",
         "step:",
         "RFT",
-        "ark_trainer.openclaw.deploy",
+        "ark_trainer.openclaw.target",
         "True",
     ]  # built-ins stay
     clashes = (

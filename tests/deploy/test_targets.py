@@ -141,6 +141,7 @@ def test_the_parity_after_the_end_of_run_deploy_is_the_targets_own(tmp_path, mon
     pipeline._parity_after_deploy(prepared, WithParity())
     pipeline._parity_after_deploy(prepared, object())  # a target without it: nothing asked
     assert calls == [tmp_path, "report"]
-    from ark_trainer.openclaw import deploy
+    from ark_trainer.deploy.targets import get_target
 
-    assert callable(deploy.evaluate_through) and callable(deploy.check_before_train)
+    openclaw = get_target("openclaw")
+    assert callable(openclaw.evaluate_through) and callable(openclaw.check_before_train)

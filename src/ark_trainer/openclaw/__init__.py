@@ -1,10 +1,10 @@
 """OpenClaw integration: environment checks (doctor), deploy/rollback, trajectory collection, the skill.
 
-Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` (the OpenClaw deploy target: serve
-OUT/model through :mod:`ark_trainer.deploy` and register it in OpenClaw's config, with rollback),
-``config_edit``, ``skill/``. Collecting sessions as training JSONL is data code: :mod:`ark_trainer.data.collect`
+Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``target`` (the OpenClaw deploy target),
+``deploy`` (its work: serve OUT/model through :mod:`ark_trainer.deploy` and register it in OpenClaw's config,
+with rollback), ``config_edit``, ``skill/``. Collecting sessions as training JSONL is data code: :mod:`ark_trainer.data.collect`
 and :mod:`ark_trainer.data.scrub`. This module is a default plug-in (``ark_trainer.plugins.DEFAULT_PLUGINS``):
-its hook registers the ``openclaw`` deploy target, imported only when used.
+its hook registers the ``openclaw`` deploy target (``target.py``), imported only when used.
 """
 
 from __future__ import annotations
@@ -37,4 +37,4 @@ def check_openclaw(
 
 def register_deploy_targets(register: Callable) -> None:
     """The plug-in hook (``ark_trainer.plugins``) that registers the OpenClaw deploy target."""
-    register("openclaw", "ark_trainer.openclaw.deploy")
+    register("openclaw", "ark_trainer.openclaw.target")

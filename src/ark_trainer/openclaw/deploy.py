@@ -718,21 +718,6 @@ def _rollback(out: str | None, force: bool) -> dict:
     }
 
 
-def check_before_train(warn, output_dir: str | None, model_path: str | None, checkpoints: int) -> dict:
-    """``train --openclaw_env True``'s check before training: ``doctor``'s checks, problems as warnings."""
-    from ark_trainer.openclaw import check_openclaw
-
-    return check_openclaw(warn, output_dir, model_path, checkpoints)
-
-
-def evaluate_through(out: Path, log=print) -> None:
-    """After the end-of-run deploy: the run's held-out set asked through the deployment in OpenClaw's request
-    shape; the report gets the table (``openclaw/parity.py``)."""
-    from ark_trainer.openclaw.parity import evaluate_through_openclaw
-
-    evaluate_through_openclaw(out, log=log)
-
-
 def deploy_after_train(out: Path, info, warn) -> dict | None:
     """``train --openclaw_env True``'s last step: deploy when OpenClaw is installed; never fails the run.
 
