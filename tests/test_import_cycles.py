@@ -91,21 +91,26 @@ def test_find_cycle_sees_a_cycle():
 
 def test_the_package_import_graph_is_acyclic():
     graph = import_graph()
-    assert "ark_trainer.scoring" in graph and len(graph) > 50
+    assert "ark_trainer.rewards.scoring" in graph and len(graph) > 50
     assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
 
 
 def test_no_module_reaches_into_the_rft_stage_for_scoring():
-    """Scoring lives in ``ark_trainer.scoring``; only the list of default plug-ins (which loads the built-in
+    """Scoring lives in ``ark_trainer.rewards.scoring``; only the list of default plug-ins (which loads the built-in
     stages) names the RFT stage."""
     users = sorted(
         path.relative_to(SRC).as_posix()
         for path in PACKAGE.rglob("*.py")
         if "ark_trainer.stages.rft" in path.read_text(encoding="utf-8") and path.name != "rft.py"
     )
-    assert users == ["ark_trainer/plugins.py"], users
+    assert users == ["ark_trainer/base/plugins.py"], users
     rft = PACKAGE / "stages" / "rft.py"
-    for banned in ("ark_trainer.evaluate", "ark_trainer.stages.grpo", "def score_completions", "def select("):
+    for banned in (
+        "ark_trainer.stages.evaluate",
+        "ark_trainer.stages.grpo",
+        "def score_completions",
+        "def select(",
+    ):
         assert banned not in rft.read_text(encoding="utf-8")
 
 

@@ -57,8 +57,8 @@ def test_a_plugin_command_is_in_the_help_and_runs(tmp_path):
 
 def test_importing_ark_trainer_loads_no_plugin(tmp_path):
     code = (
-        "import sys; import ark_trainer.cli, ark_trainer.config, ark_trainer.stages.registry, "
-        "ark_trainer.rewards.spec, ark_trainer.deploy.targets; print('ark_toy_plugin' in sys.modules)"
+        "import sys; import ark_trainer.cli, ark_trainer.core.config, ark_trainer.stages.registry, "
+        "ark_trainer.rewards.spec, ark_trainer.services.deploy.targets; print('ark_toy_plugin' in sys.modules)"
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.stdout.strip() == "False", done.stderr
@@ -70,10 +70,10 @@ def test_built_ins_come_only_through_the_default_plugins_hooks(tmp_path):
     which defines at least one hook."""
     code = (
         "import importlib\n"
-        "from ark_trainer import plugins, strategies\n"
+        "from ark_trainer.base import plugins, strategies\n"
         "from ark_trainer.stages import registry\n"
         "from ark_trainer.rewards import spec\n"
-        "from ark_trainer.deploy import targets\n"
+        "from ark_trainer.services.deploy import targets\n"
         "mods = [importlib.import_module(m) for m in plugins.DEFAULT_PLUGINS]\n"
         "print(len(registry._STAGES), len(strategies._STRATEGIES), len(spec._KINDS), len(targets._TARGETS))\n"
         "print(all(any(callable(getattr(m, h, None)) for h in plugins.HOOKS) for m in mods))\n"
@@ -114,7 +114,7 @@ def test_a_plugin_deploy_target_is_chosen_by_its_name(tmp_path):
     unknown = ark("deploy", str(out), "--target", "toyfile", plugin=None, cwd=tmp_path)
     assert unknown.stderr.strip() == "error: --target: unknown deploy target 'toyfile'; known: openclaw"
     code = (
-        "from ark_trainer.config import resolve_config\n"
+        "from ark_trainer.core.config import resolve_config\n"
         "cfg = resolve_config({'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'deploy_target': 'toyfile'})\n"
         "print(cfg.deploy_target)"
     )
@@ -136,7 +136,7 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
     assert "RLOO (rloo), ECHO (echo) or auto" in flat and "deploy target, openclaw or toyfile" in flat
     assert "ECHO" not in bare and "toyfile" not in bare
     code = (
-        "from ark_trainer.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
+        "from ark_trainer.core.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
         "cfg = resolve_config({'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'strategy': 'echo',"
         " 'echo_candidate': '2'})\n"
         "print(cfg.options(EchoOptions).echo_candidate, cfg.echo_candidate); print(to_yaml(cfg), end='')"
@@ -155,8 +155,8 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
 def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
     code = (
         "from ark_trainer.cli import build_parser; build_parser()\n"
-        "from ark_trainer.strategies import strategy_table; from ark_trainer.stages.registry import stages\n"
-        "from ark_trainer.rewards.spec import grader_kinds; from ark_trainer.deploy.targets import targets\n"
+        "from ark_trainer.base.strategies import strategy_table; from ark_trainer.stages.registry import stages\n"
+        "from ark_trainer.rewards.spec import grader_kinds; from ark_trainer.services.deploy.targets import targets\n"
         "print(strategy_table()['GRPO'].reason[:9], stages()['rft'].label, targets()['openclaw'],\n"
         "      grader_kinds()['regex'].fields >= {'pattern', 'expect'})"
     )
@@ -166,7 +166,7 @@ def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
         "one",
         "step:",
         "RFT",
-        "ark_trainer.openclaw.target",
+        "ark_trainer.services.openclaw.target",
         "True",
     ]  # built-ins stay
     clashes = (
@@ -259,7 +259,10 @@ def test_a_broken_package_is_skipped_with_one_warning(tmp_path, case):
             b"[console_scripts]\nfoo = \xff:bar\n"
         )
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), str(PLUGINS / "toy"), *_source_path()])
+    # the caller's PYTHONPATH kept: this checkout's package, not an installed one
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root), str(PLUGINS / "toy"), *filter(None, [env.get("PYTHONPATH")])]
+    )
     done = subprocess.run(
         [sys.executable, "-m", "ark_trainer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -282,7 +285,7 @@ def test_a_hook_that_exits_does_not_end_a_command(tmp_path):
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"prompt": "q", "completion": "a"}) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), *_source_path()])
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     argv = [
         sys.executable,
         "-m",

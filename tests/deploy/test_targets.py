@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.deploy.targets import DeployTarget, get_target, targets
+from ark_trainer.services.deploy.targets import DeployTarget, get_target, targets
 
 
 def _methods() -> list[str]:
@@ -31,8 +31,8 @@ def test_an_unknown_target_is_one_line_and_exit_2(capsys):
 
 
 def test_openclaw_refuses_a_client_setting_that_is_not_its_own_before_anything_runs(tmp_path):
-    from ark_trainer.errors import UserError
-    from ark_trainer.openclaw import deploy
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.openclaw import deploy
 
     for setting in ({"agnet": "qc"}, {"agent": "qc", "model": "x"}):
         with pytest.raises(UserError, match="is not an OpenClaw deploy setting \\(it takes: agent\\)"):
@@ -54,11 +54,11 @@ def test_the_loop_and_train_reach_openclaw_through_the_target_registry():
         if path.parent.name == "openclaw":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw.deploy":
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.services.openclaw.deploy":
                 direct += [
                     f"{path.relative_to(src)}: {a.name}" for a in node.names if a.name in TARGET_FUNCTIONS
                 ]
-            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw":
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.services.openclaw":
                 direct += [f"{path.relative_to(src)}: deploy" for a in node.names if a.name == "deploy"]
     assert direct == []
 
@@ -76,7 +76,7 @@ TARGET_FUNCTIONS = {
 
 
 def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, monkeypatch):
-    import ark_trainer.deploy.targets as targets
+    import ark_trainer.services.deploy.targets as targets
 
     calls = []
 
@@ -92,8 +92,8 @@ def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, m
 
 
 def test_deploy_target_flag_takes_a_registered_target_and_refuses_another_in_one_line(tmp_path, capsys):
-    from ark_trainer.config import resolve_config
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import resolve_config
 
     base = {"model_path": "m", "data_path": "d.jsonl", "output_dir": str(tmp_path / "out")}
     assert resolve_config(base).deploy_target == "openclaw"  # the default
@@ -126,7 +126,7 @@ def test_no_module_chooses_a_deploy_target_by_its_name():
 def test_the_parity_after_the_end_of_run_deploy_is_the_targets_own(tmp_path, monkeypatch):
     """After ``train --openclaw_env True`` deployed, the held-out set is asked through the deployment only by a
     target that has ``evaluate_through`` (OpenClaw's: ``openclaw/parity.py``)."""
-    from ark_trainer import pipeline
+    from ark_trainer.services import pipeline
 
     calls = []
 
@@ -135,13 +135,13 @@ def test_the_parity_after_the_end_of_run_deploy_is_the_targets_own(tmp_path, mon
             calls.append(out)
 
     monkeypatch.setattr(pipeline, "_build_report", lambda out: calls.append("report"))
-    monkeypatch.setattr("ark_trainer.agent.env.env_for", lambda cfg: None)
+    monkeypatch.setattr("ark_trainer.stages.agent.env.env_for", lambda cfg: None)
     cfg = type("Cfg", (), {"deploy_target": "test_target", "eval_auto": True})()
     prepared = type("Prepared", (), {"cfg": cfg, "eval": [{"prompt": "q"}], "out": tmp_path})()
     pipeline._parity_after_deploy(prepared, WithParity())
     pipeline._parity_after_deploy(prepared, object())  # a target without it: nothing asked
     assert calls == [tmp_path, "report"]
-    from ark_trainer.deploy.targets import get_target
+    from ark_trainer.services.deploy.targets import get_target
 
     openclaw = get_target("openclaw")
     assert callable(openclaw.evaluate_through) and callable(openclaw.check_before_train)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.chat.episode import EpisodeView, view
+from ark_trainer.base.chat.episode import EpisodeView, view
 from ark_trainer.rewards.graders import TRL_KWARGS
 from ark_trainer.rewards.spec import _Entry
 
@@ -156,7 +156,7 @@ def _answer_from_tool(entry: _Entry, name: str) -> Callable:
 
 
 def register_grader_kinds(register: Callable) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that registers the episode grader types: the type, the keys
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers the episode grader types: the type, the keys
     its entries may have, the builder."""
     register("tool_called", {"tool", "args_from", "args"}, _tool_called)
     register("no_invalid_calls", set(), _no_invalid_calls)

@@ -56,8 +56,8 @@ from typing import Any
 import regex
 import yaml
 
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import MAX_WEIGHT
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import MAX_WEIGHT
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -85,7 +85,7 @@ def grader_kinds() -> dict[str, GraderKind]:
     global _loaded
     if not _loaded:
         _loaded = True
-        from ark_trainer.plugins import call_hook
+        from ark_trainer.base.plugins import call_hook
 
         call_hook("register_grader_kinds", register_grader_kind)
     return _KINDS
@@ -101,7 +101,7 @@ def register_grader_kind(name: str, fields: set[str] | tuple[str, ...], build: C
 
 
 def register_grader_kinds(register: Callable) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that registers this module's grader types: the type, the
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's grader types: the type, the
     keys its entries may have (besides ``name``, ``type`` and ``weight``), the builder."""
     register("rule", {"rule", "params"}, _rule)
     register("string_check", {"input", "reference", "operation"}, _string_check)
@@ -254,7 +254,7 @@ def _type_name(types) -> str:
 
 
 def read_yaml(path: Path) -> Any:
-    from ark_trainer.yamlsafe import read_yaml_file
+    from ark_trainer.base.yamlsafe import read_yaml_file
 
     return read_yaml_file(
         path, _LineLoader

@@ -13,17 +13,17 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.config import dpo_losses
-from ark_trainer.metrics import PREFERENCE_ALIGNMENT
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.options.dpo import DPOOptions
+from ark_trainer.base.options.dpo import DPOOptions
+from ark_trainer.base.strategies import Strategy
+from ark_trainer.core.config import dpo_losses
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext
-from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:
@@ -83,12 +83,12 @@ class DPOStage:
 
 
 def register_stages(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
     register(DPOStage)
 
 
 def register_strategies(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that adds the strategies ending with DPO."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategies ending with DPO."""
     register(
         "DPO",
         Strategy(

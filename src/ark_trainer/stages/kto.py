@@ -17,16 +17,16 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.metrics import PREFERENCE_ALIGNMENT
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.options.kto import KTOOptions
+from ark_trainer.base.options.kto import KTOOptions
+from ark_trainer.base.strategies import Strategy
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext
-from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def class_weights(n_desirable: int, n_undesirable: int) -> tuple[float, float]:
@@ -100,12 +100,12 @@ class KTOStage:
 
 
 def register_stages(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
     register(KTOStage)
 
 
 def register_strategies(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that adds the strategy ending with KTO."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategy ending with KTO."""
     register(
         "KTO",
         Strategy(

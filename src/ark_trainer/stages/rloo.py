@@ -13,12 +13,13 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational
-from ark_trainer.options.grpo import GRPOOptions
-from ark_trainer.options.rloo import RLOOOptions
-from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.base.options.grpo import GRPOOptions
+from ark_trainer.base.options.rloo import RLOOOptions
+from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.base.strategies import Strategy
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational
 from ark_trainer.stages.common import (
     no_checkpointing,
     train_and_save,
@@ -28,10 +29,9 @@ from ark_trainer.stages.common import (
 )
 from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward columns: the same rows as GRPO's
 from ark_trainer.stages.registry import Plot, StageContext
-from ark_trainer.strategies import Strategy
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> Path:
@@ -93,8 +93,8 @@ class RLOOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
-        from ark_trainer.report import mean, num, short
-        from ark_trainer.report.render import Heading, Table
+        from ark_trainer.stages.report import mean, num, short
+        from ark_trainer.stages.report.render import Heading, Table
 
         logs = run.metrics(self.name)
         if not logs:
@@ -111,12 +111,12 @@ HEALTH_FIELDS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy"
 
 
 def register_stages(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that registers this module's stage."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
     register(RLOOStage)
 
 
 def register_strategies(register) -> None:
-    """The plug-in hook (``ark_trainer.plugins``) that adds the strategy ending with RLOO."""
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategy ending with RLOO."""
     register(
         "RLOO",
         Strategy(
