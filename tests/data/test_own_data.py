@@ -8,14 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from ark_trainer.base.options.grpo import GRPOOptions
 
 from ark_trainer.base.run_options import RunOptions
-from ark_trainer.core.auto_defaults import ModelFacts, data_labels, grpo_prompts, label_column
-from ark_trainer.core.config import TrainConfig
+from ark_trainer.core.auto_defaults import ModelFacts
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.rewards.generic import reference_match
-from ark_trainer.stages.grpo import label_balanced
+from ark_trainer.stages.grpo.auto import data_labels, grpo_prompts, label_column
+from ark_trainer.stages.grpo.options import GRPOOptions
+from ark_trainer.stages.grpo.stage import label_balanced
+from ark_trainer.stages.registry import config_class
 from tests.conftest import run_cli, save_tiny_qwen
 from tests.fixtures import own_data
 
@@ -58,7 +59,7 @@ def test_the_files_load_and_the_reference_column_is_the_labels(written):
     assert (len(rows), len(held)) == (240, 60)
     assert label_column(rows) == "reference"
     assert sorted(data_labels(rows)) == sorted(own_data.LABELS)
-    cfg = TrainConfig(model_path="m", data_path="d", output_dir="o", max_completion_length=32)
+    cfg = config_class()(model_path="m", data_path="d", output_dir="o", max_completion_length=32)
     chosen = grpo_prompts(cfg.options(RunOptions), cfg.options(GRPOOptions), rows, REAL)
     assert chosen.value == 5 and "class-valued reference" in chosen.reason
     ordered, balanced = label_balanced(rows, seed=0)
