@@ -592,16 +592,17 @@ def test_the_learning_rate_flags_are_the_ones_the_stages_read():
 
 
 def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
+    from ark_trainer.base.plugins import DEFAULT_PLUGINS
     from ark_trainer.base.run_options import RunFlags, RunOptions, RunOptionsAfterStages
     from ark_trainer.core.config import config_fields
     from ark_trainer.stages.grpo.options import GRPOOptions
-    from ark_trainer.stages.registry import BUILTIN, stage_context, stage_options, stages
+    from ark_trainer.stages.registry import stage_context, stage_options, stages
     from ark_trainer.stages.rloo.options import RLOOOptions
 
     by_module = {type(stage).__module__: stage for stage in stages().values()}
-    built_in = {
-        by_module[m].name: by_module[m] for m in BUILTIN
-    }  # in BUILTIN's order, as config_class takes them
+    built_in = {  # in DEFAULT_PLUGINS' order, as config_class takes them
+        by_module[m].name: by_module[m] for m in DEFAULT_PLUGINS if m in by_module
+    }
     assert list(built_in) == ["rft", "grpo", "dpo", "kto", "rloo"]
     shared = {f.name for f in dataclasses.fields(RunFlags)}
     for stage in built_in.values():  # its learning-rate flag is one of its own; no shared flag is

@@ -281,7 +281,7 @@ def toy_run(tmp_path, monkeypatch):
     ]  # fmt: skip
     registry._STAGES.pop("keep")
     registry._STAGES.pop("spoil")
-    strategies.STRATEGIES.pop("KEEP+SPOIL")
+    strategies.strategy_table().pop("KEEP+SPOIL")
 
 
 def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_path):

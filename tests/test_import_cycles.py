@@ -97,14 +97,14 @@ def test_the_package_import_graph_is_acyclic():
 
 
 def test_no_module_reaches_into_the_rft_stage_for_scoring():
-    """Scoring lives in ``ark_trainer.rewards.scoring``; only the stage registry (which loads the built-in stages)
-    imports the RFT stage."""
+    """Scoring lives in ``ark_trainer.rewards.scoring``; only the list of default plug-ins (which loads the built-in
+    stages) names the RFT stage."""
     users = sorted(
         path.relative_to(SRC).as_posix()
         for path in PACKAGE.rglob("*.py")
         if "ark_trainer.stages.rft.stage" in path.read_text(encoding="utf-8") and path != RFT_STAGE
     )
-    assert users == ["ark_trainer/stages/registry.py"], users
+    assert users == ["ark_trainer/base/plugins.py"], users
     for banned in (
         "ark_trainer.stages.evaluate",
         "ark_trainer.stages.grpo.stage",

@@ -30,11 +30,16 @@ def ark(*args: str, plugin: str | None = "toy", cwd: Path, timeout: int = 300) -
 def _child(argv: list[str], plugin: str | None, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
     paths = [str(PLUGINS / plugin)] if plugin else []
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *_source_path()])
     env["PYTHONWARNINGS"] = "ignore"
     return subprocess.run(
         [sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def _source_path() -> list[str]:
+    """The test run's own ``PYTHONPATH`` (the checkout's ``src`` under test), kept for a child process."""
+    return list(filter(None, [os.environ.get("PYTHONPATH")]))
 
 
 def test_a_plugin_command_is_in_the_help_and_runs(tmp_path):
@@ -43,6 +48,10 @@ def test_a_plugin_command_is_in_the_help_and_runs(tmp_path):
     assert "say hello from the toy plug-in" in help_text.stdout and not help_text.stderr
     done = ark("hello", "--name", "ark", cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "hello, ark, from the toy plug-in\n", "")
+    greet = ark("toy", "greet", "--name", "ark", cwd=tmp_path)  # a sub-command of the plug-in's group
+    assert (greet.returncode, greet.stdout, greet.stderr) == (0, "hello, ark, from the toy plug-in\n", "")
+    group = ark("toy", cwd=tmp_path)
+    assert group.returncode == 2 and "say hello, as a sub-command of toy" in group.stdout
     assert "hello" not in ark("--help", plugin=None, cwd=tmp_path).stdout  # not installed: not there
 
 
@@ -53,6 +62,27 @@ def test_importing_ark_trainer_loads_no_plugin(tmp_path):
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_built_ins_come_only_through_the_default_plugins_hooks(tmp_path):
+    """Importing ark-trainer's own modules registers nothing: every built-in stage, strategy, grader type,
+    deploy target and command is added by a ``register_*`` hook of a module of ``DEFAULT_PLUGINS``, each of
+    which defines at least one hook."""
+    code = (
+        "import importlib\n"
+        "from ark_trainer.base import plugins, strategies\n"
+        "from ark_trainer.stages import registry\n"
+        "from ark_trainer.rewards import spec\n"
+        "from ark_trainer.services.deploy import targets\n"
+        "mods = [importlib.import_module(m) for m in plugins.DEFAULT_PLUGINS]\n"
+        "print(len(registry._STAGES), len(strategies._STRATEGIES), len(spec._KINDS), len(targets._TARGETS))\n"
+        "print(all(any(callable(getattr(m, h, None)) for h in plugins.HOOKS) for m in mods))\n"
+        "print(len(registry.stages()), len(strategies.strategy_table()), len(spec.grader_kinds()),"
+        " sorted(targets.targets()))\n"
+    )
+    done = _child(["-c", code], None, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["0 0 0 0", "True", "5 6 13 ['openclaw']"]
 
 
 def test_a_plugin_grader_kind_scores_with_score(tmp_path):
@@ -83,6 +113,15 @@ def test_a_plugin_deploy_target_is_chosen_by_its_name(tmp_path):
     assert not (out / "toyfile.json").exists()
     unknown = ark("deploy", str(out), "--target", "toyfile", plugin=None, cwd=tmp_path)
     assert unknown.stderr.strip() == "error: --target: unknown deploy target 'toyfile'; known: openclaw"
+    code = (
+        "from ark_trainer.core.config import resolve_config\n"
+        "from ark_trainer.stages.registry import config_class\n"
+        "flags = {'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'deploy_target': 'toyfile'}\n"
+        "cfg = resolve_config(config_class(), flags)\n"
+        "print(cfg.deploy_target)"
+    )
+    chosen = _child(["-c", code], "toy", tmp_path)  # train's and loop's --deploy_target take it too
+    assert (chosen.returncode, chosen.stdout, chosen.stderr) == (0, "toyfile\n", ""), chosen.stderr
 
 
 def test_a_plugin_stage_brings_its_own_flag(tmp_path):
@@ -91,7 +130,13 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
     help_text = ark("train", "--help", cwd=tmp_path)
     assert help_text.returncode == 0 and not help_text.stderr, help_text.stderr
     assert "\nEcho:\n  --echo_candidate" in help_text.stdout
-    assert "--echo_candidate" not in ark("train", "--help", plugin=None, cwd=tmp_path).stdout
+    bare = ark("train", "--help", plugin=None, cwd=tmp_path).stdout
+    assert "--echo_candidate" not in bare
+    flat = " ".join(
+        help_text.stdout.split()
+    )  # the registries' names in --strategy's and --deploy_target's help
+    assert "RLOO (rloo), ECHO (echo) or auto" in flat and "deploy target, openclaw or toyfile" in flat
+    assert "ECHO" not in bare and "toyfile" not in bare
     code = (
         "from ark_trainer.core.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
         "from ark_trainer.stages.registry import config_class, stage_context\n"
@@ -126,7 +171,7 @@ def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
         "one",
         "step:",
         "RFT",
-        "ark_trainer.services.openclaw.deploy",
+        "ark_trainer.services.openclaw.target",
         "True",
     ]  # built-ins stay
     clashes = (
@@ -145,7 +190,8 @@ def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
 @pytest.mark.slow
 def test_a_plugin_strategy_trains_end_to_end_and_deploys(tmp_path):
     """``--strategy ECHO``: the plug-in's stage trains the tiny model for 2 real SFT steps, is evaluated and
-    reported like a built-in one, and its model goes to the plug-in's deploy target."""
+    reported like a built-in one, and its model goes to the plug-in's deploy target: at the end of the run
+    (``--openclaw_env True --deploy_target toyfile``) and with ``deploy --target toyfile``."""
     assets = tiny_qc_assets(tmp_path)
     out = tmp_path / "out"
     args = [
@@ -153,6 +199,7 @@ def test_a_plugin_strategy_trains_end_to_end_and_deploys(tmp_path):
         "--eval_dataset", str(assets["eval"]), "--output_dir", str(out), "--max_train_steps", "2",
         "--batch_size", "2", "--num_generations", "2", "--max_completion_length", "4", "--logging_steps", "1",
         "--save_steps", "0", "--device", "cpu", "--report_to", "none",
+        "--openclaw_env", "True", "--deploy_target", "toyfile", "--deploy_if_not_better", "True",
     ]  # fmt: skip
     done = ark(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,6 +212,10 @@ def test_a_plugin_strategy_trains_end_to_end_and_deploys(tmp_path):
     assert [e["model"] for e in events if e["event"] == "eval"] == ["base", "echo"]
     assert (out / "model" / "model.safetensors").is_file() and (out / "eval" / "echo.json").is_file()
     assert "| Echo" in (out / "report.md").read_text(encoding="utf-8")
+    at_the_end = json.loads((out / "toyfile.json").read_text(encoding="utf-8"))  # the end-of-run deploy
+    assert at_the_end["model"] == str(out / "model") and "model.safetensors" in at_the_end["files"]
+    assert "openclaw" not in {e["event"] for e in events}  # OpenClaw's check before training: not its target
+    (out / "toyfile.json").unlink()
     deployed = ark("deploy", str(out), "--target", "toyfile", cwd=tmp_path)
     assert deployed.returncode == 0, deployed.stderr
     assert "model.safetensors" in json.loads((out / "toyfile.json").read_text(encoding="utf-8"))["files"]

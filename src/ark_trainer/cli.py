@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, add_dataclass_args, opt
+from ark_trainer.app.commands.args import given_flags, opt
 from ark_trainer.base.errors import UserError
 from ark_trainer.stages.registry import config_class
 
@@ -100,50 +100,49 @@ class RunDirOptions:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=INTRO, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    from ark_trainer.app.commands import register_all
 
-    train = sub.add_parser("train", help="run RFT -> GRPO -> eval -> report (the reference tool's flags)")
-    # given_only: only the flags given reach the config, which merges --config YAML and checks them all
-    # grouped by field metadata; every registered stage's options, a plug-in stage's too
-    add_dataclass_args(train, config_class(), given_only=True, show_defaults=True)
-    train.set_defaults(func=_cmd_train)
-    add_command(
-        sub,
-        "demo",
-        DemoOptions,
-        _cmd_demo,
-        help="run the whole pipeline on the embedded default (offline, CPU)",
+    register_all(
+        sub
+    )  # every command, through the plug-in hook: this module's, then ark_trainer/app/commands'
+    return parser
+
+
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds ``train``, ``demo``, ``report`` and ``status``."""
+    # train: only the flags given reach the config, which merges --config YAML and checks them all, grouped
+    # by field metadata; every registered stage's options, a plug-in stage's too
+    register(
+        "train",
+        config_class(),
+        _cmd_train,
+        help="run RFT -> GRPO -> eval -> report (the reference tool's flags)",
+        given_only=True,
+        show_defaults=True,
     )
-    add_command(
-        sub,
-        "report",
-        RunDirOptions,
-        _cmd_report,
-        help="rebuild OUT/report.md and report.html from a run folder",
+    register(
+        "demo", DemoOptions, _cmd_demo, help="run the whole pipeline on the embedded default (offline, CPU)"
     )
-    add_command(
-        sub,
+    register(
+        "report", RunDirOptions, _cmd_report, help="rebuild OUT/report.md and report.html from a run folder"
+    )
+    register(
         "status",
         RunDirOptions,
         _cmd_status,
         help="show a run's heartbeat (running, stalled, dead, finished) or a live loop's state",
     )
-    from ark_trainer.app.commands import register_all
-
-    register_all(
-        sub
-    )  # plan, run, rm, score, doctor, deploy, ...: one module each in ark_trainer/app/commands
-    return parser
 
 
 def train_flags(args: argparse.Namespace) -> dict:
     """The config flags a user gave on a ``train`` command line (argparse's own keys dropped)."""
-    return {k: v for k, v in vars(args).items() if k not in ("command", "func")}
+    return given_flags(args)
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def _cmd_train(flags: dict) -> int:
+    """``train``: ``flags`` are the flags given, as raw text; the config layer checks them all at once."""
     from ark_trainer.core.config import resolve_config
 
-    flags = train_flags(args)
     try:
         cfg = resolve_config(config_class(), flags)
     except UserError as exc:  # the folders and files are checked too: every problem at once

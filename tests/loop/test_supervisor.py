@@ -379,3 +379,49 @@ def test_a_failed_round_gives_its_turns_back_and_is_no_round(tmp_path, monkeypat
     monkeypatch.setattr(loop, "_new_rows", lambda: ([{"messages": []}] * 60, 9 + 30))
     loop._maybe_start_round()
     assert started == [39]  # --min_new_turns (30) more: tried again, with the old turns too
+
+
+def test_the_loop_serves_and_stops_through_its_deploy_target(tmp_path, monkeypatch):
+    """``loop --deploy_target NAME``: the loop serves through the target registered as NAME, ``loop --stop``
+    stops that target's server, and a resume asking for another target is refused in one line."""
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.deploy import targets
+
+    stopped = []
+
+    class Target:
+        def stop(self, out):
+            stopped.append(out)
+            return False
+
+    targets.register_target("test_loop_target", Target())
+    try:
+        served = []
+        monkeypatch.setattr(serving, "serve", lambda loop, n, port, agent, target, **k: served.append(target))
+        held = tmp_path / "held.jsonl"
+        write_jsonl(held, QC_ROWS)
+        flags = {"model_path": str(save_tiny_qwen(tmp_path / "model")), "eval_dataset": str(held)}
+        folder = tmp_path / "loop"
+        Loop(
+            folder, LoopSettings(), {**flags, "deploy_target": "test_loop_target"}, log=lambda m, **k: None
+        ).start()
+        assert served == ["test_loop_target"]
+        with pytest.raises(UserError, match="--deploy_target: .* serves through test_loop_target"):
+            Loop(folder, LoopSettings(), {"deploy_target": "openclaw"}, log=lambda m, **k: None).start()
+        state = load_state(folder)
+        state["supervisor_pid"] = None
+        save_state(folder, state)
+        control.stop_loop(folder)
+        assert stopped == [str(folder.resolve())]
+    finally:
+        targets.targets().pop("test_loop_target")
+
+
+def test_the_loop_refuses_an_unknown_deploy_target_before_it_writes_anything(tmp_path, monkeypatch):
+    from ark_trainer.base.errors import UserError
+
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: None)
+    flags = {"model_path": str(save_tiny_qwen(tmp_path / "model")), "deploy_target": "nowhere"}
+    with pytest.raises(UserError, match="--deploy_target: unknown deploy target 'nowhere'; use openclaw"):
+        Loop(tmp_path / "loop", LoopSettings(), flags, log=lambda m, **k: None).start()
+    assert not (tmp_path / "loop").exists()

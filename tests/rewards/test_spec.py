@@ -74,33 +74,31 @@ def test_a_plan_still_checks_code_graders_for_shape(tmp_path):
 
 
 def test_grader_kinds_are_registered_once_with_their_keys():
-    import importlib
-
     from ark_trainer.rewards import spec
 
-    for module in spec.KIND_MODULES:  # the episode graders (rewards/episode.py) register on first use
-        importlib.import_module(module)
-    assert list(spec.KINDS) == [
+    kinds = spec.grader_kinds()  # the built-in hooks: rewards/spec.py's, then rewards/episode.py's
+    assert list(kinds) == [
         *("rule", "string_check", "regex", "text_similarity", "reward_model", "llm_judge", "python", "multi"),
         *("tool_called", "no_invalid_calls", "max_turns", "env_reward", "answer_from_tool"),
     ]
-    assert "pattern" in spec.KINDS["regex"].fields and "rubric" in spec.KINDS["llm_judge"].fields
+    assert "pattern" in kinds["regex"].fields and "rubric" in kinds["llm_judge"].fields
+    assert {"cache", "on_failure"} <= kinds["llm_judge"].fields
     assert not hasattr(spec, "BUILDERS") and not hasattr(spec, "FIELDS")  # no parallel tables
     for taken in ("regex", "score_model"):  # a kind's name or an alias
         with pytest.raises(ValueError, match=f"{taken!r} is already registered"):
-            spec.grader_kind(taken, {"x"})(lambda entry, name: None)
-    assert spec.KINDS["regex"].build is spec._regex
+            spec.register_grader_kind(taken, {"x"}, lambda entry, name: None)
+    assert kinds["regex"].build is spec._regex
 
 
-def test_a_new_grader_kind_is_one_decorated_function(tmp_path):
+def test_a_new_grader_kind_is_one_registered_function(tmp_path):
     from ark_trainer.rewards import spec
     from ark_trainer.rewards.composite import CompositeReward
 
-    @spec.grader_kind("test_length_is", {"chars"})
     def _length_is(entry, name):
         chars = int(entry.number("chars", 0, low=0, integer=True))
         return lambda prompts, completions, **kw: [float(len(c) == chars) for c in completions]
 
+    spec.register_grader_kind("test_length_is", {"chars"}, _length_is)
     try:
         path = tmp_path / "r.yaml"
         path.write_text("graders:\n  - name: two\n    type: test_length_is\n    chars: 2\n", encoding="utf-8")
@@ -111,7 +109,7 @@ def test_a_new_grader_kind_is_one_decorated_function(tmp_path):
         ):
             CompositeReward.from_spec(path)
     finally:
-        del spec.KINDS["test_length_is"]
+        del spec.grader_kinds()["test_length_is"]
 
 
 def spec_file(tmp_path: Path, text: str) -> Path:

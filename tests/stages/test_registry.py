@@ -73,7 +73,7 @@ def copy_strategy():
     CopyStage.calls.clear()
     yield
     registry._STAGES.pop("copy")
-    strategies.STRATEGIES.pop("COPY")
+    strategies.strategy_table().pop("COPY")
 
 
 def test_a_registered_stage_and_strategy_run_end_to_end(copy_strategy, tmp_path):

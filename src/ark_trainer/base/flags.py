@@ -10,7 +10,8 @@ made of them; the parser, the grouped ``--help``, ``docs/cli.md``, the range and
 from __future__ import annotations
 
 import math
-from dataclasses import field
+from collections.abc import Callable
+from dataclasses import Field, field
 from typing import Any
 
 from ark_trainer.base.errors import UserError
@@ -32,11 +33,11 @@ def parse_bool(value: Any, flag: str) -> bool:
 
 def flag(
     default: Any,
-    help: str,
+    help: str | Callable[[], str],
     *,
     group: str,
     range: Range | None = None,
-    choices: tuple[str, ...] | None = None,
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None,
     noun: str = "value",
     comma_list: bool = False,
     cli_only: bool = False,
@@ -46,17 +47,33 @@ def flag(
     ``help`` and ``group`` (its heading in ``train --help``) are required. ``range``: the valid values of
     a number (a numeric flag without one gets :data:`~ark_trainer.base.ranges.DEFAULT`, ≥ 0). ``choices``: the
     values a text flag takes (``noun`` names one in the error, ``unknown mode 'x'``; ``comma_list``: a
-    comma-separated list of them). ``cli_only``: a command-line switch, not a setting of the run (left out
+    comma-separated list of them). ``help`` and ``choices`` may be functions, called when the help is shown
+    or the value checked: the values of a registry (``--strategy``, ``--deploy_target``), which is filled on
+    first use; read them with :func:`help_of` and :func:`choices_of`. ``cli_only``: a command-line switch, not a setting of the run (left out
     of ``run.yaml`` and ``--config``).
     """
     meta: dict[str, Any] = {"help": help, "group": group}
     if range is not None:
         meta["range"] = range
     if choices is not None:
-        meta.update(choices=tuple(choices), noun=noun, comma_list=comma_list)
+        meta.update(
+            choices=choices if callable(choices) else tuple(choices), noun=noun, comma_list=comma_list
+        )
     if cli_only:
         meta["cli_only"] = True
     return field(default=default, metadata=meta)
+
+
+def help_of(f: Field) -> str:
+    """A flag's help text (a function's, called now)."""
+    text = f.metadata.get("help", "")
+    return str(text()) if callable(text) else str(text)
+
+
+def choices_of(f: Field) -> tuple[str, ...] | None:
+    """The values a flag takes (a function's, called now); ``None`` for a flag that takes any."""
+    choices = f.metadata.get("choices")
+    return tuple(choices()) if callable(choices) else choices
 
 
 def comma_values(value: str) -> list[str]:

@@ -1,6 +1,10 @@
-"""Plug-ins: installed packages that add a stage, a strategy, a grader kind, a deploy target or a command.
+"""Plug-ins: modules that add stages, strategies, grader kinds, deploy targets and commands, through hooks.
 
-A package declares an entry point in the group ``ark_trainer`` naming one of its modules::
+Every stage, strategy, grader kind, deploy target and command comes in through the hooks of :data:`HOOKS`,
+ark-trainer's own included (as simonw/llm loads its built-in models through its own plug-in hooks): the
+modules of :data:`DEFAULT_PLUGINS` are loaded first, then installed packages' plug-ins, by one code path
+(:func:`call_hook`). A package declares an entry point in the group ``ark_trainer`` naming one of its
+modules::
 
     [project.entry-points.ark_trainer]
     toy = "ark_toy.plugin"
@@ -11,13 +15,14 @@ registry calls its hook the first time it is used, so ``import ark_trainer`` loa
 command that needs none (``--help`` of a built-in) imports only the plug-ins' modules, never their heavy
 dependencies (keep those inside functions, as ark-trainer's own modules do). A plug-in is handed the
 registry's own function: a name that clashes with a built-in (or with another plug-in) is refused with one
-line on stderr, and the rest of that plug-in still loads. ``ARK_TRAINER_PLUGINS`` chooses which load
-(:func:`enabled`; ``docs/cli.md`` is generated with none). See ``docs/contributing.md``.
+line on stderr, and the rest of that plug-in still loads. ``ARK_TRAINER_PLUGINS`` chooses which installed
+plug-ins load (:func:`enabled`; ``docs/cli.md`` is generated with none); the default ones always load. See
+``docs/contributing.md``.
 
 A broken package never breaks a command: a plug-in that raises anything on import or in a hook, ``sys.exit``
 and ``KeyboardInterrupt`` included, is skipped with one warning line naming it; the entry points are read
 one distribution at a time, so a malformed ``entry_points.txt`` (ours or any other package's) costs only
-that package.
+that package. A default plug-in is ark-trainer's own code: what it raises is raised.
 """
 
 from __future__ import annotations
@@ -35,20 +40,52 @@ from typing import Any
 GROUP = "ark_trainer"
 ENV = "ARK_TRAINER_PLUGINS"  # unset: every installed plug-in; "": none; "a,b": those entry points only
 HOOKS = {
-    "register_stages": "register(StageClass): a training stage (the class decorator of stages/registry.py)",
+    "register_stages": "register(StageClass): a training stage (stages/registry.py: register_stage)",
     "register_strategies": "register(name, Strategy(...)): a line of the strategy table (strategies.py)",
     "register_grader_kinds": "register(type_name, keys, build): a grader type of the reward spec",
     "register_deploy_targets": "register(name, target): a deploy target (deploy/targets.py)",
-    "register_commands": "register(name, OptionsClass, func, help=...): an ark-trainer sub-command",
+    "register_commands": "register(name, OptionsClass, func, help=...): an ark-trainer sub-command "
+    "(commands/__init__.py: CommandRegistry)",
 }
 """The hooks a plug-in module may define, each called with the registry's ``register`` function."""
+
+DEFAULT_PLUGINS = (
+    # each stage package's stage.py: register_stages, and register_strategies for the strategies ending with it
+    "ark_trainer.stages.rft.stage",
+    "ark_trainer.stages.grpo.stage",
+    "ark_trainer.stages.dpo.stage",
+    "ark_trainer.stages.kto.stage",
+    "ark_trainer.stages.rloo.stage",
+    "ark_trainer.rewards.spec",  # register_grader_kinds: rule, string_check, regex, ..., multi
+    "ark_trainer.rewards.episode",  # register_grader_kinds: the agent-episode graders
+    "ark_trainer.services.openclaw",  # register_deploy_targets: openclaw
+    "ark_trainer.cli",  # register_commands: train, demo, report, status; then one module a command
+    "ark_trainer.app.commands.dashboard",
+    "ark_trainer.app.commands.data",
+    "ark_trainer.app.commands.deploy",
+    "ark_trainer.app.commands.diagnose",
+    "ark_trainer.app.commands.doctor",
+    "ark_trainer.app.commands.eval",
+    "ark_trainer.app.commands.export",
+    "ark_trainer.app.commands.install",
+    "ark_trainer.app.commands.loop",
+    "ark_trainer.app.commands.plan",
+    "ark_trainer.app.commands.rm",
+    "ark_trainer.app.commands.score",
+    "ark_trainer.app.commands.skill",
+)
+"""ark-trainer's own plug-ins: the modules, imported by name, whose hooks register every built-in, in this
+order (the order of ``--help``, of the strategy table and of the built-in stages' options in ``train
+--help``). A new built-in stage is its package, ``stages/<name>/``, and its ``stage.py`` named here; a new
+deploy target is its module and one line here."""
 
 
 @dataclass(frozen=True)
 class Plugin:
-    name: str  # the entry point's name
+    name: str  # the entry point's name (a default plug-in: its module's name)
     package: str  # the distribution that declared it, with its version
     module: ModuleType
+    builtin: bool = False  # one of DEFAULT_PLUGINS: ark-trainer's own, never skipped
 
 
 _imported: dict[str, Plugin | None] = {}  # entry-point name → its plug-in (None: it did not import)
@@ -131,13 +168,24 @@ def _import(ep: EntryPoint) -> Plugin | None:
         return None
 
 
+def defaults() -> list[Plugin]:
+    """The modules of :data:`DEFAULT_PLUGINS`, imported by name (this module imports none of them)."""
+    return [
+        Plugin(name, "ark-trainer", importlib.import_module(name), builtin=True) for name in DEFAULT_PLUGINS
+    ]
+
+
 def call_hook(hook: str, register: Callable[..., Any]) -> None:
-    """Call ``hook(register)`` of every plug-in that defines it; a refused registration is one line."""
+    """Call ``hook(register)`` of every plug-in that defines it: the default plug-ins first, then the
+    installed ones (so a built-in keeps its name); an installed plug-in's refused registration is one line."""
     if hook not in HOOKS:
         raise KeyError(f"no plug-in hook named {hook!r}; hooks: {', '.join(HOOKS)}")
-    for plugin in enabled():
+    for plugin in [*defaults(), *enabled()]:
         fn = getattr(plugin.module, hook, None)
         if not callable(fn):
+            continue
+        if plugin.builtin:  # ark-trainer's own: a clash or a failure here is a bug of ours, raised
+            fn(register)
             continue
         try:
             fn(_refusing(register, plugin))

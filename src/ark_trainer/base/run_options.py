@@ -10,6 +10,7 @@ group's section (``docs/contributing.md``, "Add a flag").
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from ark_trainer.base.flags import flag
@@ -29,7 +30,7 @@ from ark_trainer.base.ranges import (
     ZERO_OK,
     Range,
 )
-from ark_trainer.base.strategies import DEFAULT_STRATEGY
+from ark_trainer.base.strategies import DEFAULT_STRATEGY, strategies_text
 from ark_trainer.base.trackers import PACKAGES as TRACKERS
 
 LAUNCHERS = ("auto", "accelerate")
@@ -37,6 +38,13 @@ PRECISIONS = ("auto", "fp16", "bf16", "bf16_weights", "no")
 PRECISION_ALIASES = {"fp32": "no", "none": "no", "false": "no"}
 VLLM_MODES = ("colocate", "server")
 FINAL_MODEL_CHOICES = ("best", "last")  # --final_model: which stage's model OUT/model is (final_model.py)
+DEFAULT_DEPLOY_TARGET = "openclaw"
+_TARGETS = "ark_trainer.services.deploy.targets"  # the deploy target registry, a floor above: imported by name when used
+
+
+def deploy_targets() -> tuple[str, ...]:
+    """The registered deploy targets' names (``deploy/targets.py``: built-in ones, then plug-ins')."""
+    return tuple(importlib.import_module(_TARGETS).targets())
 
 
 @dataclass(frozen=True)
@@ -91,8 +99,10 @@ class RunOptions:
     # --- strategy ---
     strategy: str = flag(
         DEFAULT_STRATEGY,
-        "RFT+GRPO (two steps), GRPO / 'Only GRPO' (one step), DPO, RFT+DPO, KTO, RLOO or auto "
-        "(docs/getting-started.md, 'Strategies')",
+        lambda: (
+            f"{strategies_text()}: a registered strategy (its stages, in order), in any case or another "
+            "spelling such as 'Only GRPO' (docs/getting-started.md, 'Strategies')"
+        ),
         group="strategy",
     )
     max_train_steps: int = flag(1000, "total optimizer steps, RFT + GRPO", group="strategy", range=COUNT)
@@ -371,6 +381,16 @@ class RunOptionsAfterStages:
         False,
         "with --openclaw_env True, deploy even a final model no better than the base (diagnose)",
         group="OpenClaw",
+    )
+    deploy_target: str = flag(
+        DEFAULT_DEPLOY_TARGET,
+        lambda: (
+            "where --openclaw_env True deploys the trained model, and what the live loop serves through: "
+            f"a registered deploy target, {' or '.join(deploy_targets())}"
+        ),
+        group="OpenClaw",
+        choices=deploy_targets,
+        noun="deploy target",
     )
 
     # --- logging ---

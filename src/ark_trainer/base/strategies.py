@@ -1,12 +1,15 @@
 """The strategy table: each ``--strategy`` name and the stages it runs, in order; and one planned stage.
 
-This module sits below the config: it imports nothing of ark_trainer but the error type, so the config
-can canonicalise ``--strategy`` and the plan can list a strategy's stages without importing a stage. The
-stages themselves (what ``rft`` or ``grpo`` does) are registered in :mod:`ark_trainer.stages.registry`,
-whose stages are handed a :class:`PlanStage` (resolved by ``plan.py``) to run.
+This module sits below the config: it imports nothing of ark_trainer but the error type at module level,
+so the config can canonicalise ``--strategy`` with it (the plug-ins that fill the table are imported by
+name, on first use, by ``ark_trainer.base.plugins``). The stages themselves (what ``rft`` or ``grpo``
+does) are registered in :mod:`ark_trainer.stages.registry`, whose stages are handed a :class:`PlanStage`
+(resolved by ``plan.py``) to run.
 
-Read the table through :func:`strategy_table`: it holds the built-in lines below plus the strategies of
-installed plug-ins (``ark_trainer.base.plugins``), added the first time the table is read.
+Read the table through :func:`strategy_table`: the first time it is read, the ``register_strategies`` hook
+of every plug-in (``ark_trainer.base.plugins``) adds its lines, the built-in stages' first (each stage's
+``stage.py`` registers the strategies that end with it: ``stages/grpo/stage.py`` holds ``RFT+GRPO`` and
+``GRPO``), then installed plug-ins'.
 """
 
 from __future__ import annotations
@@ -36,69 +39,39 @@ class Strategy:
     aliases: tuple[str, ...] = ()
 
 
-# The strategy table: one line per strategy (names are what --strategy, plan.json and the report show).
-STRATEGIES: dict[str, Strategy] = {
-    "RFT+GRPO": Strategy(
-        ("rft", "grpo"),
-        "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
-        "optimises the task reward from there (stable, precise alignment; the choice for customer-service QC)",
-        ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
-    ),
-    "GRPO": Strategy(
-        ("grpo",),
-        "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
-        "are already good)",
-        ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
-    ),
-    "DPO": Strategy(
-        ("dpo",),
-        "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
-        "sampled answer); no reward in the training loop, cheap and stable",
-        ("only dpo", "dpo only"),
-    ),
-    "RFT+DPO": Strategy(
-        ("rft", "dpo"),
-        "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
-        "RFT model",
-        ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
-    ),
-    "KTO": Strategy(
-        ("kto",),
-        "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
-        "a reward threshold)",
-        ("only kto", "kto only"),
-    ),
-    "RLOO": Strategy(
-        ("rloo",),
-        "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
-        ("only rloo", "rloo only"),
-    ),
-}
+_STRATEGIES: dict[str, Strategy] = {}  # the table, filled by the register_strategies hooks on first use
 AUTO = "auto"  # not a strategy: the plan picks one after probing the base model (stages/probe.py)
 # what auto picks (stages/probe.py: decide): a weak / a strong base model, data holding only preference
 # pairs, data holding only thumbs-up/down labelled answers
 AUTO_CHOICES = {"weak": "RFT+GRPO", "strong": "GRPO", "pairs": "DPO", "labels": "KTO"}
 DEFAULT_STRATEGY = "RFT+GRPO"  # also what a pending auto plan shows until the probe decides
 
-_plugins_loaded = False
+_loaded = False
 
 
 def strategy_table() -> dict[str, Strategy]:
-    """Every strategy by name: the built-in table, then those of installed plug-ins (added on first use)."""
-    global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
+    """Every strategy by name, in the order registered: the built-in ones, then installed plug-ins'."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
         from ark_trainer.base.plugins import call_hook
 
         call_hook("register_strategies", add_strategy)
-    return STRATEGIES
+    return _STRATEGIES
 
 
 def add_strategy(name: str, strategy: Strategy) -> None:
-    """Add a strategy at run time (plug-ins, tests); the built-in ones are lines of :data:`STRATEGIES`."""
-    if name in STRATEGIES or name == AUTO:
+    """Add a line to the strategy table (the ``register`` of the ``register_strategies`` hook); a name
+    already registered, or ``auto``, is refused."""
+    if name in strategy_table() or name == AUTO:
         raise ValueError(f"a strategy named {name!r} is already registered; pick another name")
-    STRATEGIES[name] = strategy
+    _STRATEGIES[name] = strategy
+
+
+def strategies_text() -> str:
+    """The registered strategies with their stages, and ``auto``: ``RFT+GRPO (rft -> grpo), ... or auto``."""
+    names = [f"{name} ({' -> '.join(s.stages)})" for name, s in strategy_table().items()]
+    return f"{', '.join(names)} or {AUTO}"
 
 
 def strategy_aliases() -> dict[str, str]:

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, TypeVar
 import yaml
 
 from ark_trainer.base.errors import UserError
-from ark_trainer.base.flags import comma_values, finite_number, parse_bool
+from ark_trainer.base.flags import choices_of, comma_values, finite_number, parse_bool
 from ark_trainer.base.ranges import DEFAULT, LEARNING_RATE, Range, range_problems
 from ark_trainer.base.run_options import PRECISION_ALIASES, RunFlags, RunOptions, RunOptionsAfterStages
 from ark_trainer.base.strategies import AUTO, canonical_strategy, normalize_strategy
@@ -308,9 +308,9 @@ def choice_problems(cfg: TrainConfig) -> list[str]:
     for f in fields(cfg):
         if "choices" not in f.metadata:
             continue
-        choices, value = f.metadata["choices"], getattr(cfg, f.name)
+        choices, value = choices_of(f) or (), getattr(cfg, f.name)
         values = (comma_values(value) or [""]) if f.metadata["comma_list"] else [value]
-        use = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+        use = " or ".join(choices) if len(choices) <= 2 else f"one of {', '.join(choices)}"
         for bad in (v for v in values if v not in choices):
             problems.append(f"--{f.name}: unknown {f.metadata['noun']} {bad!r}; use {use}")
     return problems

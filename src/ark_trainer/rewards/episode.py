@@ -1,6 +1,7 @@
 """Graders that see the whole episode: its tool calls with arguments and results, its turns, its reward.
 
-Grader types of the spec (``rewards/spec.py``), registered with :func:`~ark_trainer.rewards.spec.grader_kind`::
+Grader types of the spec (``rewards/spec.py``), registered by this module's plug-in hook
+:func:`register_grader_kinds`::
 
     graders:
       - name: looked_up_the_order
@@ -28,7 +29,7 @@ from typing import Any
 
 from ark_trainer.base.chat.episode import EpisodeView, view
 from ark_trainer.rewards.graders import TRL_KWARGS
-from ark_trainer.rewards.spec import _Entry, grader_kind
+from ark_trainer.rewards.spec import _Entry
 
 
 class EpisodeGrader:
@@ -52,7 +53,6 @@ def _same(value: Any, expected: Any) -> bool:
     return str(value).strip() == str(expected).strip()
 
 
-@grader_kind("tool_called", {"tool", "args_from", "args"})
 def _tool_called(entry: _Entry, name: str) -> Callable:
     tool = entry.get("tool", str, required=True)
     args_from = entry.get("args_from", dict, {})
@@ -78,12 +78,10 @@ def _tool_called(entry: _Entry, name: str) -> Callable:
     return EpisodeGrader(name, score)
 
 
-@grader_kind("no_invalid_calls", set())
 def _no_invalid_calls(entry: _Entry, name: str) -> Callable:
     return EpisodeGrader(name, lambda ep, item: 0.0 if ep.n_invalid else 1.0)
 
 
-@grader_kind("max_turns", {"turns"})
 def _max_turns(entry: _Entry, name: str) -> Callable:
     limit = int(entry.number("turns", 4, low=1, integer=True))
     return EpisodeGrader(name, lambda ep, item: 1.0 if ep.finished and ep.turns <= limit else 0.0)
@@ -110,12 +108,10 @@ def _env_score(env: Any) -> float | None:
     return get() if callable(get) else None
 
 
-@grader_kind("env_reward", set())
 def _env_reward(entry: _Entry, name: str) -> Callable:
     return EnvReward(name)
 
 
-@grader_kind("answer_from_tool", {"tool", "field", "pattern"})
 def _answer_from_tool(entry: _Entry, name: str) -> Callable:
     """1 when the final answer quotes what a tool returned: the last good result of ``tool`` (its JSON
     ``field`` when given; the first match of ``pattern`` in it when given) appears in the answer; 0 when it
@@ -157,3 +153,13 @@ def _answer_from_tool(entry: _Entry, name: str) -> Callable:
         return 1.0 if value and value in ep.final_answer else 0.0
 
     return EpisodeGrader(name, score)
+
+
+def register_grader_kinds(register: Callable) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers the episode grader types: the type, the keys
+    its entries may have, the builder."""
+    register("tool_called", {"tool", "args_from", "args"}, _tool_called)
+    register("no_invalid_calls", set(), _no_invalid_calls)
+    register("max_turns", {"turns"}, _max_turns)
+    register("env_reward", set(), _env_reward)
+    register("answer_from_tool", {"tool", "field", "pattern"}, _answer_from_tool)

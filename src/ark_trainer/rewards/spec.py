@@ -75,43 +75,46 @@ class GraderKind:
     build: Callable[[_Entry, str], Callable]
 
 
-KINDS: dict[str, GraderKind] = {}
-KIND_MODULES = ("ark_trainer.rewards.episode",)  # more kinds, registered when imported (on first use)
-_plugins_loaded = False
+_KINDS: dict[str, GraderKind] = {}  # filled by the register_grader_kinds hooks on first use
+_loaded = False
 
 
 def grader_kinds() -> dict[str, GraderKind]:
-    """Every grader type by name: this module's, :data:`KIND_MODULES`', then installed plug-ins' (on first use)."""
-    global _plugins_loaded
-    for module in KIND_MODULES:  # like stages/registry.py's BUILTIN: imported by name, no import cycle
-        importlib.import_module(module)
-    if not _plugins_loaded:
-        _plugins_loaded = True
+    """Every grader type by name: the built-in ones (this module's hook, then ``rewards/episode.py``'s), then
+    installed plug-ins' (registered on first use)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
         from ark_trainer.base.plugins import call_hook
 
         call_hook("register_grader_kinds", register_grader_kind)
-    return KINDS
+    return _KINDS
 
 
 def register_grader_kind(name: str, fields: set[str] | tuple[str, ...], build: Callable) -> None:
-    """:func:`grader_kind` as a call, for plug-ins: ``register(name, keys, build)``; a taken name is refused."""
-    grader_kind(name, fields)(build)
+    """Register ``build(entry, name) -> reward function`` as grader type ``name`` whose entries may have the
+    keys ``fields`` (the ``register`` of the ``register_grader_kinds`` hook). A second registration of a name
+    (or of an alias) is refused, as :func:`~ark_trainer.rewards.registry.register_reward` refuses one."""
+    if name in grader_kinds() or name in ALIASES:
+        raise ValueError(f"a grader type named {name!r} is already registered; pick another name")
+    _KINDS[name] = GraderKind(name, frozenset(fields), build)
 
 
-def grader_kind(name: str, fields: set[str] | tuple[str, ...]):
-    """Decorator: register ``build(entry, name) -> reward function`` as grader type ``name``.
-
-    A kind is one function: its allowed keys sit next to its builder, and a second registration of a name
-    (or of an alias) is refused, as :func:`~ark_trainer.rewards.registry.register_reward` refuses one.
-    """
-
-    def decorator(build: Callable[[_Entry, str], Callable]) -> Callable[[_Entry, str], Callable]:
-        if name in KINDS or name in ALIASES:
-            raise ValueError(f"a grader type named {name!r} is already registered; pick another name")
-        KINDS[name] = GraderKind(name, frozenset(fields), build)
-        return build
-
-    return decorator
+def register_grader_kinds(register: Callable) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's grader types: the type, the
+    keys its entries may have (besides ``name``, ``type`` and ``weight``), the builder."""
+    register("rule", {"rule", "params"}, _rule)
+    register("string_check", {"input", "reference", "operation"}, _string_check)
+    register("regex", {"input", "pattern", "expect", "ignore_case", "timeout"}, _regex)
+    register(
+        "text_similarity", {"input", "reference", "evaluation_metric", "pass_threshold"}, _text_similarity
+    )
+    register("reward_model", {"model_path", "device", "batch_size", "max_length"}, _reward_model)
+    judge = ("model", "base_url", "api_key_env", "input", "rubric", "system", "range", "temperature")
+    calls = ("max_tokens", "timeout", "max_retries", "backoff", "concurrency", "cache", "on_failure")
+    register("llm_judge", {*judge, *calls}, _llm_judge)
+    register("python", {"function", "source"}, _python)
+    register("multi", {"graders", "calculate_output", "weights"}, _multi)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -348,7 +351,6 @@ def _renamed(fn: Callable, name: str) -> Callable:
 # --- one builder per kind, registered with its keys (a new kind: one decorated function here) ---
 
 
-@grader_kind("rule", {"rule", "params"})
 def _rule(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.registry import get_reward
 
@@ -393,7 +395,6 @@ def _import_in_time(module: str, entry: _Entry, key: str) -> None:
         raise entry.fail(key, f"importing {module!r} ended the process ({said})")
 
 
-@grader_kind("string_check", {"input", "reference", "operation"})
 def _string_check(entry: _Entry, name: str) -> Callable:
     return g.StringCheck(
         name,
@@ -403,7 +404,6 @@ def _string_check(entry: _Entry, name: str) -> Callable:
     )
 
 
-@grader_kind("regex", {"input", "pattern", "expect", "ignore_case", "timeout"})
 def _regex(entry: _Entry, name: str) -> Callable:
     text = entry.get("pattern", str, required=True)
     flags = regex.V0 | (regex.IGNORECASE if entry.get("ignore_case", bool, False) else 0)  # V0: re's syntax
@@ -420,7 +420,6 @@ def _regex(entry: _Entry, name: str) -> Callable:
     )
 
 
-@grader_kind("text_similarity", {"input", "reference", "evaluation_metric", "pass_threshold"})
 def _text_similarity(entry: _Entry, name: str) -> Callable:
     metric = entry.get("evaluation_metric", str, required=True)
     if metric in NEEDS_DOWNLOAD:
@@ -441,7 +440,6 @@ def _text_similarity(entry: _Entry, name: str) -> Callable:
     )
 
 
-@grader_kind("reward_model", {"model_path", "device", "batch_size", "max_length"})
 def _reward_model(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.reward_model import check_reward_model_dir
 
@@ -465,20 +463,12 @@ def _reward_model(entry: _Entry, name: str) -> Callable:
     )
 
 
-@grader_kind(
-    "llm_judge",
-    {
-        *("model", "base_url", "api_key_env", "input", "rubric", "system", "range", "temperature"),
-        *("max_tokens", "timeout", "max_retries", "backoff", "concurrency", "cache", "on_failure"),
-    },
-)
 def _llm_judge(entry: _Entry, name: str) -> Callable:
     from ark_trainer.rewards.llm_judge import build_judge
 
     return build_judge(entry, name)
 
 
-@grader_kind("python", {"function", "source"})
 def _python(entry: _Entry, name: str) -> Callable:
     """The code is loaded (and later run) in a host process of its own (``rewards/codehost.py``), under
     ``--reward_timeout`` at load as at grading."""
@@ -510,7 +500,6 @@ def _python(entry: _Entry, name: str) -> Callable:
     return g.PythonGrader(name, host, entry.where(key))
 
 
-@grader_kind("multi", {"graders", "calculate_output", "weights"})
 def _multi(entry: _Entry, name: str) -> Callable:
     subs = entry.get("graders", dict, required=True)
     raw = entry.data["graders"]

@@ -522,8 +522,9 @@ def _run_prepared(p: Prepared) -> Path:
     if ranks.is_main and cfg.openclaw_env and may_deploy(diagnosis, cfg.deploy_if_not_better):
         from ark_trainer.services.deploy.targets import get_target  # not when no better than base
 
-        if get_target("openclaw").deploy_after_train(p.out, log.info, log.warning) is not None:
-            _parity_after_deploy(p)
+        target = get_target(cfg.deploy_target)
+        if target.deploy_after_train(p.out, log.info, log.warning) is not None:
+            _parity_after_deploy(p, target)
     return p.out
 
 
@@ -542,19 +543,20 @@ def _estimate(p: Prepared) -> None:
     folder.write_plan(plan_json(p))
 
 
-def _parity_after_deploy(p: Prepared) -> None:
-    """The held-out set asked through the deployment in OpenClaw's request shape; the report gets the
-    table (``openclaw/parity.py``). A failure is a warning: the run and the deploy stand."""
-    from ark_trainer.services.openclaw.parity import evaluate_through_openclaw
+def _parity_after_deploy(p: Prepared, target: object) -> None:
+    """The held-out set asked through the deployment in its client's request shape, for a deploy target that
+    can (its ``evaluate_through``; OpenClaw's: ``openclaw/parity.py``); the report gets the table. A failure
+    is a warning: the run and the deploy stand."""
     from ark_trainer.stages.agent.env import env_for
 
-    if not (p.cfg.eval_auto and p.eval) or env_for(p.cfg) is not None:
+    evaluate = getattr(target, "evaluate_through", None)
+    if evaluate is None or not (p.cfg.eval_auto and p.eval) or env_for(p.cfg) is not None:
         return
     try:
-        evaluate_through_openclaw(p.out, log=log.info)
+        evaluate(p.out, log=log.info)
         _build_report(p.out)
     except (UserError, OSError) as exc:
-        log.warning("openclaw: the parity evaluation failed (the deployment stands): %s", exc)
+        log.warning("%s: the parity evaluation failed (the deployment stands): %s", p.cfg.deploy_target, exc)
 
 
 def _run_stages(p: Prepared, monitor: Monitor) -> None:
@@ -563,12 +565,13 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
     assert cfg.model_path  # validate() refuses a config without it (config.REQUIRED)
     for message in (*rt.warnings, *p.warnings):
         monitor.warn(message)
-    if cfg.openclaw_env:
-        from ark_trainer.services.openclaw import check_openclaw
+    if cfg.openclaw_env:  # the deploy target's own check before training, when it has one
+        from ark_trainer.services.deploy.targets import get_target
 
-        monitor.event(
-            "openclaw", **check_openclaw(monitor.warn, cfg.output_dir, cfg.model_path, cfg.save_total_limit)
-        )
+        check = getattr(get_target(cfg.deploy_target), "check_before_train", None)
+        if check is not None:
+            found = check(monitor.warn, cfg.output_dir, cfg.model_path, cfg.save_total_limit)
+            monitor.event(cfg.deploy_target, **found)
     log.info(
         "task %s: %s, %d train / %d dev / %d test prompts, device %s",
         cfg.task_name,

@@ -2,27 +2,26 @@
 
 A *stage* trains the model once (RFT, GRPO, ...). A built-in one is a package, ``stages/<name>/``: its
 stage (``stage.py``), its options (``options.py``), where it has them its automatic defaults (``auto.py``)
-and its report section (``report.py``). It registers itself with :func:`register_stage` and implements
-:class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its evaluation ``eval/<name>.json`` and its
-``stage`` in ``events.jsonl``), a ``label`` for people, the flags that set its steps and learning rate, the
-report's plots, and ``run``. A *strategy* is a name mapped to the ordered stages it runs: the strategy
-table, below the config, in :mod:`ark_trainer.base.strategies`. The pipeline, the plan, the report and the
-diagnosis ask this module; none of them names a stage. The runtime (resume, guards, bad steps) asks
-nothing: its callers hand it the stage's name, label and flags. See ``docs/contributing.md`` ("Add a
-stage").
+and its report section (``report.py``). A stage implements :class:`Stage`: a ``name`` (its folder
+``OUT/<name>/``, its evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for
+people, the flags that set its steps and learning rate, the report's plots, and ``run``; its module's plug-in
+hook ``register_stages(register)`` registers it (``register`` is :func:`register_stage`), a built-in's as a
+plug-in's. A *strategy* is a name mapped to the ordered stages it runs: the strategy table, below the
+config, in :mod:`ark_trainer.base.strategies`. The pipeline, the plan, the report and the diagnosis ask this
+module; none of them names a stage. The runtime (resume, guards, bad steps) asks nothing: its callers hand it
+the stage's name, label and flags. See ``docs/contributing.md`` ("Add a stage").
 
 The config sits below the stages and imports none: :func:`config_class` hands it every registered stage's
 options class (built-in and plug-in alike). At run time a stage is handed the shared run flags and an
 instance of its own options class (:class:`StageContext`), never the whole config.
 
-Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
-those of installed plug-ins (``ark_trainer.base.plugins``), on first use.
+Importing this module imports no stage: on first use, :func:`stages` calls the hook of the built-in stage
+modules (``ark_trainer.base.plugins.DEFAULT_PLUGINS``), then of installed plug-ins.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,15 +35,6 @@ if TYPE_CHECKING:
     from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.core.runtime.resume import Progress
     from ark_trainer.rewards.composite import CompositeReward
-
-
-BUILTIN = (  # modules that register the stages above
-    "ark_trainer.stages.rft.stage",
-    "ark_trainer.stages.grpo.stage",
-    "ark_trainer.stages.dpo.stage",
-    "ark_trainer.stages.kto.stage",
-    "ark_trainer.stages.rloo.stage",
-)
 
 
 @dataclass(frozen=True)
@@ -78,7 +68,7 @@ class StageContext:
 
 
 class Stage(Protocol):
-    """The protocol of a training stage (a module-level class decorated with :func:`register_stage`)."""
+    """The protocol of a training stage (a module-level class handed to :func:`register_stage`)."""
 
     name: str  # folder, eval name and events' stage: lower case, no spaces
     label: str  # for people: report columns, plan, logs
@@ -111,9 +101,10 @@ _loaded = False
 
 
 def register_stage(cls: type) -> type:
-    """Class decorator: register one instance of ``cls`` under ``cls.name``; a second one is refused."""
+    """Register one instance of ``cls`` under ``cls.name`` (the ``register`` of the ``register_stages``
+    hook); a name already registered is refused."""
     stage = cls()
-    if stage.name in _STAGES:
+    if stage.name in stages():
         raise ValueError(f"a stage named {stage.name!r} is already registered; pick another name")
     _check_options(stage)
     _STAGES[stage.name] = stage
@@ -147,12 +138,10 @@ def _same_flag(a: dataclasses.Field, b: dataclasses.Field) -> bool:
 
 
 def stages() -> dict[str, Stage]:
-    """Every registered stage by name (the built-in ones imported on first use)."""
+    """Every registered stage by name: the built-in ones, then installed plug-ins' (registered on first use)."""
     global _loaded
     if not _loaded:
         _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(module)
         from ark_trainer.base.plugins import call_hook
 
         call_hook("register_stages", register_stage)
@@ -179,10 +168,13 @@ def episode_strategies() -> tuple[str, ...]:
 def config_class() -> type[TrainConfig]:
     """The ``train`` config of the registered stages (``config.config_class``): the built-in stages' options
     between the shared flags, a plug-in stage's after them all (``train --help``, ``--config``, ``run.yaml``)."""
+    from ark_trainer.base.plugins import DEFAULT_PLUGINS
     from ark_trainer.core.config import config_class as made_of
 
     modules = {type(s).__module__: getattr(s, "options", None) for s in stages().values()}
-    builtin = tuple(o for m in BUILTIN if (o := modules.get(m)) is not None)  # in BUILTIN's order
+    builtin = tuple(
+        o for m in DEFAULT_PLUGINS if (o := modules.get(m)) is not None
+    )  # in DEFAULT_PLUGINS' order
     plugins = tuple(o for o in stage_options() if o not in builtin)
     return made_of(builtin, plugins, episode_strategies())
 

@@ -30,14 +30,21 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ark_trainer.base.flags import choices_of, help_of
+
 OPTIONS_ATTR = "options_class"
 """The attribute of a built parser naming the dataclass it was generated from (tests check every one)."""
 
 
 def opt(
-    default: Any = None, help: str = "", *, default_factory: Callable[[], Any] | None = None, **meta: Any
+    default: Any = None,
+    help: str | Callable[[], str] = "",
+    *,
+    default_factory: Callable[[], Any] | None = None,
+    **meta: Any,
 ) -> Any:
-    """A dataclass field carrying its flag's help and metadata (see the module docstring)."""
+    """A dataclass field carrying its flag's help and metadata (see the module docstring); ``help`` may be
+    a function, called when the help is shown (a registry's names)."""
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"help": help, **meta})
     return dataclasses.field(default=default, metadata={"help": help, **meta})
@@ -90,7 +97,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def _help(f: dataclasses.Field, show_default: bool) -> str:
-    text = f.metadata.get("help", "")
+    text = help_of(f)
     if show_default and f.default not in (None, dataclasses.MISSING) and not f.metadata.get("cli_only"):
         text += f" (default: {f.default})"
     return text
@@ -115,9 +122,11 @@ def _kwargs(f: dataclasses.Field, kind: type, given_only: bool, show_default: bo
         float,
     ):  # bounded here where it declares a low; else the command checks
         kw["type"] = _number(kind, meta.get("low"))
-    for key in ("nargs", "metavar", *(() if given_only else ("choices",))):  # given_only: the config checks
+    for key in ("nargs", "metavar"):
         if key in meta:
             kw[key] = meta[key]
+    if not given_only and "choices" in meta:  # given_only: the config checks
+        kw["choices"] = choices_of(f)
     if not meta.get("positional"):
         kw.setdefault("metavar", f.name.upper())
         if meta.get("required"):
@@ -193,11 +202,20 @@ def add_command(
     description: str | None = None,
     **build: Any,
 ) -> argparse.ArgumentParser:
-    """A sub-command whose flags are ``options``' fields; ``func`` gets an ``options`` instance."""
+    """A sub-command whose flags are ``options``' fields; ``func`` gets an ``options`` instance (with
+    ``given_only=True``: the dict of the flags given, as raw text, for a command that checks them itself)."""
     parser = sub.add_parser(name, help=help, description=description)
     add_dataclass_args(parser, options, **build)
-    parser.set_defaults(func=lambda namespace: func(parse_into(options, namespace)))
+    if build.get("given_only"):
+        parser.set_defaults(func=lambda namespace: func(given_flags(namespace)))
+    else:
+        parser.set_defaults(func=lambda namespace: func(parse_into(options, namespace)))
     return parser
+
+
+def given_flags(namespace: argparse.Namespace) -> dict[str, Any]:
+    """The flags given on a ``given_only`` command line, as raw text (argparse's own keys dropped)."""
+    return {k: v for k, v in vars(namespace).items() if k not in ("command", "func")}
 
 
 def add_command_group(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 
 
 @dataclass
@@ -19,9 +19,9 @@ class DashboardOptions:
     port: int = opt(8765, "port on 127.0.0.1 (default: 8765; 0 = any free)", low=0)
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "dashboard",
         DashboardOptions,
         _dashboard,

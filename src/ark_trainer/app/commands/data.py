@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, add_command_group, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 
 
@@ -23,12 +23,11 @@ class CollectOptions:
     output: str = opt(None, "the JSONL file to write", required=True, aliases=("-o",))
 
 
-def register(sub) -> None:
-    actions = add_command_group(
-        sub, "data", help="data tools: collect OpenClaw conversations as training JSONL"
-    )
-    add_command(
-        actions, "collect", CollectOptions, _cmd_collect, help="OpenClaw sessions -> scrubbed training JSONL"
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register("data", None, None, help="data tools: collect OpenClaw conversations as training JSONL")
+    register(
+        "data collect", CollectOptions, _cmd_collect, help="OpenClaw sessions -> scrubbed training JSONL"
     )
 
 

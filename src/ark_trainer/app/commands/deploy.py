@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
+from ark_trainer.base.run_options import DEFAULT_DEPLOY_TARGET, deploy_targets
 
 
 @dataclass
@@ -46,13 +47,17 @@ class DeployOptions:
         0, "characters of OpenClaw's system prompt shown to a bare-prompt model (default none)", low=0
     )
     target: str = opt(
-        "openclaw", "the client to hand the model to (deploy targets: ark_trainer/services/deploy/targets.py)"
+        DEFAULT_DEPLOY_TARGET,
+        lambda: (
+            f"the client to hand the model to: a registered deploy target, {' or '.join(deploy_targets())} "
+            f"(default: {DEFAULT_DEPLOY_TARGET})"
+        ),
     )
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "deploy",
         DeployOptions,
         _cmd_deploy,

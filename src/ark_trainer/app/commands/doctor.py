@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 
 
 @dataclass
@@ -20,9 +20,9 @@ class DoctorOptions:
     save_total_limit: int = opt(2, "checkpoints kept per stage (default: 2)", low=0)
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "doctor",
         DoctorOptions,
         _cmd_doctor,

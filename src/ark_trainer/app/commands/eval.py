@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 
 
@@ -40,9 +40,9 @@ class EvalOptions:
     )
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "eval",
         EvalOptions,
         _cmd_eval,

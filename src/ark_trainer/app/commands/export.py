@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import read_json
 from ark_trainer.core.runfolder import EXPORT_RECORD, RunFolder
@@ -49,9 +49,9 @@ class ExportOptions:
     )
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "export",
         ExportOptions,
         _cmd_export,

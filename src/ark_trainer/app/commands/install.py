@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 from ark_trainer.core.runtime.ticker import ticking
 
@@ -36,9 +36,9 @@ class InstallOptions:
     torch_index: str = opt(DEFAULT_TORCH_INDEX, "pip index of the CUDA torch build")
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "install",
         InstallOptions,
         _cmd_install,

@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_dataclass_args, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.ranges import Range
 from ark_trainer.core.config import TrainConfig, coerce, parse_bool, train_groups
@@ -70,15 +70,18 @@ def loop_options() -> type[TrainConfig]:
     return dataclass(frozen=True)(cls)
 
 
-def register(sub) -> None:
-    parser = sub.add_parser(
-        "loop", help="serve, record, train rounds in the background, promote only what passes the gate"
-    )
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds ``loop``: its flags given reach it as raw text."""
     from ark_trainer.stages.registry import config_class
 
-    groups = {**train_groups(config_class()), LOOP_GROUP: tuple(LOOP_FIELDS)}
-    add_dataclass_args(parser, loop_options(), groups=groups, given_only=True)
-    parser.set_defaults(func=_cmd_loop)
+    register(
+        "loop",
+        loop_options(),
+        _cmd_loop,
+        help="serve, record, train rounds in the background, promote only what passes the gate",
+        groups={**train_groups(config_class()), LOOP_GROUP: tuple(LOOP_FIELDS)},
+        given_only=True,
+    )
 
 
 def _loop_values(given: dict) -> dict:
@@ -124,8 +127,7 @@ def check_loop_options(opts: dict) -> None:
         check_port_range(opts["port"])
 
 
-def _cmd_loop(namespace) -> int:
-    given = {k: v for k, v in vars(namespace).items() if k not in ("command", "func")}
+def _cmd_loop(given: dict) -> int:
     opts = _loop_values(given)
     check_loop_options(opts)
     flags = {k: coerce(loop_options(), k, v, f"--{k}") for k, v in given.items() if k not in LOOP_FIELDS}

@@ -19,7 +19,7 @@ import json
 import sys
 from dataclasses import dataclass
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 
 
@@ -44,17 +44,15 @@ class RunOptions(PlanOptions):
     yes: bool = opt(False, "start without asking", switch=True, aliases=("-y",))
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's commands."""
+    register(
         "plan",
         PlanOptions,
         cmd_plan,
         help='turn a request ("RFT+GRPO on my QC agent, 1000 steps") into a run config',
     )
-    add_command(
-        sub, "run", RunOptions, cmd_run, help="plan a request, show it, confirm (or --yes), and train"
-    )
+    register("run", RunOptions, cmd_run, help="plan a request, show it, confirm (or --yes), and train")
 
 
 def _plan(args: PlanOptions):

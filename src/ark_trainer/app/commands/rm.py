@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ark_trainer.app.commands.args import add_command, add_command_group, opt
+from ark_trainer.app.commands.args import opt
 
 
 @dataclass
@@ -35,16 +35,17 @@ class RMTrainOptions:
     )
 
 
-def register(sub) -> None:
-    actions = add_command_group(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "rm",
+        None,
+        None,
         help="reward models: 'rm train' on chosen/rejected pairs (e.g. rft_pairs.jsonl)",
         metavar="SUBCOMMAND",
     )
-    add_command(
-        actions,
-        "train",
+    register(
+        "rm train",
         RMTrainOptions,
         _train,
         help="train a Bradley-Terry reward model with TRL's RewardTrainer; report held-out pair accuracy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ark_trainer.app.commands.args import add_command, opt
+from ark_trainer.app.commands.args import opt
 
 MAX_TEMPERATURE = 100.0  # far past any useful sampling; inf and nan are refused
 
@@ -32,9 +32,9 @@ class ScoreOptions:
     json: bool = opt(False, "print the summary as JSON", switch=True)
 
 
-def register(sub) -> None:
-    add_command(
-        sub,
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register(
         "score",
         ScoreOptions,
         _score,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.app.commands.args import add_command, add_command_group, opt
+from ark_trainer.app.commands.args import opt
 from ark_trainer.base.errors import UserError
 
 
@@ -21,13 +21,11 @@ class SkillInstallOptions:
     force: bool = opt(False, "replace a SKILL.md that differs", switch=True)
 
 
-def register(sub) -> None:
-    actions = add_command_group(
-        sub, "skill", help="the OpenClaw skill that teaches an agent to drive ark-trainer"
-    )
-    add_command(
-        actions,
-        "install",
+def register_commands(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds this module's command."""
+    register("skill", None, None, help="the OpenClaw skill that teaches an agent to drive ark-trainer")
+    register(
+        "skill install",
         SkillInstallOptions,
         _cmd_install,
         help="copy SKILL.md where OpenClaw looks for skills",

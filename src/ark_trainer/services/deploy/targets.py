@@ -1,16 +1,19 @@
 """Deploy targets: the clients a served model can be handed to. OpenClaw is one; a new one is a module.
 
-A target is a module (or object) with the functions of :class:`DeployTarget`; it is registered by
-name in :data:`TARGETS` as a module path, imported only when used. The serving itself (the OpenAI-compatible
+A target is a module (or object) with the functions of :class:`DeployTarget`; a plug-in's hook
+``register_deploy_targets(register)`` registers it by name, as a module path (imported only when used) or as
+the target itself. The serving itself (the OpenAI-compatible
 server, its key and gate, start/health/stop) is shared: :mod:`ark_trainer.services.deploy.process`. What a target
 adds is how its client is pointed at the server and pointed back: for OpenClaw, a validated config patch
 with a byte-for-byte rollback and a crash-safe record (:mod:`ark_trainer.services.openclaw.deploy`).
 
 To add a target ``foo``: write ``ark_trainer/foo/deploy.py`` with these functions (start the server with
-``deploy.process.start_server``, keep a record so ``rollback`` works after a crash at any point), add
-``"foo": "ark_trainer.foo.deploy"`` here, and ``ark-trainer deploy OUT --target foo`` uses it. An installed
-package adds one with no edit here, from its plug-in's ``register_deploy_targets(register)`` hook
-(``ark_trainer.base.plugins``), calling ``register("foo", "its_pkg.deploy")`` (or the target object itself).
+``deploy.process.start_server``, keep a record so ``rollback`` works after a crash at any point) and a hook
+``register_deploy_targets(register)`` calling ``register("foo", "ark_trainer.foo.deploy")`` in a light module
+of that package (``ark_trainer/foo/__init__.py``), and list that module in
+``ark_trainer.base.plugins.DEFAULT_PLUGINS``; then ``ark-trainer deploy OUT --target foo``, ``train --deploy_target
+foo`` and ``loop --deploy_target foo`` use it. An installed package adds one the same way, from its plug-in's
+hook, with no edit here (``docs/contributing.md``, "Add a deploy target").
 """
 
 from __future__ import annotations
@@ -85,31 +88,40 @@ class DeployTarget(Protocol):
         """The end-of-run deploy of ``train``: problems are warnings, never a failed run."""
         ...
 
+    # Optional, looked up with getattr by ``train --openclaw_env True``:
+    # ``check_before_train(warn, output_dir, model_path, checkpoints) -> dict``, called before training (problems
+    # are warnings; what it returns is written to events.jsonl as an event named after the target), and
+    # ``evaluate_through(out, log)``, called after a successful end-of-run deploy: the run's held-out set asked
+    # through the deployment, for the report (a UserError or OSError is a warning; the deployment stands).
 
-TARGETS: dict[str, str | DeployTarget] = {"openclaw": "ark_trainer.services.openclaw.deploy"}
-"""Target name → the module that implements :class:`DeployTarget` (imported when used), or the target."""
-_plugins_loaded = False
+
+DEFAULT_TARGET = "openclaw"  # --deploy_target's default
+_TARGETS: dict[str, str | DeployTarget] = {}
+"""Target name → the module that implements :class:`DeployTarget` (imported when used), or the target;
+filled by the ``register_deploy_targets`` hooks on first use."""
+_loaded = False
 
 
 def register_target(name: str, target: str | DeployTarget) -> None:
-    """Add a deploy target (a module path or an object with :class:`DeployTarget`'s functions)."""
-    if name in TARGETS:
+    """Add a deploy target, a module path or an object with :class:`DeployTarget`'s functions (the
+    ``register`` of the ``register_deploy_targets`` hook); a name already registered is refused."""
+    if name in targets():
         raise ValueError(f"a deploy target named {name!r} is already registered; pick another name")
-    TARGETS[name] = target
+    _TARGETS[name] = target
 
 
 def targets() -> dict[str, str | DeployTarget]:
-    """Every deploy target by name: the built-in ones, then installed plug-ins' (added on first use)."""
-    global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
+    """Every deploy target by name: the built-in ones, then installed plug-ins' (registered on first use)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
         from ark_trainer.base.plugins import call_hook
 
         call_hook("register_deploy_targets", register_target)
-    return TARGETS
+    return _TARGETS
 
 
-def get_target(name: str = "openclaw") -> DeployTarget:
+def get_target(name: str = DEFAULT_TARGET) -> DeployTarget:
     """The target registered as ``name``; an unknown name is a one-line error listing the known ones."""
     known = targets()
     if name not in known:

@@ -78,13 +78,13 @@ def _through_supervisor(folder: Path, n: int, pid: int, started: str | None, tim
 def stop_loop(folder: Path) -> str:
     """``loop --stop``: SIGTERM the supervisor (it stops a round in training), stop the model server."""
     from ark_trainer.services.deploy.targets import get_target
-    from ark_trainer.services.loop.serving import TARGET
+    from ark_trainer.services.loop.serving import target_of
 
-    stop = get_target(TARGET).stop
     folder = Path(folder).resolve()
     state = load_state(folder)
     if state is None:
         raise UserError(f"loop --stop: {folder} is not a loop folder (no state.json)")
+    stop = get_target(target_of(state)).stop
     pid = state.get("supervisor_pid")
     said = []
     if pid and same_process(pid, state.get("supervisor_started")):  # never a process that reused its pid

@@ -17,14 +17,15 @@ def status_lines(loop: Path, state: dict) -> list[str]:
     """What ``ark-trainer status LOOP`` prints: serving round, turns, the round in training, history."""
     from ark_trainer.core.runtime.system import same_process
     from ark_trainer.services.deploy.record import read_turns
-    from ark_trainer.services.loop.serving import TURNS, deployment_alive
+    from ark_trainer.services.loop.serving import TURNS, deployment_alive, target_of
 
     recorded = read_turns(Path(loop) / TURNS)
     turns = len(recorded)
     sup = state.get("supervisor_pid")
     training = state.get("training")
+    alive = deployment_alive(loop, target_of(state))
     lines = [
-        f"loop {loop}: serving round {state['serving']} (server {'healthy' if deployment_alive(loop) else 'down'})",
+        f"loop {loop}: serving round {state['serving']} (server {'healthy' if alive else 'down'})",
         f"supervisor: {'running, pid ' + str(sup) if same_process(sup, state.get('supervisor_started')) else 'not running'}",
         f"turns recorded: {turns} ({turns - state['turns_used']} not yet in a round)",
         "training: "

@@ -30,12 +30,17 @@ def point_model(loop: Path, model: Path) -> None:
     os.replace(tmp, link)
 
 
-TARGET = "openclaw"
-"""The deploy target the loop serves through (:mod:`ark_trainer.services.deploy.targets`): the agent whose turns it
-learns from is an OpenClaw agent."""
+def target_of(state: dict) -> str:
+    """The deploy target the loop serves through (:mod:`ark_trainer.services.deploy.targets`): the ``--deploy_target``
+    of the train flags it started with (default ``openclaw``: the agent whose turns it learns from is an
+    OpenClaw agent)."""
+    from ark_trainer.base.run_options import DEFAULT_DEPLOY_TARGET
+
+    flags = (state.get("settings") or {}).get("train_flags") or {}
+    return str(flags.get("deploy_target") or DEFAULT_DEPLOY_TARGET)
 
 
-def deployment_alive(loop: Path, target: str = TARGET) -> bool:
+def deployment_alive(loop: Path, target: str) -> bool:
     from ark_trainer.services.deploy.targets import get_target
 
     try:
@@ -45,7 +50,7 @@ def deployment_alive(loop: Path, target: str = TARGET) -> bool:
 
 
 def serve(
-    loop: Path, round_id: int, port: int | None, agent: str | None, log=print, target: str = TARGET,
+    loop: Path, round_id: int, port: int | None, agent: str | None, target: str, log=print,
     reply_tokens: int | None = None,
 ) -> None:  # fmt: skip
     """Serve ``LOOP/model`` as ``round_id``: a fresh deploy (recording on), or a swap of the running server."""

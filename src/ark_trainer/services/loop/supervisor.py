@@ -111,6 +111,14 @@ class Loop:
                 raise
         else:
             self.log(f"loop: resuming {self.dir} (serving round {state['serving']})")
+            given = self.flags.get("deploy_target")
+            if given is not None and given != serving.target_of(
+                state
+            ):  # its deployment is the first target's
+                raise UserError(
+                    f"loop: --deploy_target: {self.dir} serves through {serving.target_of(state)}; leave the flag "
+                    "out to resume it, or start a new loop folder for another target"
+                )
             self.flags = {**state["settings"].get("train_flags", {}), **self.flags}
             self.state = state
             self._build_reward()
@@ -122,8 +130,8 @@ class Loop:
         state["supervisor_pid"], state["supervisor_started"] = os.getpid(), process_start(os.getpid())
         self.save()
         serving.point_model(self.dir, model_of(self.dir, state, state["serving"]))
-        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, log=self.log,
-                      reply_tokens=state.get("reply_tokens"))  # fmt: skip
+        serving.serve(self.dir, state["serving"], self.s.port, self.s.agent, serving.target_of(state),
+                      log=self.log, reply_tokens=state.get("reply_tokens"))  # fmt: skip
 
     def _freeze_heldout(self) -> None:
         """``LOOP/heldout.jsonl``, fixed for the loop's life: --eval_dataset, else the first --heldout_size
@@ -429,12 +437,12 @@ class Loop:
         before = self.state["serving"]
         serving.point_model(self.dir, model_of(self.dir, self.state, n))
         try:
-            serving.serve(self.dir, n, self.s.port, self.s.agent, log=self.log,
-                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
+            serving.serve(self.dir, n, self.s.port, self.s.agent, serving.target_of(self.state),
+                          log=self.log, reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
         except Exception:
             serving.point_model(self.dir, model_of(self.dir, self.state, before))
-            serving.serve(self.dir, before, self.s.port, self.s.agent, log=self.log,
-                          reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
+            serving.serve(self.dir, before, self.s.port, self.s.agent, serving.target_of(self.state),
+                          log=self.log, reply_tokens=self.state.get("reply_tokens"))  # fmt: skip
             raise
         self.state["serving"] = n
         self.state["events"].append({"at": now(), "event": event, "round": n, "from": before})

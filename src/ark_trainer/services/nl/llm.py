@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ark_trainer.base.errors import UserError
+from ark_trainer.base.flags import help_of
 from ark_trainer.core.config import coerce, field_types
 from ark_trainer.stages.registry import config_class
 
@@ -54,9 +55,7 @@ def schema_text() -> str:
     for f in fields(config_class()):
         if f.metadata.get("cli_only") or f.name not in allowed:
             continue
-        lines.append(
-            f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {f.metadata.get('help', '')}"
-        )
+        lines.append(f"- {f.name} ({types[f.name].__name__}, default {f.default!r}): {help_of(f)}")
     return "\n".join(lines)
 
 

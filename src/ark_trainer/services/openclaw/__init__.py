@@ -1,9 +1,10 @@
 """OpenClaw integration: environment checks (doctor), deploy/rollback, trajectory collection, the skill.
 
-Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``deploy`` (the OpenClaw deploy target: serve
-OUT/model through :mod:`ark_trainer.services.deploy` and register it in OpenClaw's config, with rollback),
-``config_edit``, ``skill/``. Collecting sessions as training JSONL is data code: :mod:`ark_trainer.data.collect`
-and :mod:`ark_trainer.data.scrub`.
+Modules: ``cli`` (find and run the ``openclaw`` CLI), ``doctor``, ``target`` (the OpenClaw deploy target),
+``deploy`` (its work: serve OUT/model through :mod:`ark_trainer.services.deploy` and register it in OpenClaw's config,
+with rollback), ``config_edit``, ``skill/``. Collecting sessions as training JSONL is data code: :mod:`ark_trainer.data.collect`
+and :mod:`ark_trainer.data.scrub`. This module is a default plug-in (``ark_trainer.base.plugins.DEFAULT_PLUGINS``):
+its hook registers the ``openclaw`` deploy target (``target.py``), imported only when used.
 """
 
 from __future__ import annotations
@@ -32,3 +33,8 @@ def check_openclaw(
         "version": cli.detail.split(" at ")[0] if found else None,
         "checks": {c.name: c.status for c in checks},
     }
+
+
+def register_deploy_targets(register: Callable) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers the OpenClaw deploy target."""
+    register("openclaw", "ark_trainer.services.openclaw.target")

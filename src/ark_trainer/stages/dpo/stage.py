@@ -13,12 +13,13 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.base.strategies import Strategy
 from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.dpo.options import DPOOptions, dpo_losses
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
     from ark_trainer.stages.plan import PlanStage
@@ -51,7 +52,6 @@ def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     return final_dir
 
 
-@register_stage
 class DPOStage:
     """Pairs (the data's or sampled) → TRL's DPOTrainer, from the previous stage's model or the base model."""
 
@@ -80,3 +80,30 @@ class DPOStage:
     def report_blocks(self, run) -> list:
         """The report's "DPO pairs" section: where the pairs came from and what was dropped."""
         return stats_blocks(run, "dpo_pairs", "DPO pairs")
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
+    register(DPOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategies ending with DPO."""
+    register(
+        "DPO",
+        Strategy(
+            ("dpo",),
+            "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
+            "sampled answer); no reward in the training loop, cheap and stable",
+            ("only dpo", "dpo only"),
+        ),
+    )
+    register(
+        "RFT+DPO",
+        Strategy(
+            ("rft", "dpo"),
+            "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
+            "RFT model",
+            ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
+        ),
+    )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.base.strategies import Strategy
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.metrics import flat_group_share
 from ark_trainer.core.models.loading import load_tokenizer
@@ -43,7 +44,7 @@ from ark_trainer.stages.grpo.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.grpo.options import GRPOOptions
 from ark_trainer.stages.grpo.report import ZERO_STD_LIMIT
 from ark_trainer.stages.grpo.shared_prefix import shared_prefix_trainer
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
     from ark_trainer.base.run_options import RunFlags
@@ -235,7 +236,6 @@ def warn_if_no_signal(monitor: Monitor, history: list[dict]) -> None:
         )
 
 
-@register_stage
 class GRPOStage:
     """GRPO with TRL's GRPOTrainer, from the previous stage's model (or the base model)."""
 
@@ -280,3 +280,31 @@ class GRPOStage:
     def report_warnings(self, run) -> list[str]:
         """The report's warnings about this stage (``report.py``)."""
         return report.warnings(run)
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
+    register(GRPOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategies ending with GRPO."""
+    register(
+        "RFT+GRPO",
+        Strategy(
+            ("rft", "grpo"),
+            "two steps: RFT first calibrates the model's preferences on reward-selected answers, then GRPO "
+            "optimises the task reward from there (stable, precise alignment; the choice for customer-service "
+            "QC)",
+            ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
+        ),
+    )
+    register(
+        "GRPO",
+        Strategy(
+            ("grpo",),
+            "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
+            "are already good)",
+            ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
+        ),
+    )

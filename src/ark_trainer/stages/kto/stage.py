@@ -17,12 +17,13 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ark_trainer.base.strategies import Strategy
 from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.kto.options import KTOOptions
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
     from ark_trainer.stages.plan import PlanStage
@@ -70,7 +71,6 @@ def train_kto(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict
     return final_dir
 
 
-@register_stage
 class KTOStage:
     """Good/bad answers (thumbs labels or reward-split samples) → TRL's KTOTrainer."""
 
@@ -98,3 +98,21 @@ class KTOStage:
     def report_blocks(self, run) -> list:
         """The report's "KTO examples" section: where they came from, how many good and bad."""
         return stats_blocks(run, "kto_examples", "KTO examples")
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
+    register(KTOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategy ending with KTO."""
+    register(
+        "KTO",
+        Strategy(
+            ("kto",),
+            "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
+            "a reward threshold)",
+            ("only kto", "kto only"),
+        ),
+    )

@@ -19,7 +19,7 @@ from ark_trainer.core.runfolder import RunFolder
 from ark_trainer.core.runtime.distributed import ranks
 from ark_trainer.rewards.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 from ark_trainer.stages.rft import report
 from ark_trainer.stages.rft.options import RFTOptions
 
@@ -70,7 +70,6 @@ def train_rft(
     return final_dir
 
 
-@register_stage
 class RFTStage:
     """Sample → score → select → SFT on the best (resume reuses an earlier attempt's scored samples)."""
 
@@ -155,3 +154,8 @@ def _earlier_selection(done) -> list[dict] | None:
 
     path = RunFolder(done.out).data_dir / "rft_scored.jsonl"
     return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
+    register(RFTStage)

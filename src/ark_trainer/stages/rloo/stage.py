@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.base.strategies import Strategy
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.core.models.prompts import is_conversational
@@ -28,7 +29,7 @@ from ark_trainer.stages.common import (
 from ark_trainer.stages.grpo.stage import (
     grpo_rows,  # the prompt plus the reward columns: the same rows as GRPO's
 )
-from ark_trainer.stages.registry import Plot, StageContext, register_stage
+from ark_trainer.stages.registry import Plot, StageContext
 from ark_trainer.stages.rloo import report
 from ark_trainer.stages.rloo.options import RLOOOptions
 
@@ -78,7 +79,6 @@ def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Pat
     return final_dir
 
 
-@register_stage
 class RLOOStage:
     """RLOO with TRL's RLOOTrainer on the GRPO rewards, from the previous stage's model or the base model."""
 
@@ -98,3 +98,20 @@ class RLOOStage:
     def report_blocks(self, run) -> list:
         """The report's "Training health (RLOO)" section (``report.py``)."""
         return report.blocks(run)
+
+
+def register_stages(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that registers this module's stage."""
+    register(RLOOStage)
+
+
+def register_strategies(register) -> None:
+    """The plug-in hook (``ark_trainer.base.plugins``) that adds the strategy ending with RLOO."""
+    register(
+        "RLOO",
+        Strategy(
+            ("rloo",),
+            "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
+            ("only rloo", "rloo only"),
+        ),
+    )

@@ -31,6 +31,8 @@ def register_commands(register):
     from ark_toy_plugin.hello import HelloOptions, hello
 
     register("hello", HelloOptions, hello, help="say hello from the toy plug-in")
+    register("toy", None, None, help="the toy plug-in's commands")  # a command that holds sub-commands
+    register("toy greet", HelloOptions, hello, help="say hello, as a sub-command of toy")
 
 
 def _max_words(entry, name: str):
