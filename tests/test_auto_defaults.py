@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ark_trainer import auto_defaults as ad
-from ark_trainer.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
+from ark_trainer.core import auto_defaults as ad
+from ark_trainer.core.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
 from tests.conftest import save_tiny_qwen
 
 
@@ -47,7 +47,7 @@ def test_lora_only_when_full_fine_tuning_does_not_fit(monkeypatch):
 
 
 def _cfg(tiny, tmp_path, **flags):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
 
     rows = [
         {
@@ -68,8 +68,8 @@ def _cfg(tiny, tmp_path, **flags):
 
 
 def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, monkeypatch):
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     rt = Runtime("cpu", False, False, [])
     cfg, rows = _cfg(tiny, tmp_path)
@@ -95,9 +95,9 @@ def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, 
 
 
 def test_the_toy_preset_on_a_real_model_warns(tiny, tmp_path, monkeypatch):
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     cfg, rows = _cfg(tiny, tmp_path, config=str(demo_config_path()))
     rt = Runtime("cpu", False, False, [])
@@ -153,11 +153,11 @@ def test_demo_base_model_is_checked(tmp_path, capsys):
 
 def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_path):
     """At TRL's rates the demo's reference template left the toy's task accuracy at 27.0% → 27.0%."""
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
-    from ark_trainer.yamlsafe import read_yaml_file
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.base.yamlsafe import read_yaml_file
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     model = save_tiny_qwen(tmp_path / "toy", texts=["结论：违规\n类型：辱骂\n回复：抱歉"])
     rt = Runtime("cpu", False, False, [])
@@ -191,9 +191,9 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
 def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):
     from dataclasses import replace
 
-    from ark_trainer.config import to_yaml
-    from ark_trainer.errors import UserError
-    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import to_yaml
+    from ark_trainer.core.runtime.resume import check_resume
     from ark_trainer.stages.registry import stages
 
     cfg, _ = _cfg(tiny, tmp_path, resume=True)

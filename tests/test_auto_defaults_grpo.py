@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer import auto_defaults as ad
-from ark_trainer.auto_defaults import ModelFacts, grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults
-from ark_trainer.config import TrainConfig
-from ark_trainer.errors import UserError
-from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.options.grpo import GRPOOptions
+from ark_trainer.base.run_options import RunOptions, RunOptionsAfterStages
+from ark_trainer.core import auto_defaults as ad
+from ark_trainer.core.auto_defaults import (
+    ModelFacts,
+    grpo_accumulation,
+    parse_grpo_weights,
+    resolve_grpo_defaults,
+)
+from ark_trainer.core.config import TrainConfig
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.qc import qc_decision_text
-from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.stages.common import warmup_steps
 from ark_trainer.stages.grpo import label_balanced
 
@@ -236,7 +241,7 @@ def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero
 
 
 def test_a_real_model_evaluates_four_times_during_a_stage_long_enough_for_it():
-    from ark_trainer.auto_defaults import grpo_eval_every
+    from ark_trainer.core.auto_defaults import grpo_eval_every
 
     cfg = _cfg()
     assert (

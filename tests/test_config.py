@@ -1,4 +1,4 @@
-"""Tests for ark_trainer.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
+"""Tests for ark_trainer.core.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
 
 Each train flag is declared once, as a field of the frozen TrainConfig; the rest is derived from it.
 """
@@ -13,19 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.cli import build_parser, train_flags
-from ark_trainer.config import (
-    RANGES,
-    TRAIN_GROUPS,
-    TrainConfig,
-    choice_problems,
-    load_yaml_config,
-    normalize_strategy,
-    resolve_config,
-    to_yaml,
-)
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import (
     ANY,
     BIG,
     COUNT,
@@ -37,6 +26,17 @@ from ark_trainer.ranges import (
     SHARE,
     ZERO_OK,
     Range,
+)
+from ark_trainer.cli import build_parser, train_flags
+from ark_trainer.core.config import (
+    RANGES,
+    TRAIN_GROUPS,
+    TrainConfig,
+    choice_problems,
+    load_yaml_config,
+    normalize_strategy,
+    resolve_config,
+    to_yaml,
 )
 from ark_trainer.rewards.composite import preset_path
 
@@ -77,7 +77,7 @@ def messages_of(excinfo: pytest.ExceptionInfo[UserError]) -> str:
 
 def steps(cfg) -> tuple[int, int]:
     """(RFT steps, GRPO steps) as the run's plan resolves them (the config keeps what the user gave)."""
-    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.plan import resolve_plan
 
     plan = resolve_plan(cfg)
     return plan.steps("rft"), plan.steps("grpo")
@@ -259,7 +259,7 @@ def test_num_generations_divides_batch_times_accumulation_where_rloo_batches_the
 def test_grpo_takes_any_batch_size_as_it_accumulates_whole_groups(strategy):
     """A resume with a smaller --batch_size (docs/long-runs.md: resources may change) is not refused: the
     GRPO stage chooses its own accumulation, in whole groups, for the same prompts per step."""
-    from ark_trainer.auto_defaults import grpo_accumulation
+    from ark_trainer.core.auto_defaults import grpo_accumulation
 
     cfg = train("--strategy", strategy, "--batch_size", "2", "--num_generations", "4")
     assert cfg.batch_size == 2
@@ -575,7 +575,7 @@ def test_a_resumed_run_gets_a_new_config_not_a_written_one(tmp_path):
 
 def test_the_learning_rate_flags_are_the_ones_the_stages_read():
     # LoRA's 10x learning rates (config.lora_learning_rates) apply to every stage's flag, found by its range
-    from ark_trainer.config import LEARNING_RATES
+    from ark_trainer.core.config import LEARNING_RATES
     from ark_trainer.stages.registry import stages
 
     assert LEARNING_RATES == (
@@ -585,9 +585,9 @@ def test_the_learning_rate_flags_are_the_ones_the_stages_read():
 
 
 def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
-    from ark_trainer.config import config_class, config_fields, stage_options
-    from ark_trainer.options.grpo import GRPOOptions
-    from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
+    from ark_trainer.base.options.grpo import GRPOOptions
+    from ark_trainer.base.run_options import RunOptions, RunOptionsAfterStages
+    from ark_trainer.core.config import config_class, config_fields, stage_options
     from ark_trainer.stages.registry import stages
 
     built_in = {
@@ -606,8 +606,8 @@ def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
 
 
 def test_the_values_chosen_for_a_run_are_validated_as_given_ones_are():
-    from ark_trainer.config import settle
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import settle
 
     cfg = resolve_config({"model_path": "m", "data_path": "d", "output_dir": "o"})
     assert settle(cfg, {}) is cfg

@@ -91,12 +91,12 @@ def test_find_cycle_sees_a_cycle():
 
 def test_the_package_import_graph_is_acyclic():
     graph = import_graph()
-    assert "ark_trainer.scoring" in graph and len(graph) > 50
+    assert "ark_trainer.rewards.scoring" in graph and len(graph) > 50
     assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
 
 
 def test_no_module_reaches_into_the_rft_stage_for_scoring():
-    """Scoring lives in ``ark_trainer.scoring``; only the stage registry (which loads the built-in stages)
+    """Scoring lives in ``ark_trainer.rewards.scoring``; only the stage registry (which loads the built-in stages)
     imports the RFT stage."""
     users = sorted(
         path.relative_to(SRC).as_posix()
@@ -105,7 +105,12 @@ def test_no_module_reaches_into_the_rft_stage_for_scoring():
     )
     assert users == ["ark_trainer/stages/registry.py"], users
     rft = PACKAGE / "stages" / "rft.py"
-    for banned in ("ark_trainer.evaluate", "ark_trainer.stages.grpo", "def score_completions", "def select("):
+    for banned in (
+        "ark_trainer.stages.evaluate",
+        "ark_trainer.stages.grpo",
+        "def score_completions",
+        "def select(",
+    ):
         assert banned not in rft.read_text(encoding="utf-8")
 
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import yaml
 
-from ark_trainer.auto_defaults import ModelFacts
-from ark_trainer.config import resolve_config
-from ark_trainer.fileio import read_json
-from ark_trainer.runtime.estimate import Timings
+from ark_trainer.base.fileio import read_json
+from ark_trainer.core.auto_defaults import ModelFacts
+from ark_trainer.core.config import resolve_config
+from ark_trainer.core.runtime.estimate import Timings
 
 T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
             completion_tokens=60)  # fmt: skip
 
 
 def _prepared(a: dict, out: Path, *extra: str):
-    from ark_trainer.pipeline import prepare, write_run_files
+    from ark_trainer.services.pipeline import prepare, write_run_files
 
     flags = {
         "model_path": str(a["model"]),
@@ -35,7 +35,7 @@ def _prepared(a: dict, out: Path, *extra: str):
 
 def _as_real_model(monkeypatch) -> None:
     """The tiny test model taken for a real one (the estimate skips toys), measured as ``T``."""
-    import ark_trainer.auto_defaults as auto_defaults
+    import ark_trainer.core.auto_defaults as auto_defaults
     import ark_trainer.stages.estimate as est
 
     monkeypatch.setattr(
@@ -46,7 +46,7 @@ def _as_real_model(monkeypatch) -> None:
 
 def test_a_toy_run_measures_nothing(assets, tmp_path, caplog, monkeypatch):
     import ark_trainer.stages.estimate as est
-    from ark_trainer.pipeline import _estimate
+    from ark_trainer.services.pipeline import _estimate
 
     monkeypatch.setattr(est, "measured", lambda *a: (_ for _ in ()).throw(AssertionError("measured a toy")))
     p = _prepared(assets, tmp_path / "out", "max_train_steps", "4", "time_budget", "1")
@@ -57,7 +57,7 @@ def test_a_toy_run_measures_nothing(assets, tmp_path, caplog, monkeypatch):
 
 
 def test_the_estimate_is_said_and_recorded(assets, tmp_path, caplog, monkeypatch):
-    from ark_trainer.pipeline import _estimate
+    from ark_trainer.services.pipeline import _estimate
 
     p = _prepared(assets, tmp_path / "out", "max_train_steps", "4")
     _as_real_model(monkeypatch)
@@ -73,7 +73,7 @@ def test_the_estimate_is_said_and_recorded(assets, tmp_path, caplog, monkeypatch
 def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
     assets, tmp_path, caplog, monkeypatch
 ):
-    from ark_trainer.pipeline import _estimate
+    from ark_trainer.services.pipeline import _estimate
 
     p = _prepared(assets, tmp_path / "out", "time_budget", "5")  # --max_train_steps left at 1000
     _as_real_model(monkeypatch)
@@ -91,8 +91,8 @@ def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
 def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
     assets, tmp_path, monkeypatch, capsys
 ):
-    from ark_trainer.pipeline import _estimate
-    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.core.runtime.resume import check_resume
+    from ark_trainer.services.pipeline import _estimate
     from ark_trainer.stages.registry import stages
     from tests.conftest import refused
 
@@ -112,7 +112,7 @@ def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
 
 
 def test_explicit_steps_over_the_budget_are_kept_with_a_warning(assets, tmp_path, caplog, monkeypatch):
-    from ark_trainer.pipeline import _estimate
+    from ark_trainer.services.pipeline import _estimate
 
     p = _prepared(assets, tmp_path / "out", "max_train_steps", "300", "time_budget", "1")
     _as_real_model(monkeypatch)
@@ -124,8 +124,8 @@ def test_explicit_steps_over_the_budget_are_kept_with_a_warning(assets, tmp_path
 
 
 def test_measure_on_a_tiny_model(assets):
-    from ark_trainer.models.device import resolve_runtime
-    from ark_trainer.runtime.measure import measure
+    from ark_trainer.core.models.device import resolve_runtime
+    from ark_trainer.core.runtime.measure import measure
 
     rt = resolve_runtime(resolve_config({"model_path": str(assets["model"]), "device": "cpu", "data_path": "d",
                                          "output_dir": "o"}))  # fmt: skip
@@ -149,13 +149,13 @@ def test_status_and_the_dashboard_show_the_time_left(tmp_path, capsys, monkeypat
     (tmp_path / "events.jsonl").write_text(
         json.dumps({"event": "stage_end", "stage": "eval_base", "status": "ok"}) + "\n"
     )
-    from ark_trainer.runtime.system import process_start
+    from ark_trainer.core.runtime.system import process_start
 
     beat = {"state": "running", "stage": "rft", "step": 0, "total": 10, "pid": os.getpid(), "updated_ts": time.time(),
             "interval": 5, "stage_elapsed_seconds": 120, "pid_started": process_start(os.getpid())}  # fmt: skip
     (tmp_path / "heartbeat.json").write_text(json.dumps(beat))
     assert main(["status", str(tmp_path)]) == 0
     assert "expected time left for the whole run: about 8 min" in capsys.readouterr().out
-    from ark_trainer.dashboard.payload import run_summary
+    from ark_trainer.services.dashboard.payload import run_summary
 
     assert run_summary("k", tmp_path)["run_left_seconds"] == 480  # the dashboard's head line shows it too

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ark_trainer.config import TrainConfig, validate
-from ark_trainer.plan import Plan, PlanStage, ProbeChoice, resolve_plan
+from ark_trainer.core.config import TrainConfig, validate
+from ark_trainer.stages.plan import Plan, PlanStage, ProbeChoice, resolve_plan
 
 
 def cfg_of(**values) -> TrainConfig:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.config import field_types
+from ark_trainer.core.config import field_types
 from tests.conftest import refused, train_argv
 from tests.tiny_runs import base
 
@@ -54,7 +54,7 @@ def test_every_numeric_flag_refuses_non_finite_values(assets, tmp_path, capsys, 
 
 def _outside(name: str) -> list[str]:
     """Values just outside the flag's range, below and above."""
-    from ark_trainer.config import range_of
+    from ark_trainer.core.config import range_of
 
     rng, kind = range_of(name), field_types()[name]
     values = []

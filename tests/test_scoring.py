@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ark_trainer.scoring import KEEP_RATE_GUESS, MAX_ROUNDS, next_round, rft_budget
+from ark_trainer.rewards.scoring import KEEP_RATE_GUESS, MAX_ROUNDS, next_round, rft_budget
 
 
 def test_budget_is_steps_times_examples_per_step():
@@ -26,7 +26,7 @@ def test_rounds_start_at_twice_the_need_then_follow_the_measured_keep_rate():
 @pytest.fixture
 def qc_file(tmp_path):
     """800 demo QC rows, each with one candidate: its gold answer (``good``) or a wrong verdict (``bad``)."""
-    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
     from ark_trainer.rewards.qc import format_answer
 
     def make(kind: str):
@@ -42,12 +42,12 @@ def qc_file(tmp_path):
 
 
 def _select(tmp_path, data_path, steps: int, batch: int):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.scoring import sample_and_select
+    from ark_trainer.rewards.scoring import sample_and_select
     from ark_trainer.stages.common import rft_sampling
     from ark_trainer.stages.registry import StageContext
     from tests.conftest import save_tiny_qwen

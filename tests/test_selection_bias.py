@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ark_trainer.final_model import choose
-from ark_trainer.metrics import PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.core.final_model import choose
+from ark_trainer.core.metrics import PASS_RATE, REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.stages import grpo_eval
 
 RUNS, N = 500, 200  # seeded null runs; prompts in each of dev and test

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rollout import start, step
-from ark_trainer.chat.episode import view
-from ark_trainer.errors import UserError
-from ark_trainer.metrics import agent_metrics
+from ark_trainer.base.chat.episode import view
+from ark_trainer.base.errors import UserError
+from ark_trainer.core.metrics import agent_metrics
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rollout import start, step
 from tests.agent.calc_env import ENV_SOURCE, call, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_the_documented_example_loads():
 
 
 def test_env_and_limits_come_from_the_yaml_config_too(tmp_path):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
 
     config = tmp_path / "run.yaml"
     config.write_text(f"env: {SHOP}:make_env\nmax_turns: 3\ntool_timeout: 2.5\n")

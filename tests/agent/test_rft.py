@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rft import candidate_episodes, check_episode_sources
-from ark_trainer.agent.rollout import replay, start, step
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import episode_candidate_problems, load_jsonl
-from ark_trainer.errors import UserError
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rft import candidate_episodes, check_episode_sources
+from ark_trainer.stages.agent.rollout import replay, start, step
 from tests.agent.calc_env import call, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,9 +131,9 @@ def test_a_text_candidate_is_one_assistant_turn():
 
 
 def test_rft_trains_on_the_assistant_turns_only(calc):
-    from ark_trainer.agent.rft import tokenized_episodes
-    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-    from ark_trainer.demo.model import train_tokenizer
+    from ark_trainer.app.demo.model import train_tokenizer
+    from ark_trainer.stages.agent.rft import tokenized_episodes
+    from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 
     tok = train_tokenizer(["add the numbers", call("add", a=2, b=3), "It is 5."], vocab_size=300)
     tok.chat_template = AGENT_CHAT_TEMPLATE

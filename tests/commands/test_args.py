@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from ark_trainer.app.clidoc import _subparsers
+from ark_trainer.app.commands.args import OPTIONS_ATTR, add_command, add_dataclass_args, opt, parse_into
 from ark_trainer.cli import build_parser, main, train_flags
-from ark_trainer.clidoc import _subparsers
-from ark_trainer.commands.args import OPTIONS_ATTR, add_command, add_dataclass_args, opt, parse_into
-from ark_trainer.config import TRAIN_GROUPS, TrainConfig, config_fields
+from ark_trainer.core.config import TRAIN_GROUPS, TrainConfig, config_fields
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.demo.loop_run import Sizes, run_loop_demo
-from ark_trainer.demo.loop_scenario import NEW_KIND, SECRET_PREFIX
-from ark_trainer.deploy.policy import DATE_PREFIX, OPENCLAW_IDENTITY
-from ark_trainer.fileio import read_json, read_jsonl
+from ark_trainer.app.demo.loop_run import Sizes, run_loop_demo
+from ark_trainer.app.demo.loop_scenario import NEW_KIND, SECRET_PREFIX
+from ark_trainer.base.fileio import read_json, read_jsonl
+from ark_trainer.services.deploy.policy import DATE_PREFIX, OPENCLAW_IDENTITY
 from tests.conftest import run_cli
 
 # the base model itself serves (no starting-model training), rounds of a few steps on a few turns

@@ -6,16 +6,16 @@ import random
 
 import pytest
 
+from ark_trainer.app.demo import loop_scenario as sc
+from ark_trainer.app.demo.data import gold_answer
 from ark_trainer.data.split import mde_points, rows_for_mde
-from ark_trainer.demo import loop_scenario as sc
-from ark_trainer.demo.data import gold_answer
-from ark_trainer.loop.feedback import Rules, judge
-from ark_trainer.loop.safety import correction_problem
+from ark_trainer.services.loop.feedback import Rules, judge
+from ark_trainer.services.loop.safety import correction_problem
 
 
 def test_the_starting_rows_lack_the_new_kind_and_the_traffic_carries_it(tmp_path):
     paths = sc.write_scenario_data(tmp_path, seed=0, n_start=200, n_heldout=50, n_pool=60)
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.base.fileio import read_jsonl
 
     start, heldout, pool = (read_jsonl(paths[k]) for k in ("start", "heldout", "pool"))
     assert start and not [r for r in start if r["label"] == sc.NEW_KIND]

@@ -1,6 +1,6 @@
 """The serving policy: what a model is shown of an OpenClaw turn, by the prompt shape it was trained on.
 
-The requests here are the recorded one (``ark_trainer/openclaw/openclaw_turn.json``: a real
+The requests here are the recorded one (``ark_trainer/services/openclaw/openclaw_turn.json``: a real
 ``openclaw agent --local`` turn of the installed OpenClaw, captured at the server), so the rules are
 checked on what OpenClaw really sends.
 """
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ark_trainer.deploy.policy import (
+from ark_trainer.services.deploy.policy import (
     PromptShape,
     apply_policy,
     read_shape,
@@ -20,7 +20,7 @@ from ark_trainer.deploy.policy import (
     unwrap_request,
     write_shape,
 )
-from ark_trainer.openclaw.shape import load_shape, turn_request
+from ark_trainer.services.openclaw.shape import load_shape, turn_request
 
 QUESTION = "What is the capital of France?"
 
@@ -105,7 +105,7 @@ def test_shape_for_a_model_folder(tmp_path):
 
 
 def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
-    from ark_trainer.deploy.policy import reply_budget
+    from ark_trainer.services.deploy.policy import reply_budget
 
     # no record: the data's answers when known, else train's fallback; never a share of the window
     assert reply_budget(tmp_path, 8192) == 64 and reply_budget(tmp_path, 32768) == 64
@@ -116,7 +116,7 @@ def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
 
 
 def test_a_client_asking_more_than_the_trained_reply_is_clamped():
-    from ark_trainer.deploy.serve import reply_limit
+    from ark_trainer.services.deploy.serve import reply_limit
 
     assert reply_limit(4096, 96, room=400) == 96  # OpenClaw's or a client's larger ask: the trained length
     assert reply_limit(40, 96, room=400) == 40  # a smaller ask is kept

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.diagnose import diagnose, to_json
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.stages.diagnose import diagnose, to_json
 
 CONFIG = {
     "grpo_learning_rate": 1e-6, "rloo_learning_rate": 3e-6, "rft_learning_rate": 2e-5, "beta": 0.04,

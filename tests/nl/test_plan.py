@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import parse_weights
 from ark_trainer.cli import build_parser, main, train_flags
-from ark_trainer.config import resolve_config
-from ark_trainer.errors import UserError
-from ark_trainer.nl.parse import batch_for_memory, parse_request
-from ark_trainer.nl.plan import plan_request
-from ark_trainer.ranges import parse_weights
+from ark_trainer.core.config import resolve_config
+from ark_trainer.services.nl.parse import batch_for_memory, parse_request
+from ark_trainer.services.nl.plan import plan_request
 from tests.conftest import refused
 from tests.nl.code_graders import code_grader_spec
 
@@ -90,7 +90,7 @@ def test_plan_runs_no_user_code_even_from_the_users_own_config(assets, tmp_path,
     ["..", ".", "...", ".hidden", "a..b", "x" * 300, "-rf", "客服质检_v2", "名字.txt", "\u202e", "con\x00"],
 )
 def test_a_task_name_becomes_one_safe_folder_name(name):
-    from ark_trainer.nl.plan import safe_folder_name
+    from ark_trainer.services.nl.plan import safe_folder_name
 
     safe = safe_folder_name(name)
     assert safe and "/" not in safe and "\\" not in safe and ".." not in safe
@@ -101,7 +101,7 @@ def test_a_task_name_becomes_one_safe_folder_name(name):
 
 @pytest.mark.parametrize("task", ["..", "...", ".ssh", "..-x", "a" * 300])
 def test_run_never_writes_outside_runs_from_a_parsed_task_name(assets, tmp_path, monkeypatch, task):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     monkeypatch.chdir(tmp_path)
     plan = plan_request(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
@@ -342,15 +342,15 @@ def test_cli_plan_json_and_errors(capsys):
 
 @pytest.fixture
 def qc_data(tmp_path):
-    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.app.demo.data import write_demo_data
 
     train, _ = write_demo_data(tmp_path / "qc", n_train=12, n_eval=4, seed=1)
     return str(train)
 
 
 def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.base.fileio import read_jsonl
+    from ark_trainer.core.config import TrainConfig
     from ark_trainer.rewards.builder import build_reward
 
     plan = plan_request("优化合规性", {"model_path": "m", "data_path": qc_data})

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from ark_trainer.base.external import openclaw_cli as oc
 from ark_trainer.cli import main
-from ark_trainer.external import openclaw_cli as oc
 
 
 def _doctor(capsys) -> tuple[int, dict]:
@@ -52,7 +52,7 @@ def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_hom
 def test_doctor_sizes_the_disk_need_from_the_model(tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from ark_trainer.openclaw import doctor
+    from ark_trainer.services.openclaw import doctor
 
     model = tmp_path / "m"
     model.mkdir()
@@ -68,7 +68,7 @@ def test_doctor_sizes_the_disk_need_from_the_model(tmp_path, monkeypatch):
 
 
 def test_doctor_names_the_cli_a_user_can_run_when_it_is_not_on_path(tmp_path, monkeypatch):
-    from ark_trainer.openclaw import doctor
+    from ark_trainer.services.openclaw import doctor
 
     installed = tmp_path / "tools" / "bin" / "openclaw"
     installed.parent.mkdir(parents=True)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ark_trainer.openclaw.parity import gap
+from ark_trainer.services.openclaw.parity import gap
 
 
 def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report.parity import parity_blocks, parity_files
-    from ark_trainer.report.render import Table, to_markdown
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.stages.report.parity import parity_blocks, parity_files
+    from ark_trainer.stages.report.render import Table, to_markdown
 
     bare = {"n": 2, "task_accuracy": 1.0, "pass_rate": 1.0, "reward_mean": 0.9}
     result = {**bare, "name": "grpo-openclaw", "bare": bare, "gap": gap(bare, bare)}
@@ -24,9 +24,9 @@ def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
 
 
 def test_the_gap_is_paired_with_the_stages_own_answers(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report.parity import parity_blocks
-    from ark_trainer.report.render import to_markdown
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.stages.report.parity import parity_blocks
+    from ark_trainer.stages.report.render import to_markdown
 
     def answers(right: int, n: int) -> list[dict]:
         return [{"completion": "", "reward": float(i < right), "outcomes": {"task_accuracy": float(i < right)}}

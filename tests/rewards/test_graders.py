@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_jsonl
 from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
@@ -394,10 +394,10 @@ def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(tmp_path):
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.rewards.guards import attach_monitor
-    from ark_trainer.runtime.monitor import Monitor
 
     cfg = TrainConfig(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)
     reward = build_reward(cfg, [], "cpu")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.config import resolve_config, to_yaml
-from ark_trainer.plan import resolve_plan
-from ark_trainer.runfolder import RunFolder
-from ark_trainer.runtime.resume import MARKER, TRAINER_STATE
+from ark_trainer.core.config import resolve_config, to_yaml
+from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.core.runtime.resume import MARKER, TRAINER_STATE
+from ark_trainer.stages.plan import resolve_plan
 from tests.commands.refusals import refused
 from tests.tiny_runs import assets  # noqa: F401 - the module fixture is reused
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from tests.conftest import tiny_qc_assets
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import resolve_config
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.core.config import resolve_config
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer, informative, refill
 from tests.conftest import save_tiny_qwen, tiny_qc_assets
 
@@ -144,8 +144,8 @@ def test_a_grpo_run_with_dynamic_sampling_logs_its_rounds(tmp_path):
 
 
 def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_path):
-    from ark_trainer.diagnose.rundata import RunData
-    from ark_trainer.diagnose.training import check_flat_reward
+    from ark_trainer.stages.diagnose.rundata import RunData
+    from ark_trainer.stages.diagnose.training import check_flat_reward
 
     events = [
         {
@@ -165,8 +165,8 @@ def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_
 
 def test_the_flat_reward_diagnosis_judges_the_groups_dynamic_sampling_trained_on(tmp_path):
     """On the toy demo 64% of the groups first sampled were flat but 77% of those trained on were not: no finding."""
-    from ark_trainer.diagnose.rundata import RunData
-    from ark_trainer.diagnose.training import check_flat_reward
+    from ark_trainer.stages.diagnose.rundata import RunData
+    from ark_trainer.stages.diagnose.training import check_flat_reward
 
     def events(informative: float) -> list[dict]:
         return [

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.config import TrainConfig, validate
-from ark_trainer.plan import resolve_plan
-from ark_trainer.runtime.estimate import Timings, total_seconds
+from ark_trainer.core.config import TrainConfig, validate
+from ark_trainer.core.runtime.estimate import Timings, total_seconds
 from ark_trainer.stages.estimate import (
     RunSize,
     auto_eval_every,
@@ -16,6 +15,7 @@ from ark_trainer.stages.estimate import (
     run_size,
     scalable_stages,
 )
+from ark_trainer.stages.plan import resolve_plan
 
 T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
             completion_tokens=60)  # fmt: skip

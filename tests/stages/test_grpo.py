@@ -34,7 +34,7 @@ def sampled_reward(folder) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.generation import generate
+    from ark_trainer.core.generation import generate
 
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

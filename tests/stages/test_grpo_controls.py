@@ -8,9 +8,9 @@ evaluation equals the base model's answer for answer, and the diagnosis must say
 
 from __future__ import annotations
 
-from ark_trainer.fileio import read_json, read_jsonl
-from ark_trainer.metrics import TASK_ACCURACY
-from ark_trainer.runfolder import RunFolder
+from ark_trainer.base.fileio import read_json, read_jsonl
+from ark_trainer.core.metrics import TASK_ACCURACY
+from ark_trainer.core.runfolder import RunFolder
 
 
 def test_a_grpo_stage_that_cannot_learn_reports_no_test_gain(tmp_path):

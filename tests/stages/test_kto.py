@@ -4,8 +4,8 @@ each a real TRL run on a tiny model. (RLOO: ``test_rloo.py``; the labels themsel
 
 from __future__ import annotations
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from tests.stages.short_runs import changed, event, flags
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import TrainConfig
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
+from ark_trainer.core.config import TrainConfig
 from ark_trainer.stages.probe import data_shape, decide, summarize
 from tests.conftest import save_tiny_qwen
 
@@ -59,8 +59,8 @@ RUN_CONFIG = {
 def assets(tmp_path_factory) -> dict[str, Path]:
     import torch
 
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is faster than two fighting on a busy CPU

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ark_trainer.base.fileio import read_json, read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl
 from tests.stages.short_runs import changed, flags
 
 

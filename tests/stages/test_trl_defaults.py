@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.base.options.grpo import GRPOOptions
 from ark_trainer.stages import trl_defaults
 
 
@@ -31,8 +31,8 @@ def test_each_trl_value_is_trl_s_declared_default_and_each_of_ours_the_flag_s():
 
 
 def test_the_report_s_grpo_section_shows_the_same_rows_as_the_doc():
-    from ark_trainer.report.render import Table
     from ark_trainer.stages.grpo import GRPOStage
+    from ark_trainer.stages.report.render import Table
 
     run = SimpleNamespace(metrics=lambda stage: [{"step": 1, "reward": 0.5}], config={})
     tables = [b for b in GRPOStage().report_blocks(run) if isinstance(b, Table)]

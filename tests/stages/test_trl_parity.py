@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ark_trainer.options.grpo import LOSS_TYPES
+from ark_trainer.base.options.grpo import LOSS_TYPES
 from tests.conftest import save_tiny_qwen
 
 TOLERANCE = 1e-4

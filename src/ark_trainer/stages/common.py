@@ -1,7 +1,7 @@
 """What the training stages share: trainer settings, the settings their helpers read (built here from the
 run's config, so the helpers below the stages never take the whole config), callbacks, the final save, and
 the one helper every stage trains through. Model loading, device and prompts live below, in
-``ark_trainer.models``.
+``ark_trainer.core.models``.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.generation import SamplingSettings
-from ark_trainer.models.device import Runtime
-from ark_trainer.models.loading import model_init_kwargs
-from ark_trainer.scale import VLLMSettings
+from ark_trainer.base.scale import VLLMSettings
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.generation import SamplingSettings
+from ark_trainer.core.models.device import Runtime
+from ark_trainer.core.models.loading import model_init_kwargs
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
     from ark_trainer.stages.registry import StageContext
 
 log = logging.getLogger("ark_trainer")
@@ -52,8 +52,8 @@ class TrainerSettings(Protocol):
 
 def trainer_kwargs(cfg: TrainerSettings, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
-    from ark_trainer.scale import trainer_extras, trainer_model_kwargs
-    from ark_trainer.trackers import trainer_report_to
+    from ark_trainer.base.scale import trainer_extras, trainer_model_kwargs
+    from ark_trainer.base.trackers import trainer_report_to
 
     return {
         "output_dir": str(out_dir),
@@ -181,11 +181,11 @@ def stage_callbacks(
 ) -> list:
     """Trainer callbacks of a stage: progress/metrics to the monitor, Ctrl-C's stop points, checkpoints
     every ``--save_minutes`` too, TensorBoard events to ``--log_dir``."""
-    from ark_trainer.runtime.distributed import ranks
-    from ark_trainer.runtime.monitor import trainer_callback
-    from ark_trainer.runtime.save_timer import save_timer_callback
-    from ark_trainer.runtime.stop_points import stop_callback
-    from ark_trainer.trackers import wants_tensorboard
+    from ark_trainer.base.trackers import wants_tensorboard
+    from ark_trainer.core.runtime.distributed import ranks
+    from ark_trainer.core.runtime.monitor import trainer_callback
+    from ark_trainer.core.runtime.save_timer import save_timer_callback
+    from ark_trainer.core.runtime.stop_points import stop_callback
 
     timer = save_timer_callback(save_minutes)
     callbacks = [trainer_callback(monitor, stage), stop_callback(), *([timer] if timer else [])]
@@ -202,9 +202,9 @@ def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> No
     """Save the trained model (safetensors) and its tokenizer so AutoModelForCausalLM loads them.
 
     A LoRA model is merged into full weights unless ``adapter_only``; under several processes only the
-    main one writes (see ``ark_trainer.export``).
+    main one writes (see ``ark_trainer.core.export``).
     """
-    from ark_trainer.export import export_model
+    from ark_trainer.core.export import export_model
 
     export_model(trainer, tokenizer, dest, adapter_only=adapter_only)
     log.info("saved model to %s", dest)
@@ -228,9 +228,9 @@ def train_and_save(
     finished (its ``state.log_history`` holds what TRL logged).
 
     The stage module passes its own TRL trainer class: it stays the one place that names it."""
-    from ark_trainer.runtime.distributed import check_replicas
-    from ark_trainer.runtime.resume import AttemptSettings, run_trainer
-    from ark_trainer.scale import peft_config
+    from ark_trainer.base.scale import peft_config
+    from ark_trainer.core.runtime.distributed import check_replicas
+    from ark_trainer.core.runtime.resume import AttemptSettings, run_trainer
     from ark_trainer.stages.fused_head import score_labelled_positions_on_cpu
     from ark_trainer.stages.registry import get_stage
 

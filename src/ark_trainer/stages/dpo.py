@@ -13,16 +13,16 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.config import dpo_losses
-from ark_trainer.metrics import PREFERENCE_ALIGNMENT
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.options.dpo import DPOOptions
+from ark_trainer.base.options.dpo import DPOOptions
+from ark_trainer.core.config import dpo_losses
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:

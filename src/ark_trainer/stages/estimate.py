@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ark_trainer.auto_defaults import grpo_accumulation, new_tokens
-from ark_trainer.runtime.estimate import (
+from ark_trainer.core.auto_defaults import grpo_accumulation, new_tokens
+from ark_trainer.core.runtime.estimate import (
     GRPOWork,
     Part,
     Timings,
@@ -104,7 +104,7 @@ def run_parts(
 def scalable_stages(cfg: Any, plan: Any) -> set[str]:
     """The stages whose steps the run did not set explicitly: every stage while ``--max_train_steps`` is at
     its default, except one whose own steps flag was given."""
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.config import TrainConfig
 
     if cfg.max_train_steps != TrainConfig.max_train_steps:
         return set()
@@ -186,7 +186,7 @@ def run_size(train: list[dict], dev: list[dict], test: list[dict], strategy_stag
 def measured(cfg: Any, rt: Any, model_path: str, rows: list[dict]) -> Timings:
     """This machine's timings on the run's model, precision and completion length (``runtime/measure.py``),
     on the first prompts of ``rows`` (held-out ones: nothing is learnt from them)."""
-    from ark_trainer.runtime.measure import MEASURE_PROMPTS, measure
+    from ark_trainer.core.runtime.measure import MEASURE_PROMPTS, measure
 
     prompts = [r["prompt"] for r in rows[:MEASURE_PROMPTS] if "prompt" in r]
     return measure(model_path, rt, prompts, new_tokens(cfg.max_completion_length), cfg.batch_size)
@@ -197,8 +197,8 @@ def auto_eval_every(cfg: Any, extra: dict, model_dir: str) -> EvalEvery | None:
     plan.json's extra keys, whose ``auto_defaults`` say so; ``model_dir``: the base model's HF folder)."""
     if "grpo_eval_steps" not in (extra.get("auto_defaults") or {}):
         return None
-    from ark_trainer.auto_defaults import grpo_eval_every, model_facts
-    from ark_trainer.run_options import RunOptionsAfterStages
+    from ark_trainer.base.run_options import RunOptionsAfterStages
+    from ark_trainer.core.auto_defaults import grpo_eval_every, model_facts
 
     after, facts = cfg.options(RunOptionsAfterStages), model_facts(model_dir)
     return lambda steps: int(grpo_eval_every(after, steps, facts).value)
@@ -212,7 +212,7 @@ def regrown_choices(
     (plan.json) says so."""
     from dataclasses import replace
 
-    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.plan import resolve_plan
 
     chosen: dict[str, Any] = dict(flags)
     auto = extra.setdefault("auto_defaults", {})
@@ -245,10 +245,10 @@ def estimate_run(
     left automatic to ``--time_budget`` (``extra``: plan.json's extra keys, whose ``auto_defaults`` it
     updates; ``splits``: train, dev and test rows). None, and nothing measured, for a toy model (its runs
     take minutes) or an agent run (episodes are not estimated), or when the measurement fails."""
-    from ark_trainer.auto_defaults import model_facts
-    from ark_trainer.config import settle
-    from ark_trainer.plan import resolve_plan
-    from ark_trainer.runtime.estimate import estimate_lines, record
+    from ark_trainer.core.auto_defaults import model_facts
+    from ark_trainer.core.config import settle
+    from ark_trainer.core.runtime.estimate import estimate_lines, record
+    from ark_trainer.stages.plan import resolve_plan
 
     if model_facts(model_dir).toy or cfg.env:
         if cfg.time_budget:

@@ -19,7 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.auto_defaults import (
+from ark_trainer.base.options.grpo import GRPOOptions
+from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.core.auto_defaults import (
     RUN_WEIGHTS,
     data_labels,
     grpo_accumulation,
@@ -28,21 +30,19 @@ from ark_trainer.auto_defaults import (
     parse_grpo_weights,
     row_label,
 )
-from ark_trainer.diagnose.timing import time_generation
-from ark_trainer.metrics import flat_group_share
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational, model_prompt
-from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.core.metrics import flat_group_share
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational, model_prompt
+from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import reward_columns
-from ark_trainer.runtime.monitor import Monitor
-from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
+from ark_trainer.stages.diagnose.timing import time_generation
 from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 from ark_trainer.stages.shared_prefix import shared_prefix_trainer
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def grpo_rows(rows: list[dict], conversational: bool) -> list[dict]:
@@ -164,7 +164,7 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
 
 def _env(ctx: StageContext):
     """The run's environment class and limits under ``--env`` (``agent/env.py``); ``None`` without it."""
-    from ark_trainer.agent.env import env_for
+    from ark_trainer.stages.agent.env import env_for
 
     return env_for(ctx.cfg)
 
@@ -179,7 +179,7 @@ def agent_kwargs(env: tuple | None, tok, funcs: list, weights: list[float]) -> d
     functions receive the instances as ``environments`` (the ``env_reward`` grader reads them). A weight-0
     ``agent_turns`` function makes TRL log the mean assistant turns per episode (``rewards/agent_turns/mean``).
     """
-    from ark_trainer.agent.toolcall import attach_response_parser
+    from ark_trainer.stages.agent.toolcall import attach_response_parser
 
     if env is None:
         return {}
@@ -192,7 +192,7 @@ def agent_kwargs(env: tuple | None, tok, funcs: list, weights: list[float]) -> d
 
 def agent_turns(prompts: list, completions: list, **columns) -> list[float]:
     """Assistant turns of each episode (a metric: weight 0)."""
-    from ark_trainer.chat.episode import view
+    from ark_trainer.base.chat.episode import view
 
     return [float(view(c).turns) for c in completions]
 
@@ -201,7 +201,7 @@ def _with_best_policy(trainer, ctx: StageContext, tok, model_in: str, eval_steps
     """``trainer`` evaluating itself every ``eval_steps`` (``--grpo_eval_steps``) with answers of up to
     ``max_new_tokens`` and ending on its best step (``stages/grpo_eval.py``); as it is where that is off (0:
     also when episodes are played) or there is no held-out set."""
-    from ark_trainer.runfolder import RunFolder
+    from ark_trainer.core.runfolder import RunFolder
     from ark_trainer.stages.grpo_eval import best_policy_callback
 
     if eval_steps and ctx.held_out:  # the dev split: the step is chosen on prompts no report shows
@@ -215,7 +215,7 @@ def _with_best_policy(trainer, ctx: StageContext, tok, model_in: str, eval_steps
 
 
 def _timed(trainer):
-    """``trainer`` with ``generation_time`` logged next to ``step_time`` (ark_trainer/diagnose/timing.py)."""
+    """``trainer`` with ``generation_time`` logged next to ``step_time`` (ark_trainer/stages/diagnose/timing.py)."""
     time_generation(trainer)
     return trainer
 
@@ -259,8 +259,8 @@ class GRPOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (GRPO)" section: last and mean of each health metric TRL logged."""
-        from ark_trainer.report import mean, num, short
-        from ark_trainer.report.render import Heading, Para, Table
+        from ark_trainer.stages.report import mean, num, short
+        from ark_trainer.stages.report.render import Heading, Para, Table
 
         logs = run.metrics(self.name)
         if not logs:
@@ -288,7 +288,7 @@ class GRPOStage:
         return "--dynamic_sampling_rounds 2 (DAPO: flat groups replaced by freshly sampled ones)"
 
     def report_warnings(self, run) -> list[str]:
-        from ark_trainer.report import mean
+        from ark_trainer.stages.report import mean
 
         share = mean([flat_group_share(log) for log in run.metrics(self.name)])
         if share is None or share < ZERO_STD_LIMIT:
@@ -303,8 +303,8 @@ class GRPOStage:
 
 def trl_differences() -> list:
     """The report's "Defaults that differ from TRL" (``trl_defaults.py``: the table docs/real-models.md holds)."""
-    from ark_trainer.report.render import Heading, Table
     from ark_trainer.stages import trl_defaults
+    from ark_trainer.stages.report.render import Heading, Table
 
     return [Heading("Defaults that differ from TRL (GRPO)"), Table(trl_defaults.HEADER, trl_defaults.rows())]
 

@@ -43,10 +43,10 @@ def held_out_score(
     """(metric name, value) of ``model`` greedy-decoding ``rows`` within ``max_new_tokens``."""
     import torch
 
-    from ark_trainer.generation import generate
-    from ark_trainer.metrics import TASK_ACCURACY, compute_metrics
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.metrics import TASK_ACCURACY, compute_metrics
     from ark_trainer.rewards.composite import TOTAL
-    from ark_trainer.scoring import metric_scores
+    from ark_trainer.rewards.scoring import metric_scores
 
     was_training = model.training
     model.eval()
@@ -97,7 +97,7 @@ class StepRecord:
 
     def load(self) -> BestPolicy | None:
         """The best step an earlier attempt recorded, where it was measured alike and its weights are kept."""
-        from ark_trainer.runfolder import read_mapping
+        from ark_trainer.core.runfolder import read_mapping
 
         data = read_mapping(self.path)
         if not data:
@@ -111,8 +111,8 @@ class StepRecord:
         return BestPolicy(step, float(value), None, [(step, float(value))])
 
     def save(self, best: BestPolicy) -> None:
-        from ark_trainer.fileio import write_json
-        from ark_trainer.runtime.distributed import ranks
+        from ark_trainer.base.fileio import write_json
+        from ark_trainer.core.runtime.distributed import ranks
 
         if not ranks().is_main:
             return

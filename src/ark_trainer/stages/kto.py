@@ -17,15 +17,15 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.metrics import PREFERENCE_ALIGNMENT
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.options.kto import KTOOptions
+from ark_trainer.base.options.kto import KTOOptions
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def class_weights(n_desirable: int, n_undesirable: int) -> tuple[float, float]:

@@ -19,12 +19,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ark_trainer.fileio import read_jsonl, write_jsonl
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational, model_prompt
-from ark_trainer.runfolder import RunFolder
-from ark_trainer.runtime.distributed import ranks
-from ark_trainer.scoring import ANSWER_COLUMNS, sample_and_score
+from ark_trainer.base.fileio import read_jsonl, write_jsonl
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational, model_prompt
+from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.core.runtime.distributed import ranks
+from ark_trainer.rewards.scoring import ANSWER_COLUMNS, sample_and_score
 from ark_trainer.stages.common import rft_sampling
 from ark_trainer.stages.registry import StageContext
 
@@ -192,8 +192,8 @@ def _record(ctx: StageContext, event: str, rows: list[dict], stats: dict[str, An
 
 def stats_blocks(run, event: str, title: str) -> list:
     """A stage's report section from its last ``event`` (nothing when the stage did not run)."""
-    from ark_trainer.report import short
-    from ark_trainer.report.render import Heading, Table
+    from ark_trainer.stages.report import short
+    from ark_trainer.stages.report.render import Heading, Table
 
     events = run.of(event)
     if not events:

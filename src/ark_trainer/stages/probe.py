@@ -28,12 +28,12 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
-from ark_trainer.generation import GEN_SEQUENCES, generate
-from ark_trainer.models.device import Runtime
-from ark_trainer.models.loading import load_policy
+from ark_trainer.base.strategies import AUTO_CHOICES
+from ark_trainer.core.generation import GEN_SEQUENCES, generate
+from ark_trainer.core.models.device import Runtime
+from ark_trainer.core.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.scoring import score_completions
-from ark_trainer.strategies import AUTO_CHOICES
+from ark_trainer.rewards.scoring import score_completions
 
 
 @dataclass

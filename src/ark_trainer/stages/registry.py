@@ -4,13 +4,13 @@ A *stage* is one module that trains the model once (RFT, GRPO, ...). It register
 :func:`register_stage` and implements :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its
 evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
 that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
-ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.strategies`. The
+ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.base.strategies`. The
 pipeline, the plan, the report and the diagnosis ask this module; none of them names a stage. The runtime
 (resume, guards, bad steps) asks nothing: its callers hand it the stage's name, label and flags. See
 ``docs/contributing.md`` ("Add a stage").
 
 Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
-those of installed plug-ins (``ark_trainer.plugins``), on first use.
+those of installed plug-ins (``ark_trainer.base.plugins``), on first use.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ark_trainer.strategies import PlanStage, strategy_table
+from ark_trainer.base.strategies import PlanStage, strategy_table
 
 if TYPE_CHECKING:
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.models.device import Runtime
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.resume import Progress
     from ark_trainer.rewards.composite import CompositeReward
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.resume import Progress
 
 
 BUILTIN = (  # modules that register the stages above
@@ -77,7 +77,7 @@ class Stage(Protocol):
     lr_flag: str  # the TrainConfig field giving its learning rate
     plots: tuple[Plot, ...]
 
-    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.flags.flag` fields: the stage's own
+    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.base.flags.flag` fields: the stage's own
     # flags, in ``train --help`` and ``run.yaml``; read with ``ctx.cfg.options(TheOptions)``),
     # ``plays_episodes`` (True: it trains whole agent episodes under ``--env``; default False),
     # ``headline_metric`` (str: the report's headline compares it with the base model),
@@ -114,7 +114,7 @@ def _check_options(stage: Stage) -> None:
     params = getattr(options, "__dataclass_params__", None)  # a dataclass's (frozen or not)
     if not isinstance(options, type) or params is None or not params.frozen:
         raise ValueError(f"stage {stage.name!r}: its options must be a frozen dataclass of flag() fields")
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.config import TrainConfig
 
     if issubclass(TrainConfig, options):  # a built-in stage's: TrainConfig is made of them
         return
@@ -132,7 +132,7 @@ def stages() -> dict[str, Stage]:
         _loaded = True
         for module in BUILTIN:
             importlib.import_module(module)
-        from ark_trainer.plugins import call_hook
+        from ark_trainer.base.plugins import call_hook
 
         call_hook("register_stages", register_stage)
     return _STAGES

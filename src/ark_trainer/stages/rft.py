@@ -1,6 +1,6 @@
 """RFT (reward fine-tuning): supervised fine-tune on the reward-selected answers.
 
-The answers are sampled, scored and selected by :func:`ark_trainer.scoring.sample_and_select` (best at or
+The answers are sampled, scored and selected by :func:`ark_trainer.rewards.scoring.sample_and_select` (best at or
 above ``--rft_min_reward`` per prompt, written to ``OUT/data/rft_scored.jsonl`` and ``rft_pairs.jsonl``),
 from only as many prompts as ``--rft_steps`` will train on (``scoring.rft_budget``, sampled in rounds with
 a margin for prompts whose answers score below the threshold), not the whole file; this stage only trains: ``--rft_steps`` with TRL's SFTTrainer into ``OUT/rft/``.
@@ -12,18 +12,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.metrics import PREFERENCE_ALIGNMENT
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational
-from ark_trainer.options.rft import RFTOptions
-from ark_trainer.runfolder import RunFolder
-from ark_trainer.runtime.distributed import ranks
-from ark_trainer.scoring import reselect, rft_budget, sample_and_select
+from ark_trainer.base.options.rft import RFTOptions
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational
+from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.core.runtime.distributed import ranks
+from ark_trainer.rewards.scoring import reselect, rft_budget, sample_and_select
 from ark_trainer.stages.common import rft_sampling, train_and_save, trainer_kwargs
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 log = logging.getLogger("ark_trainer")
 
@@ -46,7 +46,7 @@ def train_rft(
 
     tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
     if episodes:
-        from ark_trainer.agent.rft import tokenized_episodes
+        from ark_trainer.stages.agent.rft import tokenized_episodes
 
         sft_rows = tokenized_episodes(tok, sft_rows)
     args = SFTConfig(
@@ -115,8 +115,8 @@ class RFTStage:
     def _run_episodes(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         import gc
 
-        from ark_trainer.agent.env import env_for
-        from ark_trainer.agent.rft import earlier_selection, sample_episodes
+        from ark_trainer.stages.agent.env import env_for
+        from ark_trainer.stages.agent.rft import earlier_selection, sample_episodes
 
         env = env_for(ctx.cfg)
         assert env is not None  # only called under --env
@@ -136,8 +136,8 @@ class RFTStage:
 
     def report_blocks(self, run) -> list:
         """The report's "RFT data selection" section: what sampling and selection kept."""
-        from ark_trainer.report import short
-        from ark_trainer.report.render import Heading, Para, Table
+        from ark_trainer.stages.report import short
+        from ark_trainer.stages.report.render import Heading, Para, Table
 
         events = run.of("rft_selection")
         if not events:
@@ -161,7 +161,7 @@ class RFTStage:
 
 def _earlier_selection(done) -> list[dict] | None:
     """The scored RFT candidates of an earlier attempt (``rft_selection`` is logged after both files)."""
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.base.fileio import read_jsonl
 
     path = RunFolder(done.out).data_dir / "rft_scored.jsonl"
     return read_jsonl(path) if done.has("rft_selection") and path.is_file() else None

@@ -13,12 +13,12 @@ import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational
-from ark_trainer.options.grpo import GRPOOptions
-from ark_trainer.options.rloo import RLOOOptions
-from ark_trainer.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.base.options.grpo import GRPOOptions
+from ark_trainer.base.options.rloo import RLOOOptions
+from ark_trainer.base.scale import rollout_kwargs, vllm_grpo_kwargs
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational
 from ark_trainer.stages.common import (
     no_checkpointing,
     train_and_save,
@@ -30,7 +30,7 @@ from ark_trainer.stages.grpo import grpo_rows  # the prompt plus the reward colu
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.stages.plan import PlanStage
 
 
 def train_rloo(ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> Path:
@@ -93,8 +93,8 @@ class RLOOStage:
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (RLOO)" section: last and mean of what TRL logged (when it ran)."""
-        from ark_trainer.report import mean, num, short
-        from ark_trainer.report.render import Heading, Table
+        from ark_trainer.stages.report import mean, num, short
+        from ark_trainer.stages.report.render import Heading, Table
 
         logs = run.metrics(self.name)
         if not logs:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.flags import flag
-from ark_trainer.ranges import Range
+from ark_trainer.base.flags import flag
+from ark_trainer.base.ranges import Range
 from ark_trainer.stages.registry import Plot
 
 
@@ -33,8 +33,8 @@ class EchoStage:
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from ark_trainer.models.loading import load_tokenizer
-        from ark_trainer.models.prompts import is_conversational, model_prompt
+        from ark_trainer.core.models.loading import load_tokenizer
+        from ark_trainer.core.models.prompts import is_conversational, model_prompt
         from ark_trainer.stages.common import train_and_save, trainer_kwargs
 
         tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
