@@ -25,9 +25,12 @@ def _recorded(out: Path) -> list[dict]:
     return read_jsonl(out / "loop" / "turns" / "turns.jsonl")
 
 
-def test_the_loop_demo_learns_from_its_users_refuses_or_survives_poison_and_reports_it(tmp_path):
+def test_the_loop_demo_learns_from_its_users_refuses_or_survives_poison_and_reports_it(tmp_path, capsys):
     out = tmp_path / "demo"
     fig = run_loop_demo(out, rounds=2, poison_share=0.5, openclaw_share=0.0, sizes=TINY)
+    said = capsys.readouterr().out  # what the gate can detect, then each round's size and cost before it runs
+    assert "it detects a difference of 44.3 points" in said and "round 2: expected to take about" in said
+    assert said.index("round 2: expected to take") < said.index("round 2 training on")
     assert [r["round"] for r in fig["rounds"]] == [1, 2]
     # the users' requests reached the server in OpenClaw's shape and were recorded with their feedback
     turns = _recorded(out)
