@@ -234,6 +234,7 @@ def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_pat
     write_jsonl(tmp_path / "eval.jsonl", given)
     run = RunFolder(tmp_path)
     dev = [{"prompt": [{"role": "user", "content": t}]} for t in ("newest 1", "held 2", "held 0")]
+    dev[1]["label"], dev[2]["label"] = "推诿", "无"  # the per-label test of the gate reads them in order
     write_jsonl(run.dev_rows_path, dev)
     run.dev_eval_path("base").parent.mkdir(parents=True)
     answers = [{"completion": "", "reward": r} for r in (0.0, 1.0, 0.5)]
@@ -241,3 +242,4 @@ def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_pat
     flags = rounds.frozen_flags(tmp_path, 3)
     assert flags == [False, True, True]
     assert gate.with_heldout(run.dev_eval("base"), flags)["heldout_reward_mean"] == 0.75
+    assert rounds.gate_labels(tmp_path) == [None, "推诿", "无"]

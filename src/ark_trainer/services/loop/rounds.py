@@ -360,6 +360,18 @@ def frozen_flags(folder: Path, n_heldout: int) -> list[bool]:
     return [prompt_key(r) in frozen for r in read_jsonl(answered)]
 
 
+def gate_labels(folder: Path) -> list[str | None]:
+    """Each row the gate's evaluations answered (as :func:`frozen_flags` reads them): its ``label`` (the
+    QC violation type), None where it has none; the per-label test of the gate groups them by it."""
+    from ark_trainer.base.fileio import read_jsonl
+
+    run = RunFolder(folder)
+    answered = run.dev_rows_path if run.dev_eval("base") else run.test_rows_file()
+    if not answered.is_file():
+        return []
+    return [r.get("label") if isinstance(r.get("label"), str) else None for r in read_jsonl(answered)]
+
+
 def complete_model(folder: Path) -> bool:
     """A full model was saved (config + weights), not a half-written folder."""
     model = RunFolder(folder).model_dir
