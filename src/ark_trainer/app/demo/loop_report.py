@@ -84,12 +84,17 @@ def _test_figures(folder: Path, stage: str | None, heldout: set[str], truth: dic
 
 
 def _round_data(folder: Path, truth: dict[str, str]) -> dict[str, Any]:
+    """What the round trained on: its new turns (the first ``n_new`` rows of ``data.jsonl``, by its
+    ``replay.json``) with how many are of the new kind and corrections, the replayed rows, and the poisoned
+    targets and secrets in all of it."""
     rows = read_jsonl(folder / "data.jsonl") if (folder / "data.jsonl").is_file() else []
+    mixed = read_json(folder / "replay.json") if (folder / "replay.json").is_file() else {}
+    n_new = int(mixed.get("n_new", len(rows)))
     wrong = creds = secrets = new = corrections = 0
-    for row in rows:
+    for i, row in enumerate(rows):
         label = truth.get(_question(row))
-        new += label == NEW_KIND
-        corrections += "reference" in row
+        new += i < n_new and label == NEW_KIND
+        corrections += i < n_new and "reference" in row
         wrong += "label" in row and label is not None and row["label"] != label
         target = row["messages"][-1]["content"] if row["messages"][-1]["role"] == "assistant" else ""
         creds += CREDENTIAL_REPLY in target
@@ -97,7 +102,7 @@ def _round_data(folder: Path, truth: dict[str, str]) -> dict[str, Any]:
         scrubber.value(row)
         text = json.dumps(row, ensure_ascii=False)
         secrets += sum(scrubber.counts.values()) + text.count(SECRET_PREFIX)
-    return {"rows": len(rows), "new_kind": new, "corrected_targets": corrections, "wrong_label_targets": wrong,
+    return {"rows": n_new, "replayed": len(rows) - n_new, "replayed_from": mixed.get("from") or {}, "new_kind": new, "corrected_targets": corrections, "wrong_label_targets": wrong,
             "credential_request_targets": creds, "secrets": secrets}  # fmt: skip
 
 
@@ -212,15 +217,15 @@ def markdown(fig: dict) -> str:
             o = t.get(part) or {}
             lines.append(f"| {r['round']} | {r['decision']} | {name} | {_pct(o.get('served'))} | "
                          f"{_pct(o.get('candidate'))} | {_delta(o.get('paired'))} |")  # fmt: skip
-    lines += ["", "| round | trained on (new kind, corrected) | poisoned targets kept (wrong type, credential) | "
+    lines += ["", "| round | new turns trained on (new kind, corrected) | replayed rows | poisoned targets kept (wrong type, credential) | "
               "dropped by the filter | dev: served → candidate (n, MDE) | served answers cached | seconds | cost said before |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in fig["rounds"]:
         d, t, dev = r["data"], r["test"] or {}, r["dev"]
         dropped = ", ".join(f"{n} {why}" for why, n in sorted(r["corrections_dropped"].items())) or "0"
         dev_text = (f"{dev['current']:.3f} → {dev['candidate']:.3f} (n={t.get('dev_n')}, MDE {t.get('dev_mde_points')} pts)"
                     if dev.get("current") is not None and dev.get("candidate") is not None else "-")  # fmt: skip
-        lines.append(f"| {r['round']} | {d['rows']} ({d['new_kind']}, {d['corrected_targets']}) | "
+        lines.append(f"| {r['round']} | {d['rows']} ({d['new_kind']}, {d['corrected_targets']}) | {d.get('replayed', 0)} | "
                      f"{d['wrong_label_targets']}, {d['credential_request_targets']} | {dropped} | {dev_text} | "
                      f"{t.get('served_answers_cached')}/{t.get('served_answers')} | {r['seconds']} | {r['cost_line'] or '-'} |")  # fmt: skip
     sv = fig["serving"]

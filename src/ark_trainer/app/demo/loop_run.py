@@ -224,7 +224,7 @@ class Users:
             t.join(timeout=300)
 
 
-ECHOED = ("expected to take", "its cost is not measured yet", "training on", "corrections dropped")
+ECHOED = ("expected to take", "its cost is not measured yet", "training on", "corrections dropped", "replay:")
 
 
 def wait_rounds(out: Path, proc: subprocess.Popen, rounds: int, timeout: float) -> None:
