@@ -25,6 +25,7 @@ def _recorded(out: Path) -> list[dict]:
     return read_jsonl(out / "loop" / "turns" / "turns.jsonl")
 
 
+@pytest.mark.slow  # about 6 minutes on 2 cores: a real server, users and two real rounds
 def test_the_loop_demo_learns_from_its_users_refuses_or_survives_poison_and_reports_it(tmp_path, capsys):
     out = tmp_path / "demo"
     fig = run_loop_demo(out, rounds=2, poison_share=0.5, openclaw_share=0.0, sizes=TINY)
