@@ -24,7 +24,7 @@ def _start_run(tmp_path: Path) -> Path:
     write_json(run / "plan.json", {"stages": [{"name": "rft", "steps": 2}]})
     learned = [
         {
-            "prompt": [{"role": "user", "content": f"客服：旧案例 {i}。"}],
+            "prompt": [{"role": "user", "content": f"客服：旧案例 {i}，电话 1380013{i:04d}。"}],
             "candidates": ["违规：无"],
             "label": "无",
         }
@@ -71,6 +71,7 @@ def test_each_round_mixes_as_many_replayed_rows_as_new_ones_and_never_a_heldout_
     assert len(rows) == 20 and all(r["label"] == "推诿" for r in rows[:10])  # new first, then replayed
     replayed = rows[10:]
     assert all("旧案例" in r["messages"][0]["content"] for r in replayed)  # the starting rows, not held-out
+    assert not any("1380013" in r["messages"][0]["content"] for r in replayed)  # scrubbed as turns are
     assert all(r["messages"][-1] == {"role": "assistant", "content": "违规：无"} for r in replayed)
     assert len(load_jsonl(one / "data.jsonl")) == 20  # train reads the mix
     record = read_json(one / "replay.json")

@@ -15,6 +15,9 @@ The replay pool (:func:`replay_pool`):
   a failed round's turns come back as new turns of the next round anyway.
 
 Rows whose prompt is one of the loop's frozen held-out rows are never replayed (the gate reads those).
+Replayed rows are scrubbed as the recorder scrubs every turn (``data/scrub.py``: phone and ID numbers,
+cards, keys), so a round's data holds no such value whatever the starting model's rows held (the loop's
+demo: 34 phone and ID numbers of its generated dialogues otherwise).
 
 How many (:func:`replay_count`): ``--replay_share`` of the round's training rows are replayed rows
 (default :data:`DEFAULT_SHARE` = 0.5: as many replayed rows as new ones, the one-to-one mix common in
@@ -103,8 +106,11 @@ def replay_pool(
         rows = load_jsonl(folder / "data.jsonl", f"round {n}'s data.jsonl")
         record = read_json(folder / RECORD) if (folder / RECORD).is_file() else {}
         sources[f"round {n}"] = rows[: int(record.get("n_new", len(rows)))]
+    from ark_trainer.data.scrub import Scrubber
+
     return {
-        name: [as_round_row(r) for r in rows if prompt_key(r) not in frozen] for name, rows in sources.items()
+        name: [Scrubber().value(as_round_row(r)) for r in rows if prompt_key(r) not in frozen]
+        for name, rows in sources.items()
     }
 
 
