@@ -32,6 +32,7 @@ from ark_trainer.app.demo.loop_scenario import NEW_KIND, POISON_KINDS, heldout_s
 from ark_trainer.app.demo.loop_users import HttpAgent, Ledger, http_session, loop_state, openclaw_session
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import read_json, read_jsonl
+from ark_trainer.services.loop.replay import DEFAULT_SHARE
 
 HTTP_USERS = 4
 THINK_SECONDS = 3.0  # a user's pause between sessions: ~0.8 sessions a second from 4 users
@@ -269,7 +270,8 @@ def announce(
     poison = f"; round {poison_round} poisoned in {share:.0%} of its sessions" if poison_round else ""
     say(
         f"starting model: {start}; then {rounds} rounds, each {sizes.round_steps} RFT steps (batch "
-        f"{sizes.round_batch}) on {sizes.min_new_turns - sizes.eval_newest} of {sizes.min_new_turns} new turns{poison}"
+        f"{sizes.round_batch}) on {sizes.min_new_turns - sizes.eval_newest} of {sizes.min_new_turns} new turns and "
+        f"as many replayed rows (the loop's default --replay_share {DEFAULT_SHARE:g}){poison}"
     )
 
 
