@@ -57,8 +57,9 @@ class DemoOptions:
     task: str = opt(
         "qc",
         "qc: customer-service quality inspection (one answer per prompt); agent: customer-service tasks "
-        "solved with tool calls, trained over whole episodes (default: qc)",
-        choices=("qc", "agent"),
+        "solved with tool calls, trained over whole episodes; loop: the live loop measured, simulated users "
+        "teaching a served QC model a kind of case it never saw (docs/loop.md) (default: qc)",
+        choices=("qc", "agent", "loop"),
     )
     seed: int = opt(0, "seed for data, model and training (default: 0)")
     n_train: int | None = opt(None, "training dialogues or tasks (default: the demo's size)")
@@ -81,6 +82,23 @@ class DemoOptions:
         "--task qc: the language of the QC data, zh (Chinese, the default task) or en (English, for a small "
         "English model such as SmolLM2; the labels stay the same types) (default: zh)",
         choices=("zh", "en"),
+    )
+    rounds: int = opt(3, "--task loop: rounds the loop decides before the demo ends (default: 3)")
+    poison_share: float = opt(
+        0.5,
+        "--task loop: share of the last round's sessions whose users teach wrong answers (a wrong type, a "
+        "credential request, an API key); 0: no poison round (default: 0.5)",
+    )
+    openclaw_share: float = opt(
+        0.1,
+        "--task loop: share of sessions one user aims to send through the real `openclaw agent --local` (the "
+        "rest go straight to the server in OpenClaw's request shape; slow OpenClaw turns reach less, the "
+        "report says how much); 0 needs no OpenClaw (default: 0.1)",
+    )
+    mde_points: float = opt(
+        20.0,
+        "--task loop: the smallest difference in task accuracy (points) the gate must detect; sizes the "
+        "held-out set (default: 20)",
     )
     tools: str = opt(
         "python",
@@ -167,6 +185,11 @@ def _cmd_demo(args: DemoOptions) -> int:
         raise UserError("--lang: only with --task qc (the agent demo's tasks are in Chinese)")
     out_dir, seed, overwrite = Path(args.output_dir), args.seed, args.overwrite_output_dir
     n_train, n_eval, steps = args.n_train, args.n_eval, args.max_train_steps
+    loop_only = {"rounds": 3, "poison_share": 0.5, "openclaw_share": 0.1, "mde_points": 20.0}
+    if args.task != "loop" and (given := [k for k, v in loop_only.items() if getattr(args, k) != v]):
+        raise UserError(f"--{given[0]}: only with --task loop")
+    if args.task == "loop":
+        return _loop_demo(args)
     if args.task == "agent":
         out = run_agent_demo(
             out_dir, seed=seed, overwrite=overwrite, n_train=n_train, n_eval=n_eval, max_train_steps=steps,
@@ -178,6 +201,26 @@ def _cmd_demo(args: DemoOptions) -> int:
             base_model=args.base_model, lang=args.lang,
         )  # fmt: skip
     print(f"demo done: report in {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def _loop_demo(args: DemoOptions) -> int:
+    from ark_trainer.app.demo.loop_run import run_loop_demo
+
+    for name in ("n_train", "n_eval", "max_train_steps"):
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name}: not with --task loop (its sizes follow --mde_points and --rounds)")
+    out = Path(args.output_dir)
+    figures = run_loop_demo(
+        out, seed=args.seed, rounds=args.rounds, poison_share=args.poison_share,
+        openclaw_share=args.openclaw_share, mde_points=args.mde_points, base_model=args.base_model,
+        overwrite=args.overwrite_output_dir,
+    )  # fmt: skip
+    print(f"demo done: report in {out / 'loop_report.md'} and {out / 'loop_report.json'}")
+    secrets = figures["poison"]["secrets_in_round_data"]
+    if secrets:
+        print(f"demo FAILED: {secrets} secrets reached a round's training data", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -68,6 +68,35 @@ def test_the_next_user_message_grades_the_answer_before_it():
     assert plain is not None and plain["messages"][-1]["role"] == "user"  # the bad answer is not kept
 
 
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [("谢谢", (1, None)), ("不对", (-1, None)), ("thanks!", (1, None)), ("错了", (-1, None))],
+)
+def test_thanks_and_plain_corrections_are_read_through_openclaws_wrapping(said, expected):
+    """OpenClaw sends every user message as "[date] message" (a session's first with a runtime paragraph):
+    the date prefix took the first 12 characters the rules look at, so no "谢谢" or "不对" was ever read."""
+    assert feedback.judge(f"[Mon 2026-12-07 21:36 UTC] {said}", feedback.Rules()) == expected
+    assert (
+        feedback.judge(f"[Mon 2026-12-07 21:36 UTC] {said}\n\nRuntime: agent=main | x=y", feedback.Rules())
+        == expected
+    )
+    q = {"role": "user", "content": "[Mon 2026-12-07 21:36 UTC] 订单1什么时候发货？\n\nRuntime: agent=main"}
+    answer = {"role": "assistant", "content": "明天"}
+    turn1 = {"messages": [{"role": "system", "content": "S"}, q, answer]}
+    reply = {"role": "user", "content": f"[Mon 2026-12-07 21:37 UTC] {said}"}
+    turn2 = {
+        "messages": [
+            {"role": "system", "content": "S"},
+            q,
+            answer,
+            reply,
+            {"role": "assistant", "content": "好"},
+        ]
+    }
+    rows = rounds.scored_rows([turn1, turn2], [turn1], feedback.Rules(), None, keep_system=False)
+    assert rows[0]["feedback"] == expected[0]
+
+
 def test_feedback_through_openclaw_requests_ignores_its_internal_context():
     """What `openclaw agent --local` sends (recorded by the server): the current user message is followed
     by OpenClaw's internal-context message, which the next request's history leaves out."""

@@ -150,3 +150,56 @@ def test_a_fall_within_max_regression_but_beyond_the_noise_is_refused():
         current, _eval_with_outcomes([0.6] * 600, mixed), "reward_mean", max_regression=0.02
     )
     assert decision.promote, decision.reasons
+
+
+def _evals(labels: list[str], before: list[int], after: list[int]) -> tuple[dict, dict]:
+    """The served model's and the candidate's dev evaluations: one task_accuracy outcome a row."""
+
+    def ev(outcomes: list[int]) -> dict:
+        answers = [{"outcomes": {"task_accuracy": float(o)}} for o in outcomes]
+        return {"task_accuracy": sum(outcomes) / len(outcomes), "n": len(outcomes), "answers": answers}
+
+    assert len(labels) == len(before) == len(after)
+    return ev(before), ev(after)
+
+
+# the demo's dev split: 20 rows of a new kind, 30 of five kinds the model knew (6 each: none tested alone)
+NEW, OLD = ["推诿"] * 20, [kind for kind in ("辱骂", "未致歉", "敷衍", "泄露隐私", "无") for _ in range(6)]
+
+
+def test_a_round_that_learns_a_new_kind_and_forgets_the_others_is_refused_naming_them():
+    """Overall accuracy rises 18% -> 44% (the new kind is 40% of the rows), but the other kinds fall 9 -> 2
+    of 30: 7 lost, none gained, one-sided exact p = 0.0078. The old gate promoted it; this one names them."""
+    labels = NEW + OLD
+    before = [0] * 20 + [1] * 9 + [0] * 21
+    after = [1] * 20 + [1] * 2 + [0] * 28
+    current, candidate = _evals(labels, before, after)
+    assert gate.decide(current, candidate, "task_accuracy").promote  # without labels: what it did before
+    decision = gate.decide(current, candidate, "task_accuracy", labels=labels)
+    assert not decision.promote
+    (line,) = decision.reasons
+    assert line.startswith(
+        "task_accuracy on the dev rows of all but '推诿' fell beyond the noise, paired on the same 30"
+    )
+    assert "30.0% → 6.7%" in line and "7 lost and 0 gained" in line and "one-sided exact p = 0.00781" in line
+    assert [k["group"] for k in decision.kinds] == ["'推诿'", "all but '推诿'"]  # the small kinds: not alone
+
+
+def test_a_fall_on_a_kind_within_the_noise_does_not_refuse_a_better_round():
+    """4 of the other kinds' prompts lost, 1 gained: one-sided p = 0.19, noise; the round is promoted and
+    says the groups it tested."""
+    labels = NEW + OLD
+    before = [0] * 20 + [1] * 9 + [0] * 21
+    after = [1] * 20 + [1] * 5 + [0] * 4 + [1] + [0] * 20
+    current, candidate = _evals(labels, before, after)
+    decision = gate.decide(current, candidate, "task_accuracy", labels=labels)
+    assert decision.promote, decision.reasons
+    assert "on any of 2 groups of labels" in decision.reasons[0]
+
+
+def test_every_label_with_enough_dev_rows_is_tested_alone_and_against_the_rest():
+    labels = ["a"] * 12 + ["b"] * 10 + ["c"] * 9 + [None] * 5
+    groups = gate.kind_groups(labels)
+    assert set(groups) == {"'a'", "all but 'a'", "'b'", "all but 'b'"}  # c: 9 rows; unlabelled: none
+    assert groups["all but 'a'"] == list(range(12, 31))
+    assert gate.kind_groups(["a"] * 12 + ["b"] * 12) == {"'a'": list(range(12)), "'b'": list(range(12, 24))}

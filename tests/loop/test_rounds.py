@@ -197,7 +197,20 @@ def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_pa
                 "choices": {"stages": [{"name": "rft", "steps": 8, "learning_rate": 2e-5}]}}]  # fmt: skip
     said = rounds.expected_cost(tmp_path, history, 10, 2)
     # 80 s of training + (2 new rows for the served model + 10 for the candidate) × 2 s
-    assert said.startswith("expected to take about 1.7 min: 8 training steps at 10.0 s each and 12 evaluated")
+    assert said.startswith(
+        "expected to take about 1.7 min: 8 training steps at 10 s each, 12 evaluated rows at 2"
+    )
+    # the round's wall time beyond its stages (process start, loading, saving, the gate) is counted too; the
+    # candidate's dev evaluation counts with its test one
+    events.append({"event": "stage_end", "stage": "eval_rft_dev", "seconds": 20.0})
+    write_jsonl(tmp_path / "rounds" / "1" / "events.jsonl", events)
+    history[0].update(started_at="2026-12-07T10:00:00+00:00", decided_at="2026-12-07T10:03:00+00:00")
+    said = rounds.expected_cost(tmp_path, history, 10, 2)
+    # 80 s + 12 rows × 4 s + (180 − 80 − 40 − 1) s = 80 + 48 + 59 = 187 s
+    assert said.startswith(
+        "expected to take about 3.1 min: 8 training steps at 10 s each, 12 evaluated rows at 4 s"
+    )
+    assert "59 s of starting, loading, saving and deciding, as measured in round 1" in said
 
 
 def test_the_correction_after_a_blank_answer_is_a_target():
@@ -221,6 +234,7 @@ def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_pat
     write_jsonl(tmp_path / "eval.jsonl", given)
     run = RunFolder(tmp_path)
     dev = [{"prompt": [{"role": "user", "content": t}]} for t in ("newest 1", "held 2", "held 0")]
+    dev[1]["label"], dev[2]["label"] = "推诿", "无"  # the per-label test of the gate reads them in order
     write_jsonl(run.dev_rows_path, dev)
     run.dev_eval_path("base").parent.mkdir(parents=True)
     answers = [{"completion": "", "reward": r} for r in (0.0, 1.0, 0.5)]
@@ -228,3 +242,4 @@ def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_pat
     flags = rounds.frozen_flags(tmp_path, 3)
     assert flags == [False, True, True]
     assert gate.with_heldout(run.dev_eval("base"), flags)["heldout_reward_mean"] == 0.75
+    assert rounds.gate_labels(tmp_path) == [None, "推诿", "无"]

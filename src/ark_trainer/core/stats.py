@@ -227,6 +227,16 @@ def binary(metric: str, before: list[float], after: list[float]) -> Comparison:
     )
 
 
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a rate of ``k`` in ``n`` (the interval :func:`newcombe` combines)."""
+    from scipy.stats import binomtest
+
+    if n <= 0:
+        return 0.0, 1.0
+    low, high = binomtest(k, n).proportion_ci(0.95, "wilson")
+    return float(low), float(high)
+
+
 def newcombe(both: int, lost: int, gained: int, neither: int) -> tuple[float, float]:
     """95% interval of after − before for paired 1/0 outcomes: Newcombe's (1998) method 10, the Wilson
     score interval of each rate combined with the correlation of the pairs (phi, corrected for continuity

@@ -137,6 +137,14 @@ def mde_points(n: int, discordant: float = DISCORDANT) -> float:
     return 100 * (1.959964 + 0.841621) * math.sqrt(discordant / n)
 
 
+def rows_for_mde(points: float, discordant: float = DISCORDANT) -> int:
+    """The fewest prompts on which a paired comparison detects a difference of ``points`` (percentage
+    points) with 80% power at a two-sided 5% level: :func:`mde_points` solved for ``n``."""
+    if not points > 0:
+        raise ValueError(f"a detectable difference must be above 0 points, got {points}")
+    return math.ceil(discordant * (100 * (1.959964 + 0.841621) / points) ** 2)
+
+
 def small_test_warning(n_test: int) -> str | None:
     """One line when the test split is too small to detect a :data:`MDE_USEFUL`-point difference."""
     mde = mde_points(n_test)

@@ -7,7 +7,8 @@ the reward cannot drift apart. The metrics written to ``OUT/eval/<name>.json`` a
 With an answer cache (``--eval_answer_cache DIR``: the live loop gives its rounds one) a model's greedy
 answers are kept by the model's identity (:func:`model_fingerprint`: its weight files' names, sizes and
 modification times), the prompt, the answer length and the precision, so an evaluation of a model seen
-before generates only the prompts it has not answered yet. A loop's round evaluates the served model on the
+before generates only the prompts it has not answered yet (``answers_cached`` in its eval file: how many
+came from the cache). A loop's round evaluates the served model on the
 frozen held-out rows every round, and the round it promotes was evaluated on them by its own run: with the
 cache, those answers are generated once per served model instead of once per round. Answers are rescored
 every time (the reward may change; scoring is cheap).
@@ -128,6 +129,7 @@ def evaluate_model(
             for a, t, o in zip(answers, totals, outcomes, strict=True)
         ],
         **recorded,
+        **({"answers_cached": len(rows) - len(todo)} if cache.path is not None else {}),
     }
     write_json(out_path, result)
     return result

@@ -21,6 +21,7 @@ from ark_trainer.base.ranges import Range
 from ark_trainer.core.config import TrainConfig, coerce, parse_bool, train_groups
 from ark_trainer.core.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.services.loop.gate import TRACKED
+from ark_trainer.services.loop.replay import DEFAULT_SHARE
 
 LOOP_GROUP = "live loop"
 
@@ -50,6 +51,16 @@ class LoopOwnOptions:
         False, "keep the agent's system prompt and internal context in round data (default: dropped)"
     )
     feedback_rules: str | None = opt(None, "YAML of negative/positive/hint patterns for user feedback")
+    replay_share: float = opt(
+        DEFAULT_SHARE,
+        "share of each round's training rows replayed from what the served model learned (the starting "
+        "model's training rows, earlier rounds' turns) beside its new turns; 0.5: as many as new; 0: off",
+    )
+    replay_data: str | None = opt(
+        None,
+        "JSONL of the starting model's training rows to replay (default: data/train.jsonl of the train run "
+        "folder --model_path came from)",
+    )
     max_rounds: int = opt(0, "stop after this many decided rounds (0: run until stopped)")
     poll: float = opt(2.0, "seconds between checks for new turns")
     port: int | None = opt(None, "server port on 127.0.0.1 (default: a free one)")
@@ -121,6 +132,9 @@ def check_loop_options(opts: dict) -> None:
     from ark_trainer.services.loop.gate import check_gain
 
     check_gain(opts["main_metric"], opts["min_improvement"])  # auto: once the held-out set says what it is
+    from ark_trainer.services.loop.replay import check_share
+
+    check_share(opts["replay_share"])
     if opts["port"]:  # 0 or none: a free one
         from ark_trainer.services.deploy.process import check_port_range
 

@@ -3,7 +3,8 @@
 A user who says "不对" or "that's wrong" right after an answer has graded it; one who says "谢谢" has too.
 :func:`feedback_of` reads each recorded turn's request: wherever an assistant message is followed by a
 user message, that user message is feedback on that assistant answer. Rules (regular expressions,
-matched case-insensitively on the user message's start, the first 200 characters):
+matched case-insensitively on the user message's start, the first 200 characters of the user's own words:
+OpenClaw's date prefix and runtime paragraph left out):
 
 - ``negative``: a correction ("不对", "错了", "不是这样", "that's wrong", "no,", "incorrect", ...): the answer
   counts against (feedback -1): it is not kept as a candidate to imitate;
@@ -110,8 +111,12 @@ def _domains(value: object, path: str) -> list[str]:
 
 
 def judge(message: str, rules: Rules) -> tuple[int, str | None]:
-    """(feedback, hint) of one user message: -1 a correction, +1 approval, 0 neither; the hinted answer."""
-    head = message.strip()[:200]
+    """(feedback, hint) of one user message: -1 a correction, +1 approval, 0 neither; the hinted answer.
+    Read in the user's own words: OpenClaw's wrapping (its ``[Tue 2026-12-01 20:01 UTC] `` date prefix and
+    ``Runtime:`` paragraph) is left out first, or "谢谢" and "不对" would start 27 characters in."""
+    from ark_trainer.services.deploy.policy import unwrap_request
+
+    head = unwrap_request(message).strip()[:200]
     for pattern in rules.hint:
         match = pattern.search(head)
         if match and not is_blank(match.group(1)):

@@ -14,6 +14,18 @@ when
   ``stats.py``: exact McNemar on a rate, Wilcoxon on the mean reward; two-sided p < 0.05), so a fall of
   1.5 points on 600 prompts that all went one way is refused even though it is within ``--max_regression``.
 
+A fall on part of the traffic is refused too, though the overall figure rose (:func:`kind_falls`): a round
+that learns a new kind of case can forget the others while the overall accuracy still climbs, as the new
+kind is a share of the dev rows. For each label the dev rows carry (``label``: the QC violation type)
+held by at least :data:`MIN_KIND_ROWS` dev rows, the gate compares the served model and the candidate on
+that label's rows and on the rows of every other label together (the traffic the label's cases are not),
+paired, with the exact one-sided McNemar test of ``stats.py`` (the prompts lost against those gained); a
+group whose binary main metric (``task_accuracy`` when the main metric is not a share) fell with one-sided
+p < 0.05 refuses the round, and the refusal names the group, its n, both values, the change with its 95%
+interval, the prompts lost and gained and p. With k labels of enough rows that is up to 2k tests, so a
+round that changes nothing is refused by chance more often than 5%; each test is exact, and a round that
+loses 5 of a group's prompts and gains none is refused.
+
 Anything else (a missing evaluation, a failed training) keeps the served model; the reasons are written
 to ``LOOP/rounds/N/decision.json``.
 
@@ -41,12 +53,13 @@ from ark_trainer.core.metrics import (
     REWARD_MEAN,
     TASK_ACCURACY,
 )
-from ark_trainer.core.stats import compare_evals
+from ark_trainer.core.stats import ALPHA, BINARY, Comparison, binary, compare_evals, per_prompt
 
 # preference_alignment is left out: it compares with the base model, not with the model being served
 TRACKED = (REWARD_MEAN, PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, HELDOUT_REWARD_MEAN)
 MAIN_METRICS = ("auto", *TRACKED)
 _REWARD_METRICS = (REWARD_MEAN, PASS_RATE, HELDOUT_REWARD_MEAN)
+MIN_KIND_ROWS = 10  # dev rows a label needs before the gate tests it on its own
 
 
 def heldout_measures(rows: list[dict], reward: Any, task: list[str] | None = None) -> dict[str, bool]:
@@ -119,10 +132,57 @@ class Decision:
     reasons: list[str] = field(default_factory=list)
     current: dict = field(default_factory=dict)
     candidate: dict = field(default_factory=dict)
+    kinds: list[dict] = field(default_factory=list)  # each tested group of labels: its paired comparison
 
     def as_json(self) -> dict:
         return {"promoted": self.promote, "reasons": self.reasons, "current": self.current,
-                "candidate": self.candidate}  # fmt: skip
+                "candidate": self.candidate, "kinds": self.kinds}  # fmt: skip
+
+
+def kind_groups(labels: list[str | None]) -> dict[str, list[int]]:
+    """The groups of dev rows the gate tests on their own: each label with :data:`MIN_KIND_ROWS` rows or
+    more, and the rows of every other label together (``all but L``), when those are as many and are not
+    one label's rows already; rows without a label are in no group."""
+    by_label: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        if label is not None:
+            by_label.setdefault(str(label), []).append(i)
+    groups: dict[str, list[int]] = {}
+    for label, idx in sorted(by_label.items()):
+        if len(idx) < MIN_KIND_ROWS:
+            continue
+        groups[repr(label)] = idx
+        rest = sorted(i for other, j in by_label.items() if other != label for i in j)
+        others = [o for o in by_label if o != label]
+        if len(rest) >= MIN_KIND_ROWS and len(others) > 1:
+            groups[f"all but {label!r}"] = rest
+    return groups
+
+
+def kind_falls(
+    current: dict, candidate: dict, labels: list[str | None], metric: str
+) -> list[tuple[str, Comparison]]:
+    """Each group of :func:`kind_groups` compared on ``metric`` (a binary one), paired on the prompts both
+    evaluations have an outcome for."""
+    before, after = per_prompt(current, metric), per_prompt(candidate, metric)
+    if before is None or after is None or not (len(before) == len(after) == len(labels)):
+        return []
+    answered = [
+        lab if before[i] is not None and after[i] is not None else None for i, lab in enumerate(labels)
+    ]
+    return [
+        (name, binary(metric, [float(before[i] or 0) for i in idx], [float(after[i] or 0) for i in idx]))
+        for name, idx in kind_groups(answered).items()
+    ]
+
+
+def kind_reason(name: str, c: Comparison) -> str:
+    """The refusal line of a group that fell."""
+    return (
+        f"{c.metric} on the dev rows of {name} fell beyond the noise, paired on the same {c.n} prompts: "
+        f"{100 * c.before:.1f}% → {100 * c.after:.1f}%, {c.change()}, {c.lost} lost and {c.gained} gained, "
+        f"one-sided exact p = {c.p_fall:.3g} < {ALPHA}"
+    )
 
 
 def with_heldout(metrics: dict, frozen: list[bool]) -> dict:
@@ -137,9 +197,10 @@ def with_heldout(metrics: dict, frozen: list[bool]) -> dict:
 
 def decide(
     current: dict, candidate: dict, main: str = REWARD_MEAN, max_regression: float = 0.02,
-    min_improvement: float = 0.0,
+    min_improvement: float = 0.0, labels: list[str | None] | None = None,
 ) -> Decision:  # fmt: skip
-    """Promote ``candidate`` over ``current`` (metric dicts as ``eval/*.json`` hold them), or say why not."""
+    """Promote ``candidate`` over ``current`` (metric dicts as ``eval/*.json`` hold them), or say why not.
+    ``labels``: each evaluated row's label (None: none), for the per-label test (:func:`kind_falls`)."""
     tracked = sorted({main, *TRACKED})
     now: dict[str, float] = {k: current[k] for k in tracked if current.get(k) is not None}
     new: dict[str, float] = {k: candidate[k] for k in tracked if candidate.get(k) is not None}
@@ -159,12 +220,15 @@ def decide(
             reasons.append(
                 f"{key}: fell beyond the noise, paired on the same prompts: {paired.text(values=True)}"
             )
+    kinds = kind_falls(current, candidate, labels or [], main if main in BINARY else TASK_ACCURACY)
+    reasons += [kind_reason(name, c) for name, c in kinds if c.delta < 0 and c.p_fall < ALPHA]
+    tested = [{"group": name, **c.to_json()} for name, c in kinds]
     if not reasons:
         gain = compare_evals(current, candidate, main)
         said = f" ({gain.text(values=True)})" if gain is not None else ""
         reasons.append(
             f"{main}: {now[main]:.4f} -> {new[main]:.4f}{said}; nothing regressed beyond {max_regression} "
-            "or beyond the noise"
+            "or beyond the noise" + (f", overall or on any of {len(kinds)} groups of labels" if kinds else "")
         )
-        return Decision(True, reasons, now, new)
-    return Decision(False, reasons, now, new)
+        return Decision(True, reasons, now, new, tested)
+    return Decision(False, reasons, now, new, tested)

@@ -245,9 +245,11 @@ def choice_lines(choices: dict[str, Any]) -> list[str]:
 def expected_cost(loop: Path, history: list[dict], n_eval: int, n_new: int) -> str:
     """What the next round will cost, said before it starts, from the last round that trained: its
     measured seconds per training step (each stage's ``stage_end`` over its planned steps, the same plan
-    again) and per evaluated row; the served model's evaluation costs only its ``n_new`` rows not answered
-    before (the answer cache), the candidate's all ``n_eval``. Without such a round: that nothing is
-    measured yet (``train`` says its plan in the round's ``train.log``)."""
+    again), per evaluated row (the dev and test splits' evaluations together), and the rest of its wall
+    time (the round's process starting and loading, planning, saving, the gate's decision: on a small model
+    most of a round); the served model's evaluation costs only its ``n_new`` rows not answered before (the
+    answer cache), the candidate's all ``n_eval``. Without such a round: that nothing is measured yet
+    (``train`` says its plan in the round's ``train.log``)."""
     done = [h for h in history if not h.get("failed") and (h.get("choices") or {}).get("stages")]
     if not done:
         return "its cost is not measured yet (no round has trained); its plan is in its train.log"
@@ -256,15 +258,28 @@ def expected_cost(loop: Path, history: list[dict], n_eval: int, n_new: int) -> s
                str(last["round"])).events() if e.get("event") == "stage_end"}  # fmt: skip
     stages = [s for s in last["choices"]["stages"] if s.get("steps")]
     train = sum(seconds.get(s["name"], 0.0) for s in stages)
-    evals = [
-        seconds[f"eval_{s['name']}"] for s in stages if f"eval_{s['name']}" in seconds
-    ]  # no cached answer
-    per_row = sum(evals) / (len(evals) * last["n_eval"]) if evals and last.get("n_eval") else 0.0
-    total = train + per_row * (n_new + n_eval * len(stages))
+    names = [f"eval_{s['name']}{split}" for s in stages for split in ("", "_dev")]
+    evals = sum(seconds.get(name, 0.0) for name in names)  # the candidate's: no cached answer
+    per_row = evals / (len(stages) * last["n_eval"]) if evals and last.get("n_eval") else 0.0
+    measured = sum(seconds.get(name, 0.0) for name in ("eval_base", "eval_base_dev"))
+    wall = _span(last.get("started_at"), last.get("decided_at"))
+    rest = max(0.0, wall - train - evals - measured) if wall is not None else 0.0
+    rows = n_new + n_eval * len(stages)
+    total = train + per_row * rows + rest
     steps = sum(int(s["steps"]) for s in stages)
-    return (f"expected to take about {total / 60:.1f} min: {steps} training steps at "
-            f"{train / max(steps, 1):.1f} s each and {n_new + n_eval * len(stages)} evaluated rows at "
-            f"{per_row:.1f} s each, as measured in round {last['round']}")  # fmt: skip
+    return (f"expected to take about {total / 60:.1f} min: {steps} training steps at {train / max(steps, 1):.2g} s "
+            f"each, {rows} evaluated rows at {per_row:.2g} s each and {rest:.0f} s of starting, loading, saving "
+            f"and deciding, as measured in round {last['round']}")  # fmt: skip
+
+
+def _span(start: str | None, end: str | None) -> float | None:
+    """Seconds between two of the loop's timestamps (ISO 8601); None when one is missing."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))).total_seconds()
+    except ValueError:
+        return None
 
 
 def write_round(folder: Path, train_rows: list[dict], eval_rows: list[dict]) -> None:
@@ -343,6 +358,18 @@ def frozen_flags(folder: Path, n_heldout: int) -> list[bool]:
         return []
     frozen = {prompt_key(r) for r in load_jsonl(given, "eval.jsonl")[:n_heldout]}
     return [prompt_key(r) in frozen for r in read_jsonl(answered)]
+
+
+def gate_labels(folder: Path) -> list[str | None]:
+    """Each row the gate's evaluations answered (as :func:`frozen_flags` reads them): its ``label`` (the
+    QC violation type), None where it has none; the per-label test of the gate groups them by it."""
+    from ark_trainer.base.fileio import read_jsonl
+
+    run = RunFolder(folder)
+    answered = run.dev_rows_path if run.dev_eval("base") else run.test_rows_file()
+    if not answered.is_file():
+        return []
+    return [r.get("label") if isinstance(r.get("label"), str) else None for r in read_jsonl(answered)]
 
 
 def complete_model(folder: Path) -> bool:

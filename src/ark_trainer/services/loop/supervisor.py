@@ -36,7 +36,7 @@ from ark_trainer.base.fileio import (
 from ark_trainer.core.metrics import REWARD_MEAN, TASK_ACCURACY
 from ark_trainer.core.models.source import check_model, convert
 from ark_trainer.core.runtime.system import process_start, same_process
-from ark_trainer.services.loop import feedback, gate, rounds, serving
+from ark_trainer.services.loop import feedback, gate, replay, rounds, serving
 from ark_trainer.services.loop.report import reason_counts
 from ark_trainer.services.loop.state import fresh_state, load_state, model_of, now, save_state
 
@@ -59,6 +59,8 @@ class LoopSettings:
     poll: float = 2.0
     port: int | None = None
     agent: str | None = None
+    replay_share: float = replay.DEFAULT_SHARE
+    replay_data: str | None = None
 
 
 class Loop:
@@ -105,6 +107,7 @@ class Loop:
                 self._freeze_heldout()
                 self._build_reward()
                 self._resolve_reply_tokens()
+                self._find_replay_data(str(model))
             except BaseException:
                 if created:
                     shutil.rmtree(self.dir, ignore_errors=True)
@@ -150,6 +153,16 @@ class Loop:
                 "".join(line + "\n" for line in [x for x in lines if x.strip()][: self.s.heldout_size]),
                 encoding="utf-8",
             )
+
+    def _find_replay_data(self, model: str) -> None:
+        """The starting model's training rows each round replays some of (:mod:`replay`), found once."""
+        if self.s.replay_share <= 0:
+            self.state["replay_start"], self.state["replay_start_source"] = None, "replay is off"
+            return
+        path, why = replay.starting_data(model, self.s.replay_data)
+        self.state["replay_start"], self.state["replay_start_source"] = (str(path) if path else None), why
+        said = f"{path} ({why})" if path else f"none ({why}): only earlier rounds' turns"
+        self.log(f"loop: rounds replay the starting model's training rows: {said}")
 
     def _build_reward(self) -> None:
         """The loop's one reward: it scores the turns, trains every round (passed as ``--reward_config``)
@@ -329,10 +342,12 @@ class Loop:
         model = model_of(self.dir, self.state, self.state["serving"])
         scored = self._fit(scored, model)
         k = min(self.s.eval_newest, max(0, len(scored) - 1))
-        train_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
+        new_rows, newest = scored[: len(scored) - k], scored[len(scored) - k :]
         heldout = load_jsonl(self.dir / "heldout.jsonl", "heldout")
         eval_text = read_text_bounded(self.dir / "heldout.jsonl", MAX_LINES_BYTES)
+        train_rows, mixed = self._with_replay(new_rows, heldout, n)
         rounds.write_round(folder, train_rows, [])
+        replay.write_record(folder, mixed)
         (folder / "eval.jsonl").write_text(eval_text + "".join(_lines(newest)), encoding="utf-8")
         self.log(
             f"loop: round {n}: {rounds.expected_cost(self.dir, self.state['history'], len(heldout) + k, k)}"
@@ -340,17 +355,28 @@ class Loop:
         argv = rounds.train_argv(folder, model, self.round_flags, n)
         pid = rounds.start_training(folder, argv)
         self.state.update(training={"round": n, "pid": pid, "started": process_start(pid), "started_at": now(), "turns_to": total,
-                                    "n_train": len(train_rows), "n_eval": len(heldout) + k, "n_newest": k,
+                                    "n_train": len(new_rows), "n_replay": mixed["n_replay"], "n_eval": len(heldout) + k, "n_newest": k,
                                     "corrections_dropped": dict(self.dropped)})  # fmt: skip
         self.state["next_round"] = n + 1
         self.state["events"].append({"at": now(), "event": "round_started", "round": n})
         self.save()
         self.last_round_at = time.time()
-        self.log(f"loop: round {n} training on {len(train_rows)} turns (pid {pid}, nice +{rounds.NICE})")
+        self.log(f"loop: round {n} training on {len(new_rows)} turns (pid {pid}, nice +{rounds.NICE})")
+        self.log(f"loop: round {n}: {replay.replay_line(mixed, self.state.get('replay_start_source', ''))}")
         if self.dropped:
             self.log(
                 f"loop: round {n}: corrections dropped by the safety filter: {reason_counts(self.dropped)}"
             )
+
+    def _with_replay(self, new_rows: list[dict], heldout: list[dict], n: int) -> tuple[list[dict], dict]:
+        """The round's training rows: its new turns and a replayed sample of what the served model learned
+        (:mod:`replay`; ``--replay_share 0``: the new turns alone)."""
+        pool: dict[str, list[dict]] = {}
+        if self.s.replay_share > 0:
+            start = self.state.get("replay_start")
+            earlier = [h["round"] for h in self.state["history"] if not h.get("failed")]
+            pool = replay.replay_pool(self.dir, Path(start) if start else None, earlier, heldout)
+        return replay.mix(new_rows, pool, self.s.replay_share, n)
 
     def _check_round(self) -> None:
         training = self.state["training"]
@@ -375,7 +401,7 @@ class Loop:
             frozen = rounds.frozen_flags(folder, training["n_eval"] - training.get("n_newest", 0))
             current, candidate = gate.with_heldout(current, frozen), gate.with_heldout(candidate, frozen)
             decision = gate.decide(current, candidate, self.main_metric, self.s.max_regression,
-                                   self.s.min_improvement)  # fmt: skip
+                                   self.s.min_improvement, rounds.gate_labels(folder))  # fmt: skip
         self._decided(n, folder, decision, stage)
 
     def _announce_choices(self, training: dict) -> None:
