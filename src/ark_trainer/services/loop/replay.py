@@ -36,6 +36,7 @@ from typing import Any
 
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import read_json, write_json
+from ark_trainer.core.runfolder import RunFolder
 
 DEFAULT_SHARE = 0.5  # replayed rows / all the round's training rows: as many replayed rows as new ones
 RECORD = "replay.json"
@@ -69,7 +70,7 @@ def starting_data(model_path: str | None, replay_data: str | None) -> tuple[Path
         model = Path(model_path)
         for run in (model.parent, model):
             rows = run / "data" / "train.jsonl"
-            if (run / "plan.json").is_file() and rows.is_file():
+            if RunFolder(run).plan_path.is_file() and rows.is_file():
                 return (
                     rows.resolve(),
                     f"the training rows of the run folder {run} the starting model came from",
