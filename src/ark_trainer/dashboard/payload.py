@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.data.split import sizes_line
 from ark_trainer.metrics import HEADLINE
 from ark_trainer.runfolder import BASE_MODEL_DIR, DATA_DIR, EVAL_DIR, LOG_DIR, MODEL_DIR, PLOT_DIR, RunFolder
 from ark_trainer.stats import TESTED, compare_evals, p_text, untested
@@ -127,7 +128,19 @@ def eval_tables(folder: Path) -> dict[str, Any]:
     final = run.final_name() or (list(evals)[-1] if evals else None)  # the stage OUT/model is
     examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
     changes = _cached_changes(folder, evals, final)
-    return {"models": table, "graders": graders, "final": final, "examples": examples, "changes": changes}
+    splits = _sizes(folder)  # which prompts the figures are on: test n, dev n
+    return {
+        "models": table, "graders": graders, "final": final, "examples": examples, "changes": changes,
+        "splits": splits,
+    }  # fmt: skip
+
+
+def _sizes(folder: Path) -> str | None:
+    """``data/split.sizes_line`` of the run's ``data/stats.json``; None without it (a torn file too)."""
+    try:
+        return sizes_line(RunFolder(folder).data_stats().get("splits"))
+    except (OSError, ValueError):
+        return None
 
 
 _CHANGES: dict[tuple, list[dict[str, Any]]] = {}  # the page polls every 2 s; the tests take ~0.1 s a metric
