@@ -109,8 +109,9 @@ GRPO_STEPS = 300  # the demo preset's GRPO stage (450 steps, 150 of them RFT), f
 
 @pytest.fixture(scope="module")
 def demo_rft(tmp_path_factory) -> dict:
-    """The toy QC demo's RFT stage as ``train --strategy RFT``: its data (seed 0), its shipped base model and
-    ``presets/demo.yaml`` (150 RFT steps on the right answers of 8 sampled per prompt)."""
+    """The toy QC demo's RFT stage: ``train --config presets/demo.yaml`` on its data (seed 0) and its shipped base
+    model, stopped after its 150 RFT steps (``--max_train_steps 150``: GRPO gets none and is skipped); the
+    last stage that trains, RFT writes its model to OUT/model."""
     from ark_trainer.cli import main
     from ark_trainer.demo.data import write_demo_data
     from ark_trainer.demo.run import demo_config_path, shipped_base_model
@@ -121,7 +122,7 @@ def demo_rft(tmp_path_factory) -> dict:
     train, held_out = write_demo_data(root / "data", seed=0)
     out = root / "rft"
     argv = [
-        "train", "--config", str(demo_config_path()), "--strategy", "RFT", "--max_train_steps", "150",
+        "train", "--config", str(demo_config_path()), "--max_train_steps", "150", "--rft_steps", "150",
         "--model_path", str(base), "--data_path", str(train), "--eval_dataset", str(held_out),
         "--output_dir", str(out), "--seed", "0",
     ]  # fmt: skip
