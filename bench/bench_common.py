@@ -136,9 +136,9 @@ def make_assets(root: Path, n_train: int, hidden: int, layers: int, seed: int = 
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import train_tokenizer
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import train_tokenizer
+    from ark_trainer.base.fileio import read_jsonl
 
     train, eval_ = write_demo_data(root / "data", n_train=n_train, n_eval=8, seed=seed)
     rows = read_jsonl(train)
@@ -179,7 +179,7 @@ def src_env() -> dict:
 
 def demo_sft_rows(n: int) -> list[dict]:
     """``n`` prompt/completion rows of the QC demo's training data (its gold answers): what RFT trains on."""
-    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
 
     return [
         {

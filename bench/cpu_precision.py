@@ -32,10 +32,10 @@ from lora_cpu import one as train_steps  # noqa: E402  (SFT steps in this proces
 
 def greedy(model_path: str, bf16: bool, prompts: int, new_tokens: int) -> dict:
     """Greedy answers to ``prompts`` held-out prompts; completion tokens per second and the answers."""
-    from ark_trainer.demo.data import generate_rows
-    from ark_trainer.generation import generate
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
+    from ark_trainer.app.demo.data import generate_rows
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
 
     model, tok = load_policy(model_path, Runtime("cpu", False, bf16, []))
     rows = generate_rows(prompts, 1, "eval", with_candidates=False)
@@ -75,7 +75,7 @@ def main() -> None:
     if a.child == "greedy":
         print(json.dumps(greedy(a.model_path, a.bf16, prompts, new_tokens)))
         return
-    from ark_trainer.scale import native_cpu_bf16
+    from ark_trainer.base.scale import native_cpu_bf16
 
     train = {}
     gen = {}

@@ -77,7 +77,7 @@ def missing_from_docs(figures: dict, root: Path = ROOT) -> list[str]:
 
 def read_run(out: Path) -> dict[str, dict]:
     """``{stage: eval}`` of the run folder's base, rft and grpo evaluations (the ones it has)."""
-    from ark_trainer.runfolder import RunFolder
+    from ark_trainer.core.runfolder import RunFolder
 
     return RunFolder(out).evals(list(STAGES))
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 def accuracy(model, tok, rows: list[dict], reward, max_new: int) -> float:
     """Greedy task accuracy: the share of prompts whose verdict and type are right."""
-    from ark_trainer.generation import generate
-    from ark_trainer.scoring import score_completions
+    from ark_trainer.core.generation import generate
+    from ark_trainer.rewards.scoring import score_completions
 
     prompts = [r["prompt"] for r in rows]
     greedy = generate(
@@ -44,8 +44,8 @@ def measure(base: str, trained: str, rows: list[dict], sigma: float, seeds: int,
     then cast to bf16 (how ``train`` evaluates and serves it on a CPU with native bf16) and scored again."""
     import torch
 
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
     from ark_trainer.rewards.builder import build_reward
 
     reward = build_reward({}, rows, "cpu", guarded=False)

@@ -38,8 +38,8 @@ ENGLISH = [
 
 
 def prompts(n: int) -> list[str]:
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.base.fileio import read_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         _, eval_path = write_demo_data(Path(tmp), n_train=8, n_eval=max(n, 8), seed=1)
@@ -83,9 +83,9 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.export.gguf import export_gguf
-    from ark_trainer.models.gguf import file_sha256, inspect_gguf
-    from ark_trainer.models.source import resolve_model
+    from ark_trainer.core.export.gguf import export_gguf
+    from ark_trainer.core.models.gguf import file_sha256, inspect_gguf
+    from ark_trainer.core.models.source import resolve_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")

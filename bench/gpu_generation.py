@@ -38,9 +38,9 @@ NOT_MEASURED = "not measured: no GPU in this session"
 
 
 def _prompts(a: dict, n: int) -> list[str]:
+    from ark_trainer.core.models.loading import load_tokenizer
+    from ark_trainer.core.models.prompts import render_prompt
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.models.loading import load_tokenizer
-    from ark_trainer.models.prompts import render_prompt
 
     tok = load_tokenizer(a["model"])
     rows = load_jsonl(str(a["train"]), "--data_path")  # the prompts exactly as a training run builds them
@@ -153,7 +153,7 @@ def measure(a: dict, smoke: bool, n_prompts: int, new: int, budget_s: float) -> 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.core.models.loading import load_tokenizer
 
     device = "cpu" if smoke else "cuda:0"
     dtype = torch.float32 if smoke else torch.bfloat16

@@ -25,8 +25,8 @@ METRICS = ("task_accuracy", "pass_rate", "compliance_rate", "reward_mean")
 
 def measured(name: str, folder: Path) -> dict:
     """The run's GRPO stage against its start: each metric paired on the test prompts, and the run's facts."""
-    from ark_trainer.runfolder import RunFolder
-    from ark_trainer.stats import compare_evals
+    from ark_trainer.core.runfolder import RunFolder
+    from ark_trainer.core.stats import compare_evals
 
     run = RunFolder(folder)
     start, grpo = run.eval("base"), run.eval("grpo")

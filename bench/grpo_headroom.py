@@ -49,13 +49,13 @@ def group_stats(verdicts: list[list[float]], totals: list[list[float]], greedy: 
 
 
 def measure(model_path: str, rows: list[dict], n: int, temperature: float, max_new: int, seed: int) -> dict:
-    from ark_trainer.auto_defaults import cpu_precision, model_facts
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.generation import generate
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
+    from ark_trainer.core.auto_defaults import cpu_precision, model_facts
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.scoring import score_completions
+    from ark_trainer.rewards.scoring import score_completions
 
     flags = TrainConfig()  # the default precision flags: --mixed_precision auto
     chosen = cpu_precision(flags.mixed_precision, flags.fp16, flags.bf16, model_facts(model_path), "cpu")

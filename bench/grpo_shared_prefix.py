@@ -1,4 +1,4 @@
-"""GRPO step time with each prompt run once per group (``stages/shared_prefix.py``) against TRL's own
+"""GRPO step time with each prompt run once per group (``stages/grpo/shared_prefix.py``) against TRL's own
 ``GRPOTrainer``, the same settings in the same process, one after the other.
 
 Both train the same model from the same seed on the same QC prompts: ``--prompts`` prompts × ``--generations``
@@ -24,7 +24,7 @@ from bench_common import median, write_results  # type: ignore[import-not-found]
 
 def qc_dataset(path: str, n: int, conversational: bool) -> list[dict]:
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.stages.grpo import grpo_rows
+    from ark_trainer.stages.grpo.stage import grpo_rows
 
     return grpo_rows(load_jsonl(path)[:n], conversational)
 
@@ -94,7 +94,7 @@ def main() -> int:
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
-    from ark_trainer.stages.shared_prefix import shared_prefix_trainer
+    from ark_trainer.stages.grpo.shared_prefix import shared_prefix_trainer
 
     tok = AutoTokenizer.from_pretrained(a.model_path)
     rows = qc_dataset(a.data_path, a.steps * a.prompts, tok.chat_template is not None)

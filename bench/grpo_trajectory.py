@@ -22,10 +22,10 @@ from pathlib import Path
 
 def verdicts(path: str, rows: list[dict], reward, max_new: int) -> list[bool]:
     """Whether each held-out prompt's greedy answer has the right verdict and type, the model in fp32."""
-    from ark_trainer.generation import generate
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
-    from ark_trainer.scoring import score_completions
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
+    from ark_trainer.rewards.scoring import score_completions
 
     model, tok = load_policy(path, Runtime("cpu", False, False, []))
     greedy = generate(model, tok, [r["prompt"] for r in rows], num_samples=1, temperature=0.0,

@@ -1,6 +1,6 @@
 """LoRA against full fine-tuning on CPU: seconds per SFT step and peak memory, on a real checkpoint.
 
-Measures what the automatic ``--lora_r`` (``ark_trainer/auto_defaults.py``) is weighed against: a few TRL ``SFTTrainer``
+Measures what the automatic ``--lora_r`` (``ark_trainer/core/auto_defaults.py``) is weighed against: a few TRL ``SFTTrainer``
 steps on the QC demo's gold answers, full fine-tuning and then LoRA (rank 16, all linear layers), each in a
 fresh process (peak RSS is per process), gradient checkpointing off as ``train`` runs them, plus the token lengths of the answers in this tokenizer.
 
@@ -61,7 +61,7 @@ def one(model_path: str, lora_r: int, steps: int, batch: int, bf16: bool = False
 def answer_lengths(model_path: str) -> dict:
     from transformers import AutoTokenizer
 
-    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
 
     tok = AutoTokenizer.from_pretrained(model_path)
     rows = generate_rows(200, 0, "train", with_candidates=True)

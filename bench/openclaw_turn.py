@@ -9,7 +9,7 @@ Three setups, each a fresh OpenClaw state, ``--turns`` turns each ("What is the 
 2. **after**: plain ``deploy`` (the base model has no recorded shape and an 8k window: ``bare``, with
    ``contextInjection: "never"`` and ``compat.supportsTools: false``);
 3. **OpenClaw alone**: the same turn against a stdlib server that answers "ok" at once
-   (``ark_trainer/openclaw/shape.py: CaptureServer``): OpenClaw's own time per turn.
+   (``ark_trainer/services/openclaw/shape.py: CaptureServer``): OpenClaw's own time per turn.
 
 Each turn's wall time, its CPU time (the agent process's children: OpenClaw's Node), the tokens the server
 prefilled and generated (its ``[ark serve] turn:`` log lines) and the 1-minute load average before and
@@ -46,7 +46,7 @@ def _load() -> float:
 
 
 def _agent_turn(env: dict, message: str, session: str) -> dict:
-    from ark_trainer.external import openclaw_cli as cli
+    from ark_trainer.base.external import openclaw_cli as cli
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load, t0 = _load(), time.perf_counter()
@@ -87,8 +87,8 @@ def _deployed(model: str, shape: str, turns: int, root: Path) -> list[dict]:
 
 
 def _openclaw_alone(turns: int) -> list[dict]:
-    from ark_trainer.openclaw.deploy import provider_patch
-    from ark_trainer.openclaw.shape import CaptureServer, patch_for
+    from ark_trainer.services.openclaw.deploy import provider_patch
+    from ark_trainer.services.openclaw.shape import CaptureServer, patch_for
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="ark-bench-") as tmp, CaptureServer() as server:

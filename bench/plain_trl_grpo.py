@@ -2,7 +2,7 @@
 
 Only TRL, transformers and datasets, plus the same reward functions the product uses (so both sides
 score the same way). The settings mirror what ``ark-trainer-inner train --strategy GRPO --eval_auto False``
-passes to ``GRPOConfig`` (see ``ark_trainer.stages.common.trainer_kwargs`` and ``stages/grpo.py``).
+passes to ``GRPOConfig`` (see ``ark_trainer.stages.common.trainer_kwargs`` and ``stages/grpo/stage.py``).
 Prints one JSON line with its timings: ``{"import_s", "setup_s", "train_s", "train_runtime", "total_s"}``:
 ``train_runtime`` is transformers' own timer of the training loop (what ark-trainer's TensorBoard events
 hold as ``train/train_runtime``), ``train_s`` spans trainer construction, ``train()`` and saving, the span

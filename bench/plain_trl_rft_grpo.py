@@ -3,8 +3,8 @@
 Only TRL, transformers and datasets plus the product's QC reward functions (so both sides score alike):
 each row's candidate answers scored with the QC preset, the best one at or above ``--rft_min_reward`` kept,
 ``SFTTrainer`` on those (prompt-completion, loss on the completion), then ``GRPOTrainer`` from its result.
-The settings mirror what ``train`` passes (``stages/common.trainer_kwargs``, ``stages/rft.py``,
-``stages/grpo.py``), gradient checkpointing off. Prints one JSON line: ``{"rft_runtime", "grpo_runtime"}``
+The settings mirror what ``train`` passes (``stages/common.trainer_kwargs``, ``stages/rft/stage.py``,
+``stages/grpo/stage.py``), gradient checkpointing off. Prints one JSON line: ``{"rft_runtime", "grpo_runtime"}``
 (transformers' ``train_runtime`` of each trainer).
 
     python bench/plain_trl_rft_grpo.py --model_path M --data_path D.jsonl --output_dir OUT --rft_steps 8

@@ -1,6 +1,6 @@
 """QC gains benchmark: base vs RFT vs RFT+GRPO vs Only GRPO (same wall-clock budget), over several seeds.
 
-For each seed it makes the demo's data and base model (``ark_trainer.demo``), runs RFT+GRPO with the demo
+For each seed it makes the demo's data and base model (``ark_trainer.app.demo``), runs RFT+GRPO with the demo
 preset, then runs Only GRPO for as many steps as fit in the time RFT+GRPO spent training (RFT sampling +
 RFT + GRPO), and writes ``bench/results/qc_gains.md``: mean ± std per metric and stage, wall time per stage,
 the machine, and the exact command.
@@ -43,12 +43,12 @@ def evals(run_dir: Path) -> dict[str, dict]:
 
 
 def run_seed(seed: int, root: Path) -> dict:
-    from ark_trainer.config import resolve_config
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.fileio import read_jsonl
-    from ark_trainer.pipeline import run_train
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.base.fileio import read_jsonl
+    from ark_trainer.core.config import resolve_config
+    from ark_trainer.services.pipeline import run_train
 
     train, eval_ = write_demo_data(root / "data", seed=seed)
     base = build_base_model(root / "base_model", read_jsonl(train), seed=seed, progress=False)

@@ -98,10 +98,10 @@ def generation(a: argparse.Namespace, rows: list[dict]) -> dict:
     """Completion tokens/s: our batched generate against plain generate one prompt at a time."""
     import torch
 
-    from ark_trainer.generation import generate
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
-    from ark_trainer.models.prompts import render_prompt
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
+    from ark_trainer.core.models.prompts import render_prompt
 
     model, tok = load_policy(a.model_path, Runtime("cpu", False, a.bf16, []))  # the weights eval loads
     prompts = [[{"role": "user", "content": r["question"]}] for r in rows[: a.gen_prompts]]
@@ -155,13 +155,13 @@ def main() -> None:
     ap.add_argument("--model_path", required=True)
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
-    from ark_trainer.scale import native_cpu_bf16
+    from ark_trainer.base.scale import native_cpu_bf16
 
     a.bf16 = native_cpu_bf16()  # what train's --mixed_precision auto picks for a real model on this CPU
     a.batch_size, a.max_completion_length = 8, 96
     a.rft_steps, a.grpo_steps, a.gen_prompts, a.lora_steps = (2, 1, 2, 2) if a.quick else (8, 3, 8, 4)
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.base.fileio import read_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

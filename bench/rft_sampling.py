@@ -1,4 +1,4 @@
-"""RFT sampling speed: ``ark_trainer.generation.generate`` vs a naive per-prompt, per-sample loop.
+"""RFT sampling speed: ``ark_trainer.core.generation.generate`` vs a naive per-prompt, per-sample loop.
 
 Both draw ``--samples`` completions of ``--max_new_tokens`` tokens for each of ``--prompts`` demo QC
 prompts from the same random-initialised Qwen2, with the KV cache on in both (the naive loop is only naive
@@ -31,7 +31,7 @@ def count_tokens(tok, samples: list[list[str]]) -> int:
 def naive(model, tok, prompts: list, n: int, max_new_tokens: int) -> list[list[str]]:
     import torch
 
-    from ark_trainer.models.prompts import render_prompt
+    from ark_trainer.core.models.prompts import render_prompt
 
     out = []
     for p in prompts:
@@ -71,9 +71,9 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ark_trainer.fileio import read_jsonl
-    from ark_trainer.generation import GEN_SEQUENCES, generate
-    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.base.fileio import read_jsonl
+    from ark_trainer.core.generation import GEN_SEQUENCES, generate
+    from ark_trainer.core.models.loading import load_tokenizer
 
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
     runs = []

@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def canonical(names: list[str]) -> dict[str, str | None]:
     """Each requested name → the strategy table's name for it, or None when this install lacks it."""
-    from ark_trainer.strategies import AUTO, strategy_aliases
+    from ark_trainer.base.strategies import AUTO, strategy_aliases
 
     aliases = strategy_aliases()
     out: dict[str, str | None] = {}
@@ -94,7 +94,7 @@ def train_seconds(run: Path) -> tuple[float, float]:
 
 
 def final_eval(run: Path, strategy: str) -> dict:
-    from ark_trainer.strategies import strategy_table
+    from ark_trainer.base.strategies import strategy_table
 
     last = strategy_table()[strategy].stages[-1]
     result = json.loads((run / "eval" / f"{last}.json").read_text(encoding="utf-8"))
@@ -102,10 +102,10 @@ def final_eval(run: Path, strategy: str) -> dict:
 
 
 def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: bool = True) -> Path:
-    from ark_trainer.config import resolve_config
-    from ark_trainer.pipeline import run_train
-    from ark_trainer.plan import share_of
-    from ark_trainer.strategies import strategy_table
+    from ark_trainer.base.strategies import strategy_table
+    from ark_trainer.core.config import resolve_config
+    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.stages.plan import share_of
 
     if _finished(out):  # a rerun of the bench with the same --out keeps the runs it finished
         return out
@@ -158,10 +158,10 @@ def run_seed(
     pilots: dict[str, dict],
 ) -> dict:
     """One seed's runs; ``pilots`` (strategy → calibration) is filled on first use and refined by each run."""
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.base.fileio import read_jsonl
 
     train, eval_ = write_demo_data(work / "data", seed=seed, n_eval=args.n_eval)
     base = work / "base_model"

@@ -1,7 +1,7 @@
 """Each training strategy on the toy QC demo, reported on the test split with n, a 95% interval and p.
 
 One seed (0), the demo's data (800 training dialogues, 300 held out: 149 dev, 151 test by prompt hash) and
-the toy base model shipped with the package (``src/ark_trainer/demo/base_model``, the one ``ark-trainer demo``
+the toy base model shipped with the package (``src/ark_trainer/app/demo/base_model``, the one ``ark-trainer demo``
 copies), each strategy run by ``train --config presets/demo.yaml --strategy S``: the demo's settings and its
 450 steps (a strategy with an RFT stage gives it the preset's 150 of them). Every figure is the test split's;
 the dev split chose the stage that ships (``--final_model best``). The change of the final model over the
@@ -36,13 +36,13 @@ METRICS = ("task_accuracy", "compliance_rate", "preference_alignment")
 
 def run_strategy(out: Path, data: Path, strategy: str) -> Path:
     """``train`` with the demo preset and ``strategy`` into ``out/<strategy>``; reused when it finished."""
-    from ark_trainer.demo.run import demo_config_path, shipped_base_model
+    from ark_trainer.app.demo.run import demo_config_path, shipped_base_model
 
     folder = out / strategy.replace("+", "_")
     if (folder / "report.md").is_file() and (folder / "eval" / "base.json").is_file():
         return folder
     base = shipped_base_model()
-    assert base is not None, "the shipped toy base model is missing (src/ark_trainer/demo/base_model)"
+    assert base is not None, "the shipped toy base model is missing (src/ark_trainer/app/demo/base_model)"
     argv = [
         sys.executable, "-m", "ark_trainer", "train", "--config", str(demo_config_path()),
         "--strategy", strategy, "--model_path", str(base), "--data_path", str(data / "train.jsonl"),
@@ -59,8 +59,8 @@ def run_strategy(out: Path, data: Path, strategy: str) -> Path:
 def summary(strategy: str, folder: Path) -> dict:
     """The test figures of a finished run: each model's metrics, the final model against the base
     (paired), the stage the dev split chose, wall and training times."""
-    from ark_trainer.runfolder import RunFolder
-    from ark_trainer.stats import compare_evals
+    from ark_trainer.core.runfolder import RunFolder
+    from ark_trainer.core.stats import compare_evals
 
     run = RunFolder(folder)
     plan = json.loads((folder / "plan.json").read_text())
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
-    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.app.demo.data import write_demo_data
 
     data = args.out / "data"
     if not (data / "eval.jsonl").is_file():

@@ -16,24 +16,16 @@ if [ -f .venv/.ark-installed ] && grep -qx "$stamp $REQ" .venv/.ark-installed \
   exit 0
 fi
 # pip -q is silent for minutes: say what is installed and how long it takes, then a line every 15 s
-ticking() {
-  local start=$SECONDS
-  "$@" &
-  local pid=$!
-  while ! wait_for "$pid" 15; do echo "  ... still installing ($((SECONDS - start)) s)"; done
-  wait "$pid"
-}
-wait_for() {  # true once process $1 has ended, false after $2 seconds while it still runs
-  local i
-  for ((i = 0; i < $2; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done
-  ! kill -0 "$1" 2>/dev/null
-}
+. scripts/ticking.sh
 echo "setup: installing ark-trainer and its pinned dependencies ($REQ: torch, transformers, TRL, ...)" \
   "into .venv, once; about 2 minutes"
+echo "setup: 1/3 pip itself"
 ticking .venv/bin/python -m pip install -q --upgrade pip
 # --no-compile: Python compiles a module when it is first imported; compiling every installed file up front
 # doubled the time of installing torch (30 s vs 14 s here)
+echo "setup: 2/3 the pinned dependencies ($REQ)"
 ticking .venv/bin/python -m pip install -q --no-compile -r "$REQ"
-.venv/bin/python -m pip install -q --no-deps -e .
+echo "setup: 3/3 ark-trainer itself (editable)"
+ticking .venv/bin/python -m pip install -q --no-deps -e .
 echo "setup: .venv is ready"
 echo "$stamp $REQ" >> .venv/.ark-installed

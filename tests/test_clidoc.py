@@ -1,14 +1,14 @@
-"""docs/cli.md is the parsers' own --help: regenerate it with `python -m ark_trainer.clidoc`."""
+"""docs/cli.md is the parsers' own --help: regenerate it with `python -m ark_trainer.app.clidoc`."""
 
 from __future__ import annotations
 
-from ark_trainer import clidoc
+from ark_trainer.app import clidoc
 
 
 def test_cli_reference_is_fresh():
-    assert clidoc.DOC.is_file(), "docs/cli.md missing: run python -m ark_trainer.clidoc"
+    assert clidoc.DOC.is_file(), "docs/cli.md missing: run python -m ark_trainer.app.clidoc"
     assert clidoc.DOC.read_text(encoding="utf-8") == clidoc.render(), (
-        "docs/cli.md is stale: run python -m ark_trainer.clidoc"
+        "docs/cli.md is stale: run python -m ark_trainer.app.clidoc"
     )
 
 

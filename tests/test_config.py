@@ -1,4 +1,4 @@
-"""Tests for ark_trainer.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
+"""Tests for ark_trainer.core.config: flags (exact reference spellings), YAML, validation, run.yaml round trip.
 
 Each train flag is declared once, as a field of the frozen TrainConfig; the rest is derived from it.
 """
@@ -13,19 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.cli import build_parser, train_flags
-from ark_trainer.config import (
-    RANGES,
-    TRAIN_GROUPS,
-    TrainConfig,
-    choice_problems,
-    load_yaml_config,
-    normalize_strategy,
-    resolve_config,
-    to_yaml,
-)
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import (
     ANY,
     BIG,
     COUNT,
@@ -38,7 +27,20 @@ from ark_trainer.ranges import (
     ZERO_OK,
     Range,
 )
+from ark_trainer.cli import build_parser, train_flags
+from ark_trainer.core.config import (
+    TrainConfig,
+    choice_problems,
+    learning_rates,
+    load_yaml_config,
+    normalize_strategy,
+    range_of,
+    resolve_config,
+    to_yaml,
+    train_groups,
+)
 from ark_trainer.rewards.composite import preset_path
+from ark_trainer.stages.registry import config_class
 
 # The reference report's two templates, verbatim except for the paths.
 TEMPLATE_1 = (
@@ -61,7 +63,7 @@ def parse(argv: list[str] | str) -> TrainConfig:
     if isinstance(argv, str):
         argv = shlex.split(argv)
     args = build_parser().parse_args(argv)
-    return resolve_config(train_flags(args))
+    return resolve_config(config_class(), train_flags(args))
 
 
 def train(*flags: str) -> TrainConfig:
@@ -77,7 +79,7 @@ def messages_of(excinfo: pytest.ExceptionInfo[UserError]) -> str:
 
 def steps(cfg) -> tuple[int, int]:
     """(RFT steps, GRPO steps) as the run's plan resolves them (the config keeps what the user gave)."""
-    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.plan import resolve_plan
 
     plan = resolve_plan(cfg)
     return plan.steps("rft"), plan.steps("grpo")
@@ -113,7 +115,7 @@ def test_template_2_parses_with_exact_spellings():
 
 
 def test_every_template_flag_is_a_config_field():
-    names = {f.name for f in fields(TrainConfig)}
+    names = {f.name for f in fields(config_class())}
     for template in (TEMPLATE_1, TEMPLATE_2):
         flags = {tok[2:] for tok in shlex.split(template) if tok.startswith("--")}
         assert flags <= names, flags - names
@@ -259,7 +261,7 @@ def test_num_generations_divides_batch_times_accumulation_where_rloo_batches_the
 def test_grpo_takes_any_batch_size_as_it_accumulates_whole_groups(strategy):
     """A resume with a smaller --batch_size (docs/long-runs.md: resources may change) is not refused: the
     GRPO stage chooses its own accumulation, in whole groups, for the same prompts per step."""
-    from ark_trainer.auto_defaults import grpo_accumulation
+    from ark_trainer.stages.grpo.auto import grpo_accumulation
 
     cfg = train("--strategy", strategy, "--batch_size", "2", "--num_generations", "4")
     assert cfg.batch_size == 2
@@ -271,7 +273,7 @@ def test_grpo_takes_any_batch_size_as_it_accumulates_whole_groups(strategy):
 def test_missing_required_flags_all_reported():
     args = build_parser().parse_args(["train"])
     with pytest.raises(UserError) as exc:
-        resolve_config(train_flags(args))
+        resolve_config(config_class(), train_flags(args))
     text = messages_of(exc)
     assert "--model_path" in text and "--data_path" in text and "--output_dir" in text
 
@@ -321,14 +323,14 @@ def test_yaml_unknown_key_names_file_and_key(tmp_path):
 def test_yaml_config_key_itself_is_unknown(tmp_path):
     run = write(tmp_path / "run.yaml", "config: other.yaml\n")
     with pytest.raises(UserError) as exc:
-        load_yaml_config(run)
+        load_yaml_config(config_class(), run)
     assert "config" in messages_of(exc)
 
 
 def test_yaml_bad_value_names_file_and_key(tmp_path):
     run = write(tmp_path / "run.yaml", "batch_size: many\n")
     with pytest.raises(UserError) as exc:
-        load_yaml_config(run)
+        load_yaml_config(config_class(), run)
     assert run in messages_of(exc) and "batch_size" in messages_of(exc)
 
 
@@ -342,14 +344,14 @@ def test_yaml_null_for_a_required_number_is_an_error(tmp_path):
 def test_yaml_invalid_syntax_names_line(tmp_path):
     run = write(tmp_path / "run.yaml", "batch_size: 8\nfp16: [true\n")
     with pytest.raises(UserError) as exc:
-        load_yaml_config(run)
+        load_yaml_config(config_class(), run)
     assert messages_of(exc).startswith(f"{run}:")
 
 
 def test_yaml_not_a_mapping(tmp_path):
     run = write(tmp_path / "run.yaml", "- batch_size\n- 8\n")
     with pytest.raises(UserError) as exc:
-        load_yaml_config(run)
+        load_yaml_config(config_class(), run)
     assert run in messages_of(exc)
 
 
@@ -366,7 +368,7 @@ def test_to_yaml_round_trips(tmp_path):
     run = write(tmp_path / "run.yaml", text)
     again = parse(["train", "--config", run])
     assert again.flag_items() == cfg.flag_items()
-    assert load_yaml_config(run) == cfg.flag_items()
+    assert load_yaml_config(config_class(), run) == cfg.flag_items()
 
 
 def test_to_yaml_round_trips_defaults_and_unicode(tmp_path):
@@ -386,7 +388,7 @@ SHIPPED_RUN_CONFIGS = ["demo"]
 def test_shipped_run_config_parses(name):
     path = preset_path(name)
     assert path.is_file()
-    values = load_yaml_config(str(path))
+    values = load_yaml_config(config_class(), str(path))
     assert values, "a shipped config sets something"
     cfg = parse(["train", "--config", str(path), *REQUIRED])
     for key, value in values.items():
@@ -403,7 +405,7 @@ def test_demo_preset_header_shows_the_command():
 def test_parser_has_a_flag_for_every_field():
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     options = {s for action in train_parser._actions for s in action.option_strings}
-    for f in fields(TrainConfig):
+    for f in fields(config_class()):
         assert f"--{f.name}" in options
 
 
@@ -531,7 +533,7 @@ BEFORE.update(
 
 
 def test_the_config_is_frozen():
-    cfg = TrainConfig(model_path="m", data_path="d", output_dir="o")
+    cfg = config_class()(model_path="m", data_path="d", output_dir="o")
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.max_train_steps = 5  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -539,77 +541,100 @@ def test_the_config_is_frozen():
 
 
 def test_every_flag_declares_its_help_and_group():
-    for f in dataclasses.fields(TrainConfig):
+    groups = train_groups(config_class())
+    for f in dataclasses.fields(config_class()):
         assert f.metadata.get("help"), f.name
-        assert f.metadata.get("group") in TRAIN_GROUPS, f.name
-    listed = [name for names in TRAIN_GROUPS.values() for name in names]
-    assert listed == [f.name for f in dataclasses.fields(TrainConfig)]  # the fields are in --help order
+        assert f.metadata.get("group") in groups, f.name
+    listed = [name for names in groups.values() for name in names]
+    assert listed == [f.name for f in dataclasses.fields(config_class())]  # the fields are in --help order
 
 
 def test_the_derived_ranges_are_the_ones_declared_before():
-    assert RANGES == BEFORE
+    cls = config_class()
+    declared = {f.name: f.metadata["range"] for f in dataclasses.fields(cls) if "range" in f.metadata}
+    assert declared == BEFORE
+    assert {name: range_of(cls, name) for name in BEFORE} == BEFORE
 
 
 def test_normalising_happens_while_the_config_is_built():
-    cfg = TrainConfig(strategy="only grpo", mixed_precision=" FP32 ", accelerate_config="zero3.yaml")
+    cfg = config_class()(strategy="only grpo", mixed_precision=" FP32 ", accelerate_config="zero3.yaml")
     assert (cfg.strategy, cfg.mixed_precision, cfg.launcher) == ("GRPO", "no", "accelerate")
-    again = dataclasses.replace(TrainConfig(), strategy="rft-grpo", mixed_precision="BF16_Weights")
+    again = dataclasses.replace(config_class()(), strategy="rft-grpo", mixed_precision="BF16_Weights")
     assert (again.strategy, again.mixed_precision, again.launcher) == ("RFT+GRPO", "bf16_weights", "auto")
-    assert TrainConfig(strategy="nope").strategy == "nope"  # an unknown value stays, for validate to name
+    assert config_class()(strategy="nope").strategy == "nope"  # an unknown value stays, for validate to name
 
 
 def test_the_allowed_values_are_declared_with_the_flag():
-    cfg = TrainConfig(launcher="slurm", vllm_mode="remote", dpo_loss_type="sigmoid,nope", kto_loss_type="x")
+    cfg = config_class()(
+        launcher="slurm", vllm_mode="remote", dpo_loss_type="sigmoid,nope", kto_loss_type="x"
+    )
     problems = choice_problems(cfg)
     assert problems[0].startswith("--dpo_loss_type: unknown loss 'nope'; use one of sigmoid, hinge")
     assert "--kto_loss_type: unknown loss 'x'; use kto or apo_zero_unpaired" in problems
     assert "--launcher: unknown launcher 'slurm'; use auto or accelerate" in problems
     assert "--vllm_mode: unknown mode 'remote'; use colocate or server" in problems
-    assert choice_problems(TrainConfig()) == []
+    assert choice_problems(config_class()()) == []
 
 
 def test_a_resumed_run_gets_a_new_config_not_a_written_one(tmp_path):
-    cfg = resolve_config({"model_path": "m", "data_path": "d", "output_dir": str(tmp_path)})
+    cfg = resolve_config(config_class(), {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path)})
     assert not cfg.resume and dataclasses.replace(cfg, resume=True).resume and not cfg.resume
 
 
 def test_the_learning_rate_flags_are_the_ones_the_stages_read():
     # LoRA's 10x learning rates (config.lora_learning_rates) apply to every stage's flag, found by its range
-    from ark_trainer.config import LEARNING_RATES
     from ark_trainer.stages.registry import stages
 
-    assert LEARNING_RATES == (
+    assert learning_rates(config_class()) == (
         "rft_learning_rate", "grpo_learning_rate", "dpo_learning_rate", "kto_learning_rate", "rloo_learning_rate"
     )  # fmt: skip
-    assert {stage.lr_flag for stage in stages().values()} == set(LEARNING_RATES)
+    assert {stage.lr_flag for stage in stages().values()} == set(learning_rates(config_class()))
 
 
 def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
-    from ark_trainer.config import config_class, config_fields, stage_options
-    from ark_trainer.options.grpo import GRPOOptions
-    from ark_trainer.run_options import RunOptions, RunOptionsAfterStages
-    from ark_trainer.stages.registry import stages
+    from ark_trainer.base.run_options import RunFlags, RunOptions, RunOptionsAfterStages
+    from ark_trainer.core.config import config_fields
+    from ark_trainer.stages.grpo.options import GRPOOptions
+    from ark_trainer.stages.registry import BUILTIN, stage_context, stage_options, stages
+    from ark_trainer.stages.rloo.options import RLOOOptions
 
+    by_module = {type(stage).__module__: stage for stage in stages().values()}
     built_in = {
-        name: stage for name, stage in stages().items() if name in ("rft", "grpo", "dpo", "kto", "rloo")
-    }
-    for stage in built_in.values():  # its learning-rate flag is one of its own
-        assert stage.lr_flag in {f.name for f in dataclasses.fields(stage.options)}, stage.name
-        assert issubclass(TrainConfig, stage.options)
+        by_module[m].name: by_module[m] for m in BUILTIN
+    }  # in BUILTIN's order, as config_class takes them
+    assert list(built_in) == ["rft", "grpo", "dpo", "kto", "rloo"]
+    shared = {f.name for f in dataclasses.fields(RunFlags)}
+    for stage in built_in.values():  # its learning-rate flag is one of its own; no shared flag is
+        own = {f.name for f in dataclasses.fields(stage.options)}
+        assert stage.lr_flag in own and not own & shared, stage.name
+        assert not issubclass(
+            TrainConfig, stage.options
+        )  # the shared config is made of the shared flags only
     assert set(stage_options()) >= {stage.options for stage in built_in.values()}
-    assert config_class() is TrainConfig  # no plug-in stage here
+    assert {f.name for f in dataclasses.fields(TrainConfig)} == shared
     declared = [RunOptions, *(stage.options for stage in built_in.values()), RunOptionsAfterStages]
-    assert [f.name for f in config_fields()] == [f.name for cls in declared for f in dataclasses.fields(cls)]
-    cfg = TrainConfig(num_generations=8)
-    assert cfg.options(GRPOOptions).num_generations == cfg.num_generations == 8
+    once = list(dict.fromkeys(f.name for cls in declared for f in dataclasses.fields(cls)))
+    assert [f.name for f in config_fields(config_class())] == once  # a flag two stages read: listed once
+    cfg = config_class()(num_generations=8, rloo_learning_rate=2e-6)
+    grpo, rloo = cfg.options(GRPOOptions), cfg.options(RLOOOptions)
+    assert type(grpo) is GRPOOptions and type(rloo) is RLOOOptions  # each its own options, not the config
+    assert grpo.num_generations == rloo.num_generations == cfg.num_generations == 8
+    assert not hasattr(grpo, "rloo_learning_rate") and not hasattr(rloo, "grpo_learning_rate")
+    assert type(cfg.run_flags()) is RunFlags and not hasattr(cfg.run_flags(), "num_generations")
+    ctx = stage_context(
+        cfg, "rloo", rt=None, monitor=None, train=[], reward=None, out=Path("o"), log_dir=Path("o")
+    )
+    assert ctx.options == rloo and ctx.run == cfg.run_flags()
+    with pytest.raises(TypeError):
+        TrainConfig().options(GRPOOptions)  # the shared config holds no stage's options
     assert {name for name, stage in built_in.items() if stage.plays_episodes} == {"rft", "grpo"}
 
 
 def test_the_values_chosen_for_a_run_are_validated_as_given_ones_are():
-    from ark_trainer.config import settle
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.config import settle
 
-    cfg = resolve_config({"model_path": "m", "data_path": "d", "output_dir": "o"})
+    cfg = resolve_config(config_class(), {"model_path": "m", "data_path": "d", "output_dir": "o"})
     assert settle(cfg, {}) is cfg
     assert settle(cfg, {"grpo_prompts_per_step": 8, "resume": True}).grpo_prompts_per_step == 8
     with pytest.raises(UserError) as err:

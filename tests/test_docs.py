@@ -111,9 +111,9 @@ def test_checks_catch_drift(tmp_path):
 
 
 def test_skill_names_the_states_status_prints_and_readme_lists_npm():
-    from ark_trainer.runtime import monitor
+    from ark_trainer.core.runtime import monitor
 
-    skill = (ROOT / "src/ark_trainer/openclaw/skill/SKILL.md").read_text()
+    skill = (ROOT / "src/ark_trainer/services/openclaw/skill/SKILL.md").read_text()
     states_text = skill.split("## 4. Status")[1].split("## 5.")[0].split("ark-trainer diagnose")[0]
     named = set(re.findall(r"`(\w+)`", states_text))  # the states the skill names, before the diagnosis part
     states = set(re.findall(r'"(\w+)"', Path(monitor.__file__).read_text()))
@@ -123,10 +123,12 @@ def test_skill_names_the_states_status_prints_and_readme_lists_npm():
 
 
 def test_the_skill_and_the_docs_name_every_strategy():
-    from ark_trainer.strategies import STRATEGIES
+    from ark_trainer.base.strategies import STRATEGIES
 
     root = Path(__file__).resolve().parents[1]
-    skill = (root / "src" / "ark_trainer" / "openclaw" / "skill" / "SKILL.md").read_text(encoding="utf-8")
+    skill = (root / "src" / "ark_trainer" / "services" / "openclaw" / "skill" / "SKILL.md").read_text(
+        encoding="utf-8"
+    )
     guide = (root / "docs" / "getting-started.md").read_text(encoding="utf-8")
     for name in STRATEGIES:
         assert name in skill and f"`{name}`" in guide, name

@@ -6,19 +6,19 @@ from __future__ import annotations
 import os
 import time
 
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
 def test_a_model_evaluated_again_generates_only_its_new_prompts(tmp_path, monkeypatch):
-    from ark_trainer import evaluate
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.models.device import resolve_runtime
+    from ark_trainer.core.models.device import resolve_runtime
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.stages import evaluate
 
     model = save_tiny_qwen(tmp_path / "model")
     rows = [{"prompt": [{"role": "user", "content": f"hello {i}"}], "reference": "x"} for i in range(4)]
     reward = build_reward({}, rows, "cpu")
-    rt = resolve_runtime(TrainConfig(data_path="d", device="cpu"))
+    rt = resolve_runtime(config_class()(data_path="d", device="cpu"))
     asked: list[int] = []
     real = evaluate.generate
 
@@ -43,8 +43,8 @@ def test_a_model_evaluated_again_generates_only_its_new_prompts(tmp_path, monkey
 
 
 def test_a_models_fingerprint_ignores_the_notes_train_adds_after_evaluating_it(tmp_path):
-    from ark_trainer.deploy.policy import PromptShape, write_shape
-    from ark_trainer.evaluate import model_fingerprint
+    from ark_trainer.services.deploy.policy import PromptShape, write_shape
+    from ark_trainer.stages.evaluate import model_fingerprint
 
     model = save_tiny_qwen(tmp_path / "model")
     before = model_fingerprint(model)

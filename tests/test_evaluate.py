@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 
-from ark_trainer.metrics import OUTCOMES, RATES
+from ark_trainer.core.metrics import OUTCOMES, RATES
+from ark_trainer.stages.registry import config_class
 from tests.conftest import tiny_qc_assets
 
 
 def test_each_answer_keeps_its_outcomes_and_the_rates_are_their_means(tmp_path):
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.models.device import Runtime
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.evaluate import evaluate_model
-    from ark_trainer.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.stages.evaluate import evaluate_model
 
     assets = tiny_qc_assets(tmp_path)
     rows = load_jsonl(assets["train"])[:6]
-    reward = build_reward(TrainConfig(), rows, "cpu")
+    reward = build_reward(config_class()(), rows, "cpu")
     base = [1.0, 0.0, 0.5, 0.0, 1.0, 0.0]  # a base model's rewards to prefer against
     out = tmp_path / "eval.json"
     settings = {"max_new_tokens": 6, "pass_threshold": 0.5, "base_totals": base}

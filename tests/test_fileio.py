@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import (
     UnreadableFile,
     json_line,
     jsonl_byte_lines,
@@ -110,7 +110,7 @@ def test_data_that_is_not_a_small_file(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("name", ["mcp.json", "mcp.yaml"])
 def test_mcp_servers_file_that_is_not_a_small_file(tmp_path, name):
-    from ark_trainer.external.mcp_config import servers_from_source
+    from ark_trainer.base.external.mcp_config import servers_from_source
 
     for path in (_sparse(tmp_path / name), _fifo(tmp_path / f"pipe-{name}")):
         with pytest.raises(UserError) as exc:
@@ -144,7 +144,7 @@ def test_read_jsonl_keeps_every_row(tmp_path, sep):
 
 
 def test_a_rename_that_fails_midway_puts_back_what_it_replaced(tmp_path, monkeypatch):
-    from ark_trainer.fileio import replace_together, staged_path
+    from ark_trainer.base.fileio import replace_together, staged_path
 
     a, b = tmp_path / "a.gguf", tmp_path / "Modelfile"
     a.write_text("old a")

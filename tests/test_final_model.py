@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.final_model import FinalChoice, choose, held_stage, ship, trained_dir
-from ark_trainer.metrics import (
+from ark_trainer.core.final_model import FinalChoice, choose, held_stage, ship, trained_dir
+from ark_trainer.core.metrics import (
     COMPLIANCE_RATE,
     PASS_RATE,
     PREFERENCE_ALIGNMENT,
@@ -23,7 +23,7 @@ from ark_trainer.metrics import (
     TASK_ACCURACY,
     TASK_SUCCESS,
 )
-from ark_trainer.runfolder import FINAL_MODEL, RunFolder
+from ark_trainer.core.runfolder import FINAL_MODEL, RunFolder
 
 
 def evaluated(accuracy: float | None, reward: float = 0.5, **extra) -> dict:
@@ -235,7 +235,7 @@ ACCURACY = {"base": 0.3, "keep": 0.6, "spoil": 0.4}
 
 def fake_evaluate(model_path, name, rows, reward, rt, path, **kwargs) -> dict:
     """The eval file of ``name`` with the task accuracy of :data:`ACCURACY`, whatever the model answers."""
-    from ark_trainer.fileio import write_json
+    from ark_trainer.base.fileio import write_json
 
     accuracy = ACCURACY[name]
     result = {
@@ -255,10 +255,10 @@ FAKE_EVALUATED: list[tuple[str, str]] = []  # (model, "eval" or "dev") of every 
 @pytest.fixture
 def toy_run(tmp_path, monkeypatch):
     """``train`` argv of the KEEP+SPOIL strategy on a tiny model, its stages registered for the test."""
-    from ark_trainer import evaluate, strategies
-    from ark_trainer.fileio import write_jsonl
-    from ark_trainer.stages import registry
-    from ark_trainer.strategies import Strategy, add_strategy
+    from ark_trainer.base import strategies
+    from ark_trainer.base.fileio import write_jsonl
+    from ark_trainer.base.strategies import Strategy, add_strategy
+    from ark_trainer.stages import evaluate, registry
     from tests.conftest import save_tiny_qwen
 
     registry.stages()
@@ -285,8 +285,8 @@ def toy_run(tmp_path, monkeypatch):
 
 
 def test_a_worse_last_stage_does_not_ship_and_the_report_says_so(toy_run, tmp_path):
+    from ark_trainer.base.fileio import read_json, read_jsonl, write_json
     from ark_trainer.cli import main
-    from ark_trainer.fileio import read_json, read_jsonl, write_json
 
     out = tmp_path / "out"
     assert main([*toy_run, "--output_dir", str(out)]) == 0

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
-from ark_trainer.folders import MARKER, check_folder, check_output_file, claim_folder, owned
+from ark_trainer.core.folders import MARKER, check_folder, check_output_file, claim_folder, owned
 from tests.conftest import refused
 from tests.tiny_runs import base
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ark_trainer.generation import plan_batches
+from ark_trainer.core.generation import plan_batches
 
 
 def test_batches_hold_a_token_budget_longest_first():
@@ -24,10 +24,10 @@ def test_a_prompt_longer_than_the_budget_still_gets_its_own_batch():
 
 def test_generation_ticks_within_a_batch(tmp_path):
     """Progress moves with the decoding steps of a batch, not only when the batch ends."""
-    from ark_trainer.generation import generate
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.models.loading import load_policy
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.models.loading import load_policy
+    from ark_trainer.core.runtime.monitor import Monitor
     from tests.conftest import save_tiny_qwen
 
     model, tok = load_policy(str(save_tiny_qwen(tmp_path / "m")), Runtime("cpu", False, False, []))
@@ -49,9 +49,9 @@ def test_sampling_through_a_vllm_server_asks_for_the_rft_settings(tmp_path, monk
     """``--use_vllm --vllm_mode server``: one request with RFT's samples, temperature, length and the seed."""
     import trl.generation.vllm_client as vllm_client
 
-    from ark_trainer.generation import Sampler, SamplingSettings
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.scale import VLLMSettings
+    from ark_trainer.base.scale import VLLMSettings
+    from ark_trainer.core.generation import Sampler, SamplingSettings
+    from ark_trainer.core.models.device import Runtime
     from tests.conftest import save_tiny_qwen
 
     asked: list[dict] = []

@@ -23,7 +23,7 @@ def test_pre_commit_runs_the_pinned_ruff_and_the_clidoc_check():
     assert ruff["rev"] == "v" + pins()["ruff"], "pre-commit's ruff must equal ruff== in requirements-test.txt"
     assert {hook["id"] for hook in ruff["hooks"]} == {"ruff-check", "ruff-format"}
     local = [hook for hook in repos["local"]["hooks"]]
-    assert any("ark_trainer.clidoc --check" in hook["entry"] for hook in local)
+    assert any("ark_trainer.app.clidoc --check" in hook["entry"] for hook in local)
 
 
 def test_complexity_limit_and_mypy_are_configured():

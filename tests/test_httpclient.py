@@ -76,7 +76,7 @@ def test_a_trickling_judge_is_cut_off_at_its_timeout(trickle_server, tmp_path):
 
 
 def test_a_trickling_planning_model_is_cut_off(trickle_server, capsys, monkeypatch):
-    import ark_trainer.nl.llm as llm
+    import ark_trainer.services.nl.llm as llm
 
     url, state = trickle_server
     monkeypatch.setattr(llm, "TIMEOUT_S", 1.0)

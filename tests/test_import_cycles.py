@@ -15,6 +15,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "ark_trainer"
+RFT_STAGE = PACKAGE / "stages" / "rft" / "stage.py"
 
 
 def _modules() -> dict[str, Path]:
@@ -91,22 +92,26 @@ def test_find_cycle_sees_a_cycle():
 
 def test_the_package_import_graph_is_acyclic():
     graph = import_graph()
-    assert "ark_trainer.scoring" in graph and len(graph) > 50
+    assert "ark_trainer.rewards.scoring" in graph and len(graph) > 50
     assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
 
 
 def test_no_module_reaches_into_the_rft_stage_for_scoring():
-    """Scoring lives in ``ark_trainer.scoring``; only the stage registry (which loads the built-in stages)
+    """Scoring lives in ``ark_trainer.rewards.scoring``; only the stage registry (which loads the built-in stages)
     imports the RFT stage."""
     users = sorted(
         path.relative_to(SRC).as_posix()
         for path in PACKAGE.rglob("*.py")
-        if "ark_trainer.stages.rft" in path.read_text(encoding="utf-8") and path.name != "rft.py"
+        if "ark_trainer.stages.rft.stage" in path.read_text(encoding="utf-8") and path != RFT_STAGE
     )
     assert users == ["ark_trainer/stages/registry.py"], users
-    rft = PACKAGE / "stages" / "rft.py"
-    for banned in ("ark_trainer.evaluate", "ark_trainer.stages.grpo", "def score_completions", "def select("):
-        assert banned not in rft.read_text(encoding="utf-8")
+    for banned in (
+        "ark_trainer.stages.evaluate",
+        "ark_trainer.stages.grpo.stage",
+        "def score_completions",
+        "def select(",
+    ):
+        assert banned not in RFT_STAGE.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow  # ~200 interpreters, 10-17 s: the fast tier has the static graph checks above
@@ -142,7 +147,7 @@ def test_no_import_cycle_runs_through_the_rft_stage_even_inside_functions():
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
         graph[name] = {m for m in found if m in modules and m != name}
-    rft = "ark_trainer.stages.rft"
+    rft = "ark_trainer.stages.rft.stage"
     reach, todo = set(), list(graph[rft])
     while todo:
         node = todo.pop()

@@ -1,103 +1,67 @@
-"""Packages are floors: every ``ark_trainer`` import runs down the order of floors or stays on its own floor.
+"""The folders are the floors: every ``ark_trainer`` import runs down the floors or stays on its own floor.
 
-The floors and what stands on each are written out in docs/development.md ("Floors"); ``FLOORS`` below is
-that order, ground first. Every top-level module or package of ``src/ark_trainer`` (a "room") stands on
-exactly one floor. An import of a room on a higher floor is an upward import and fails this test unless
-``ALLOWED_UPWARD`` names it with its reason. Imports are counted as ``test_import_graph`` counts them, from
-the source with ``ast``: at module level, inside functions and under ``if TYPE_CHECKING:``, relative imports
-resolved.
+``src/ark_trainer`` holds one folder per floor, ground first as ``FLOORS`` lists them, and, loose at the top,
+only ``__init__.py``, ``__main__.py`` and ``cli.py`` (the command line, which stands on the top floor,
+``app``) and folders of data with no Python in them (``presets/``). A module's floor is the top-level folder it sits in, read from
+the tree: docs/development.md ("Floors") is the table. An import of a module on a higher floor is an upward
+import and fails this test unless ``ALLOWED_UPWARD`` names it with its reason. Imports are counted as
+``test_import_graph`` counts them, from the source with ``ast``: at module level, inside functions and under
+``if TYPE_CHECKING:``, relative imports resolved.
 """
 
 from __future__ import annotations
 
-from tests.test_import_graph import PACKAGE, import_graph, modules
+from tests.test_import_graph import PACKAGE, SRC, import_graph, modules
 
-# ground first; a room may import rooms on its own floor and the floors below it
-FLOORS: list[tuple[str, set[str]]] = [
-    (
-        "base",
-        {
-            "errors",
-            "fileio",
-            "yamlsafe",
-            "ranges",
-            "httpclient",
-            "plugins",
-            "trackers",
-            "scale",
-            "strategies",
-            "chat",
-            "flags",
-            "options",
-            "run_options",
-            "external",
-        },
-    ),
-    (
-        "ground",
-        {
-            "config",
-            "auto_defaults",
-            "folders",
-            "runfolder",
-            "metrics",
-            "runcheck",
-            "stats",
-            "models",
-            "runtime",
-            "export",
-            "generation",
-            "vllm_rollouts",
-            "final_model",
-        },
-    ),
-    ("data", {"data", "inputs"}),
-    ("rewards", {"rewards", "scoring"}),
-    ("stages", {"stages", "plan", "agent", "evaluate", "diagnose", "report"}),
-    ("services", {"pipeline", "deploy", "loop", "openclaw", "nl", "dashboard"}),
-    ("top", {"demo", "commands", "cli", "clidoc", "__main__"}),
-]
+# the floor folders of src/ark_trainer, ground first: a module may import its own floor and the floors below
+FLOORS = ["base", "core", "data", "rewards", "stages", "services", "app"]
+# the modules loose at the top: the package itself, and the command line, which stands on the top floor
+LOOSE = {"__init__", "__main__", "cli"}
 
 # upward imports kept, "importer -> imported module": a reason each; as short as it can be
 ALLOWED_UPWARD: dict[str, str] = {}
 
 
-def room(module: str) -> str:
-    """The top-level module or package of ``src/ark_trainer`` that ``module`` belongs to."""
+def floor(module: str) -> int:
+    """The floor ``module`` stands on: the index in ``FLOORS`` of the top-level folder it sits in; the loose
+    ``cli`` and ``__main__`` stand on the top floor, the package's own ``__init__`` below every floor."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
-
-
-def floor_of() -> dict[str, int]:
-    return {name: level for level, (_, rooms) in enumerate(FLOORS) for name in rooms}
+    if len(parts) == 1:
+        return -1
+    return FLOORS.index(parts[1]) if parts[1] in FLOORS else len(FLOORS) - 1
 
 
 def upward_imports() -> list[str]:
-    graph = import_graph()
-    floors = floor_of()
     return sorted(
         f"{module} -> {target}"
-        for module, targets in graph.items()
+        for module, targets in import_graph().items()
         for target in targets
-        if room(target) and room(module) and floors[room(target)] > floors[room(module)]
+        if floor(target) > floor(module)
     )
 
 
-def test_every_room_stands_on_one_floor():
-    rooms = {room(m) for m in modules() if room(m)}
-    placed = [name for _, names in FLOORS for name in names]
-    assert len(placed) == len(set(placed)), "a room on two floors"
-    assert rooms == set(placed), (
-        f"rooms on no floor: {sorted(rooms - set(placed))}; floors name no room: {sorted(set(placed) - rooms)}"
+def test_the_top_of_the_package_is_the_floor_folders():
+    top = SRC / PACKAGE
+    loose = sorted(p.stem for p in top.glob("*.py") if p.stem not in LOOSE)
+    assert not loose, f"modules loose at the top of src/{PACKAGE} (move each into its floor folder): {loose}"
+    folders = {p.name for p in top.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
+    assert folders == set(FLOORS), (
+        f"folders with Python that are no floor: {sorted(folders - set(FLOORS))}; "
+        f"floors with no folder: {sorted(set(FLOORS) - folders)}"
     )
+    assert all((top / name / "__init__.py").is_file() for name in FLOORS)
+
+
+def test_every_module_stands_on_one_floor():
+    for module in modules():
+        parts = module.split(".")
+        assert len(parts) == 1 or parts[1] in FLOORS or parts[1] in LOOSE, module
 
 
 def test_no_import_runs_up_the_floors():
-    floors = floor_of()
-    upward = upward_imports()
     unexpected = [
-        f"{edge} ({FLOORS[floors[room(edge.split()[0])]][0]} -> {FLOORS[floors[room(edge.split()[-1])]][0]})"
-        for edge in upward
+        f"{edge} ({FLOORS[floor(edge.split()[0])]} -> {FLOORS[floor(edge.split()[-1])]})"
+        for edge in upward_imports()
         if edge not in ALLOWED_UPWARD
     ]
     assert not unexpected, "imports that run up the floors:\n" + "\n".join(unexpected)
@@ -112,6 +76,9 @@ def test_the_allow_list_holds_only_upward_imports_that_are_there():
 def test_the_floors_see_every_kind_of_import():
     # the graph counts in-function and type-only imports, and resolves relative ones
     graph = import_graph()
-    assert f"{PACKAGE}.stages.registry" in graph[f"{PACKAGE}.plan"]
-    floors = floor_of()
-    assert floors["models"] < floors["data"] < floors["stages"] < floors["pipeline"] < floors["cli"]
+    assert f"{PACKAGE}.stages.registry" in graph[f"{PACKAGE}.stages.plan"]
+    assert f"{PACKAGE}.app.commands.args" in graph[f"{PACKAGE}.cli"]
+    order = ["core.models.loading", "data.loader", "stages.plan", "services.pipeline", "app.demo.run", "cli"]
+    expected = ["core", "data", "stages", "services", "app", "app"]  # the loose cli stands on the top floor
+    assert [floor(f"{PACKAGE}.{m}") for m in order] == [FLOORS.index(f) for f in expected]
+    assert floor(f"{PACKAGE}.cli") == floor(f"{PACKAGE}.app.commands") == len(FLOORS) - 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ark_trainer.metrics import (
+from ark_trainer.core.metrics import (
     AGENT_METRICS,
     HEADLINE,
     TOTAL,
@@ -57,7 +57,7 @@ def test_the_qc_reply_rules_are_not_reported_on_a_reference_task():
     measure nothing there (87.5% for a base model, 16.7% after RFT, in the report as if it meant something)."""
     from ark_trainer.rewards.composite import Component, CompositeReward
     from ark_trainer.rewards.registry import get_reward
-    from ark_trainer.scoring import metric_scores
+    from ark_trainer.rewards.scoring import metric_scores
 
     reward = CompositeReward([Component("reference_match", get_reward("reference_match"), 1.0)])
     rows = [
@@ -88,12 +88,12 @@ def test_only_metrics_py_spells_the_metric_names():
     import ast
     from pathlib import Path
 
-    from ark_trainer.metrics import HELDOUT_REWARD_MEAN
+    from ark_trainer.core.metrics import HELDOUT_REWARD_MEAN
 
     src = Path(__file__).resolve().parent.parent / "src" / "ark_trainer"
     names = {*HEADLINE, *AGENT_METRICS, HELDOUT_REWARD_MEAN}
     # the agent demo's check of a scripted policy prints its own summary (with sample_success, mean_reward)
-    foreign = {"metrics.py", "demo/agent_check.py"}
+    foreign = {"core/metrics.py", "app/demo/agent_check.py"}
     found = []
     for path in sorted(src.rglob("*.py")):
         rel = path.relative_to(src).as_posix()
@@ -102,11 +102,11 @@ def test_only_metrics_py_spells_the_metric_names():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{rel}:{node.lineno}: {node.value!r}")
-    assert not found, "take these names from ark_trainer.metrics: " + "; ".join(found)
+    assert not found, "take these names from ark_trainer.core.metrics: " + "; ".join(found)
 
 
 def test_the_flat_share_of_a_grpo_step_is_of_the_groups_it_trained_on():
-    from ark_trainer.metrics import flat_group_share
+    from ark_trainer.core.metrics import flat_group_share
 
     assert flat_group_share({"frac_reward_zero_std": 0.64}) == 0.64  # TRL's, without dynamic sampling
     # dynamic sampling replaced flat groups: 77% of those trained on carried a signal, whatever TRL first sampled

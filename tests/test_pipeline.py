@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.fileio import read_json, read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl
 
 TINY = {"hidden_size": 32, "num_layers": 2, "warmup_steps": 10, "n_warmup_rows": 64, "vocab_size": 600}
 
@@ -18,8 +18,8 @@ TINY = {"hidden_size": 32, "num_layers": 2, "warmup_steps": 10, "n_warmup_rows":
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
     """Tiny demo data and a tiny base model, made once for this module."""
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
 
     root = tmp_path_factory.mktemp("assets")
     train, eval_ = write_demo_data(root / "data", n_train=48, n_eval=12, seed=3)
@@ -190,8 +190,8 @@ def test_existing_run_is_not_overwritten(assets, tmp_path, capsys):
 
 
 def test_grpo_warns_when_groups_have_no_reward_variance(tmp_path):
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.stages.grpo import warn_if_no_signal
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.stages.grpo.stage import warn_if_no_signal
 
     monitor = Monitor(tmp_path, heartbeat=False)
     warn_if_no_signal(monitor, [{"frac_reward_zero_std": 0.5}])
@@ -222,7 +222,7 @@ def test_the_rows_are_split_into_train_dev_and_test_and_the_run_says_where_from(
     from types import SimpleNamespace
 
     from ark_trainer.data.split import prompt_key
-    from ark_trainer.pipeline import _splits
+    from ark_trainer.services.pipeline import _splits
 
     cfg = SimpleNamespace(
         eval_dataset=None, eval_auto=True, eval_ratio=0.2, max_eval_samples=None, data_path="d.jsonl"

@@ -7,12 +7,13 @@ import json
 
 import pytest
 
-from ark_trainer.config import TrainConfig, validate
-from ark_trainer.plan import Plan, PlanStage, ProbeChoice, resolve_plan
+from ark_trainer.core.config import TrainConfig, validate
+from ark_trainer.stages.plan import Plan, PlanStage, ProbeChoice, resolve_plan
+from ark_trainer.stages.registry import config_class
 
 
 def cfg_of(**values) -> TrainConfig:
-    cfg = TrainConfig(model_path="m", data_path="d.jsonl", output_dir="o", **values)
+    cfg = config_class()(model_path="m", data_path="d.jsonl", output_dir="o", **values)
     validate(cfg)
     return cfg
 

@@ -48,8 +48,8 @@ def test_a_plugin_command_is_in_the_help_and_runs(tmp_path):
 
 def test_importing_ark_trainer_loads_no_plugin(tmp_path):
     code = (
-        "import sys; import ark_trainer.cli, ark_trainer.config, ark_trainer.stages.registry, "
-        "ark_trainer.rewards.spec, ark_trainer.deploy.targets; print('ark_toy_plugin' in sys.modules)"
+        "import sys; import ark_trainer.cli, ark_trainer.core.config, ark_trainer.stages.registry, "
+        "ark_trainer.rewards.spec, ark_trainer.services.deploy.targets; print('ark_toy_plugin' in sys.modules)"
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.stdout.strip() == "False", done.stderr
@@ -93,15 +93,18 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
     assert "\nEcho:\n  --echo_candidate" in help_text.stdout
     assert "--echo_candidate" not in ark("train", "--help", plugin=None, cwd=tmp_path).stdout
     code = (
-        "from ark_trainer.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
-        "cfg = resolve_config({'model_path': 'm', 'data_path': 'd', 'output_dir': 'o', 'strategy': 'echo',"
-        " 'echo_candidate': '2'})\n"
-        "print(cfg.options(EchoOptions).echo_candidate, cfg.echo_candidate); print(to_yaml(cfg), end='')"
+        "from ark_trainer.core.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
+        "from ark_trainer.stages.registry import config_class, stage_context\n"
+        "cfg = resolve_config(config_class(), {'model_path': 'm', 'data_path': 'd', 'output_dir': 'o',"
+        " 'strategy': 'echo', 'echo_candidate': '2'})\n"
+        "ctx = stage_context(cfg, 'echo', rt=None, monitor=None, train=[], reward=None, out='o', log_dir='o')\n"
+        "print(ctx.options, cfg.echo_candidate); print(to_yaml(cfg), end='')"
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.returncode == 0, done.stderr
     first, *yaml_lines = done.stdout.splitlines()
-    assert first == "2 2" and yaml_lines[-1] == "echo_candidate: 2"  # after the built-in flags
+    # the stage is handed its own options, an instance of its class; run.yaml lists the flag after the built-ins'
+    assert first == "EchoOptions(echo_candidate=2) 2" and yaml_lines[-1] == "echo_candidate: 2"
     (tmp_path / "run.yaml").write_text("echo_candidate: 3\n", encoding="utf-8")
     refused = ark("train", "--config", "run.yaml", "--echo_candidate", "99", cwd=tmp_path)
     assert refused.returncode == 2 and "--echo_candidate: " in refused.stderr, refused.stderr
@@ -112,8 +115,8 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
 def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
     code = (
         "from ark_trainer.cli import build_parser; build_parser()\n"
-        "from ark_trainer.strategies import strategy_table; from ark_trainer.stages.registry import stages\n"
-        "from ark_trainer.rewards.spec import grader_kinds; from ark_trainer.deploy.targets import targets\n"
+        "from ark_trainer.base.strategies import strategy_table; from ark_trainer.stages.registry import stages\n"
+        "from ark_trainer.rewards.spec import grader_kinds; from ark_trainer.services.deploy.targets import targets\n"
         "print(strategy_table()['GRPO'].reason[:9], stages()['rft'].label, targets()['openclaw'],\n"
         "      grader_kinds()['regex'].fields >= {'pattern', 'expect'})"
     )
@@ -123,7 +126,7 @@ def test_a_plugin_name_that_clashes_is_refused_in_one_line_each(tmp_path):
         "one",
         "step:",
         "RFT",
-        "ark_trainer.openclaw.deploy",
+        "ark_trainer.services.openclaw.deploy",
         "True",
     ]  # built-ins stay
     clashes = (
@@ -210,7 +213,10 @@ def test_a_broken_package_is_skipped_with_one_warning(tmp_path, case):
             b"[console_scripts]\nfoo = \xff:bar\n"
         )
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), str(PLUGINS / "toy")])
+    # the caller's PYTHONPATH kept: this checkout's package, not an installed one
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root), str(PLUGINS / "toy"), *filter(None, [env.get("PYTHONPATH")])]
+    )
     done = subprocess.run(
         [sys.executable, "-m", "ark_trainer", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -233,7 +239,7 @@ def test_a_hook_that_exits_does_not_end_a_command(tmp_path):
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"prompt": "q", "completion": "a"}) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "ARK_TRAINER_PLUGINS"}
-    env["PYTHONPATH"] = str(root)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     argv = [
         sys.executable,
         "-m",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ark_trainer.config import TrainConfig, validate
-from ark_trainer.models.device import resolve_runtime
+from ark_trainer.core.config import validate
+from ark_trainer.core.models.device import resolve_runtime
 from ark_trainer.stages.common import trainer_kwargs
+from ark_trainer.stages.registry import config_class
 from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 
@@ -31,13 +32,13 @@ def fake_gpu(monkeypatch, capability: tuple[int, int] | None) -> None:
 @pytest.fixture(autouse=True)
 def cpu_without_bf16(monkeypatch):
     """By default a CPU without native bf16; a test that wants one patches it to True."""
-    from ark_trainer import scale
+    from ark_trainer.base import scale
 
     monkeypatch.setattr(scale, "native_cpu_bf16", lambda: False)
 
 
 def choice(tmp_path, **flags) -> tuple:
-    cfg = TrainConfig(**flags)
+    cfg = config_class()(**flags)
     rt = resolve_runtime(cfg)
     kw = trainer_kwargs(cfg, rt, tmp_path, 1, 1e-5)
     return rt.device, rt.precision, kw["bf16"], kw["fp16"], kw["model_init_kwargs"]["dtype"]
@@ -85,7 +86,7 @@ def test_the_default_precision_for_each_kind_of_machine(monkeypatch, tmp_path, c
     ],
 )
 def test_a_cpu_with_native_bf16_honours_mixed_precision_bf16(monkeypatch, tmp_path, flags, expected):
-    from ark_trainer import scale
+    from ark_trainer.base import scale
 
     fake_gpu(monkeypatch, None)
     monkeypatch.setattr(scale, "native_cpu_bf16", lambda: True)
@@ -94,7 +95,7 @@ def test_a_cpu_with_native_bf16_honours_mixed_precision_bf16(monkeypatch, tmp_pa
 
 def test_mixed_precision_bf16_on_a_cpu_without_it_warns_and_trains_in_fp32(monkeypatch):
     fake_gpu(monkeypatch, None)
-    rt = resolve_runtime(TrainConfig(mixed_precision="bf16"))
+    rt = resolve_runtime(config_class()(mixed_precision="bf16"))
     assert rt.precision == "fp32"
     assert any("this CPU has no native bf16" in w and "fp32" in w for w in rt.warnings)
 
@@ -110,15 +111,15 @@ def test_mixed_precision_bf16_on_a_cpu_without_it_warns_and_trains_in_fp32(monke
     ],
 )
 def test_auto_on_cpu_is_chosen_with_the_model(monkeypatch, toy, native, flags, expected):
-    from ark_trainer import scale
-    from ark_trainer.auto_defaults import ModelFacts
-    from ark_trainer.pipeline import with_cpu_precision
+    from ark_trainer.base import scale
+    from ark_trainer.core.auto_defaults import ModelFacts
+    from ark_trainer.services.pipeline import with_cpu_precision
 
     fake_gpu(monkeypatch, None)
     monkeypatch.setattr(scale, "native_cpu_bf16", lambda: native)
     facts = ModelFacts(1 if toy else 10**9, toy, "a toy model" if toy else "a real model")
-    monkeypatch.setattr("ark_trainer.auto_defaults.model_facts", lambda path: facts)
-    cfg = TrainConfig(**flags)
+    monkeypatch.setattr("ark_trainer.core.auto_defaults.model_facts", lambda path: facts)
+    cfg = config_class()(**flags)
     auto: dict = {}
     rt = with_cpu_precision(cfg, resolve_runtime(cfg), auto, "unused")
     value, precision = expected
@@ -127,7 +128,7 @@ def test_auto_on_cpu_is_chosen_with_the_model(monkeypatch, toy, native, flags, e
 
 
 def test_the_cpu_flags_say_whether_bf16_is_native():
-    from ark_trainer.scale import cpuinfo_has_bf16
+    from ark_trainer.base.scale import cpuinfo_has_bf16
 
     assert cpuinfo_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
     assert cpuinfo_has_bf16("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n")  # AMX
@@ -137,21 +138,21 @@ def test_the_cpu_flags_say_whether_bf16_is_native():
 
 
 def test_bf16_weights_is_a_known_value_and_fp8_is_not():
-    cfg = TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="BF16_Weights")
+    cfg = config_class()(model_path="m", data_path="d", output_dir="o", mixed_precision="BF16_Weights")
     validate(cfg)
     assert cfg.mixed_precision == "bf16_weights"
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match="bf16_weights"):
-        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", mixed_precision="fp8"))
+        validate(config_class()(model_path="m", data_path="d", output_dir="o", mixed_precision="fp8"))
 
 
 def test_the_run_records_its_precision(monkeypatch, tmp_path):
     """plan.json and the ``scale`` event say which precision the run trained in (here: CPU, fp32)."""
-    from ark_trainer.scale import SUMMARY_FLAGS, scale_summary
+    from ark_trainer.base.scale import SUMMARY_FLAGS, scale_summary
 
     fake_gpu(monkeypatch, (9, 0))
-    cfg = TrainConfig()
+    cfg = config_class()()
     rt = resolve_runtime(cfg)
     flags = {name: getattr(cfg, name) for name in SUMMARY_FLAGS}
     assert scale_summary(rt, 1, **flags)["precision"] == "bf16 autocast, fp32 weights"
@@ -175,9 +176,9 @@ def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
 ):
     from trl import GRPOConfig
 
-    from ark_trainer.scale import rollout_kwargs
+    from ark_trainer.base.scale import rollout_kwargs
 
-    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
+    cfg = config_class()(batch_size=batch, gradient_accumulation_steps=accum, num_generations=8, **flags)
     kwargs = rollout_kwargs(
         device, cfg.rollout_steps, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.use_vllm
     )
@@ -190,14 +191,14 @@ def test_rollouts_generate_several_steps_at_once_on_a_gpu_only(
 
 
 def test_rollout_steps_must_be_positive():
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match=r"--rollout_steps: must be in \[1, 64\], got 0"):
-        validate(TrainConfig(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
+        validate(config_class()(model_path="m", data_path="d", output_dir="o", rollout_steps=0))
 
 
 def test_evaluation_decodes_more_prompts_per_call_on_a_gpu():
-    from ark_trainer.scale import generation_batch
+    from ark_trainer.base.scale import generation_batch
 
     assert generation_batch("cpu", 32) == 32 and generation_batch("cuda:0", 32) == 128
 
@@ -215,3 +216,21 @@ def test_a_grpo_run_with_rollout_steps_trains_and_records_it(assets, tmp_path): 
     assert scale["steps_per_generation"] == 2 and scale["precision"] == "fp32"
     state = json.loads((out / "grpo" / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
+
+
+def test_the_cpu_class_names_the_docs_time_column():
+    """bf16 where the CPU computes it natively, else the widest kernel path torch runs (what doctor prints)."""
+    from ark_trainer.base.scale import CPU_CLASSES, cpu_class, cpu_class_of
+
+    avx512_bf16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    avx512 = "flags\t\t: fpu avx2 avx512f avx512bw\n"
+    avx2 = "flags\t\t: fpu sse avx2 fma\n"
+    assert cpu_class_of("AVX512", avx512_bf16) == "bf16"
+    assert cpu_class_of("AVX2", "flags\t\t: fpu avx2 amx_bf16\n") == "bf16"  # bf16 decides, whatever the path
+    assert cpu_class_of("AVX512", avx512) == "AVX-512 fp32"
+    assert cpu_class_of("AVX2", avx512) == "AVX2 fp32"  # ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU
+    assert cpu_class_of("AVX2", avx2) == "AVX2 fp32"
+    assert cpu_class_of("DEFAULT", avx2) == "fp32 without AVX2"
+    assert cpu_class_of("ZVECTOR", "") == "fp32 without AVX2"
+    name, found = cpu_class()  # this machine
+    assert name in CPU_CLASSES and found.startswith("torch's kernels: ")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.config import field_types
+from ark_trainer.core.config import field_types
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused, train_argv
 from tests.tiny_runs import base
 
@@ -37,7 +38,7 @@ def test_train_seconds_are_bounded(assets, tmp_path, capsys, flag, value):
     assert "1e+06]" in lines[0] and not (tmp_path / "out").exists()
 
 
-NUMERIC = sorted(n for n, kind in field_types().items() if kind in (int, float))
+NUMERIC = sorted(n for n, kind in field_types(config_class()).items() if kind in (int, float))
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
@@ -54,9 +55,9 @@ def test_every_numeric_flag_refuses_non_finite_values(assets, tmp_path, capsys, 
 
 def _outside(name: str) -> list[str]:
     """Values just outside the flag's range, below and above."""
-    from ark_trainer.config import range_of
+    from ark_trainer.core.config import range_of
 
-    rng, kind = range_of(name), field_types()[name]
+    rng, kind = range_of(config_class(), name), field_types(config_class())[name]
     values = []
     if rng.lo is not None:
         values.append(rng.lo if rng.lo_open else rng.lo - (1 if kind is int else 0.5))

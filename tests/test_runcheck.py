@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.runcheck import MAX_LINE_BYTES, too_deep
+from ark_trainer.core.runcheck import MAX_LINE_BYTES, too_deep
 from tests.commands.refusals import refused
 from tests.report.test_report import make_run
 
@@ -151,8 +151,8 @@ def test_depth_is_counted_without_recursion():
 
 
 def test_the_dashboard_reads_past_a_huge_line_and_shows_a_bad_file_as_a_finding(run):
-    from ark_trainer.dashboard.server import Runs
-    from ark_trainer.runfolder import EventLog
+    from ark_trainer.core.runfolder import EventLog
+    from ark_trainer.services.dashboard.server import Runs
 
     append_event(run, json.dumps({"event": "warning", "message": "x" * (3 * MAX_LINE_BYTES)}))
     append_event(run, json.dumps({"event": "metrics", "stage": "grpo", "step": 12, "loss": 0.1}))

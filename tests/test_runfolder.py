@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.runfolder import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.core.runfolder import (
     DIAGNOSIS,
     EVENTS,
     EXPORT_RECORD,
@@ -42,11 +42,11 @@ def test_only_the_run_folder_module_spells_its_file_names():
     found = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel in ("runfolder.py", *FOREIGN):
+        if rel in ("core/runfolder.py", *FOREIGN):
             continue
         found += [f"{rel}:{line}: {value!r}" for line, value in _literals(path)]
-    assert not found, "use ark_trainer.runfolder for these: " + "; ".join(found)
-    assert _literals(SRC / "runfolder.py"), "the check must see the names where they are defined"
+    assert not found, "use ark_trainer.core.runfolder for these: " + "; ".join(found)
+    assert _literals(SRC / "core" / "runfolder.py"), "the check must see the names where they are defined"
 
 
 def test_missing_and_torn_files_read_as_absent(tmp_path):
@@ -99,8 +99,8 @@ def test_the_plan_carries_its_schema_and_resume_refuses_what_it_cannot_read(tmp_
 def test_the_reports_other_files_are_read_through_the_run_folder_too(tmp_path):
     """Serving parity (``eval/<stage>-openclaw.json``) and the exports (``export/export.json``): a torn file
     leaves its part of the report out instead of stopping the report."""
-    from ark_trainer.report.model import serve_blocks
-    from ark_trainer.report.parity import parity_files
+    from ark_trainer.stages.report.model import serve_blocks
+    from ark_trainer.stages.report.parity import parity_files
 
     folder = RunFolder(tmp_path)
     folder.eval_dir.mkdir()
@@ -135,10 +135,10 @@ def run_events(out: Path, sep: str) -> list[dict]:
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_run_event_readers(tmp_path, sep):
-    from ark_trainer.diagnose.rundata import load
-    from ark_trainer.runfolder import EventLog, RunFolder, read_events, run_end_status
-    from ark_trainer.runtime.resume import Progress
-    from ark_trainer.runtime.supervisor import last_error
+    from ark_trainer.core.runfolder import EventLog, RunFolder, read_events, run_end_status
+    from ark_trainer.core.runtime.resume import Progress
+    from ark_trainer.core.runtime.supervisor import last_error
+    from ark_trainer.stages.diagnose.rundata import load
 
     events = run_events(tmp_path, sep)
     path = tmp_path / "events.jsonl"

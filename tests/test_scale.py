@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import resolve_config
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.core.config import resolve_config
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 ZERO3 = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / "deepspeed_zero3.yaml"
@@ -20,7 +21,7 @@ ZERO3 = Path(__file__).resolve().parent.parent / "examples" / "accelerate" / "de
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
-    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.app.demo.data import write_demo_data
 
     root = tmp_path_factory.mktemp("scale")
     train, eval_ = write_demo_data(root / "data", n_train=16, n_eval=4, seed=5)
@@ -47,7 +48,7 @@ def _events(out: Path) -> list[dict]:
 def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(assets, tmp_path, capfd):
     from safetensors.torch import load_file
 
-    from ark_trainer.runtime.distributed import weights_digest
+    from ark_trainer.core.runtime.distributed import weights_digest
 
     out = tmp_path / "run"
     assert main(_args(assets, out, "--num_processes", "2")) == 0
@@ -73,7 +74,7 @@ def test_two_cpu_processes_train_identical_replicas_and_one_consistent_run_dir(a
     train_rows = read_jsonl(out / "data" / "train.jsonl") if (out / "data" / "train.jsonl").exists() else None
     scored = read_jsonl(out / "data" / "rft_scored.jsonl")
     if train_rows is not None:
-        from ark_trainer.scoring import budget_order
+        from ark_trainer.rewards.scoring import budget_order
 
         selection = next(e for e in events if e["event"] == "rft_selection")
         seed = yaml.safe_load((out / "run.yaml").read_text())["seed"]
@@ -142,15 +143,16 @@ def test_unavailable_scale_options_are_refused_in_one_line(assets, tmp_path, cap
 
 
 def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
-    from ark_trainer.pipeline import launch_settings
-    from ark_trainer.runtime import launch
+    from ark_trainer.core.runtime import launch
+    from ark_trainer.services.pipeline import launch_settings
 
     def launch_command(cfg, use_cpu):  # with what the pipeline passes for the run's config
         return launch.launch_command(launch_settings(cfg), use_cpu)
 
     cfg = resolve_config(
+        config_class(),
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
-        | {"num_processes": "2", "lora_r": "8"}
+        | {"num_processes": "2", "lora_r": "8"},
     )
     cmd = launch_command(cfg, use_cpu=True)
     i = cmd.index("-m", 2)
@@ -158,7 +160,7 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
     assert cmd[i + 1 : i + 3] == ["ark_trainer", "train"]
     flags = cmd[i + 3 :]
     assert flags[flags.index("--lora_r") + 1] == "8" and flags[flags.index("--num_processes") + 1] == "2"
-    again = resolve_config({k[2:]: v for k, v in zip(flags[::2], flags[1::2], strict=True)})
+    again = resolve_config(config_class(), {k[2:]: v for k, v in zip(flags[::2], flags[1::2], strict=True)})
     assert again.flag_items() == cfg.flag_items()
     cfg = dataclasses.replace(
         cfg, num_processes=1
@@ -174,7 +176,7 @@ def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
 def test_relaunch_runs_the_launch_command_as_the_launched_child(monkeypatch):
     from types import SimpleNamespace
 
-    from ark_trainer.runtime import launch
+    from ark_trainer.core.runtime import launch
 
     ran: dict = {}
 
@@ -190,7 +192,7 @@ def test_relaunch_runs_the_launch_command_as_the_launched_child(monkeypatch):
 
 
 def test_auto_precision_choice():
-    from ark_trainer.scale import auto_precision
+    from ark_trainer.base.scale import auto_precision
 
     assert auto_precision("auto", "cpu", False, False) == (False, False, None)
     assert auto_precision("auto", "cuda:0", True, False)[:2] == (True, False)  # --fp16 True wins
@@ -202,8 +204,8 @@ def test_rft_sampling_is_one_generate_call_per_batch_and_keeps_prompt_order(tmp_
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ark_trainer.generation import generate
-    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.core.generation import generate
+    from ark_trainer.core.models.loading import load_tokenizer
 
     path = save_tiny_qwen(tmp_path / "m")
     model, tok = AutoModelForCausalLM.from_pretrained(str(path)).eval(), load_tokenizer(path)
@@ -251,24 +253,23 @@ def test_example_accelerate_configs_load_and_are_documented():
 
 @pytest.mark.parametrize("mode", ["colocate", "server"])
 def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
-    from types import SimpleNamespace
-
     from trl import GRPOConfig
 
-    from ark_trainer.scale import vllm_grpo_kwargs
+    from ark_trainer.base.scale import vllm_grpo_kwargs
     from ark_trainer.stages.common import vllm_settings
 
-    def vllm(cfg):  # the run's vLLM flags, as a stage reads them from its context
-        return vllm_settings(SimpleNamespace(cfg=cfg))
+    def vllm(cfg):  # the run's vLLM flags, as a stage reads them from its shared run flags
+        return vllm_settings(cfg.run_flags())
 
     cfg = resolve_config(
+        config_class(),
         {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(tmp_path)}
         | {
             "use_vllm": "True",
             "vllm_mode": mode,
             "vllm_server_port": "8123",
             "vllm_gpu_memory_utilization": "0.5",
-        }
+        },
     )
     kwargs = vllm_grpo_kwargs(vllm(cfg))
     args = GRPOConfig(
@@ -286,8 +287,8 @@ def test_vllm_flags_map_onto_trl_grpo_config(assets, tmp_path, mode):
 def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_asked():
     import torch
 
-    from ark_trainer.models.device import Runtime
-    from ark_trainer.scale import trainer_model_kwargs
+    from ark_trainer.base.scale import trainer_model_kwargs
+    from ark_trainer.core.models.device import Runtime
 
     assert (
         trainer_model_kwargs(False, Runtime("cuda:0", fp16=True, bf16=False, warnings=[]))["dtype"]
@@ -302,7 +303,7 @@ def test_fp16_and_bf16_train_fp32_master_weights_and_bf16_weights_only_when_aske
 def test_shards_cover_the_prompts_in_order():
     from types import SimpleNamespace
 
-    from ark_trainer.runtime.distributed import Ranks
+    from ark_trainer.core.runtime.distributed import Ranks
 
     items = list(range(10))
     for k in (1, 2, 3, 4, 11):
@@ -332,8 +333,8 @@ def test_the_hook_profile_times_our_callbacks_and_reward_guard(assets, tmp_path)
 
 
 def test_fsdp_on_cpu_is_said_to_run_as_plain_data_parallel(tmp_path, capsys):
-    from ark_trainer.errors import UserError
-    from ark_trainer.runtime.launch import check_engine
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.runtime.launch import check_engine
 
     check_engine(str(ZERO3.with_name("fsdp.yaml")), use_cpu=True)
     assert "FSDP, which shards only on GPUs" in capsys.readouterr().err

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ark_trainer.scoring import KEEP_RATE_GUESS, MAX_ROUNDS, next_round, rft_budget
+from ark_trainer.rewards.scoring import KEEP_RATE_GUESS, MAX_ROUNDS, next_round, rft_budget
+from ark_trainer.stages.registry import config_class
 
 
 def test_budget_is_steps_times_examples_per_step():
@@ -26,7 +27,7 @@ def test_rounds_start_at_twice_the_need_then_follow_the_measured_keep_rate():
 @pytest.fixture
 def qc_file(tmp_path):
     """800 demo QC rows, each with one candidate: its gold answer (``good``) or a wrong verdict (``bad``)."""
-    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
     from ark_trainer.rewards.qc import format_answer
 
     def make(kind: str):
@@ -42,28 +43,31 @@ def qc_file(tmp_path):
 
 
 def _select(tmp_path, data_path, steps: int, batch: int):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.scoring import sample_and_select
+    from ark_trainer.rewards.scoring import sample_and_select
     from ark_trainer.stages.common import rft_sampling
-    from ark_trainer.stages.registry import StageContext
+    from ark_trainer.stages.rft.options import RFTOptions
     from tests.conftest import save_tiny_qwen
 
     model = save_tiny_qwen(tmp_path / "model")
     out = tmp_path / "out"
     (out / "data").mkdir(parents=True)
     flags = {"model_path": str(model), "data_path": str(data_path), "output_dir": str(out)}
-    cfg = resolve_config({**flags, "rft_num_samples": 1, "max_completion_length": 4, "rft_min_reward": 0.9})
+    cfg = resolve_config(
+        config_class(), {**flags, "rft_num_samples": 1, "max_completion_length": 4, "rft_min_reward": 0.9}
+    )
     rows = load_jsonl(data_path)
     reward = build_reward(cfg, rows, "cpu")
     monitor = Monitor(out, heartbeat=False)
     monitor.start()
     needed = rft_budget(steps, batch, 1, 1)
     rt = Runtime("cpu", False, False, [])
-    sampling = rft_sampling(StageContext(cfg, rt, monitor, rows, reward, out, out))
+    rft = cfg.options(RFTOptions)
+    sampling = rft_sampling(cfg.run_flags(), rft.rft_num_samples, rft.rft_temperature)
     sel = sample_and_select(
         sampling, rt, monitor, str(model), rows, reward, out / "data", needed, min_reward=cfg.rft_min_reward
     )

@@ -2,7 +2,7 @@
 
 Every model of a simulated RFT+GRPO run is identical in truth: each answers prompt i correctly with the
 same probability q_i, independently, so any measured difference is noise. The run's own choosing code
-picks GRPO's best evaluated step (``stages/grpo_eval.py``) and the stage that ships (``final_model.choose``)
+picks GRPO's best evaluated step (``stages/grpo/grpo_eval.py``) and the stage that ships (``final_model.choose``)
 on the dev split; the figure reported is the shipped model's gain over the base model on the test split.
 Over many seeded runs that gain averages zero, while the dev gain the choice read is positive. Fed the test
 split instead (choosing on the reported set, as runs did before), the same code reports a clearly positive
@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ark_trainer.final_model import choose
-from ark_trainer.metrics import PASS_RATE, REWARD_MEAN, TASK_ACCURACY
-from ark_trainer.stages import grpo_eval
+from ark_trainer.core.final_model import choose
+from ark_trainer.core.metrics import PASS_RATE, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.stages.grpo import grpo_eval
 
 RUNS, N = 500, 200  # seeded null runs; prompts in each of dev and test
 GRPO_STEPS = (2, 4, 6)  # evaluated after step 0 (the RFT model GRPO starts from): 4 evaluations a stage

@@ -9,8 +9,8 @@ import random
 import pytest
 from scipy.stats import binomtest
 
-from ark_trainer.metrics import OUTCOMES, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
-from ark_trainer.stats import (
+from ark_trainer.core.metrics import OUTCOMES, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.core.stats import (
     MCNEMAR,
     SIGN,
     WILCOXON,

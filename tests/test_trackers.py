@@ -1,4 +1,4 @@
-"""``--report_to`` (ark_trainer/trackers.py): tensorboard by default, none, and trackers that are not installed.
+"""``--report_to`` (ark_trainer/base/trackers.py): tensorboard by default, none, and trackers that are not installed.
 
 No tracker other than TensorBoard is installed in the test environment, so trackio/wandb/mlflow are tested
 up to the refusal (and the Trainer argument they turn into), not with a live tracker.
@@ -10,8 +10,8 @@ import importlib.util
 
 import pytest
 
+from ark_trainer.base.trackers import parse_report_to, report_to_problems, trainer_report_to
 from ark_trainer.cli import main
-from ark_trainer.trackers import parse_report_to, report_to_problems, trainer_report_to
 from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from tests.conftest import refused, train_argv
 
 
@@ -65,8 +65,8 @@ def test_hostile_config_yaml_is_refused_at_once(assets, tmp_path, capsys, text):
 
 
 def test_the_other_yaml_readers_are_bounded_too(tmp_path):
-    from ark_trainer.loop.feedback import load_rules
-    from ark_trainer.runtime.launch import check_engine
+    from ark_trainer.core.runtime.launch import check_engine
+    from ark_trainer.services.loop.feedback import load_rules
 
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(alias_bomb(), encoding="utf-8")
@@ -77,7 +77,7 @@ def test_the_other_yaml_readers_are_bounded_too(tmp_path):
 
 
 def test_a_few_aliases_are_fine(tmp_path):
-    from ark_trainer.yamlsafe import safe_load
+    from ark_trainer.base.yamlsafe import safe_load
 
     text = "base: &b {lr: 1, steps: 2}\nrun1: *b\nrun2: *b\n" + alias_bomb(10)
     assert safe_load(text, "ok.yaml")["run2"] == {"lr": 1, "steps": 2}

@@ -113,6 +113,6 @@ def child(args: list[str], fault: str = "", stage: str = "", **kw) -> subprocess
 
 
 def read_status_state(out: Path) -> str:
-    from ark_trainer.runtime.monitor import read_status
+    from ark_trainer.core.runtime.monitor import read_status
 
     return read_status(out)[0]

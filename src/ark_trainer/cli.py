@@ -12,9 +12,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.commands.args import add_command, add_dataclass_args, opt
-from ark_trainer.config import config_class
-from ark_trainer.errors import UserError
+from ark_trainer.app.commands.args import add_command, add_dataclass_args, opt
+from ark_trainer.base.errors import UserError
+from ark_trainer.stages.registry import config_class
 
 PROG = (
     os.path.basename(sys.argv[0])
@@ -127,9 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         _cmd_status,
         help="show a run's heartbeat (running, stalled, dead, finished) or a live loop's state",
     )
-    from ark_trainer.commands import register_all
+    from ark_trainer.app.commands import register_all
 
-    register_all(sub)  # plan, run, rm, score, doctor, deploy, ...: one module each in ark_trainer/commands
+    register_all(
+        sub
+    )  # plan, run, rm, score, doctor, deploy, ...: one module each in ark_trainer/app/commands
     return parser
 
 
@@ -139,17 +141,17 @@ def train_flags(args: argparse.Namespace) -> dict:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
 
     flags = train_flags(args)
     try:
-        cfg = resolve_config(flags)
+        cfg = resolve_config(config_class(), flags)
     except UserError as exc:  # the folders and files are checked too: every problem at once
-        from ark_trainer.inputs import raw_input_problems
+        from ark_trainer.data.inputs import raw_input_problems
 
         raise UserError(*exc.messages, *raw_input_problems(flags)) from None
-    from ark_trainer.pipeline import run_train
-    from ark_trainer.runtime.launch import is_child
+    from ark_trainer.core.runtime.launch import is_child
+    from ark_trainer.services.pipeline import run_train
 
     out = run_train(cfg)
     if not is_child():  # under --num_processes the launching process says it once, when all have ended
@@ -158,7 +160,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: DemoOptions) -> int:
-    from ark_trainer.demo.run import run_agent_demo, run_demo
+    from ark_trainer.app.demo.run import run_agent_demo, run_demo
 
     if args.tools != "python" and args.task != "agent":
         raise UserError("--tools: only with --task agent (the QC demo has no tools)")
@@ -181,7 +183,7 @@ def _cmd_demo(args: DemoOptions) -> int:
 
 
 def _cmd_report(args: RunDirOptions) -> int:
-    from ark_trainer.report import build_report
+    from ark_trainer.stages.report import build_report
 
     md, html = build_report(Path(args.run_dir))
     print(f"wrote {md} and {html}")
@@ -189,16 +191,16 @@ def _cmd_report(args: RunDirOptions) -> int:
 
 
 def _cmd_status(args: RunDirOptions) -> int:
-    from ark_trainer.runtime.estimate import duration, expected_left
-    from ark_trainer.runtime.monitor import read_status
+    from ark_trainer.core.runtime.estimate import duration, expected_left
+    from ark_trainer.core.runtime.monitor import read_status
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
-    from ark_trainer.loop.state import is_loop, load_state
+    from ark_trainer.services.loop.state import is_loop, load_state
 
     if is_loop(run_dir):  # a live loop's folder: serving round, turns, training, promotions
-        from ark_trainer.loop.report import status_lines
+        from ark_trainer.services.loop.report import status_lines
 
         print("\n".join(status_lines(run_dir, load_state(run_dir) or {})))
         return 0
@@ -246,8 +248,8 @@ def _cmd_status(args: RunDirOptions) -> int:
 def _sizes_line(run_dir: Path) -> str | None:
     """The splits' sizes line (``data/split.sizes_line``) from ``data/stats.json``; None without one (a broken
     file is the report's to name: ``status`` is about the heartbeat)."""
+    from ark_trainer.core.runfolder import RunFolder
     from ark_trainer.data.split import sizes_line
-    from ark_trainer.runfolder import RunFolder
 
     try:
         return sizes_line(RunFolder(run_dir).data_stats().get("splits"))
@@ -258,14 +260,14 @@ def _sizes_line(run_dir: Path) -> str | None:
 def training_stages() -> set[str]:
     """Stages whose heartbeat counts optimizer steps (every stage of the strategy table, and ``rm train``);
     the others (eval_*, probe, *_sampling) count prompts."""
-    from ark_trainer.strategies import strategy_table
+    from ark_trainer.base.strategies import strategy_table
 
     return {"rm", *(name for strategy in strategy_table().values() for name in strategy.stages)}
 
 
 def _reap_orphan_servers() -> None:
     """Model servers a killed command left running (``deploy/process.reap_orphans``): stopped, one line."""
-    from ark_trainer.deploy.process import reap_orphans
+    from ark_trainer.services.deploy.process import reap_orphans
 
     reaped = reap_orphans()
     if reaped:
@@ -303,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated) during a run
-        from ark_trainer.runtime.signals import Terminated
+        from ark_trainer.core.runtime.signals import Terminated
 
         terminated = isinstance(exc, Terminated)
         resume = "; continue it with the same command and --resume True" if args.command == "train" else ""

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ark_trainer.agent.env import Limits, ToolEnv, limited_env_class, load_env
+from ark_trainer.stages.agent.env import Limits, ToolEnv, limited_env_class, load_env
 
 ENV_SOURCE = '''
 import time

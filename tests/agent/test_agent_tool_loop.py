@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.conftest import run_cli, save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,9 +79,9 @@ def tool_model(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_greedy_eval_runs_the_tools_and_scores_the_episodes(tool_model, tmp_path):
-    from ark_trainer.evaluate import evaluate_model
-    from ark_trainer.models.device import Runtime
+    from ark_trainer.core.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.stages.evaluate import evaluate_model
 
     rows = [{"prompt": prompt(20 + i, o), "order_id": o} for i, o in enumerate(IDS)]
     spec = tmp_path / "graders.yaml"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.conftest import run_cli, save_tiny_qwen
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rollout import start, step
-from ark_trainer.chat.episode import view
-from ark_trainer.errors import UserError
-from ark_trainer.metrics import agent_metrics
+from ark_trainer.base.chat.episode import view
+from ark_trainer.base.errors import UserError
+from ark_trainer.core.metrics import agent_metrics
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rollout import start, step
+from ark_trainer.stages.registry import config_class
 from tests.agent.calc_env import ENV_SOURCE, call, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,12 +121,12 @@ def test_the_documented_example_loads():
 
 
 def test_env_and_limits_come_from_the_yaml_config_too(tmp_path):
-    from ark_trainer.config import resolve_config
+    from ark_trainer.core.config import resolve_config
 
     config = tmp_path / "run.yaml"
     config.write_text(f"env: {SHOP}:make_env\nmax_turns: 3\ntool_timeout: 2.5\n")
     base = {"model_path": "m", "data_path": "d", "output_dir": "o", "config": str(config)}
-    cfg = resolve_config(base)
+    cfg = resolve_config(config_class(), base)
     assert (cfg.env, cfg.max_turns, cfg.tool_timeout, cfg.max_tool_output) == (
         f"{SHOP}:make_env",
         3,
@@ -133,7 +134,7 @@ def test_env_and_limits_come_from_the_yaml_config_too(tmp_path):
         500,
     )
     with pytest.raises(UserError) as exc:
-        resolve_config({**base, "max_turns": "0", "strategy": "auto"})
+        resolve_config(config_class(), {**base, "max_turns": "0", "strategy": "auto"})
     assert exc.value.messages[0].startswith("--max_turns: ")
     with pytest.raises(UserError, match="--strategy: auto does not probe agent episodes"):
-        resolve_config({**base, "strategy": "auto"})
+        resolve_config(config_class(), {**base, "strategy": "auto"})

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rollout import start, step
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rollout import start, step
+from ark_trainer.stages.registry import config_class
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
@@ -27,7 +28,7 @@ SHOP = {
     "mcp_servers": {
         "shop": {
             "command": sys.executable,
-            "args": ["-m", "ark_trainer.demo.agent_mcp_server"],
+            "args": ["-m", "ark_trainer.app.demo.agent_mcp_server"],
             "env": {"PYTHONPATH": SRC},
         }
     }
@@ -112,7 +113,7 @@ def test_graders_see_mcp_calls_like_any_tool_call(time_spec, tmp_path):
 
 def test_demo_backend_over_mcp_shows_the_python_schemas_and_keeps_episodes_apart():
     spec = load_env(SHOP)
-    python = load_env("ark_trainer.demo.agent_env:make_env")
+    python = load_env("ark_trainer.app.demo.agent_env:make_env")
     assert spec.schemas == python.schemas  # the same dicts, so the chat template renders the same text
     env_cls = limited_env_class(spec, Limits(max_turns=4))
     refund = start(row(task="refund", order_id="A1", decoy_id=None, case_seed=3, issue=None), env_cls)
@@ -131,7 +132,7 @@ def test_demo_backend_over_mcp_shows_the_python_schemas_and_keeps_episodes_apart
 
 @pytest.mark.slow  # two restarts of a Python server: ~12 s on a busy 2-core machine
 def test_a_server_that_crashes_or_hangs_is_restarted_and_the_run_goes_on(tmp_path):
-    from ark_trainer.agent.mcp_client import hub
+    from ark_trainer.stages.agent.mcp_client import hub
 
     script = tmp_path / "flaky_server.py"
     script.write_text(FLAKY)
@@ -179,7 +180,7 @@ def test_bad_servers_are_refused_in_one_line(source, message):
 
 
 def test_servers_from_a_file_and_from_the_yaml_config(tmp_path):
-    from ark_trainer.config import load_yaml_config
+    from ark_trainer.core.config import load_yaml_config
 
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcp": {"servers": TIME["mcp_servers"]}}))  # OpenClaw's own shape
@@ -188,10 +189,10 @@ def test_servers_from_a_file_and_from_the_yaml_config(tmp_path):
     cfg.write_text(
         f"env:\n  mcp_servers:\n    time: {{command: {TIME_SERVER}, args: [--local-timezone, UTC]}}\n"
     )
-    assert load_yaml_config(str(cfg))["env"] == TIME
+    assert load_yaml_config(config_class(), str(cfg))["env"] == TIME
     cfg.write_text("env:\n  mcp_servers:\n    time: {command: x, args: oops}\n")
     with pytest.raises(UserError) as err:
-        load_yaml_config(str(cfg))
+        load_yaml_config(config_class(), str(cfg))
     assert err.value.messages == [f"{cfg}: env: mcp_servers: time: args: expected a list of strings"]
 
 
@@ -249,8 +250,8 @@ def test_a_tool_named_like_the_wrappers_own_is_refused_before_any_write(tmp_path
 
 
 def test_too_many_or_too_long_tools_are_refused(tmp_path, monkeypatch):
-    from ark_trainer.agent import mcp_client
-    from ark_trainer.agent.tools import MAX_TOOLS
+    from ark_trainer.stages.agent import mcp_client
+    from ark_trainer.stages.agent.tools import MAX_TOOLS
 
     with pytest.raises(UserError) as err:
         load_env(_hostile(tmp_path, MODE="many", COUNT=str(MAX_TOOLS + 5)))
@@ -290,9 +291,9 @@ def test_a_server_that_prints_garbage_is_one_line_without_sdk_tracebacks(tmp_pat
 
 
 def test_the_reserved_names_cover_both_wrappers():
-    from ark_trainer.agent.env import ToolEnv
-    from ark_trainer.agent.mcp_env import McpEnvironment
-    from ark_trainer.agent.tools import WRAPPER_NAMES, EnvSpec
+    from ark_trainer.stages.agent.env import ToolEnv
+    from ark_trainer.stages.agent.mcp_env import McpEnvironment
+    from ark_trainer.stages.agent.tools import WRAPPER_NAMES, EnvSpec
 
     spec = EnvSpec("x", lambda: [], {}, [], False, "Tools")
     tool_env = type("T", (ToolEnv,), {"_spec": spec, "_limits": Limits()})()

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rollout import start, step
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rollout import start, step
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.conftest import run_cli, save_tiny_qwen
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
@@ -177,7 +177,7 @@ def test_env_openclaw_takes_the_servers_openclaw_config_holds(openclaw, tmp_path
     assert '"timezone": "Asia/Tokyo"' in ep.messages[-1]["content"]
     res = openclaw.run(["config", "unset", "mcp.servers.time"], timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match=r"--env: openclaw: .*: mcp.servers: no stdio MCP server to start"):
         load_env("openclaw")  # only the remote one is left

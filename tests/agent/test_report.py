@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ark_trainer.agent.rollout import start, step
+from ark_trainer.stages.agent.rollout import start, step
 from tests.agent.calc_env import call, row
 
 
 def test_the_report_shows_agent_metrics_and_episodes_before_and_after(calc, tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report import build_report
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.stages.report import build_report
 
     def played(answer: str, args: dict) -> dict:
         ep = start(row(target=5), calc)

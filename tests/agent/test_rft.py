@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.env import Limits, limited_env_class, load_env
-from ark_trainer.agent.rft import candidate_episodes, check_episode_sources
-from ark_trainer.agent.rollout import replay, start, step
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import episode_candidate_problems, load_jsonl
-from ark_trainer.errors import UserError
+from ark_trainer.stages.agent.env import Limits, limited_env_class, load_env
+from ark_trainer.stages.agent.rft import candidate_episodes, check_episode_sources
+from ark_trainer.stages.agent.rollout import replay, start, step
 from tests.agent.calc_env import call, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,14 +97,23 @@ def test_episode_candidates_need_env_and_rft_without_samples_needs_candidates(tm
         and "(3 rows hold one)" in line
         and "--env" in line
     )
-    with pytest.raises(UserError, match="give --env"):
-        check_episode_sources(None, "d.jsonl", 0, rows, ["rft", "grpo"])
+    assert "give --env" in line  # prepare refuses it without --env (pipeline.py)
     env = "shop.py:make_env"
-    check_episode_sources(env, "d.jsonl", 0, rows, ["rft", "grpo"])  # candidates to replay: fine
+    check_episode_sources(env, "d.jsonl", 0, rows)  # candidates to replay: fine
     bare = [{"prompt": PROMPT, "candidates": []}]
     with pytest.raises(UserError, match="--rft_num_samples: 0 plays no episode"):
-        check_episode_sources(env, "d.jsonl", 0, bare, ["rft", "grpo"])
-    check_episode_sources(env, "d.jsonl", 0, bare, ["grpo"])  # no RFT stage: nothing to choose from is fine
+        check_episode_sources(env, "d.jsonl", 0, bare)
+    # the RFT stage checks its data (check_data, run by the pipeline for a stage of the plan); GRPO has no such
+    # check, so a plan without RFT has nothing to choose from and that is fine
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.stages.registry import get_stage
+    from ark_trainer.stages.rft.options import RFTOptions
+
+    run = RunFlags(data_path="d.jsonl", env=env)
+    with pytest.raises(UserError, match="--rft_num_samples: 0 plays no episode"):
+        get_stage("rft").check_data(run, RFTOptions(rft_num_samples=0), bare)
+    get_stage("rft").check_data(run, RFTOptions(rft_num_samples=1), bare)
+    assert not hasattr(get_stage("grpo"), "check_data")
 
 
 def test_a_replayed_candidate_gets_the_environments_results_and_reward():
@@ -131,9 +140,9 @@ def test_a_text_candidate_is_one_assistant_turn():
 
 
 def test_rft_trains_on_the_assistant_turns_only(calc):
-    from ark_trainer.agent.rft import tokenized_episodes
-    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-    from ark_trainer.demo.model import train_tokenizer
+    from ark_trainer.app.demo.model import train_tokenizer
+    from ark_trainer.stages.agent.rft import tokenized_episodes
+    from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 
     tok = train_tokenizer(["add the numbers", call("add", a=2, b=3), "It is 5."], vocab_size=300)
     tok.chat_template = AGENT_CHAT_TEMPLATE

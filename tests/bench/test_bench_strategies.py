@@ -121,7 +121,7 @@ def test_a_run_off_its_budget_is_rerun_at_its_measured_rate_and_finished_runs_ar
 
     monkeypatch.setattr(bench, "_train", fake_train)
     monkeypatch.setattr(
-        "ark_trainer.demo.data.write_demo_data", lambda folder, seed, n_eval: (folder, folder)
+        "ark_trainer.app.demo.data.write_demo_data", lambda folder, seed, n_eval: (folder, folder)
     )
     args = bench.parse_args(["--strategies", "RFT+GRPO", "GRPO"])
     pilots: dict = {}

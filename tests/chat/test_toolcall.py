@@ -1,7 +1,7 @@
 """The shared <tool_call> text format: template rendering, parsing, TRL's parser agreeing with ours."""
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, attach_response_parser
-from ark_trainer.chat.toolcall import format_tool_calls, parse_tool_calls
+from ark_trainer.base.chat.toolcall import format_tool_calls, parse_tool_calls
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE, attach_response_parser
 
 
 def lookup_order(order_id: str) -> str:
@@ -23,7 +23,7 @@ MSGS = [
 
 
 def _tok():
-    from ark_trainer.demo.model import train_tokenizer
+    from ark_trainer.app.demo.model import train_tokenizer
 
     tok = train_tokenizer(["where is lookup_order shipped", "<tool_call> </tool_call>"] * 4, vocab_size=300)
     tok.chat_template = AGENT_CHAT_TEMPLATE
@@ -69,7 +69,7 @@ def test_trl_parser_reads_our_format():
 def test_the_hint_variant_adds_the_call_format_to_the_system_turn_only():
     from trl.chat_template_utils import supports_tool_calling
 
-    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE_WITH_HINT, TOOL_FORMAT_HINT
+    from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE_WITH_HINT, TOOL_FORMAT_HINT
 
     tok = _tok()
     plain = tok.apply_chat_template(MSGS, tools=[lookup_order], tokenize=False)

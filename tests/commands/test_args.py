@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from ark_trainer.app.clidoc import _subparsers
+from ark_trainer.app.commands.args import OPTIONS_ATTR, add_command, add_dataclass_args, opt, parse_into
 from ark_trainer.cli import build_parser, main, train_flags
-from ark_trainer.clidoc import _subparsers
-from ark_trainer.commands.args import OPTIONS_ATTR, add_command, add_dataclass_args, opt, parse_into
-from ark_trainer.config import TRAIN_GROUPS, TrainConfig, config_fields
+from ark_trainer.core.config import config_fields, train_groups
+from ark_trainer.stages.registry import config_class
 
 
 @pytest.mark.parametrize(
@@ -127,9 +128,9 @@ def test_help_imports_no_training_library():
 
 
 def test_train_groups_cover_every_field_once():
-    listed = [name for names in TRAIN_GROUPS.values() for name in names]
+    listed = [name for names in train_groups(config_class()).values() for name in names]
     assert len(listed) == len(set(listed))
-    assert set(listed) == {f.name for f in config_fields()}
+    assert set(listed) == {f.name for f in config_fields(config_class())}
     for heading in (
         "data",
         "model",
@@ -141,17 +142,17 @@ def test_train_groups_cover_every_field_once():
         "reliability",
         "OpenClaw",
     ):
-        assert heading in TRAIN_GROUPS
+        assert heading in train_groups(config_class())
 
 
 def test_train_help_is_grouped(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = capsys.readouterr().out
-    headings = [text.index(f"\n{title}:\n") for title in TRAIN_GROUPS]
+    headings = [text.index(f"\n{title}:\n") for title in train_groups(config_class())]
     assert headings == sorted(headings), "headings in the table's order"
     for (title, names), start, end in zip(
-        TRAIN_GROUPS.items(), headings, [*headings[1:], len(text)], strict=True
+        train_groups(config_class()).items(), headings, [*headings[1:], len(text)], strict=True
     ):
         section = text[start:end]
         for name in names:
@@ -267,4 +268,4 @@ def test_add_command_calls_the_function_with_the_dataclass():
 
 def test_train_parser_is_the_train_config():
     parser = all_commands()[("train",)]
-    assert getattr(parser, OPTIONS_ATTR) is TrainConfig
+    assert getattr(parser, OPTIONS_ATTR) is config_class()

@@ -92,8 +92,8 @@ def _run_from_gguf(model: Path, tmp_path: Path, source: Path, where: str) -> Pat
     """A run of ours whose base model was the GGUF ``source``, named in run.yaml or in ark_source.json."""
     import shutil
 
-    from ark_trainer.fileio import write_json
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.core.folders import claim_folder
 
     run = claim_folder(tmp_path / "run")
     shutil.copytree(model, run / "model")
@@ -144,9 +144,9 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(model, tmp_path, cap
     if fails == "tensors":
         monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full)
     else:
-        import ark_trainer.fileio
+        import ark_trainer.base.fileio
 
-        monkeypatch.setattr(ark_trainer.fileio, "atomic_write_text", full)
+        monkeypatch.setattr(ark_trainer.base.fileio, "atomic_write_text", full)
     (tmp_path / "out").mkdir()
     [line] = refused(capsys, ["export", str(model), "-o", str(tmp_path / "out" / "m.gguf")])
     assert "No space left on device" in line and "free disk space" in line, line
@@ -162,8 +162,8 @@ def test_a_full_disk_after_the_gguf_leaves_the_previous_export_as_it_was(
     import errno
     import shutil
 
-    import ark_trainer.fileio
-    from ark_trainer.folders import claim_folder
+    import ark_trainer.base.fileio
+    from ark_trainer.core.folders import claim_folder
 
     run = claim_folder(tmp_path / "run")  # a run: export.json is one of its outputs too
     save_tiny(run / "model", "qwen2")
@@ -173,7 +173,7 @@ def test_a_full_disk_after_the_gguf_leaves_the_previous_export_as_it_was(
     assert sorted(before) == ["Modelfile", "export.json", "model-f16.gguf"]
     shutil.rmtree(run / "model")
     save_tiny(run / "model", "llama")  # another model: its export would differ in every file
-    real = ark_trainer.fileio.atomic_write_text
+    real = ark_trainer.base.fileio.atomic_write_text
     target = "Modelfile" if fails == "modelfile" else "export.json"
 
     def full(path, *args, **kwargs):
@@ -181,7 +181,7 @@ def test_a_full_disk_after_the_gguf_leaves_the_previous_export_as_it_was(
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(ark_trainer.fileio, "atomic_write_text", full)
+    monkeypatch.setattr(ark_trainer.base.fileio, "atomic_write_text", full)
     capsys.readouterr()
     [line] = refused(capsys, ["export", str(run)])
     assert "No space left on device" in line and "the previous export, if any, is unchanged" in line, line

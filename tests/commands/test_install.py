@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ark_trainer.base.external import openclaw_cli as oc
 from ark_trainer.cli import main
-from ark_trainer.external import openclaw_cli as oc
 from tests.conftest import ROOT
 
 

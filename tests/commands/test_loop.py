@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.loop.state import fresh_state, save_state
+from ark_trainer.services.loop.state import fresh_state, save_state
 from tests.conftest import refused
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl, write_jsonl
 from ark_trainer.rewards.qc import format_answer
-from ark_trainer.scoring import summarise
+from ark_trainer.rewards.scoring import summarise
 from tests.conftest import refused, save_tiny_qwen
 
 GOOD = format_answer("辱骂", "非常抱歉给您带来不便，我们会尽快为您处理。")

@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 def test_skill_install_shows_ready_in_openclaw(openclaw, capsys, tmp_path, monkeypatch):
     import yaml
 
-    text = (ROOT / "src/ark_trainer/openclaw/skill/SKILL.md").read_text()
+    text = (ROOT / "src/ark_trainer/services/openclaw/skill/SKILL.md").read_text()
     front = yaml.safe_load(text.split("---")[1])
     assert front["name"] == "ark-trainer" and front["metadata"]["openclaw"]["requires"]["bins"] == [
         "ark-trainer"

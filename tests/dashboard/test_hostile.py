@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.dashboard.server import make_server
+from ark_trainer.services.dashboard.server import make_server
 
 RUN_YAML = "model_path: m\ndata_path: d\noutput_dir: o\n"
 START = '{"event": "run_start", "ts": 1}\n'

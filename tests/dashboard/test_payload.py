@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ark_trainer.dashboard.payload import eval_tables
+from ark_trainer.services.dashboard.payload import eval_tables
 from tests.diagnose.test_significance import RISING, paired_files, run_folder
 
 

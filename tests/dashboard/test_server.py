@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.dashboard.server import make_server
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.services.dashboard.server import make_server
 from tests.cdp_pipe import Chromium, find_chromium
 from tests.tiny_runs import assets, flags  # noqa: F401 - the module fixture is reused
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import load_jsonl
-from ark_trainer.errors import UserError
 from tests.conftest import run_cli as cli
 
 

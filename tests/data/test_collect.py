@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.chat.toolcall import parse_tool_calls
+from ark_trainer.base.chat.toolcall import parse_tool_calls
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.data.collect import Session, session_rows
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.scrub import Scrubber
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.conftest import save_tiny_qwen
 from tests.data.scrub_forms import CARD_19, group
 from tests.line_breakers import IDS, RAW_LEGAL, records, write_raw

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import resolve_eval_path
-from ark_trainer.errors import UserError
 from tests.data.refusals import refusal, train
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from tests.conftest import save_tiny_qwen
 from tests.data.refusals import train, write_lines
 
@@ -16,7 +16,7 @@ from tests.data.refusals import train, write_lines
 def agent_model(tmp_path_factory) -> Path:
     from transformers import AutoTokenizer
 
-    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+    from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 
     path = save_tiny_qwen(tmp_path_factory.mktemp("length") / "m")  # 256 positions
     tok = AutoTokenizer.from_pretrained(str(path))

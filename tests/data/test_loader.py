@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import load_jsonl, resolve_eval_path
-from ark_trainer.errors import UserError
 
 PROBLEM_RE = re.compile(r"^(?P<path>.+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 

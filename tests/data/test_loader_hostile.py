@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.data.loader import MAX_DEPTH, load_jsonl
-from ark_trainer.errors import UserError
 from tests.data.blank_text import BLANKS, VISIBLE
 from tests.data.refusals import refusal, train, write_lines
 from tests.line_breakers import CONTROLS, IDS, RAW_LEGAL, raw_line, write_raw
@@ -36,8 +36,8 @@ def test_data_loader_reads_every_row(tmp_path, sep):
 
 @pytest.mark.parametrize("sep", CONTROLS, ids=IDS[3:])
 def test_data_loader_names_the_right_line_of_a_raw_control_character(tmp_path, sep):
+    from ark_trainer.base.errors import UserError
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.errors import UserError
 
     lines = [raw_line({"question": f"q{i}"}) for i in range(4)]
     lines[1] = '{"question": "a' + sep + 'b"}\n'  # raw inside the string: not valid JSON

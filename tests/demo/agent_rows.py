@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ark_trainer.demo import agent_env
-from ark_trainer.demo.agent_data import generate_tasks
+from ark_trainer.app.demo import agent_env
+from ark_trainer.app.demo.agent_data import generate_tasks
 
 
 def _row(task: str, decoy: bool = False, refundable: bool | None = None) -> dict:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.chat.toolcall import parse_tool_calls
-from ark_trainer.demo import agent_data, agent_env
-from ark_trainer.demo.agent_data import Flaws, generate_tasks, gold_trajectories, play
-from ark_trainer.demo.agent_env import make_env
+from ark_trainer.app.demo import agent_data, agent_env
+from ark_trainer.app.demo.agent_data import Flaws, generate_tasks, gold_trajectories, play
+from ark_trainer.app.demo.agent_env import make_env
+from ark_trainer.base.chat.toolcall import parse_tool_calls
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.demo.agent_rows import _row
 
 
@@ -44,7 +44,7 @@ def _assistant_turns(text: str) -> list[str]:
 
 
 def test_gold_trajectories_render_and_round_trip(tmp_path):
-    from ark_trainer.demo.model import train_tokenizer
+    from ark_trainer.app.demo.model import train_tokenizer
 
     tokenizer = train_tokenizer(["订单"] * 3, vocab_size=300)
     tokenizer.chat_template = AGENT_CHAT_TEMPLATE

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.demo import agent_data, agent_env
-from ark_trainer.demo.agent_data import generate_tasks
-from ark_trainer.demo.agent_env import CustomerServiceEnv, make_env
+from ark_trainer.app.demo import agent_data, agent_env
+from ark_trainer.app.demo.agent_data import generate_tasks
+from ark_trainer.app.demo.agent_env import CustomerServiceEnv, make_env
 from tests.demo.agent_rows import _row
 
 

@@ -10,15 +10,15 @@ import random
 
 import pytest
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.demo import agent_data
-from ark_trainer.demo.agent_data import generate_tasks, gold_trajectories, play
-from ark_trainer.demo.agent_env import make_env
+from ark_trainer.app.demo import agent_data
+from ark_trainer.app.demo.agent_data import generate_tasks, gold_trajectories, play
+from ark_trainer.app.demo.agent_env import make_env
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.tiny_runs import TINY_AGENT
 
 
 def test_warmup_episodes_are_deliberately_imperfect():
-    from ark_trainer.demo.agent_model import WARMUP_FLAWS, warmup_episodes
+    from ark_trainer.app.demo.agent_model import WARMUP_FLAWS, warmup_episodes
 
     rows = generate_tasks(600, seed=0 + 7919)
     rng = random.Random(0)
@@ -31,7 +31,7 @@ def test_warmup_episodes_are_deliberately_imperfect():
 
 @pytest.fixture(scope="module")
 def tiny_agent_model(tmp_path_factory):
-    from ark_trainer.demo.agent_model import build_agent_model
+    from ark_trainer.app.demo.agent_model import build_agent_model
 
     out = tmp_path_factory.mktemp("agent") / "base"
     return build_agent_model(out, generate_tasks(30, seed=0), progress=False, **TINY_AGENT)
@@ -40,8 +40,8 @@ def tiny_agent_model(tmp_path_factory):
 def test_base_model_builder_runs_on_a_tiny_setting(tiny_agent_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.demo.agent_model import FORMAT_TOKENS
-    from ark_trainer.demo.model import MODEL_CARD
+    from ark_trainer.app.demo.agent_model import FORMAT_TOKENS
+    from ark_trainer.app.demo.model import MODEL_CARD
 
     model = AutoModelForCausalLM.from_pretrained(tiny_agent_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_agent_model)
@@ -56,7 +56,7 @@ def test_base_model_builder_runs_on_a_tiny_setting(tiny_agent_model):
 def test_assistant_mask_covers_the_assistant_turns_only(tiny_agent_model):
     from transformers import AutoTokenizer
 
-    from ark_trainer.demo.agent_model import tokenized_episode
+    from ark_trainer.app.demo.agent_model import tokenized_episode
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_agent_model)
     messages = gold_trajectories(generate_tasks(3, seed=9))[1]  # a refund: lookup, refund, reply, final
@@ -71,8 +71,8 @@ def test_assistant_mask_covers_the_assistant_turns_only(tiny_agent_model):
 def test_check_loop_plays_episodes_with_the_model(tiny_agent_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.chat.toolcall import format_tool_calls
-    from ark_trainer.demo import agent_check
+    from ark_trainer.app.demo import agent_check
+    from ark_trainer.base.chat.toolcall import format_tool_calls
 
     model = AutoModelForCausalLM.from_pretrained(tiny_agent_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_agent_model)

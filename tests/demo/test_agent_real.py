@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE, AGENT_CHAT_TEMPLATE_WITH_HINT
-from ark_trainer.demo import agent_real
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.app.demo import agent_real
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_jsonl
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE, AGENT_CHAT_TEMPLATE_WITH_HINT
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 
@@ -69,8 +70,8 @@ def test_a_folder_whose_template_renders_tools_is_trained_as_it_is(tmp_path):
 
 
 def test_the_demo_on_a_real_model_uses_its_preset_candidates_and_template(tmp_path, monkeypatch):
-    from ark_trainer.config import resolve_config
-    from ark_trainer.demo import run
+    from ark_trainer.app.demo import run
+    from ark_trainer.core.config import resolve_config
 
     seen: dict = {}
     monkeypatch.setattr(run, "train_agent", lambda flags: seen.update(flags) or Path(flags["output_dir"]))
@@ -83,14 +84,14 @@ def test_the_demo_on_a_real_model_uses_its_preset_candidates_and_template(tmp_pa
     assert len(train) == 6 and len(held_out) == agent_real.REAL_N_EVAL
     assert all(len(r["candidates"]) == agent_real.REAL_CANDIDATES for r in train)
     assert all("candidates" not in r for r in held_out)
-    cfg = resolve_config(seen)  # the preset parses against the config with the demo's flags
+    cfg = resolve_config(config_class(), seen)  # the preset parses against the config with the demo's flags
     assert (cfg.rft_num_samples, cfg.rft_min_reward, cfg.max_completion_length) == (0, 1.0, 224)
     assert cfg.grpo_learning_rate == 5e-6 and cfg.lora_r is None  # LoRA chosen from the model
 
 
 def test_the_candidates_solve_some_tasks_and_not_others():
-    from ark_trainer.demo.agent_data import generate_tasks, with_candidates
-    from ark_trainer.demo.agent_env import make_env
+    from ark_trainer.app.demo.agent_data import generate_tasks, with_candidates
+    from ark_trainer.app.demo.agent_env import make_env
 
     rows = with_candidates(generate_tasks(30, seed=0), 4, seed=0)
     assert rows == with_candidates(generate_tasks(30, seed=0), 4, seed=0)  # deterministic
@@ -109,7 +110,7 @@ def test_the_candidates_solve_some_tasks_and_not_others():
 
 
 def test_the_toy_agent_demo_data_is_unchanged(tmp_path):
-    from ark_trainer.demo.agent_data import write_agent_data
+    from ark_trainer.app.demo.agent_data import write_agent_data
 
     train, _ = write_agent_data(tmp_path, n_train=5, n_eval=2)
     assert all("candidates" not in r for r in read_jsonl(train))

@@ -1,4 +1,4 @@
-"""Tests for the synthetic QC data set (ark_trainer.demo.data): determinism, proportions, splits, answers.
+"""Tests for the synthetic QC data set (ark_trainer.app.demo.data): determinism, proportions, splits, answers.
 
 Run: PYTHONPATH=src python -m pytest tests/demo/test_data.py -q
 """
@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from ark_trainer.demo import data
+from ark_trainer.app.demo import data
 from ark_trainer.rewards import qc
 
 
@@ -162,7 +162,7 @@ def test_english_rows_are_deterministic_with_the_chinese_labels():
 
 
 def test_english_row_shape(english_rows):
-    from ark_trainer.demo import data_en
+    from ark_trainer.app.demo import data_en
 
     for row in english_rows:
         assert row["id"].startswith("qc-train-") and row["lang"] == "en" and data.row_lang(row) == "en"
@@ -179,7 +179,7 @@ def test_english_row_shape(english_rows):
 
 
 def test_english_tables_have_the_chinese_structure():
-    from ark_trainer.demo import data_en
+    from ark_trainer.app.demo import data_en
 
     chinese, english = data.CHINESE, data_en.ENGLISH
     assert len(english.scenarios) == len(chinese.scenarios)
@@ -218,7 +218,7 @@ def test_english_cues_break_their_rule_and_clean_dialogues_break_none(english_ro
 def test_every_english_cue_breaks_its_rule():
     import random
 
-    from ark_trainer.demo import data_en
+    from ark_trainer.app.demo import data_en
 
     slots = data._slots(random.Random(0), data_en.ENGLISH)
     for label, cues in data_en.CUES.items():
@@ -280,7 +280,7 @@ def test_english_candidates_score_like_the_chinese_ones(english_rows, train_rows
 def test_english_flawed_replies_break_their_rule(kind, breach):
     import random
 
-    from ark_trainer.demo import data_en
+    from ark_trainer.app.demo import data_en
 
     rng = random.Random(kind)
     for scenario in data_en.SCENARIOS:
@@ -303,7 +303,7 @@ def test_write_demo_data_in_english(tmp_path):
 
 
 def test_unknown_language_is_a_user_error():
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
 
     with pytest.raises(UserError, match="--lang: 'fr'"):
         data.generate_rows(3, seed=0, split="train", with_candidates=False, lang="fr")
@@ -313,15 +313,17 @@ def test_unknown_language_is_a_user_error():
 
 
 def test_demo_lang_en_writes_english_data_and_makes_the_toy_from_it(tmp_path, monkeypatch, capsys):
-    import ark_trainer.config
-    import ark_trainer.pipeline
+    import ark_trainer.core.config
+    import ark_trainer.services.pipeline
+    from ark_trainer.app.demo import model
     from ark_trainer.cli import main
-    from ark_trainer.demo import model
 
     built, trained = [], []
     monkeypatch.setattr(model, "build_base_model", lambda base, rows, **kw: built.append(rows))
-    monkeypatch.setattr(ark_trainer.config, "resolve_config", lambda flags: flags)
-    monkeypatch.setattr(ark_trainer.pipeline, "run_train", lambda flags: trained.append(flags) or tmp_path)
+    monkeypatch.setattr(ark_trainer.core.config, "resolve_config", lambda cls, flags: flags)
+    monkeypatch.setattr(
+        ark_trainer.services.pipeline, "run_train", lambda flags: trained.append(flags) or tmp_path
+    )
     out = tmp_path / "demo"
     assert main(["demo", "--lang", "en", "--output_dir", str(out), "--n_train", "12", "--n_eval", "6"]) == 0
     rows = [

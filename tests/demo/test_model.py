@@ -1,4 +1,4 @@
-"""Tests for the demo's tiny base model (ark_trainer.demo.model): tokenizer, warm-up data, build and reload.
+"""Tests for the demo's tiny base model (ark_trainer.app.demo.model): tokenizer, warm-up data, build and reload.
 
 Run: PYTHONPATH=src python -m pytest tests/demo/test_model.py -q
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.demo import data, model
+from ark_trainer.app.demo import data, model
 from ark_trainer.rewards import qc
 
 
@@ -131,14 +131,14 @@ def test_build_base_model_from_english_rows(tmp_path):
 
 def test_the_shipped_base_model_is_what_the_recipe_makes(tmp_path):
     """The package ships the default demo's base model (``demo/base_model/``) because its 200 warm-up steps
-    follow another path on each CPU's float kernels. The recipe (``python -m ark_trainer.demo.model``: the
+    follow another path on each CPU's float kernels. The recipe (``python -m ark_trainer.app.demo.model``: the
     default demo's 800 training dialogues, seed 0) rebuilds the same tokenizer and architecture; the
     weights' names, shapes and dtypes are the same, their values are the one CPU's that made them."""
     import json
 
     from safetensors import safe_open
 
-    from ark_trainer.demo.run import shipped_base_model
+    from ark_trainer.app.demo.run import shipped_base_model
 
     shipped = shipped_base_model()
     assert shipped is not None
@@ -172,11 +172,11 @@ def json_or_text(path):
 
 
 def test_the_default_demo_copies_the_shipped_base_model_and_another_seed_makes_one(tmp_path, monkeypatch):
-    from ark_trainer.demo import run
-    from ark_trainer.pipeline import run_train  # noqa: F401  (imported by run_demo: patched below)
+    from ark_trainer.app.demo import run
+    from ark_trainer.services.pipeline import run_train  # noqa: F401  (imported by run_demo: patched below)
 
     built = []
-    monkeypatch.setattr("ark_trainer.pipeline.run_train", lambda cfg: cfg)
+    monkeypatch.setattr("ark_trainer.services.pipeline.run_train", lambda cfg: cfg)
     monkeypatch.setattr(model, "build_base_model", lambda base, train, **kw: built.append(kw) or base)
     run.run_demo(tmp_path / "default")
     shipped = run.shipped_base_model()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.tiny_runs import TINY_AGENT
 
@@ -28,7 +29,7 @@ def test_demo_sizes_and_seed_are_bounded(tmp_path, capsys, flags, says):
 
 
 def _tiny_builder(monkeypatch):
-    from ark_trainer.demo import agent_model
+    from ark_trainer.app.demo import agent_model
 
     real = agent_model.build_agent_model
     monkeypatch.setattr(
@@ -39,8 +40,8 @@ def _tiny_builder(monkeypatch):
 
 
 def test_demo_task_agent_trains_over_episodes_with_the_demo_env(tmp_path, monkeypatch, capsys):
+    from ark_trainer.app.demo import run
     from ark_trainer.cli import main
-    from ark_trainer.demo import run
 
     _tiny_builder(monkeypatch)
     seen = {}
@@ -52,20 +53,20 @@ def test_demo_task_agent_trains_over_episodes_with_the_demo_env(tmp_path, monkey
         )
         == 0
     )
-    assert seen["env"] == "ark_trainer.demo.agent_env:make_env" and seen["max_turns"] == 4
+    assert seen["env"] == "ark_trainer.app.demo.agent_env:make_env" and seen["max_turns"] == 4
     assert seen["eval_dataset"] == str(out / "data" / "eval.jsonl") and seen["model_path"] == str(
         out / "base_model"
     )
     assert (seen["max_train_steps"], seen["rft_steps"]) == (9, 3)
-    from ark_trainer.config import load_yaml_config
+    from ark_trainer.core.config import load_yaml_config
 
-    preset = load_yaml_config(seen["config"])  # the demo's preset is valid train config today
+    preset = load_yaml_config(config_class(), seen["config"])  # the demo's preset is valid train config today
     assert preset["strategy"] == "RFT+GRPO" and preset["rft_min_reward"] == 1.0
 
 
 def test_demo_default_task_is_still_qc(tmp_path, monkeypatch):
+    from ark_trainer.app.demo import run
     from ark_trainer.cli import main
-    from ark_trainer.demo import run
 
     calls = []
     monkeypatch.setattr(run, "run_demo", lambda out, **kw: calls.append(out) or out)
@@ -83,8 +84,8 @@ def test_demo_task_is_checked(capsys):
 
 
 def test_demo_tools_mcp_trains_on_the_backend_served_over_mcp(tmp_path, monkeypatch, capsys):
+    from ark_trainer.app.demo import run
     from ark_trainer.cli import main
-    from ark_trainer.demo import run
 
     _tiny_builder(monkeypatch)
     seen = {}
@@ -93,6 +94,6 @@ def test_demo_tools_mcp_trains_on_the_backend_served_over_mcp(tmp_path, monkeypa
     args = ["demo", "--task", "agent", "--tools", "mcp", "--output_dir", str(out), "--n_train", "12"]
     assert main([*args, "--max_train_steps", "9"]) == 0
     server = seen["env"]["mcp_servers"]["shop"]
-    assert server["args"] == ["-m", "ark_trainer.demo.agent_mcp_server"] and server["env"]["PYTHONPATH"]
+    assert server["args"] == ["-m", "ark_trainer.app.demo.agent_mcp_server"] and server["env"]["PYTHONPATH"]
     assert main(["demo", "--tools", "mcp", "--output_dir", str(tmp_path / "qc")]) == 2
     assert "--tools: only with --task agent" in capsys.readouterr().err

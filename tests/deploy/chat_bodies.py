@@ -61,7 +61,7 @@ def encoded(body) -> bytes:
 
 def call_gate(body: bytes, chunks: int = 1, vocab_size: int | None = None) -> tuple[int, dict, bytes | None]:
     """(status, JSON answer, body the app received) of one chat request through the gate."""
-    from ark_trainer.deploy.gate import Gate
+    from ark_trainer.services.deploy.gate import Gate
 
     seen: list[bytes] = []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.deploy.chatbody import body_problem
+from ark_trainer.services.deploy.chatbody import body_problem
 from tests.deploy.chat_bodies import (
     BAD_BODIES,
     LOGIT_BIAS_BODIES,
@@ -96,7 +96,7 @@ def test_a_logit_bias_transformers_would_fail_on_is_a_400_in_one_line(body, reas
 
 
 def test_a_logit_bias_token_past_the_served_models_vocabulary_is_a_400(tmp_path):
-    from ark_trainer.deploy.gate import config_vocab_size
+    from ark_trainer.services.deploy.gate import config_vocab_size
 
     (tmp_path / "config.json").write_text('{"vocab_size": 49152}')
     vocab = config_vocab_size(tmp_path)

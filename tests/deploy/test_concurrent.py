@@ -33,7 +33,7 @@ def _config(n):
 
 def test_four_streamed_requests_are_all_answering_before_the_first_ends(tiny):
     """transformers' own manager answers them one after another: the first ends before the second starts."""
-    from ark_trainer.deploy.concurrent import parallel_manager
+    from ark_trainer.services.deploy.concurrent import parallel_manager
 
     model, tok = tiny
     manager = parallel_manager(4)()
@@ -70,7 +70,7 @@ def test_four_streamed_requests_are_all_answering_before_the_first_ends(tiny):
 
 
 def test_a_plain_request_whose_client_left_stops_generating(tiny):
-    from ark_trainer.deploy.concurrent import parallel_manager
+    from ark_trainer.services.deploy.concurrent import parallel_manager
 
     model, tok = tiny
     manager = parallel_manager(2)()
@@ -105,8 +105,8 @@ def test_a_plain_request_whose_client_left_stops_generating(tiny):
 
 
 def test_a_request_whose_client_left_is_cancelled_and_not_recorded(tmp_path):
-    from ark_trainer.deploy.concurrent import CancelOnDisconnect
-    from ark_trainer.deploy.record import Recorder, read_turns
+    from ark_trainer.services.deploy.concurrent import CancelOnDisconnect
+    from ark_trainer.services.deploy.record import Recorder, read_turns
 
     reply = json.dumps({"choices": [{"message": {"content": "答"}}]}).encode()
     state = {"cancelled": 0}

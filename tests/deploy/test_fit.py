@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import json
 
-from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
-from ark_trainer.deploy.fit import CUT_MARK, PromptFitter, compact_tools, current_turn_start, fit_messages
-from ark_trainer.deploy.toolcalls import as_plain_messages, template_support
+from ark_trainer.services.deploy.fit import (
+    CUT_MARK,
+    PromptFitter,
+    compact_tools,
+    current_turn_start,
+    fit_messages,
+)
+from ark_trainer.services.deploy.toolcalls import as_plain_messages, template_support
+from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 from tests.conftest import save_tiny_qwen
 
 SYSTEM = "You are a personal assistant running inside OpenClaw. " * 400

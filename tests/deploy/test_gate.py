@@ -12,7 +12,7 @@ from tests.deploy.chat_bodies import BAD_BODIES, call_gate, encoded
 
 
 def test_the_gate_refuses_each_kind_of_unwanted_request():
-    from ark_trainer.deploy.gate import Gate
+    from ark_trainer.services.deploy.gate import Gate
 
     gate = Gate(None, "k" * 43, 8765)
 
@@ -46,7 +46,7 @@ def test_the_gate_refuses_each_kind_of_unwanted_request():
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_all_read():
-    from ark_trainer.deploy.gate import MAX_BODY_BYTES
+    from ark_trainer.services.deploy.gate import MAX_BODY_BYTES
 
     body = b'{"messages": [{"role": "user", "content": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}]}'
     status, answer, reached = call_gate(body, chunks=64)

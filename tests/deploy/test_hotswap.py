@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
-from ark_trainer.deploy import hotswap
-from ark_trainer.deploy.record import Recorder
+from ark_trainer.services.deploy import hotswap
+from ark_trainer.services.deploy.record import Recorder
 
 
 def test_a_hot_swap_loads_the_new_model_in_its_own_recorded_dtype(tmp_path, monkeypatch):
@@ -36,7 +36,7 @@ def test_sighup_drops_the_loaded_model_and_takes_the_new_tag(tmp_path, monkeypat
     import os
     import signal
 
-    from ark_trainer.deploy import hotswap
+    from ark_trainer.services.deploy import hotswap
 
     class Manager:
         def __init__(self):

@@ -1,6 +1,6 @@
 """The serving policy: what a model is shown of an OpenClaw turn, by the prompt shape it was trained on.
 
-The requests here are the recorded one (``ark_trainer/openclaw/openclaw_turn.json``: a real
+The requests here are the recorded one (``ark_trainer/services/openclaw/openclaw_turn.json``: a real
 ``openclaw agent --local`` turn of the installed OpenClaw, captured at the server), so the rules are
 checked on what OpenClaw really sends.
 """
@@ -11,16 +11,17 @@ import json
 
 import pytest
 
-from ark_trainer.deploy.policy import (
+from ark_trainer.services.deploy.policy import (
     PromptShape,
     apply_policy,
     read_shape,
     shape_for,
     shape_of_rows,
+    system_prompt_seen,
     unwrap_request,
     write_shape,
 )
-from ark_trainer.openclaw.shape import load_shape, turn_request
+from ark_trainer.services.openclaw.shape import load_shape, turn_request
 
 QUESTION = "What is the capital of France?"
 
@@ -105,7 +106,7 @@ def test_shape_for_a_model_folder(tmp_path):
 
 
 def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
-    from ark_trainer.deploy.policy import reply_budget
+    from ark_trainer.services.deploy.policy import reply_budget
 
     # no record: the data's answers when known, else train's fallback; never a share of the window
     assert reply_budget(tmp_path, 8192) == 64 and reply_budget(tmp_path, 32768) == 64
@@ -116,10 +117,46 @@ def test_the_reply_budget_is_the_trained_answer_length(tmp_path):
 
 
 def test_a_client_asking_more_than_the_trained_reply_is_clamped():
-    from ark_trainer.deploy.serve import reply_limit
+    from ark_trainer.services.deploy.serve import reply_limit
 
     assert reply_limit(4096, 96, room=400) == 96  # OpenClaw's or a client's larger ask: the trained length
     assert reply_limit(40, 96, room=400) == 40  # a smaller ask is kept
     assert reply_limit(None, 96, room=400) == 96
     assert reply_limit(40, 96, room=400, fitted=True) == 96  # sized for a prompt the server cut
     assert reply_limit(4096, 96, room=30) == 30  # never past the window
+
+
+def _prompt(system: str | None, user: str = "label this") -> list[dict]:
+    head = [{"role": "system", "content": system}] if system is not None else []
+    return [*head, {"role": "user", "content": user}]
+
+
+def test_what_becomes_of_the_rows_system_prompt_is_said_for_every_model():
+    """Kept where the server shows the very text the rows carry, else lost with the reason: a base model
+    (no recorded shape), rows whose system prompts differ, a shape that shows OpenClaw's own."""
+    desk = "You review support chats."
+    rows = [_prompt(desk), _prompt(desk, "another")]
+    trained = shape_of_rows([{"prompt": p} for p in rows], with_tools=False)
+    assert trained.system_prompt == desk
+    seen = system_prompt_seen(trained, rows)
+    assert (seen["rows"], seen["kept"]) == (2, 2) and "shown in OpenClaw's system prompt's place" in seen[
+        "note"
+    ]
+    shown, _ = apply_policy([{"role": "system", "content": "OpenClaw's"}, {"role": "user", "content": "x"}],
+                            None, trained)  # fmt: skip
+    assert shown[0] == {"role": "system", "content": desk}  # what the note promises, the server does
+    base = shape_for("/nonexistent", 8192)  # no ark_prompt_shape.json: a base model deployed directly
+    seen = system_prompt_seen(base, rows)
+    assert (
+        seen["kept"] == 0 and "lost on 2 of 2 rows" in seen["note"] and "records no training" in seen["note"]
+    )
+    mixed = [_prompt(desk), _prompt("Another desk's prompt.")]
+    differing = shape_of_rows([{"prompt": p} for p in mixed], with_tools=False)
+    assert differing.system_prompt is None
+    assert "lost on 2 of 2 rows" in system_prompt_seen(differing, mixed)["note"]
+    assert "lost on 1 of 2 rows" in system_prompt_seen(trained, mixed)["note"]
+    assert "differs from the one the model was trained with" in system_prompt_seen(trained, mixed)["note"]
+    full = PromptShape("openclaw", None, "loop --keep_system_prompt")
+    assert "OpenClaw's own system prompt instead" in system_prompt_seen(full, rows)["note"]
+    none = system_prompt_seen(trained, [_prompt(None)])
+    assert none == {"rows": 0, "kept": 0, "note": "the rows carry no system prompt: none to lose"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.deploy.precision import (
+from ark_trainer.services.deploy.precision import (
     PRECISION_FILE,
     dtype_of_precision,
     recorded_dtype,
@@ -39,7 +39,7 @@ def test_the_record_names_the_dtype_the_server_loads(tmp_path):
     ],
 )
 def test_the_dtype_of_a_runs_precision(precision, dtype):
-    from ark_trainer.models.device import Runtime
+    from ark_trainer.core.models.device import Runtime
 
     assert dtype_of_precision(precision) == dtype
     if precision:  # the names are the runtime's own, and evaluation loads its dtype
@@ -55,7 +55,7 @@ def test_the_server_loads_the_recorded_dtype(tmp_path, monkeypatch, capsys):
     import transformers.cli.serving.model_manager as model_manager
     import transformers.cli.serving.server as serving_server
 
-    from ark_trainer.deploy import serve
+    from ark_trainer.services.deploy import serve
 
     patched = (
         (chat_completion, "ChatCompletionHandler"),

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.core.runtime.system import pid_alive
 from tests.conftest import ROOT, refused
 from tests.deploy.templates import REASON
 from tests.deploy_runs import _config, _run_dir
@@ -30,7 +30,7 @@ def _fake_server(serve_dir: Path) -> subprocess.Popen:
     """A process that looks like our model server to /proc (its command line names the module)."""
     serve_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)", "ark_trainer.deploy.serve"],
+        [sys.executable, "-c", "import time; time.sleep(120)", "ark_trainer.services.deploy.serve"],
         cwd=serve_dir, start_new_session=True,
     )  # fmt: skip
 
@@ -52,9 +52,9 @@ def _gone(proc: subprocess.Popen, seconds: float = 10) -> bool:
 
 @pytest.mark.parametrize("pid_recorded", [True, False])
 def test_a_server_whose_command_died_is_reaped_by_the_next_command(tmp_path, capsys, pid_recorded):
+    from ark_trainer.base.fileio import write_json
     from ark_trainer.cli import main
-    from ark_trainer.deploy.process import _owned_record, servers_dir
-    from ark_trainer.fileio import write_json
+    from ark_trainer.services.deploy.process import _owned_record, servers_dir
 
     serve_dir = tmp_path / "eval" / "deploy" / "serve"
     server = _fake_server(serve_dir)
@@ -75,8 +75,8 @@ def test_a_server_whose_command_died_is_reaped_by_the_next_command(tmp_path, cap
 def test_a_server_whose_command_still_runs_is_left_alone(tmp_path):
     import os
 
-    from ark_trainer.deploy.process import _owned_record, process_start, reap_orphans
-    from ark_trainer.fileio import write_json
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.services.deploy.process import _owned_record, process_start, reap_orphans
 
     serve_dir = tmp_path / "eval" / "deploy" / "serve"
     server = _fake_server(serve_dir)
@@ -92,10 +92,10 @@ def test_a_server_whose_command_still_runs_is_left_alone(tmp_path):
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
 def test_an_interrupt_while_the_eval_server_starts_stops_it(tmp_path, monkeypatch, interrupt):
     """Ctrl-C (or SIGTERM, which ``eval`` turns into the same unwinding) while waiting for health."""
-    from ark_trainer.deploy import process
-    from ark_trainer.deploy.process import servers_dir
-    from ark_trainer.folders import claim_folder
-    from ark_trainer.openclaw.parity import _Server
+    from ark_trainer.core.folders import claim_folder
+    from ark_trainer.services.deploy import process
+    from ark_trainer.services.deploy.process import servers_dir
+    from ark_trainer.services.openclaw.parity import _Server
     from tests.conftest import save_tiny_qwen
 
     out = claim_folder(tmp_path / "run")
@@ -105,7 +105,7 @@ def test_an_interrupt_while_the_eval_server_starts_stops_it(tmp_path, monkeypatc
 
     def fake_popen(argv, **kwargs):
         started.append(real_popen([sys.executable, "-c", "import time; time.sleep(120)",
-                                   "ark_trainer.deploy.serve"], **kwargs))  # fmt: skip
+                                   "ark_trainer.services.deploy.serve"], **kwargs))  # fmt: skip
         return started[-1]
 
     def interrupted(*args, **kwargs):
@@ -140,7 +140,7 @@ def test_a_port_outside_the_tcp_range_is_one_line(assets, tmp_path, capsys, port
 
 
 def test_deploy_and_doctor_name_a_missing_serving_package(tmp_path, monkeypatch, capsys):
-    from ark_trainer.openclaw import doctor
+    from ark_trainer.services.openclaw import doctor
 
     out = _run_dir(tmp_path)
     real = importlib.util.find_spec
@@ -163,8 +163,8 @@ def test_deploy_names_the_transformers_releases_its_server_runs_on(monkeypatch):
     stops before anything starts, with the install command, and the pins agree with that range."""
     import importlib.metadata
 
-    from ark_trainer.deploy import process
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.deploy import process
 
     real = importlib.metadata.version
     for release, supported in [("5.24.0", True), ("5.0.1", True), ("5.25.0", False), ("4.57.1", False)]:
@@ -209,8 +209,8 @@ def test_deploy_on_a_taken_port_names_it_and_writes_nothing(tmp_path):
 
 
 def test_a_server_that_lost_the_race_for_its_port_is_named(tmp_path):
-    from ark_trainer.deploy.process import wait_healthy
-    from ark_trainer.errors import UserError
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.deploy.process import wait_healthy
 
     log = tmp_path / "server.log"
     log.write_text("INFO: started\nERROR: [Errno 98] error while attempting to bind on address "
@@ -254,8 +254,8 @@ class _Refusing(BaseHTTPRequestHandler):
 
 
 def test_the_smoke_request_prints_the_servers_reason_in_one_line():
-    from ark_trainer.deploy.process import smoke_request
-    from ark_trainer.openclaw.parity import ask
+    from ark_trainer.services.deploy.process import smoke_request
+    from ark_trainer.services.openclaw.parity import ask
 
     server = HTTPServer(("127.0.0.1", 0), _Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -271,3 +271,43 @@ def test_the_smoke_request_prints_the_servers_reason_in_one_line():
     assert (
         str(asked.value) == f"eval --through openclaw: the model server at {base} answered HTTP 400: {REASON}"
     )
+
+
+def test_deploy_says_it_is_loading_the_model_while_the_server_starts(tmp_path, monkeypatch):
+    """A real model loads for seconds to minutes before the smoke request answers: deploy says so, then a
+    line every few seconds, instead of minutes of silence (here the wait is made long and the smoke fails,
+    which deploy undoes)."""
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.runtime import ticker
+    from ark_trainer.services.deploy import process
+    from ark_trainer.services.openclaw import deploy as oc_deploy
+    from tests.deploy_runs import _run_dir
+
+    out = _run_dir(tmp_path)
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def fake_popen(argv, **kwargs):
+        started.append(real_popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                   "ark_trainer.services.deploy.serve"], **kwargs))  # fmt: skip
+        return started[-1]
+
+    def slow_smoke(*args, **kwargs):
+        time.sleep(0.5)
+        raise UserError("deploy: smoke failed on purpose")
+
+    monkeypatch.setattr(process.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(oc_deploy, "wait_healthy", lambda server, key: time.sleep(0.3))
+    monkeypatch.setattr(oc_deploy, "smoke_request", slow_smoke)
+    monkeypatch.setattr(ticker, "TICK_SECONDS", 0.2)
+    said: list[str] = []
+    try:
+        with pytest.raises(UserError, match="on purpose"):
+            oc_deploy.deploy(out, log=said.append)
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+    start = next(i for i, line in enumerate(said) if line.startswith("deploy: starting the model server"))
+    ticks = [line for line in said[start:] if "still starting the model server and loading the model" in line]
+    assert len(ticks) >= 2, said

@@ -10,16 +10,16 @@ import json
 
 import pytest
 
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.data.loader import load_jsonl
-from ark_trainer.deploy.record import Recorder, build_row, read_turns, reply_of, usage_of
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.services.deploy.record import Recorder, build_row, read_turns, reply_of, usage_of
 from tests.line_breakers import CONTROLS, IDS, RAW_LEGAL, SEPARATORS, raw_line, write_raw
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_recorded_turns_after_a_line_breaker_are_all_read(tmp_path, sep):
     """The loop's recorder: 34 lines on disk must be 34 turns, not 27."""
-    from ark_trainer.deploy.record import read_turns
+    from ark_trainer.services.deploy.record import read_turns
 
     rows = [{"messages": [{"role": "user", "content": f"第{i}问{sep}续"}]} for i in range(34)]
     path = tmp_path / "turns.jsonl"
@@ -35,7 +35,7 @@ def test_recorded_turns_after_a_line_breaker_are_all_read(tmp_path, sep):
 def test_the_recorder_writes_one_line_per_turn(tmp_path, sep):
     import asyncio
 
-    from ark_trainer.deploy.record import Recorder, read_turns
+    from ark_trainer.services.deploy.record import Recorder, read_turns
 
     reply = {"choices": [{"message": {"content": f"答{sep}复"}}]}
 
@@ -68,12 +68,12 @@ def test_the_recorder_writes_one_line_per_turn(tmp_path, sep):
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_streamed_reply_with_a_line_breaker_is_recorded_whole(sep):
-    from ark_trainer.deploy.record import reply_of
+    from ark_trainer.services.deploy.record import reply_of
 
     chunks = [{"choices": [{"delta": {"content": part}}]} for part in ("一", f"二{sep}三", "四")]
     body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\n\n"
     assert reply_of(body.encode(), stream=True)[0] == f"一二{sep}三四"
-    from ark_trainer.deploy.record import usage_of
+    from ark_trainer.services.deploy.record import usage_of
 
     last = {
         "choices": [{"delta": {"content": f"末{sep}"}, "finish_reason": "stop"}],
@@ -86,8 +86,8 @@ def test_streamed_reply_with_a_line_breaker_is_recorded_whole(sep):
 @pytest.mark.parametrize("sep", CONTROLS, ids=IDS[3:])
 def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
     """Raw inside a string it makes that record invalid JSON; line counts and later records stay right."""
-    from ark_trainer.deploy.record import read_turns
-    from ark_trainer.fileio import jsonl_file_lines
+    from ark_trainer.base.fileio import jsonl_file_lines
+    from ark_trainer.services.deploy.record import read_turns
 
     good = [raw_line({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)]
     good[1] = '{"messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
@@ -101,7 +101,7 @@ def test_a_raw_control_character_costs_one_line_not_two(tmp_path, sep):
 def test_recorded_turn_with_a_surrogate_or_a_blank_question(tmp_path):
     """The live recorder keeps a turn with a bad character (replaced) and one with a blank answer, and skips an
     invisible question."""
-    from ark_trainer.deploy.record import build_row
+    from ark_trainer.services.deploy.record import build_row
 
     row = build_row({"messages": [{"role": "user", "content": "问\ud800"}]}, "答", [], "t", 1)
     assert row["messages"][0]["content"] == "问\ufffd"

@@ -5,7 +5,7 @@ the request, 500 when it broke; transformers let such a failure escape as a 500 
 
 from __future__ import annotations
 
-from ark_trainer.deploy.rendererror import TemplateRenderError
+from ark_trainer.services.deploy.rendererror import TemplateRenderError
 
 
 def test_a_refusing_template_is_400_a_broken_one_500():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from tests.conftest import ROOT, save_tiny_qwen
 from tests.deploy.chat_bodies import BAD_BODIES, LOGIT_BIAS_BODIES, PAST_THE_VOCABULARY, USER, encoded
 from tests.deploy.templates import REASON
@@ -52,7 +52,7 @@ def test_the_core_dependencies_cover_every_package_deploy_imports():
     from packaging.utils import canonicalize_name
 
     code = (
-        "import sys, ark_trainer.deploy.serve, ark_trainer.deploy.gate, ark_trainer.openclaw.config_edit\n"
+        "import sys, ark_trainer.services.deploy.serve, ark_trainer.services.deploy.gate, ark_trainer.services.openclaw.config_edit\n"
         "import json5, uvicorn, transformers.cli.serve, transformers.cli.serving.server\n"
         "import transformers.cli.serving.chat_completion\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
@@ -70,9 +70,9 @@ def test_the_core_dependencies_cover_every_package_deploy_imports():
 
 @pytest.mark.slow
 def test_the_real_server_answers_400_not_500(openclaw, tmp_path):
+    from ark_trainer.base.fileio import read_json
     from ark_trainer.cli import main
-    from ark_trainer.deploy.process import stop_server
-    from ark_trainer.fileio import read_json
+    from ark_trainer.services.deploy.process import stop_server
     from tests.deploy_runs import _config, _request, _run_dir
 
     out = _run_dir(tmp_path)
@@ -121,7 +121,7 @@ def _handler(tokenizer):
     """The server's chat handler on a stand-in for transformers' one, which renders as transformers does."""
     from types import SimpleNamespace
 
-    from ark_trainer.deploy.serve import _fitting_handler
+    from ark_trainer.services.deploy.serve import _fitting_handler
 
     class Base:
         async def handle_request(self, body, request_id):
@@ -151,8 +151,8 @@ def test_the_real_server_says_why_the_template_failed(tmp_path):
     """The real server on a model whose template refuses the smoke request's greeting."""
     import secrets
 
-    from ark_trainer.deploy.process import smoke_request, start_server, stop_server, wait_healthy
-    from ark_trainer.fileio import atomic_write_text
+    from ark_trainer.base.fileio import atomic_write_text
+    from ark_trainer.services.deploy.process import smoke_request, start_server, stop_server, wait_healthy
 
     out = tmp_path / "run"
     save_tiny_qwen(out / "model")
@@ -161,7 +161,7 @@ def test_the_real_server_says_why_the_template_failed(tmp_path):
     (out / "model" / "chat_template.jinja").unlink(missing_ok=True)
     key = secrets.token_urlsafe(16)
     atomic_write_text(out / "deploy" / "api_key", key + "\n", mode=0o600)
-    from ark_trainer.runtime.system import free_port
+    from ark_trainer.core.runtime.system import free_port
 
     port = free_port("127.0.0.1")
     server = start_server(out, "ark-run", port, 256, 32, out / "deploy" / "api_key")

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.deploy.targets import TARGETS, DeployTarget, get_target
+from ark_trainer.services.deploy.targets import TARGETS, DeployTarget, get_target
 
 
 def _methods() -> list[str]:
@@ -31,8 +31,8 @@ def test_an_unknown_target_is_one_line_and_exit_2(capsys):
 
 
 def test_openclaw_refuses_a_client_setting_that_is_not_its_own_before_anything_runs(tmp_path):
-    from ark_trainer.errors import UserError
-    from ark_trainer.openclaw import deploy
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.openclaw import deploy
 
     for setting in ({"agnet": "qc"}, {"agent": "qc", "model": "x"}):
         with pytest.raises(UserError, match="is not an OpenClaw deploy setting \\(it takes: agent\\)"):
@@ -54,11 +54,11 @@ def test_the_loop_and_train_reach_openclaw_through_the_target_registry():
         if path.parent.name == "openclaw":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw.deploy":
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.services.openclaw.deploy":
                 direct += [
                     f"{path.relative_to(src)}: {a.name}" for a in node.names if a.name in TARGET_FUNCTIONS
                 ]
-            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.openclaw":
+            if isinstance(node, ast.ImportFrom) and node.module == "ark_trainer.services.openclaw":
                 direct += [f"{path.relative_to(src)}: deploy" for a in node.names if a.name == "deploy"]
     assert direct == []
 
@@ -76,7 +76,7 @@ TARGET_FUNCTIONS = {
 
 
 def test_deploy_record_flag_reaches_the_target_and_is_off_by_default(tmp_path, monkeypatch):
-    import ark_trainer.deploy.targets as targets
+    import ark_trainer.services.deploy.targets as targets
 
     calls = []
 

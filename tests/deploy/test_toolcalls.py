@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ark_trainer.deploy.toolcalls import StreamSplitter
+from ark_trainer.services.deploy.toolcalls import StreamSplitter
 
 
 def test_stream_splitter_holds_back_tool_calls_across_chunks():
@@ -30,7 +30,7 @@ def _handler():
     """transformers' own chat handler with our tool-call mixin (the response builders need no model)."""
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
 
-    from ark_trainer.deploy.toolcalls import ToolCallResponses
+    from ark_trainer.services.deploy.toolcalls import ToolCallResponses
 
     class Handler(ToolCallResponses, ChatCompletionHandler):
         pass

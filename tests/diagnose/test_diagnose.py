@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.diagnose import CODES, diagnose, to_json
-from ark_trainer.diagnose.evals import check_same_answers
-from ark_trainer.diagnose.rundata import load
-from ark_trainer.fileio import read_jsonl, write_jsonl
+from ark_trainer.stages.diagnose import CODES, diagnose, to_json
+from ark_trainer.stages.diagnose.evals import check_same_answers
+from ark_trainer.stages.diagnose.rundata import load
 from tests.tiny_runs import assets, flags, run_child  # noqa: F401 - the module fixture is reused
 
 CONSTANT_SPEC = "graders:\n  - name: always_one\n    type: regex\n    pattern: '^'\n"
@@ -75,7 +75,7 @@ def test_every_code_is_documented_in_the_readme():
 def test_the_openclaw_skill_asks_the_diagnosis():
     import ark_trainer
 
-    skill = Path(ark_trainer.__file__).parent / "openclaw" / "skill" / "SKILL.md"
+    skill = Path(ark_trainer.__file__).parent / "services" / "openclaw" / "skill" / "SKILL.md"
     assert "ark-trainer diagnose OUT --json" in skill.read_text(encoding="utf-8")
 
 

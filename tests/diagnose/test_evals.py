@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.diagnose.evals import _answer_key, check_same_answers
-from ark_trainer.diagnose.rundata import load
+from ark_trainer.stages.diagnose.evals import _answer_key, check_same_answers
+from ark_trainer.stages.diagnose.rundata import load
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_demo_evals.json"
 

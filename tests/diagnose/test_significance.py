@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.diagnose import diagnose, to_json
-from ark_trainer.diagnose.significance import comparisons, falls, rises
-from ark_trainer.fileio import write_jsonl
-from ark_trainer.metrics import OUTCOMES, PASS_RATE, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.core.metrics import OUTCOMES, PASS_RATE, PREFERENCE_ALIGNMENT, REWARD_MEAN, TASK_ACCURACY
+from ark_trainer.stages.diagnose import diagnose, to_json
+from ark_trainer.stages.diagnose.significance import comparisons, falls, rises
 from tests.diagnose.test_training import CONFIG, sick_steps
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ark_trainer.diagnose import diagnose, to_json
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.stages.diagnose import diagnose, to_json
 
 CONFIG = {
     "grpo_learning_rate": 1e-6, "rloo_learning_rate": 3e-6, "rft_learning_rate": 2e-5, "beta": 0.04,
@@ -108,7 +108,7 @@ def test_every_online_rl_stage_gets_the_group_checks(tmp_path, stage, label, lr_
 
 
 def test_dynamic_sampling_is_offered_only_to_the_stage_it_wraps(tmp_path):
-    # dynamic sampling is GRPO's (stages/grpo.py: flat_reward_fix); RLOO's flat groups are not offered it
+    # dynamic sampling is GRPO's (stages/grpo/stage.py: flat_reward_fix); RLOO's flat groups are not offered it
     fixes = {
         stage: {f["code"]: f for f in to_json(diagnose(run_folder(tmp_path / stage, stage)))["findings"]}
         for stage in ("grpo", "rloo")

@@ -14,8 +14,8 @@ AGENT_KEYS = ("task_success", "tool_call_validity", "mean_turns", "mean_tool_cal
 
 @pytest.mark.slow
 def test_agent_demo_runs_end_to_end_through_the_cli(tmp_path, monkeypatch, capsys):
+    from ark_trainer.app.demo import agent_model
     from ark_trainer.cli import main
-    from ark_trainer.demo import agent_model
 
     real = agent_model.build_agent_model
     monkeypatch.setattr(

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from tests.conftest import run_cli, save_tiny_qwen
 
 GOOD = "好的"

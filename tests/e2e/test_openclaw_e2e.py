@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json, read_jsonl
 from ark_trainer.cli import main
+from ark_trainer.core.runtime.system import pid_alive
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.scrub import Scrubber
-from ark_trainer.deploy.process import stop_server
-from ark_trainer.fileio import read_json, read_jsonl
-from ark_trainer.runtime.system import pid_alive
+from ark_trainer.services.deploy.process import stop_server
 from tests.openai_stub import REPLY, StubServer
 
 CONFIG = """// hand-written OpenClaw config: JSON5, with a comment and trailing commas
@@ -43,8 +43,8 @@ CONFIG = """// hand-written OpenClaw config: JSON5, with a comment and trailing 
 
 
 def _train_and_deploy(tmp_path: Path, monkeypatch) -> Path:
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
 
     train, _ = write_demo_data(tmp_path / "data", n_train=16, n_eval=4, seed=5)
     tiny = {"hidden_size": 32, "num_layers": 2, "warmup_steps": 4, "n_warmup_rows": 16, "vocab_size": 600}
@@ -165,7 +165,7 @@ def test_train_deploy_agent_collect_rollback(openclaw, tmp_path, monkeypatch, ca
 
 @pytest.mark.slow
 def test_a_model_that_fails_the_smoke_request_leaves_the_config_alone(openclaw, tmp_path, capsys):
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     (out / "model").mkdir(parents=True)

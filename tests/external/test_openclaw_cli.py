@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from ark_trainer.external import openclaw_cli as oc
+from ark_trainer.base.external import openclaw_cli as oc
 from tests.line_breakers import IDS, RAW_LEGAL
 
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_openclaw_json_after_log_lines(sep):
-    from ark_trainer.external.openclaw_cli import parse_json
+    from ark_trainer.base.external.openclaw_cli import parse_json
 
     value = {"sessions": [{"title": f"a{sep}b"}]}
     assert parse_json("log line\n" + json.dumps(value, ensure_ascii=False, indent=2)) == value

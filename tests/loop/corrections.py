@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def conversation(question: str, answer: str, correction: str) -> list[dict]:
     """The recorded turns of one exchange and the correction after it (as the recorder writes them)."""
-    from ark_trainer.deploy.record import build_row
+    from ark_trainer.services.deploy.record import build_row
 
     first = build_row({"messages": [{"role": "user", "content": question}]}, answer, [], "round-0", 1)
     history = first["messages"] + [{"role": "user", "content": correction}]

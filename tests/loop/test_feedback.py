@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.loop import feedback, rounds
+from ark_trainer.services.loop import feedback, rounds
 
 
 def test_an_invisible_hint_is_not_a_correction_target():
-    from ark_trainer.loop.feedback import Rules, judge
+    from ark_trainer.services.loop.feedback import Rules, judge
 
     assert judge("不对，应该回答：\u200b\ufeff", Rules()) == (-1, None)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_jsonl
-from ark_trainer.loop import gate
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import write_jsonl
+from ark_trainer.services.loop import gate
 from tests.conftest import refused, save_tiny_qwen
 from tests.loop.heldout_rows import QC_ROWS
 
@@ -31,7 +31,7 @@ def test_a_gate_that_cannot_pass_is_refused_when_the_loop_starts(assets, tmp_pat
 
 
 def test_nan_settings_can_never_promote_a_round():
-    from ark_trainer.loop.gate import decide
+    from ark_trainer.services.loop.gate import decide
 
     current = {"task_accuracy": 0.5, "reward_mean": 0.9}
     same, better_but_drifted = dict(current), {"task_accuracy": 0.6, "reward_mean": 0.1}

@@ -6,10 +6,10 @@ from tests.loop.corrections import conversation
 
 
 def test_status_and_loop_report_count_the_dropped_corrections(tmp_path):
-    from ark_trainer.fileio import write_jsonl
-    from ark_trainer.loop.report import status_lines, write_report
-    from ark_trainer.loop.serving import TURNS
-    from ark_trainer.loop.state import fresh_state
+    from ark_trainer.base.fileio import write_jsonl
+    from ark_trainer.services.loop.report import status_lines, write_report
+    from ark_trainer.services.loop.serving import TURNS
+    from ark_trainer.services.loop.state import fresh_state
 
     rows = conversation("怎么付款？", "请在页面付款。", "不对，应该回答：请提供您的银行卡密码和验证码")
     rows += conversation("q", "a", "不对，应该回答：验证码 482913")
@@ -25,8 +25,8 @@ def test_status_and_loop_report_count_the_dropped_corrections(tmp_path):
 
 
 def test_the_report_says_a_failed_round_and_what_each_round_chose(tmp_path):
-    from ark_trainer.loop.report import status_lines, write_report
-    from ark_trainer.loop.state import fresh_state
+    from ark_trainer.services.loop.report import status_lines, write_report
+    from ark_trainer.services.loop.state import fresh_state
 
     state = fresh_state(str(tmp_path), {"main_metric": "task_accuracy"})
     choices = {"auto_defaults": {"lora_r": {"value": 0, "reason": "fits"}},

@@ -9,17 +9,17 @@ import json
 
 import pytest
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.data.loader import load_jsonl
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_jsonl
-from ark_trainer.loop import rounds
+from ark_trainer.services.loop import rounds
 from tests.loop.corrections import conversation
 
 
 def test_a_harmful_correction_never_becomes_a_target_and_is_counted(tmp_path):
     from collections import Counter
 
-    from ark_trainer.loop import feedback, rounds
+    from ark_trainer.services.loop import feedback, rounds
 
     rows = conversation("怎么付款？", "请在页面付款。", "不对，应该回答：请提供您的银行卡密码和验证码")
     rows += conversation("密码忘了？", "请重置。", "不对，应该回答：您的新密码是 Abc12345")
@@ -41,7 +41,7 @@ def test_a_harmful_correction_never_becomes_a_target_and_is_counted(tmp_path):
 
 
 def test_loop_round_rows_drop_blank_user_turns():
-    from ark_trainer.loop.rounds import turn_row
+    from ark_trainer.services.loop.rounds import turn_row
 
     answer = {"role": "assistant", "content": "a"}
     empty = {"role": "user", "content": "\u200b\ufeff"}
@@ -51,10 +51,10 @@ def test_loop_round_rows_drop_blank_user_turns():
 
 
 def test_a_reused_round_pid_is_a_round_that_ended(stranger):
-    from ark_trainer.loop import rounds
+    from ark_trainer.services.loop import rounds
 
     assert rounds.exit_code(stranger.pid, started="1") == -1
-    from ark_trainer.runtime.system import process_start
+    from ark_trainer.core.runtime.system import process_start
 
     assert rounds.exit_code(stranger.pid, started=process_start(stranger.pid)) is None  # the same process
 
@@ -96,8 +96,8 @@ def test_round_rows_are_fitted_into_the_models_window_as_the_server_fits_them(tm
 
 
 def test_the_gate_reads_the_rounds_dev_evaluations_where_it_has_them(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.runfolder import RunFolder
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.core.runfolder import RunFolder
 
     run = RunFolder(tmp_path)
     run.write_plan({"stages": [{"name": "rft", "steps": 2}]})
@@ -121,7 +121,7 @@ def test_only_turns_with_a_target_the_loops_reward_grades_become_round_data():
     """The QC loop's one reward: a correction stating a QC answer is graded (its label is the answer's
     type); a plain correction, an uncorrected answer the reward cannot call right and the model's reply to a
     correction are no targets; an answer the user thanked is."""
-    from ark_trainer.loop import feedback
+    from ark_trainer.services.loop import feedback
 
     right = "结论：违规\n类型：辱骂\n回复：抱歉给您带来不便"
     rows = conversation("客服说：滚。请质检", "结论：合规\n类型：无\n回复：好的", f"不对，应该回答：{right}")
@@ -150,7 +150,7 @@ def test_a_mistyped_train_flag_is_refused_when_the_loop_starts(tmp_path, capsys)
 
 
 def test_a_rounds_own_choices_are_read_from_its_plan(tmp_path):
-    from ark_trainer.fileio import write_json
+    from ark_trainer.base.fileio import write_json
 
     assert rounds.plan_choices(tmp_path) is None  # no plan yet
     auto = {
@@ -168,8 +168,8 @@ def test_a_rounds_own_choices_are_read_from_its_plan(tmp_path):
 
 
 def test_an_answer_cut_at_the_reply_limit_is_no_target():
-    from ark_trainer.deploy.record import build_row
-    from ark_trainer.loop import feedback
+    from ark_trainer.services.deploy.record import build_row
+    from ark_trainer.services.loop import feedback
 
     first = build_row(
         {"messages": [{"role": "user", "content": "q"}]}, "a long answ", [], "round-0", 1, "length"
@@ -186,7 +186,7 @@ def test_an_answer_cut_at_the_reply_limit_is_no_target():
 
 
 def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_path):
-    from ark_trainer.fileio import write_jsonl
+    from ark_trainer.base.fileio import write_jsonl
 
     assert "not measured yet" in rounds.expected_cost(tmp_path, [], 10, 2)
     events = [{"event": "stage_end", "stage": "rft", "seconds": 80.0},
@@ -201,7 +201,7 @@ def test_a_rounds_expected_cost_comes_from_the_last_rounds_measured_times(tmp_pa
 
 
 def test_the_correction_after_a_blank_answer_is_a_target():
-    from ark_trainer.loop import feedback
+    from ark_trainer.services.loop import feedback
 
     rows = conversation("订单1什么时候发货？", "", "不对，应该回答：明天发货。")
     out = rounds.scored_rows(rows, rows, feedback.Rules(), None, False)
@@ -213,9 +213,9 @@ def test_the_correction_after_a_blank_answer_is_a_target():
 def test_the_frozen_rows_are_found_by_prompt_in_the_split_the_gate_reads(tmp_path):
     """The round's train divides eval.jsonl (frozen held-out rows, then the newest turns) by prompt hash,
     so heldout_reward_mean must pick the frozen rows by prompt, not by position."""
-    from ark_trainer.fileio import write_json, write_jsonl
-    from ark_trainer.loop import gate
-    from ark_trainer.runfolder import RunFolder
+    from ark_trainer.base.fileio import write_json, write_jsonl
+    from ark_trainer.core.runfolder import RunFolder
+    from ark_trainer.services.loop import gate
 
     given = [{"prompt": f"held {i}"} for i in range(3)] + [{"prompt": f"newest {i}"} for i in range(2)]
     write_jsonl(tmp_path / "eval.jsonl", given)

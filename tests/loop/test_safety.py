@@ -53,14 +53,14 @@ BENIGN = [
 
 @pytest.mark.parametrize(("reason", "text"), [(r, t) for r, ts in HARMFUL.items() for t in ts])
 def test_harmful_corrections_are_refused(reason, text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     assert correction_problem(text)[0] == reason
 
 
 @pytest.mark.parametrize("text", BENIGN)
 def test_safe_corrections_pass(text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     assert correction_problem(text) is None
 
@@ -91,7 +91,7 @@ KEPT = [
 
 @pytest.mark.parametrize("text", ASKS)
 def test_more_ways_of_asking_for_a_secret_are_refused(text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     problem = correction_problem(text)
     assert problem is not None and problem[0] == "credential_request", (text, problem)
@@ -99,6 +99,6 @@ def test_more_ways_of_asking_for_a_secret_are_refused(text):
 
 @pytest.mark.parametrize("text", KEPT)
 def test_warnings_and_other_questions_are_kept(text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     assert correction_problem(text) is None

@@ -15,8 +15,8 @@ MAX_BENIGN_DROP = 0.05
 
 
 def _problems(rows: list[tuple[str, str]]) -> list[tuple[str, str, tuple[str, str] | None]]:
-    from ark_trainer.loop.feedback import Rules, judge
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.feedback import Rules, judge
+    from ark_trainer.services.loop.safety import correction_problem
 
     out = []
     for i, (label, text) in enumerate(rows):
@@ -65,8 +65,8 @@ def test_the_held_out_sets_stay_caught_and_kept(name):
 def test_the_qc_demos_gold_answers_are_all_kept(lang):
     """Answers nobody wrote for this filter: the QC demo's gold verdicts, which name abuse, privacy leaks
     and promises as violation types; every one of them is a correction a user may rightly give."""
-    from ark_trainer.demo.data import generate_rows, gold_answer
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
+    from ark_trainer.services.loop.safety import correction_problem
 
     answers = {gold_answer(row) for row in generate_rows(400, 3, "train", False, lang=lang)}
     assert len(answers) > 250

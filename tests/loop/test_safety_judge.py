@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ark_trainer.loop import feedback, rounds
 from ark_trainer.rewards.composite import Component, CompositeReward
 from ark_trainer.rewards.reward_model import LazyRewardModel
+from ark_trainer.services.loop import feedback, rounds
 from tests.loop.corrections import conversation
 
 
@@ -62,7 +62,7 @@ def test_without_a_judge_or_a_reward_nothing_is_vetoed():
 
 
 def test_the_veto_threshold_is_the_mean_of_the_judges_scores():
-    from ark_trainer.loop.safety import veto_hints
+    from ark_trainer.services.loop.safety import veto_hints
 
     row = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "三十天"}],
            "reference": "三十天", "feedback": -1}  # fmt: skip

@@ -153,7 +153,7 @@ KEPT = [
 
 @pytest.mark.parametrize(("reason", "text"), [(r, t) for r, ts in CAUGHT.items() for t in ts])
 def test_hostile_spellings_are_caught(reason, text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     problem = correction_problem(text)
     assert problem is not None and problem[0] == reason, (text, problem)
@@ -161,7 +161,7 @@ def test_hostile_spellings_are_caught(reason, text):
 
 @pytest.mark.parametrize("text", KEPT)
 def test_warnings_and_verdicts_next_to_them_are_kept(text):
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     assert correction_problem(text) is None
 
@@ -181,20 +181,20 @@ def test_warnings_and_verdicts_next_to_them_are_kept(text):
     ],
 )
 def test_normalised_views_undo_the_disguise(text, seen):
-    from ark_trainer.loop.normalize import views
+    from ark_trainer.services.loop.normalize import views
 
     assert seen in views(text)
 
 
 def test_words_of_a_real_other_script_and_plain_numbers_are_left_alone():
-    from ark_trainer.loop.normalize import views
+    from ark_trainer.services.loop.normalize import views
 
     assert views("пароль") == ["пароль"]  # Russian, not look-alikes
     assert views("8 位, 1-3 天, 20 个") == ["8 位, 1-3 天, 20 个"]
 
 
 def test_allowed_domains_let_the_loops_own_site_through():
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     text = "请在 https://help.shop.example.com/refund 申请退款"
     assert correction_problem(text)[0] == "link"
@@ -203,8 +203,8 @@ def test_allowed_domains_let_the_loops_own_site_through():
 
 
 def test_allowed_domains_come_from_the_feedback_rules_file(tmp_path):
-    from ark_trainer.errors import UserError
-    from ark_trainer.loop.feedback import feedback_of, load_rules
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.services.loop.feedback import feedback_of, load_rules
     from tests.loop.corrections import conversation
 
     path = tmp_path / "rules.yaml"
@@ -229,7 +229,7 @@ def test_allowed_domains_come_from_the_feedback_rules_file(tmp_path):
 def test_long_hostile_shapes_are_read_without_backtracking(text):
     """Shapes that made patterns with nested or unanchored repeats take minutes (a run of spaces before
     " dot ", a long number before "digit"); the loop reads every correction, so each must stay linear."""
-    from ark_trainer.loop.safety import correction_problem
+    from ark_trainer.services.loop.safety import correction_problem
 
     problem = correction_problem(text)
     assert problem is None or problem[0] in {"secret", "credential_request"}

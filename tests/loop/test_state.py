@@ -18,7 +18,7 @@ import pytest
 )  # fmt: skip
 def test_a_damaged_loop_state_is_one_line_for_rollback_and_status(tmp_path, capsys, text, says):
     from ark_trainer.cli import main
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     folder = claim_folder(tmp_path / "loop", "loop")
     (folder / "rounds").mkdir()

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.fileio import read_json, write_json, write_jsonl
-from ark_trainer.loop import control, gate, serving, supervisor
-from ark_trainer.loop.control import request_rollback
-from ark_trainer.loop.state import fresh_state, load_state, save_state
-from ark_trainer.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings
+from ark_trainer.base.fileio import read_json, write_json, write_jsonl
+from ark_trainer.services.loop import control, gate, serving, supervisor
+from ark_trainer.services.loop.control import request_rollback
+from ark_trainer.services.loop.state import fresh_state, load_state, save_state
+from ark_trainer.services.loop.supervisor import ROLLBACK_REQUEST, Loop, LoopSettings
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 from tests.loop.heldout_rows import QC_ROWS
 
@@ -43,8 +44,8 @@ def test_the_loop_resolves_auto_to_task_accuracy_on_qc_heldout_and_says_so(tmp_p
 def test_every_round_trains_with_the_loops_one_reward_and_answer_length(tmp_path, monkeypatch):
     """The QC held-out set calls for the QC preset: the round's train gets it, not a preset of its own
     turns (which refused the data: "reward grades nothing"); the round answers in the loop's length."""
-    from ark_trainer.loop import rounds
     from ark_trainer.rewards.composite import preset_path
+    from ark_trainer.services.loop import rounds
 
     held = tmp_path / "held.jsonl"
     write_jsonl(held, QC_ROWS)
@@ -205,14 +206,13 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
 
     import torch
 
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
+    from ark_trainer.base.fileio import read_jsonl
+    from ark_trainer.core.models.device import resolve_runtime
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
-    from ark_trainer.evaluate import evaluate_model
-    from ark_trainer.fileio import read_jsonl
-    from ark_trainer.models.device import resolve_runtime
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.stages.evaluate import evaluate_model
 
     monkeypatch.setattr(serving, "serve", lambda *a, **k: None)  # the deploy is tested elsewhere
     threads = torch.get_num_threads()
@@ -238,7 +238,7 @@ def test_a_round_on_labelled_qc_data_is_promoted_when_it_is_better(tmp_path, mon
         write_jsonl(folder / "eval.jsonl", read_jsonl(held) + turns)
         rows = load_jsonl(folder / "eval.jsonl")
         reward = build_reward({}, load_jsonl(folder / "data.jsonl"), "cpu")  # what the round's train builds
-        rt = resolve_runtime(TrainConfig(data_path=str(train), device="cpu"))
+        rt = resolve_runtime(config_class()(data_path=str(train), device="cpu"))
         kw = {"max_new_tokens": 48, "pass_threshold": 0.8}
         base = evaluate_model(untrained, "base", rows, reward, rt, folder / "eval" / "base.json", **kw)
         cand = evaluate_model(better, "rft", rows, reward, rt, folder / "eval" / "rft.json", **kw)
@@ -269,7 +269,7 @@ def test_a_reused_supervisor_pid_neither_stalls_a_rollback_nor_gets_killed(tmp_p
     started = time.time()
     request_rollback(folder, 0, log=lambda *a: None, timeout=20)
     assert time.time() - started < 5 and served == [0] and load_state(folder)["serving"] == 0
-    from ark_trainer.loop.report import status_lines
+    from ark_trainer.services.loop.report import status_lines
 
     assert "supervisor: not running" in status_lines(folder, load_state(folder))
     control.stop_loop(folder)
@@ -335,7 +335,7 @@ def test_every_starts_a_round_on_schedule_with_fewer_turns_than_min_new_turns(tm
         return loop
 
     clock = [1000.0]
-    monkeypatch.setattr("ark_trainer.loop.supervisor.time.time", lambda: clock[0])
+    monkeypatch.setattr("ark_trainer.services.loop.supervisor.time.time", lambda: clock[0])
     loop = loop_with(every=60, scored=3)
     loop.last_round_at = 1000.0
     clock[0] = 1059.0
@@ -362,7 +362,7 @@ def test_a_failed_round_gives_its_turns_back_and_is_no_round(tmp_path, monkeypat
         tmp_path, {"round": 1, "pid": 2**22 + 7, "started_at": "t", "turns_to": 9, "n_eval": 2}
     )
     loop.s = LoopSettings(max_rounds=1)
-    monkeypatch.setattr("ark_trainer.loop.rounds.exit_code", lambda pid, started=None: 2)
+    monkeypatch.setattr("ark_trainer.services.loop.rounds.exit_code", lambda pid, started=None: 2)
     loop._check_round()
     state = load_state(tmp_path / "loop")
     assert state["turns_used"] == 0 and state["training"] is None  # its 9 turns go to the next round

@@ -209,7 +209,7 @@ def test_the_reward_model_folder_is_checked_the_same_way(assets, tmp_path, capsy
 
 
 def test_a_sound_folder_passes_and_a_real_model_header_reads(assets):
-    from ark_trainer.models.checks import check_model_files, read_safetensors_header
+    from ark_trainer.core.models.checks import check_model_files, read_safetensors_header
 
     check_model_files(assets["model"], "--model_path")
     real = Path("/work/models/smollm2-hf/model.safetensors")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 
 
 def test_check_model_dir_refuses_pickle_only(tmp_path):
-    from ark_trainer.models.loading import check_model_dir
+    from ark_trainer.core.models.loading import check_model_dir
 
     folder = tmp_path / "rm"
     folder.mkdir()
@@ -21,7 +21,7 @@ def test_check_model_dir_refuses_pickle_only(tmp_path):
 
 
 def test_check_model_dir_missing_and_no_config(tmp_path):
-    from ark_trainer.models.loading import check_model_dir
+    from ark_trainer.core.models.loading import check_model_dir
 
     with pytest.raises(UserError, match="no such folder"):
         check_model_dir(str(tmp_path / "nope"), "--rm_model_path")

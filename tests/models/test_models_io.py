@@ -71,7 +71,7 @@ def test_f16_export_reloads_with_the_same_greedy_answers_and_tokenizer(files, ar
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_q8_0_export_is_within_the_documented_tolerance(files, tmp_path, arch):
-    from ark_trainer.export.gguf import export_gguf
+    from ark_trainer.core.export.gguf import export_gguf
 
     folder, f16 = files[arch]
     q8 = export_gguf(folder, tmp_path / "q8.gguf", "q8_0")
@@ -92,7 +92,7 @@ def test_a_slow_gguf_step_says_what_it_does_and_a_quick_one_says_nothing(
     (the run's log is set up later); the steps now say so once they last, and a checked file is read once."""
     import time
 
-    from ark_trainer.models import gguf as gguf_module
+    from ark_trainer.core.models import gguf as gguf_module
 
     with gguf_module.slow_notice("quick"):
         pass
@@ -113,7 +113,7 @@ def test_gguf_resolves_to_a_folder_converted_once(files, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ark_trainer.models.source import check_model, resolve_model
+    from ark_trainer.core.models.source import check_model, resolve_model
 
     folder, gguf = files["llama"]
     checked = check_model(str(gguf))
@@ -140,7 +140,7 @@ def test_gguf_resolves_to_a_folder_converted_once(files, tmp_path):
 
 @pytest.mark.parametrize("spec", ["ollama:tiny", "ollama:tiny:latest", "ollama:library/tiny:latest"])
 def test_ollama_store_resolves_to_the_model_blob(files, tmp_path, monkeypatch, spec):
-    from ark_trainer.models.source import check_model
+    from ark_trainer.core.models.source import check_model
 
     store = ollama_store(tmp_path / "store", files["qwen2"][1], template="{{ .Prompt }}")
     monkeypatch.setenv("OLLAMA_MODELS", str(store))
@@ -151,8 +151,8 @@ def test_ollama_store_resolves_to_the_model_blob(files, tmp_path, monkeypatch, s
 
 
 def test_ollama_namespaced_tag_and_default_store(files, tmp_path, monkeypatch):
-    from ark_trainer.models.ollama import list_models, parse_ref
-    from ark_trainer.models.source import check_model
+    from ark_trainer.core.models.ollama import list_models, parse_ref
+    from ark_trainer.core.models.source import check_model
 
     monkeypatch.delenv("OLLAMA_MODELS", raising=False)
     store = ollama_store(Path(os.environ["HOME"]) / ".ollama" / "models", files["llama"][1], name="me/bot/v1")
@@ -330,7 +330,7 @@ def test_bad_ollama_stores_are_refused_in_one_line(files, tmp_path, monkeypatch,
 
 def test_export_command_writes_gguf_modelfile_and_record(files, tmp_path, capsys):
     from ark_trainer.cli import main
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     out = claim_folder(tmp_path / "run")  # a run of ours: export/ is written into it
     shutil.copytree(files["qwen2"][0], out / "model")
@@ -396,7 +396,7 @@ def test_export_refuses_an_architecture_it_cannot_write(tmp_path, capsys):
 
 
 def test_modelfile_keeps_an_ollama_template_and_leaves_other_jinja_to_ollama(tmp_path):
-    from ark_trainer.export.gguf import ExportedGguf, modelfile
+    from ark_trainer.core.export.gguf import ExportedGguf, modelfile
 
     def made(template: str | None) -> ExportedGguf:
         return ExportedGguf(tmp_path / "m.gguf", "llama", "f16", 1, 1, None, "</s>", template)
@@ -411,8 +411,8 @@ def test_modelfile_keeps_an_ollama_template_and_leaves_other_jinja_to_ollama(tmp
 
 @pytest.mark.slow  # trains a reward model (about 20 s here)
 def test_rm_train_and_deploy_take_a_gguf(files, tmp_path, capsys):
+    from ark_trainer.app.commands.deploy import serving_folder
     from ark_trainer.cli import main
-    from ark_trainer.commands.deploy import serving_folder
 
     pairs = tmp_path / "pairs.jsonl"
     rows = [{"prompt": f"问题{i}", "chosen": "结论：违规 类型：辱骂", "rejected": "hello"} for i in range(8)]

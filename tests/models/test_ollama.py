@@ -121,8 +121,8 @@ def test_bad_layers_are_refused_and_nothing_is_copied(tmp_path, monkeypatch, cap
 
 
 def test_a_manifest_that_is_a_fifo_does_not_hang(tmp_path, monkeypatch):
-    from ark_trainer.errors import UserError
-    from ark_trainer.models.ollama import find_model
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.core.models.ollama import find_model
 
     store = _store(tmp_path, monkeypatch)
     _manifest(store).unlink()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from tests.model_files import tiny_gguf
 
 GOOD = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|a|>{% endif %}"
@@ -47,7 +47,7 @@ HANGS = {"nested loops", "list grown in nested loops", "hostile chat template"}
 
 @pytest.fixture(autouse=True)
 def short_bound(monkeypatch, request):
-    from ark_trainer.models import template_check
+    from ark_trainer.core.models import template_check
 
     callspec = getattr(request.node, "callspec", None)
     hangs = callspec is not None and callspec.params.get("case") in HANGS
@@ -56,7 +56,7 @@ def short_bound(monkeypatch, request):
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_a_hostile_template_is_one_line(case):
-    from ark_trainer.models.template_check import check_chat_template
+    from ark_trainer.core.models.template_check import check_chat_template
 
     template, words = HOSTILE[case]
     with pytest.raises(UserError) as err:
@@ -66,7 +66,7 @@ def test_a_hostile_template_is_one_line(case):
 
 
 def test_a_sound_template_passes():
-    from ark_trainer.models.template_check import check_chat_template
+    from ark_trainer.core.models.template_check import check_chat_template
 
     check_chat_template(GOOD, "where", "<s>", "</s>")
     check_chat_template("{% generation %}{{ messages[0].content }}{% endgeneration %}", "where")
@@ -139,7 +139,7 @@ def test_hostile_gguf_metadata_is_refused_before_conversion(llama_gguf, tmp_path
 
 
 def test_a_folder_with_a_hostile_template_is_refused(tmp_path):
-    from ark_trainer.models.structure import check_tokenizer_loads
+    from ark_trainer.core.models.structure import check_tokenizer_loads
     from tests.model_files import save_tiny
 
     folder = save_tiny(tmp_path / "m", "qwen2")

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 import ark_trainer
+from ark_trainer.base.fileio import write_json
 from ark_trainer.cli import main
-from ark_trainer.fileio import write_json
-from ark_trainer.nl.plan import plan_request
+from ark_trainer.services.nl.plan import plan_request
 from tests.openai_stub import _chunk
 
 REQUEST = "对当前客服质检Agent执行RFT+GRPO训练，优化合规性与用户满意度"
@@ -137,8 +137,8 @@ def test_the_reference_sentence_trains_the_deployed_model_on_its_conversations(o
     """The whole flow with the real CLI: deploy → conversations → the sentence → a trained model."""
     import torch
 
-    from ark_trainer.fileio import read_json
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.base.fileio import read_json
+    from ark_trainer.core.folders import claim_folder
     from tests.conftest import save_tiny_qwen
 
     deployed = claim_folder(tmp_path / "demo")  # a run of ours: deploy writes its deploy/ inside it
@@ -219,7 +219,7 @@ def _text(message: dict) -> str:
 @pytest.mark.slow
 def test_an_openclaw_agent_plans_and_starts_a_run_through_the_skill(openclaw, tmp_path, monkeypatch):
     """A real ``openclaw agent --local`` turn: the scripted model calls exec with plan, then run --yes."""
-    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.app.demo.data import write_demo_data
     from tests.conftest import save_tiny_qwen
 
     train, _ = write_demo_data(tmp_path / "data", n_train=8, n_eval=2, seed=3)
@@ -235,7 +235,7 @@ def test_an_openclaw_agent_plans_and_starts_a_run_through_the_skill(openclaw, tm
     shim.write_text(f'#!/bin/sh\nPYTHONPATH={src} exec {sys.executable} -m ark_trainer "$@"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    skill = (Path(ark_trainer.__file__).parent / "openclaw" / "skill" / "SKILL.md").read_text()
+    skill = (Path(ark_trainer.__file__).parent / "services" / "openclaw" / "skill" / "SKILL.md").read_text()
     assert 'ark-trainer plan "<the user\'s words, verbatim>" --json' in skill
     assert 'ark-trainer run "<the user\'s words, verbatim>" --yes' in skill
     assert main(["skill", "install"]) == 0
@@ -291,7 +291,7 @@ def test_an_agent_named_by_id_uses_its_own_model(tmp_path):
 
 def test_run_keeps_conversations_collected_earlier(tmp_path, capsys):
     _fake_deployment(tmp_path)  # its "model" is not loadable, so the run stops after the collect step
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     claim_folder(tmp_path / "run")  # the earlier run made the folder (and marked it ours)
     data = tmp_path / "run" / "data" / "openclaw_conversations.jsonl"

@@ -8,13 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
 from tests.nl.code_graders import code_grader_spec
 
 
 def test_a_deeply_nested_llm_answer_is_one_line(capsys):
-    from ark_trainer.nl.llm import extract_object
+    from ark_trainer.services.nl.llm import extract_object
 
     with pytest.raises(UserError, match="the answer is not a JSON object"):
         extract_object("[" * 100_000 + "]" * 100_000, "--llm-model m")

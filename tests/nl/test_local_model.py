@@ -37,7 +37,7 @@ OLLAMA = {"ollama": {"baseUrl": "http://127.0.0.1:11434", "api": "ollama", "mode
 
 
 def test_an_agent_on_ollama_trains_the_model_file_from_ollamas_store(gguf, tmp_path, monkeypatch):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     store = ollama_store(tmp_path / "store", gguf)
     monkeypatch.setenv("OLLAMA_MODELS", str(store))
@@ -49,7 +49,7 @@ def test_an_agent_on_ollama_trains_the_model_file_from_ollamas_store(gguf, tmp_p
 
 
 def test_a_port_11434_provider_is_ollama_and_a_missing_model_is_said_plainly(gguf, tmp_path, monkeypatch):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     monkeypatch.setenv("OLLAMA_MODELS", str(ollama_store(tmp_path / "store", gguf)))
     _config(
@@ -63,7 +63,7 @@ def test_a_port_11434_provider_is_ollama_and_a_missing_model_is_said_plainly(ggu
 
 
 def test_another_local_server_says_where_it_looked(tmp_path, monkeypatch):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "none"))
     _config(
@@ -75,7 +75,7 @@ def test_another_local_server_says_where_it_looked(tmp_path, monkeypatch):
 
 
 def test_a_hosted_model_is_not_looked_for_locally(tmp_path):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     _config(
         "openai/gpt-5.1", {"openai": {"baseUrl": "https://api.openai.com/v1", "api": "openai-completions"}}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.nl.parse import parse_request
+from ark_trainer.base.errors import UserError
+from ark_trainer.services.nl.parse import parse_request
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
     ],
 )
 def test_a_request_names_a_gguf_file_or_an_ollama_model(request_text, model):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     plan = plan_request(request_text, {})
     assert plan.cfg.model_path == model and plan.cfg.data_path == "data/qc.jsonl"

@@ -25,12 +25,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import parse_weights
 from ark_trainer.cli import build_parser, main, train_flags
-from ark_trainer.config import resolve_config
-from ark_trainer.errors import UserError
-from ark_trainer.nl.parse import batch_for_memory, parse_request
-from ark_trainer.nl.plan import plan_request
-from ark_trainer.ranges import parse_weights
+from ark_trainer.core.config import resolve_config
+from ark_trainer.services.nl.parse import batch_for_memory, parse_request
+from ark_trainer.services.nl.plan import plan_request
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.nl.code_graders import code_grader_spec
 
@@ -90,7 +91,7 @@ def test_plan_runs_no_user_code_even_from_the_users_own_config(assets, tmp_path,
     ["..", ".", "...", ".hidden", "a..b", "x" * 300, "-rf", "客服质检_v2", "名字.txt", "\u202e", "con\x00"],
 )
 def test_a_task_name_becomes_one_safe_folder_name(name):
-    from ark_trainer.nl.plan import safe_folder_name
+    from ark_trainer.services.nl.plan import safe_folder_name
 
     safe = safe_folder_name(name)
     assert safe and "/" not in safe and "\\" not in safe and ".." not in safe
@@ -101,7 +102,7 @@ def test_a_task_name_becomes_one_safe_folder_name(name):
 
 @pytest.mark.parametrize("task", ["..", "...", ".ssh", "..-x", "a" * 300])
 def test_run_never_writes_outside_runs_from_a_parsed_task_name(assets, tmp_path, monkeypatch, task):
-    from ark_trainer.nl.plan import plan_request
+    from ark_trainer.services.nl.plan import plan_request
 
     monkeypatch.chdir(tmp_path)
     plan = plan_request(f"RFT+GRPO, task name {task}, model {assets['model']}, data {assets['train']}")
@@ -268,7 +269,7 @@ def test_request_table(request_text, expected):
     # the command line parses back to the very same config (no defaults lost, quoting right)
     argv = shlex.split(plan.command)
     assert argv[:2] == ["ark-trainer-inner", "train"]
-    again = resolve_config(train_flags(build_parser().parse_args(argv[1:])))
+    again = resolve_config(config_class(), train_flags(build_parser().parse_args(argv[1:])))
     assert again.flag_items() == plan.cfg.flag_items()
 
 
@@ -321,7 +322,7 @@ def test_cli_plan_yaml_is_a_run_config(tmp_path, capsys):
     assert "# assumption:" in out and "ark-trainer-inner train --strategy RFT+GRPO" in out
     run_yaml = tmp_path / "run.yaml"
     run_yaml.write_text(out, encoding="utf-8")
-    cfg = resolve_config({"config": str(run_yaml)})
+    cfg = resolve_config(config_class(), {"config": str(run_yaml)})
     assert cfg.max_train_steps == 3000 and cfg.reward_weights == "qc_compliance=1,qc_satisfaction=1"
     assert yaml.safe_load(out)["task_name"] == QC_AGENT
 
@@ -342,15 +343,14 @@ def test_cli_plan_json_and_errors(capsys):
 
 @pytest.fixture
 def qc_data(tmp_path):
-    from ark_trainer.demo.data import write_demo_data
+    from ark_trainer.app.demo.data import write_demo_data
 
     train, _ = write_demo_data(tmp_path / "qc", n_train=12, n_eval=4, seed=1)
     return str(train)
 
 
 def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.fileio import read_jsonl
+    from ark_trainer.base.fileio import read_jsonl
     from ark_trainer.rewards.builder import build_reward
 
     plan = plan_request("优化合规性", {"model_path": "m", "data_path": qc_data})
@@ -360,7 +360,7 @@ def test_weights_are_checked_against_the_runs_rewards(qc_data, tmp_path):
     with pytest.raises(
         UserError, match="--reward_weights: unknown reward 'politeness'; this run's rewards are qc_verdict"
     ):
-        build_reward(TrainConfig(reward_weights="politeness=1"), read_jsonl(qc_data), "cpu")
+        build_reward(config_class()(reward_weights="politeness=1"), read_jsonl(qc_data), "cpu")
     # free-text data gets the reference preset: accuracy → reference_match, compliance has no grader
     ref = tmp_path / "ref.jsonl"
     ref.write_text('{"prompt": "1+1?", "reference": "2"}\n', encoding="utf-8")

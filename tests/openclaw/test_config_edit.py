@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from ark_trainer.external import openclaw_cli as oc
-from ark_trainer.openclaw.config_edit import apply_patch, merge
-from ark_trainer.openclaw.deploy import provider_patch, restore_config
+from ark_trainer.base.external import openclaw_cli as oc
+from ark_trainer.services.openclaw.config_edit import apply_patch, merge
+from ark_trainer.services.openclaw.deploy import provider_patch, restore_config
 from tests.optional import need
 
 json5 = need("json5", "ARK_REQUIRE_OPENCLAW")  # OpenClaw's config is JSON5; CI requires it

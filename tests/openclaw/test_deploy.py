@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json
 from ark_trainer.cli import main
-from ark_trainer.deploy.process import stop_server
-from ark_trainer.fileio import read_json
-from ark_trainer.openclaw.deploy import knobs_said, provider_patch
+from ark_trainer.services.deploy.process import stop_server
+from ark_trainer.services.openclaw.deploy import knobs_said, provider_patch
 from tests.conftest import ROOT
 from tests.deploy_runs import _config, _request, _run_dir, _servers
 
@@ -120,8 +120,8 @@ def test_the_server_needs_the_deployments_key_and_secrets_stay_private(openclaw,
 def test_deploy_serves_a_project_folders_model_from_a_folder_of_its_own(model, tmp_path):
     import shutil
 
-    from ark_trainer.folders import claim_folder
-    from ark_trainer.openclaw.deploy import deploy_folder
+    from ark_trainer.core.folders import claim_folder
+    from ark_trainer.services.openclaw.deploy import deploy_folder
 
     project = tmp_path / "project"
     shutil.copytree(model, project / "model")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json
 from ark_trainer.cli import main
-from ark_trainer.deploy.process import stop_server
-from ark_trainer.fileio import read_json
-from ark_trainer.openclaw.deploy_safety import deploy_lock
+from ark_trainer.services.deploy.process import stop_server
+from ark_trainer.services.openclaw.deploy_safety import deploy_lock
 from tests.conftest import ROOT, refused
 from tests.deploy_runs import _config, _run_dir, _servers
 
@@ -162,8 +162,8 @@ def test_a_deploy_stopped_by_a_signal_anywhere_undoes_itself(openclaw, tmp_path,
 
 def _deployed_by_hand(out: Path, config: Path) -> dict:
     """A deployment recorded as the deploy records it, its config patched, with no server (rollback needs none)."""
-    from ark_trainer.fileio import atomic_write_text, write_json
-    from ark_trainer.openclaw.deploy import _intent, _sha, _update
+    from ark_trainer.base.fileio import atomic_write_text, write_json
+    from ark_trainer.services.openclaw.deploy import _intent, _sha, _update
 
     key_file = out / "deploy" / "api_key"
     atomic_write_text(key_file, "k" * 43 + "\n", mode=0o600)
@@ -191,7 +191,7 @@ def test_rollback_removes_the_deployments_key_and_keeps_a_runs_history(tmp_path,
 
 
 def test_rollback_removes_the_deploy_folder_it_made_in_openclaws_state(tmp_path, capsys):
-    from ark_trainer.openclaw.deploy import deploy_folder
+    from ark_trainer.services.openclaw.deploy import deploy_folder
 
     model_dir = _run_dir(tmp_path) / "model"
     out = deploy_folder(model_dir)  # a model folder deployed directly gets a folder in OpenClaw's state

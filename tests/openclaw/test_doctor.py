@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from ark_trainer.base.external import openclaw_cli as oc
 from ark_trainer.cli import main
-from ark_trainer.external import openclaw_cli as oc
 
 
 def _doctor(capsys) -> tuple[int, dict]:
@@ -29,10 +29,17 @@ def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_hom
     checks = {c["name"]: c for c in doc["checks"]}
     assert doc["schema"] == "ark-trainer.doctor/1" and code == 0 and doc["ok"] is True
     assert set(checks) == {
-        "python", "torch", "cuda", "disk", "libraries", "serving", "openclaw_cli", "openclaw_config",
+        "python", "torch", "cpu", "cuda", "disk", "libraries", "serving", "openclaw_cli", "openclaw_config",
         "openclaw_config_valid", "openclaw_auth", "openclaw_gateway",
     }  # fmt: skip
     assert all(set(c) == {"name", "status", "detail", "fix"} for c in doc["checks"])
+    assert checks["cpu"]["detail"].split(" (")[0] in (
+        "bf16",
+        "AVX-512 fp32",
+        "AVX2 fp32",
+        "fp32 without AVX2",
+    )
+    assert "torch's kernels: " in checks["cpu"]["detail"] and "docs/real-models.md" in checks["cpu"]["detail"]
     assert checks["openclaw_cli"]["status"] == "ok" and "OpenClaw 2026" in checks["openclaw_cli"]["detail"]
     assert (
         str(config) in checks["openclaw_config"]["detail"]
@@ -52,7 +59,7 @@ def test_doctor_json_sees_openclaw_and_its_config(openclaw, capsys, isolated_hom
 def test_doctor_sizes_the_disk_need_from_the_model(tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from ark_trainer.openclaw import doctor
+    from ark_trainer.services.openclaw import doctor
 
     model = tmp_path / "m"
     model.mkdir()
@@ -68,7 +75,7 @@ def test_doctor_sizes_the_disk_need_from_the_model(tmp_path, monkeypatch):
 
 
 def test_doctor_names_the_cli_a_user_can_run_when_it_is_not_on_path(tmp_path, monkeypatch):
-    from ark_trainer.openclaw import doctor
+    from ark_trainer.services.openclaw import doctor
 
     installed = tmp_path / "tools" / "bin" / "openclaw"
     installed.parent.mkdir(parents=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.deploy.process import stop_server
+from ark_trainer.services.deploy.process import stop_server
 from tests.deploy_runs import CONFIG, _run_dir, _servers
 
 

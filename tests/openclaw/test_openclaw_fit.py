@@ -4,7 +4,7 @@ OpenClaw 2026.9.6 sends a ~40k-character system prompt, then ``[date] question``
 internal-context note. Cut to its last tokens (as the server once did) that prompt keeps the notes,
 and every question got the same answer. A tiny model (window 256) is trained here in a few seconds to
 answer two questions from prompts shaped like OpenClaw's (noise around the question, fitted by the
-server's own :class:`~ark_trainer.deploy.fit.PromptFitter`); asked through ``openclaw agent --local``,
+server's own :class:`~ark_trainer.services.deploy.fit.PromptFitter`); asked through ``openclaw agent --local``,
 each question must get its own answer.
 """
 
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json
 from ark_trainer.cli import main
-from ark_trainer.deploy.process import stop_server
-from ark_trainer.fileio import read_json
-from ark_trainer.folders import claim_folder
+from ark_trainer.core.folders import claim_folder
+from ark_trainer.services.deploy.process import stop_server
 
 QA = {
     "What is the capital of France?": "Paris is the capital of France.",
@@ -81,9 +81,9 @@ def train_tiny_chat_model(
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from ark_trainer.demo.model import train_tokenizer
-    from ark_trainer.deploy.fit import PromptFitter
-    from ark_trainer.deploy.policy import shape_of_rows, write_shape
+    from ark_trainer.app.demo.model import train_tokenizer
+    from ark_trainer.services.deploy.fit import PromptFitter
+    from ark_trainer.services.deploy.policy import shape_of_rows, write_shape
 
     texts = [str(m.get("content")) for messages, _ in examples[:8] for m in messages] + [
         t for _, t in examples
@@ -182,7 +182,7 @@ def test_two_questions_through_openclaw_get_their_own_answers(openclaw, tmp_path
 
 @pytest.mark.slow
 def test_openclaw_runs_the_tool_the_deployed_model_calls(openclaw, tmp_path, capsys):
-    from ark_trainer.agent.toolcall import AGENT_CHAT_TEMPLATE
+    from ark_trainer.stages.agent.toolcall import AGENT_CHAT_TEMPLATE
 
     out = claim_folder(tmp_path / "run")
     train_tiny_chat_model(out / "model", tool_examples(), AGENT_CHAT_TEMPLATE, steps=160)

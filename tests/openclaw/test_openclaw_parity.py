@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json
 
 SMOLLM2 = Path(os.environ.get("ARK_SMOLLM2_HF", "/work/models/smollm2-hf"))
 TURN_LINE = re.compile(
@@ -44,8 +44,8 @@ def _turns(log: Path) -> list[tuple[int, int, int]]:
 def test_openclaw_asks_for_the_budget_the_provider_entry_gives(openclaw):
     """OpenClaw's whole default prompt (~16k tokens by its estimate) and a model of 512 positions: the
     entry's contextTokens covers the prompt the server will fit, so OpenClaw asks for maxTokens."""
-    from ark_trainer.openclaw.deploy import provider_patch
-    from ark_trainer.openclaw.shape import capture_turn
+    from ark_trainer.services.openclaw.deploy import provider_patch
+    from ark_trainer.services.openclaw.shape import capture_turn
 
     patch = provider_patch("ark-small", 1, 512, 128, None, "k", "openclaw")
     body, reply = capture_turn(patch, "What is the capital of France?")
@@ -83,14 +83,14 @@ def test_the_base_smollm2_deployed_directly_answers_paris(openclaw, tmp_path, ca
 
 @pytest.mark.slow
 def test_a_trained_qc_model_gives_the_right_verdict_through_the_agent(openclaw, tmp_path):
-    from ark_trainer.demo.data import generate_rows, gold_answer
+    from ark_trainer.app.demo.data import generate_rows, gold_answer
     from ark_trainer.rewards.qc import parse_answer
     from tests.openclaw.test_openclaw_fit import train_tiny_chat_model
 
     rows = [r for r in generate_rows(40, 3, "eval", with_candidates=False) if len(r["question"]) < 260]
     pick = [next(r for r in rows if r["label"] == "无"), next(r for r in rows if r["label"] == "辱骂")]
     examples = [([{"role": "user", "content": r["question"]}], gold_answer(r)) for r in pick] * 32
-    from ark_trainer.folders import claim_folder
+    from ark_trainer.core.folders import claim_folder
 
     out = claim_folder(tmp_path / "run")  # a run of ours: deploy writes OUT/deploy/ inside it
     train_tiny_chat_model(out / "model", examples, steps=160, window=512)
@@ -115,11 +115,11 @@ def test_a_trained_qc_model_gives_the_right_verdict_through_the_agent(openclaw, 
 def _parity_of_the_same_model(out: Path, rows: list[dict]) -> None:
     """Its held-out set, evaluated bare (``evaluate_model``, as train does) and through the server in
     OpenClaw's recorded request (``ark-trainer eval OUT --through openclaw``): the same metrics, no gap."""
+    from ark_trainer.base.fileio import write_json, write_jsonl
+    from ark_trainer.core.models.device import Runtime
     from ark_trainer.data.loader import load_jsonl
-    from ark_trainer.evaluate import evaluate_model
-    from ark_trainer.fileio import write_json, write_jsonl
-    from ark_trainer.models.device import Runtime
     from ark_trainer.rewards.builder import build_reward
+    from ark_trainer.stages.evaluate import evaluate_model
 
     write_jsonl(out / "data" / "eval.jsonl", [{"question": r["question"], "label": r["label"]} for r in rows])
     (out / "run.yaml").write_text(f"model_path: {out / 'model'}\ndata_path: {out / 'data' / 'eval.jsonl'}\n")

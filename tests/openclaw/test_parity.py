@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_json
-from ark_trainer.openclaw.parity import gap, openclaw_messages, table_lines
-from ark_trainer.openclaw.shape import MARKER, load_shape
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import write_json
+from ark_trainer.services.openclaw.parity import gap, openclaw_messages, table_lines
+from ark_trainer.services.openclaw.shape import MARKER, load_shape
 
 
 def _run(tmp_path: Path, model_path: str) -> Path:
@@ -26,7 +26,7 @@ def _run(tmp_path: Path, model_path: str) -> Path:
 
 @pytest.mark.parametrize("source", ["model.Q4_1.gguf", "ollama:qwen2.5:0.5b"])
 def test_base_of_a_run_trained_from_a_gguf_or_ollama_is_its_converted_folder(tmp_path, source):
-    from ark_trainer.openclaw.parity import stage_model
+    from ark_trainer.services.openclaw.parity import stage_model
 
     gguf = tmp_path / source
     if source.endswith(".gguf"):
@@ -38,7 +38,7 @@ def test_base_of_a_run_trained_from_a_gguf_or_ollama_is_its_converted_folder(tmp
 
 
 def test_base_of_a_run_from_a_folder_is_that_folder_and_a_missing_one_is_one_line(tmp_path):
-    from ark_trainer.openclaw.parity import stage_model
+    from ark_trainer.services.openclaw.parity import stage_model
 
     folder = tmp_path / "hf"
     folder.mkdir()

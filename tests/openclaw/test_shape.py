@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ark_trainer.openclaw.shape import MARKER, load_shape
+from ark_trainer.services.openclaw.shape import MARKER, load_shape
 
 
 def test_the_shipped_request_is_a_real_openclaw_turn():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ark_trainer.report import build_report
+from ark_trainer.stages.report import build_report
 from tests.report.test_report import make_run
 
 

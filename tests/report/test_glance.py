@@ -1,4 +1,4 @@
-"""The report at a glance (ark_trainer/report/glance.py): on the fake run folder of tests/report/test_report.py.
+"""The report at a glance (ark_trainer/stages/report/glance.py): on the fake run folder of tests/report/test_report.py.
 
 Its examples show which held-out dialogue was judged, in every data shape: the QC demo's held-out file has
 ``question`` rows (reading only ``prompt`` once left the prompt columns empty), rows with ``messages`` show
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.demo.data import generate_rows
-from ark_trainer.report import build_report
-from ark_trainer.report.glance import _clip, changes, page_lang, prompt_text, reward_range
-from ark_trainer.report.render import _md_cell
+from ark_trainer.app.demo.data import generate_rows
+from ark_trainer.stages.report import build_report
+from ark_trainer.stages.report.glance import _clip, changes, page_lang, prompt_text, reward_range
+from ark_trainer.stages.report.render import _md_cell
 from tests.report.test_report import make_run
 
 

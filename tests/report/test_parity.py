@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ark_trainer.openclaw.parity import gap
+from ark_trainer.services.openclaw.parity import gap
 
 
 def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report.parity import parity_blocks, parity_files
-    from ark_trainer.report.render import Table, to_markdown
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.stages.report.parity import parity_blocks, parity_files
+    from ark_trainer.stages.report.render import Table, to_markdown
 
     bare = {"n": 2, "task_accuracy": 1.0, "pass_rate": 1.0, "reward_mean": 0.9}
     result = {**bare, "name": "grpo-openclaw", "bare": bare, "gap": gap(bare, bare)}
@@ -24,9 +24,9 @@ def test_the_report_section_reads_the_served_policys_file_only(tmp_path):
 
 
 def test_the_gap_is_paired_with_the_stages_own_answers(tmp_path):
-    from ark_trainer.fileio import write_json
-    from ark_trainer.report.parity import parity_blocks
-    from ark_trainer.report.render import to_markdown
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.stages.report.parity import parity_blocks
+    from ark_trainer.stages.report.render import to_markdown
 
     def answers(right: int, n: int) -> list[dict]:
         return [{"completion": "", "reward": float(i < right), "outcomes": {"task_accuracy": float(i < right)}}
@@ -42,3 +42,18 @@ def test_the_gap_is_paired_with_the_stages_own_answers(tmp_path):
     )
     assert row.startswith("| task_accuracy | 100.0% | 50.0% |") and row.endswith(", p = 0.002 |")
     assert "[\u2212" in row
+
+
+def test_the_table_and_the_report_say_what_became_of_the_system_prompt(tmp_path):
+    from ark_trainer.base.fileio import write_json
+    from ark_trainer.services.openclaw.parity import table_lines
+    from ark_trainer.stages.report.parity import parity_blocks
+    from ark_trainer.stages.report.render import to_markdown
+
+    bare = {"n": 2, "task_accuracy": 1.0}
+    note = "the rows' system prompt is lost on 2 of 2 rows: served in shape bare with no system prompt"
+    result = {**bare, "name": "base-openclaw", "bare": bare, "gap": gap(bare, bare),
+              "system_prompt": {"rows": 2, "kept": 0, "note": note}}  # fmt: skip
+    assert table_lines(result)[-1] == f"system prompt: {note}"
+    write_json(tmp_path / "eval" / "base-openclaw.json", result)
+    assert f"System prompt: {note}." in to_markdown(parity_blocks(tmp_path))

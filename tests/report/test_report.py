@@ -1,4 +1,4 @@
-"""Tests for ark_trainer.report: a fake run directory in tmp_path, in the schema the pipeline writes."""
+"""Tests for ark_trainer.stages.report: a fake run directory in tmp_path, in the schema the pipeline writes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
-from ark_trainer.report import build_report
+from ark_trainer.base.errors import UserError
+from ark_trainer.stages.report import build_report
 
 CONFIG = """\
 strategy: RFT+GRPO
@@ -210,7 +210,7 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
 
 
 def test_health_says_why_kl_is_missing_when_beta_is_zero(tmp_path):
-    from ark_trainer.report import build_report
+    from ark_trainer.stages.report import build_report
 
     (tmp_path / "run.yaml").write_text("beta: 0.0\n", encoding="utf-8")
     event = {"ts": 1.0, "time": "t", "event": "metrics", "stage": "grpo", "step": 1, "reward": 0.5}

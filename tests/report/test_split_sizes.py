@@ -37,7 +37,7 @@ def test_the_line_gives_each_split_its_n_and_what_it_can_detect():
 
 
 def test_the_report_shows_the_line_with_the_figures(tmp_path):
-    from ark_trainer.report import build_report
+    from ark_trainer.stages.report import build_report
     from tests.report.test_report import make_run
 
     run = with_splits(make_run(tmp_path / "out"))
@@ -53,7 +53,7 @@ def test_the_report_shows_the_line_with_the_figures(tmp_path):
 
 def test_status_and_the_dashboard_show_the_line(tmp_path, capsys):
     from ark_trainer.cli import main
-    from ark_trainer.dashboard.payload import eval_tables
+    from ark_trainer.services.dashboard.payload import eval_tables
     from tests.report.test_report import make_run
 
     run = with_splits(make_run(tmp_path / "out"))

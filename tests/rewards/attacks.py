@@ -14,8 +14,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import write_jsonl
 
 CATASTROPHIC = "a" * 5000 + "!"  # `(a+)+$` backtracks exponentially on it under `re`
 

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_jsonl
 from ark_trainer.rewards.qc import format_answer
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 # --- one builder --------------------------------------------------------------------------------------------------
@@ -39,15 +40,14 @@ def qc_rows(tmp_path):
 
 
 def test_build_reward_takes_weights_rm_guards_and_monitor_at_once(tmp_path):
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.rewards.guards import GuardedReward
-    from ark_trainer.runtime.monitor import Monitor
 
     rm = save_tiny_qwen(tmp_path / "rm", "Qwen2ForSequenceClassification", num_labels=1)
     spec = tmp_path / "r.yaml"
     spec.write_text(RAISES, encoding="utf-8")
-    cfg = TrainConfig(
+    cfg = config_class()(
         reward_config=str(spec), rm_model_path=str(rm), rm_weight=0.3, reward_weights="fragile=2"
     )
     monitor = Monitor(tmp_path, heartbeat=False)

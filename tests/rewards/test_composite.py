@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from ark_trainer.rewards.composite import Component, CompositeReward, preset_path
 from ark_trainer.rewards.qc import format_answer, qc_verdict
 from tests.rewards.attacks import one_error_line, rules_yaml, score, unlabelled_data

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ark_trainer.agent.rollout import start, step
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
+from ark_trainer.stages.agent.rollout import start, step
 from tests.agent.calc_env import call, row
 
 GRADERS = """graders:

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_jsonl
 from ark_trainer.rewards import similarity
 from ark_trainer.rewards.composite import CompositeReward, load_spec, preset_path
 from ark_trainer.rewards.graders import Template, contexts
 from ark_trainer.rewards.qc import format_answer
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused, save_tiny_qwen
 from tests.rewards.attacks import CATASTROPHIC, regex_yaml, score, unlabelled_data
 from tests.rewards.spec_files import grader_spec
@@ -394,12 +395,11 @@ def test_score_bounds_a_catastrophic_regex(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_train_reward_bounds_a_catastrophic_regex_and_the_heartbeat_runs_on(tmp_path):
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.runtime.monitor import Monitor
     from ark_trainer.rewards.builder import build_reward
     from ark_trainer.rewards.guards import attach_monitor
-    from ark_trainer.runtime.monitor import Monitor
 
-    cfg = TrainConfig(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)
+    cfg = config_class()(reward_config=str(regex_yaml(tmp_path)), reward_timeout=60.0)
     reward = build_reward(cfg, [], "cpu")
     attach_monitor(reward, Monitor(tmp_path, heartbeat=False))
     ticks, stop = [], threading.Event()

@@ -6,12 +6,12 @@ import time
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.core.runtime.guards import guard_callbacks
+from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import Component, CompositeReward
 from ark_trainer.rewards.guards import attach_monitor, guard_reward
-from ark_trainer.runtime.guards import guard_callbacks
-from ark_trainer.runtime.monitor import Monitor
 from tests.rewards.attacks import CATASTROPHIC, regex_yaml, score, train_flags, unlabelled_data
 
 

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
 from ark_trainer.rewards.composite import CompositeReward
 from ark_trainer.rewards.llm_judge import parse_score
 from tests.conftest import refused
@@ -195,8 +195,8 @@ def test_parse_score(reply, score):
 
 
 def test_score_reports_judge_failures(server, tmp_path, capsys):
+    from ark_trainer.base.fileio import write_jsonl
     from ark_trainer.cli import main
-    from ark_trainer.fileio import write_jsonl
 
     server.mode = "garbage"
     judge_spec(tmp_path, server.base_url)  # writes judge.yaml
@@ -236,8 +236,8 @@ def test_judge_settings_are_bounded(assets, tmp_path, capsys, extra, says):
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_judge_cache_and_glance_prompts(tmp_path, sep):
-    from ark_trainer.report.glance import _prompts
     from ark_trainer.rewards.llm_judge import _Cache
+    from ark_trainer.stages.report.glance import _prompts
 
     write_raw(tmp_path / "cache.jsonl", [{"key": f"k{i}", "reply": f"r{sep}{i}"} for i in range(3)])
     assert _Cache(tmp_path / "cache.jsonl").data == {f"k{i}": f"r{sep}{i}" for i in range(3)}

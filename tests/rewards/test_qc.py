@@ -76,7 +76,7 @@ def test_qc_type_counts_only_the_exact_type(completion, label, score):
 
 
 def test_qc_type_reads_the_decision_lines_as_qc_verdict_does():
-    from ark_trainer.auto_defaults import decision_reader
+    from ark_trainer.stages.grpo.auto import decision_reader
 
     answer = format_answer("推诿", GOOD_REPLY)
     assert decision_reader(qc_type)(answer) == decision_reader(qc_verdict)(answer) == "结论：违规\n类型：推诿"

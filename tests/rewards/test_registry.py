@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from ark_trainer.base.errors import UserError
 from ark_trainer.cli import main
-from ark_trainer.errors import UserError
 from ark_trainer.rewards import contract, registry
 from ark_trainer.rewards.registry import (
     available_rewards,

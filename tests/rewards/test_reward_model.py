@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from ark_trainer.rewards.composite import Component, CompositeReward
 from tests.conftest import save_tiny_qwen
 from tests.rewards.grading import GOOD_REPLY

@@ -8,10 +8,11 @@ import random
 import pytest
 import torch
 
+from ark_trainer.base.fileio import write_jsonl
 from ark_trainer.cli import main
 from ark_trainer.data.loader import load_jsonl
 from ark_trainer.data.split import split_rows
-from ark_trainer.fileio import write_jsonl
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused, save_tiny_qwen
 
 EVAL_RATIO = 0.2
@@ -23,7 +24,7 @@ def demo_pairs(n: int) -> list[dict]:
     For each demo dialogue the candidates are its gold answer and the same verdict with a flawed reply
     (no apology, a leaked phone number, deflection or a promise); the QC preset decides which is chosen.
     """
-    from ark_trainer.demo.data import flawed_reply, generate_rows, gold_answer
+    from ark_trainer.app.demo.data import flawed_reply, generate_rows, gold_answer
     from ark_trainer.rewards.composite import CompositeReward
     from ark_trainer.rewards.qc import format_answer
 
@@ -107,18 +108,19 @@ def test_rm_ranks_held_out_chosen_above_rejected(trained_run):
 @pytest.mark.slow
 def test_rm_is_accepted_by_rm_model_path(trained_run):
     """The trained model passes --rm_model_path's checks and, as a reward, prefers the held-out chosen."""
-    from ark_trainer.config import resolve_config
-    from ark_trainer.pipeline import prepare
+    from ark_trainer.core.config import resolve_config
+    from ark_trainer.services.pipeline import prepare
 
     root = trained_run["root"]
     cfg = resolve_config(
+        config_class(),
         {
             "model_path": str(trained_run["base"]),
             "data_path": str(trained_run["pairs"]),
             "output_dir": str(root / "run"),
             "rm_model_path": str(trained_run["out"]),
             "device": "cpu",
-        }
+        },
     )
     reward = prepare(cfg).reward
     assert reward.names[-1] == "reward_model"
@@ -199,7 +201,7 @@ def test_rm_train_user_errors(trained, tmp_path, capsys):
 def test_rft_pairs_written_by_the_rft_stage_are_valid_input(tmp_path):
     """The rows select() writes for rft_pairs.jsonl load as pairs, unchanged."""
     from ark_trainer.rewards.rm_train import load_pairs
-    from ark_trainer.scoring import select
+    from ark_trainer.rewards.scoring import select
 
     rows = [{"prompt": [{"role": "user", "content": "q"}], "label": "辱骂", "_line": 1}]
     answers = [[("good", "candidate"), ("", "sample")]]  # a policy sample can be empty

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from ark_trainer.rewards.composite import CompositeReward, default_preset, load_spec, preset_path
 from tests.conftest import refused, train_argv
 from tests.rewards.spec_files import grader_spec

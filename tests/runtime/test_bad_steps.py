@@ -1,6 +1,6 @@
 """A bad (NaN/inf) step does not end the run: it is skipped, a streak rolls back, and a stop keeps a report.
 
-Real TRL training on the tiny model of ``test_resume`` (``tiny_runs.py``) with ``ARK_FAULT`` (``ark_trainer.runtime.faults``) making
+Real TRL training on the tiny model of ``test_resume`` (``tiny_runs.py``) with ``ARK_FAULT`` (``ark_trainer.core.runtime.faults``) making
 chosen steps' gradients NaN, as a real blow-up would.
 """
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl
 from tests.tiny_runs import assets, flags, weights  # noqa: F401 - the module fixture is reused
 
 
@@ -122,7 +122,7 @@ def test_a_crash_in_grpo_after_rft_leaves_a_report_with_the_finished_stages(asse
 
 
 def test_fault_ranges_parse():
-    from ark_trainer.runtime import faults
+    from ark_trainer.core.runtime import faults
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(faults.ENV, "nan_at_step:3-5,kill_after_step:7")
@@ -161,8 +161,8 @@ def _optimizer():
 def test_a_nan_gradient_skips_the_optimizer_step_and_a_streak_raises(tmp_path):
     import torch
 
-    from ark_trainer.runtime.bad_steps import BadStreak, step_guard
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.bad_steps import BadStreak, step_guard
+    from ark_trainer.core.runtime.monitor import Monitor
 
     model, opt = _optimizer()
     guard = step_guard(Monitor(tmp_path, heartbeat=False), "rft", max_bad_steps=2)
@@ -189,8 +189,8 @@ def test_a_nan_gradient_skips_the_optimizer_step_and_a_streak_raises(tmp_path):
 
 
 def test_the_guard_reads_the_trainers_own_norm_and_loss(tmp_path):
-    from ark_trainer.runtime.bad_steps import step_guard
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.bad_steps import step_guard
+    from ark_trainer.core.runtime.monitor import Monitor
 
     class _Trainer:
         norms = iter([0.5, float("inf")])
@@ -228,8 +228,8 @@ def test_the_guard_reads_the_trainers_own_norm_and_loss(tmp_path):
 def test_under_fp16_overflowing_gradients_are_left_to_the_loss_scaler_but_a_nan_loss_counts(tmp_path):
     import torch
 
-    from ark_trainer.runtime.bad_steps import step_guard
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.bad_steps import step_guard
+    from ark_trainer.core.runtime.monitor import Monitor
 
     model, opt = _optimizer()
     guard = step_guard(Monitor(tmp_path, heartbeat=False), "rft", max_bad_steps=3)
@@ -257,7 +257,7 @@ def test_under_fp16_overflowing_gradients_are_left_to_the_loss_scaler_but_a_nan_
 def test_messages_name_the_precision_in_use_and_the_flag_to_change(dtype, fp16, bf16, name, fix):
     import torch
 
-    from ark_trainer.runtime.bad_steps import precision_fix, precision_of
+    from ark_trainer.core.runtime.bad_steps import precision_fix, precision_of
 
     model = torch.nn.Linear(2, 2).to(getattr(torch, dtype))
     assert precision_of(SimpleNamespace(fp16=fp16, bf16=bf16), model) == name
@@ -270,8 +270,8 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.resume import AttemptSettings, run_trainer
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.resume import AttemptSettings, run_trainer
 
     monkeypatch.setenv("ARK_FAULT", "nan_at_step:2")
     ids = [[5, 6, 7, 8, 9, 10]] * 8
@@ -300,7 +300,7 @@ def test_under_bf16_autocast_a_nan_step_is_skipped_too(assets, tmp_path, monkeyp
 
 
 def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatch):  # noqa: F811
-    import ark_trainer.stages.grpo as grpo
+    import ark_trainer.stages.grpo.stage as grpo
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -315,9 +315,9 @@ def test_ctrl_c_during_grpo_still_writes_the_report(assets, tmp_path, monkeypatc
 
 def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
     """A child killed every time wrote no error of its own: the supervisor's verdict is the cause."""
-    from ark_trainer.report import build_report
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.supervisor import _give_up
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.supervisor import _give_up
+    from ark_trainer.stages.report import build_report
 
     (tmp_path / "run.yaml").write_text("task_name: t\nstrategy: GRPO\n")
     monitor = Monitor(tmp_path, heartbeat=False)
@@ -334,8 +334,8 @@ def test_when_auto_resume_gives_up_the_report_says_so(tmp_path):
 def test_without_an_accelerate_optimizer_a_bad_step_drops_the_gradients(tmp_path):
     import torch
 
-    from ark_trainer.runtime.bad_steps import step_guard
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.bad_steps import step_guard
+    from ark_trainer.core.runtime.monitor import Monitor
 
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.Adam(model.parameters(), lr=0.1)  # a bare torch optimizer: nothing to skip through
@@ -349,7 +349,7 @@ def test_without_an_accelerate_optimizer_a_bad_step_drops_the_gradients(tmp_path
 
 
 def test_a_long_list_of_bad_steps_is_cut_in_the_report():
-    from ark_trainer.report.incidents import MAX_ROWS, bad_step_blocks
+    from ark_trainer.stages.report.incidents import MAX_ROWS, bad_step_blocks
 
     bad = [
         {"event": "bad_step", "stage": "grpo", "step": i, "what": "the loss", "precision": "fp32"}

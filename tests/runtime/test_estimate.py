@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ark_trainer.runtime.estimate import (
+from ark_trainer.core.runtime.estimate import (
     GRPOWork,
     Timings,
     budget_sized,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl
-from ark_trainer.runtime.resume import MARKER, checkpoints, latest_complete, rotate
+from ark_trainer.core.runtime.resume import MARKER, checkpoints, latest_complete, rotate
 from tests.tiny_runs import assets, flags, run_child, weights  # noqa: F401 - the module fixture is reused
 
 
@@ -109,7 +109,7 @@ def test_a_hang_is_caught_by_the_watchdog(assets, tmp_path, capsys):  # noqa: F8
 
 
 def test_status_tells_dead_from_running(tmp_path, capsys):
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=True, interval=1)
     monitor.start(task_name="t")

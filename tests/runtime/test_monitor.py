@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.runtime.monitor import console_line
+from ark_trainer.core.runtime.monitor import console_line
 from tests.commands.refusals import refused
 from tests.line_breakers import IDS, RAW_LEGAL
 from tests.tiny_runs import read_status_state, train_flags
@@ -46,7 +46,7 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
 
     from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback, ProgressCallback
 
-    from ark_trainer.runtime.monitor import use_console_progress
+    from ark_trainer.core.runtime.monitor import use_console_progress
 
     class _Trainer:  # the two methods of transformers' Trainer that the swap uses
         def __init__(self, callbacks):
@@ -79,7 +79,7 @@ def test_the_trainers_progress_and_printer_callbacks_are_swapped_for_the_short_l
 
 @pytest.mark.parametrize("sep", RAW_LEGAL, ids=IDS[:3])
 def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path)
     for i in range(3):
@@ -91,7 +91,7 @@ def test_the_monitor_writes_one_line_per_event(tmp_path, sep):
 
 
 def test_a_warning_is_said_once_per_run(tmp_path, caplog):
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=False)
     for _ in range(2):
@@ -106,7 +106,7 @@ def test_a_warning_is_said_once_per_run(tmp_path, caplog):
 
 
 def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=True, interval=1)
     monitor.start(task_name="t")
@@ -125,7 +125,7 @@ def test_status_counts_prompts_not_steps_in_an_evaluation(tmp_path, capsys):
 
 
 def test_stage_summary_after_a_resume_counts_this_attempts_steps():
-    from ark_trainer.runtime.monitor import console_line
+    from ark_trainer.core.runtime.monitor import console_line
 
     line = console_line("grpo", 30, 30, {"train_runtime": 67.0}, start=10)
     assert line == "grpo: 20 steps (resumed from step 10) in 67.0s"
@@ -133,8 +133,8 @@ def test_stage_summary_after_a_resume_counts_this_attempts_steps():
 
 
 def test_a_kill_while_the_report_is_built_does_not_leave_a_finished_run(assets, tmp_path, monkeypatch):
-    import ark_trainer.report as report
-    from ark_trainer.runtime.monitor import read_status
+    import ark_trainer.stages.report as report
+    from ark_trainer.core.runtime.monitor import read_status
 
     out = tmp_path / "run"
     seen = {}
@@ -152,7 +152,7 @@ def test_a_kill_while_the_report_is_built_does_not_leave_a_finished_run(assets, 
 
 
 def test_a_full_disk_ends_the_run_as_failed(assets, tmp_path):
-    from ark_trainer.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.monitor import Monitor
 
     monitor = Monitor(tmp_path, heartbeat=True, interval=10)
     monitor.start(task_name="t")
@@ -171,7 +171,7 @@ def test_the_console_log_follows_stderr_after_set_up(tmp_path, monkeypatch):
     import io
     import sys
 
-    from ark_trainer.runtime.monitor import log, setup_logging
+    from ark_trainer.core.runtime.monitor import log, setup_logging
 
     first = io.StringIO()
     monkeypatch.setattr(sys, "stderr", first)
@@ -206,7 +206,7 @@ def test_status_says_running_only_for_the_process_that_wrote_the_heartbeat(tmp_p
 
 
 def test_status_says_running_for_the_process_that_wrote_it(tmp_path, capsys):
-    from ark_trainer.runtime.system import process_start
+    from ark_trainer.core.runtime.system import process_start
 
     beat = _beat(tmp_path, pid_started=process_start(os.getpid()), metrics={"loss": float("nan")})
     assert main(["status", str(beat)]) == 0  # a NaN loss is what a diverging step logs: shown, not refused

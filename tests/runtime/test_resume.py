@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import resolve_config
-from ark_trainer.fileio import read_jsonl
-from ark_trainer.models.device import resolve_runtime
-from ark_trainer.models.loading import model_init_kwargs
-from ark_trainer.runtime.monitor import Monitor
-from ark_trainer.runtime.resume import MARKER, Progress, checkpoints, latest_complete
+from ark_trainer.core.config import resolve_config
+from ark_trainer.core.models.device import resolve_runtime
+from ark_trainer.core.models.loading import model_init_kwargs
+from ark_trainer.core.runtime.monitor import Monitor
+from ark_trainer.core.runtime.resume import MARKER, Progress, checkpoints, latest_complete
+from ark_trainer.stages.registry import config_class
 from tests.conftest import refused
 from tests.tiny_runs import assets, child, flags, run_child, train_flags, weights  # noqa: F401 - the module fixture is reused
 
@@ -144,7 +145,7 @@ def all_stages() -> list:
 
 def _cfg(tmp_path, **extra):
     flags = {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path / "out"), "device": "cpu"}
-    return resolve_config({**flags, **extra})
+    return resolve_config(config_class(), {**flags, **extra})
 
 
 def test_remote_code_is_off_unless_the_flag_turns_it_on(tmp_path):
@@ -180,10 +181,10 @@ def test_a_torn_last_event_line_does_not_swallow_the_next_event(tmp_path):
 def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
     import pytest
 
-    from ark_trainer.config import to_yaml
-    from ark_trainer.errors import UserError
-    from ark_trainer.fileio import atomic_write_text
-    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.base.errors import UserError
+    from ark_trainer.base.fileio import atomic_write_text
+    from ark_trainer.core.config import to_yaml
+    from ark_trainer.core.runtime.resume import check_resume
 
     out = tmp_path / "out"
     out.mkdir()
@@ -208,13 +209,13 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
 
 
 def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
-    from ark_trainer.config import to_yaml
-    from ark_trainer.fileio import atomic_write_text
-    from ark_trainer.runtime.resume import check_resume
+    from ark_trainer.base.fileio import atomic_write_text
+    from ark_trainer.core.config import to_yaml
+    from ark_trainer.core.runtime.resume import check_resume
 
     out = tmp_path / "out"
     out.mkdir()
-    from ark_trainer.plan import Plan, ProbeChoice, resolve_plan
+    from ark_trainer.stages.plan import Plan, ProbeChoice, resolve_plan
 
     first = _cfg(tmp_path, strategy="auto")
     atomic_write_text(out / "run.yaml", to_yaml(first))  # run.yaml keeps what the user asked: auto

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.config import resolve_config, to_yaml
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import atomic_write_text
-from ark_trainer.runtime.resume import check_resume
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import atomic_write_text
+from ark_trainer.core.config import resolve_config, to_yaml
+from ark_trainer.core.runtime.resume import check_resume
+from ark_trainer.stages.registry import config_class
 from tests.runtime.test_resume import all_stages
 
 
 def _cfg(**flags):
-    return resolve_config({"device": "cpu", **flags})
+    return resolve_config(config_class(), {"device": "cpu", **flags})
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer.config import resolve_config, to_yaml
-from ark_trainer.plan import resolve_plan
-from ark_trainer.runfolder import RunFolder
-from ark_trainer.runtime.resume import MARKER, TRAINER_STATE
+from ark_trainer.core.config import resolve_config, to_yaml
+from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.core.runtime.resume import MARKER, TRAINER_STATE
+from ark_trainer.stages.plan import resolve_plan
+from ark_trainer.stages.registry import config_class
 from tests.commands.refusals import refused
 from tests.tiny_runs import assets  # noqa: F401 - the module fixture is reused
 
@@ -26,7 +27,7 @@ def run(assets, tmp_path) -> Path:  # noqa: F811
     out = tmp_path / "out"
     flags = {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(out),
              "device": "cpu", "strategy": "RFT+GRPO", "max_train_steps": 6, "rft_steps": 2}  # fmt: skip
-    cfg = resolve_config(flags)
+    cfg = resolve_config(config_class(), flags)
     folder = RunFolder(out)
     out.mkdir(parents=True)
     folder.config_path.write_text(to_yaml(cfg), encoding="utf-8")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_jsonl
-from ark_trainer.runtime.resume import MARKER
+from ark_trainer.core.runtime.resume import MARKER
 from tests.tiny_runs import SRC, child, read_status_state, train_flags
 
 
@@ -77,7 +77,7 @@ def test_a_second_start_is_refused_and_a_signal_ends_the_run(assets, tmp_path, s
 
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
-    from ark_trainer.runtime.runlock import LOCK_NAME, RunLock, check_free
+    from ark_trainer.core.runtime.runlock import LOCK_NAME, RunLock, check_free
 
     out = tmp_path / "run"
     out.mkdir()
@@ -88,13 +88,13 @@ def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
         assert holder["pid"] == os.getpid()
     # a lock held by another live process is refused, naming it
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys,time; sys.path.insert(0, {SRC!r}); from ark_trainer.runtime.runlock import RunLock; "
+        [sys.executable, "-c", f"import sys,time; sys.path.insert(0, {SRC!r}); from ark_trainer.core.runtime.runlock import RunLock; "
          f"l = RunLock(__import__('pathlib').Path({str(out)!r})); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        from ark_trainer.errors import UserError
+        from ark_trainer.base.errors import UserError
 
         with pytest.raises(UserError, match=f"pid {holder.pid} "):
             check_free(out)

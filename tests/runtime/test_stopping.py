@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from ark_trainer.cli import main
-from ark_trainer.runtime import signals
-from ark_trainer.runtime.resume import MARKER
-from ark_trainer.runtime.save_timer import save_timer_callback
-from ark_trainer.runtime.signals import StoppedByUser, check_stop, request_stop
+from ark_trainer.core.runtime import signals
+from ark_trainer.core.runtime.resume import MARKER
+from ark_trainer.core.runtime.save_timer import save_timer_callback
+from ark_trainer.core.runtime.signals import StoppedByUser, check_stop, request_stop
 from tests.tiny_runs import child, read_status_state, train_flags
 
 
@@ -65,7 +65,7 @@ def test_a_stop_point_in_the_layers_stops_the_backward_pass(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ark_trainer.runtime.stop_points import add_stop_points, remove_stop_points
+    from ark_trainer.core.runtime.stop_points import add_stop_points, remove_stop_points
     from tests.conftest import save_tiny_qwen
 
     model = AutoModelForCausalLM.from_pretrained(save_tiny_qwen(tmp_path / "m"))
@@ -88,7 +88,7 @@ def test_a_generation_batch_stops_at_its_next_decoding_step(tmp_path):
     point, so Ctrl-C there ends the batch within a token, not at the end of the evaluation."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.generation import generate
+    from ark_trainer.core.generation import generate
     from tests.conftest import save_tiny_qwen
 
     path = save_tiny_qwen(tmp_path / "m")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ark_trainer.fileio import read_jsonl
+from ark_trainer.base.fileio import read_jsonl
 
 
 def flags(a: dict, out: Path, strategy: str, data: Path | None = None, steps: int = 3) -> list[str]:

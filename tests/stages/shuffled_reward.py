@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from functools import cache
 
-from ark_trainer.metrics import TOTAL
+from ark_trainer.core.metrics import TOTAL
 
 # the QC preset's graders at their weights (what RFT and the evaluations use), and the shuffled composite
 # at weight 0: GRPO alone is scored by it (--grpo_reward_weights GRPO_WEIGHTS)

@@ -1,4 +1,4 @@
-"""--strategy DPO and RFT+DPO (``stages/dpo.py``): pairs from the data or sampled (ties and small margins
+"""--strategy DPO and RFT+DPO (``stages/dpo/stage.py``): pairs from the data or sampled (ties and small margins
 dropped and counted: ``test_preference.py``), real TRL DPOTrainer runs on a tiny model, the report's "DPO
 pairs" section, and flags refused in one line."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from tests.conftest import tiny_qc_assets
 
 

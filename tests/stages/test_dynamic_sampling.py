@@ -1,15 +1,16 @@
-"""--dynamic_sampling_rounds: DAPO's dynamic sampling on TRL's GRPOTrainer (stages/dynamic_sampling.py)."""
+"""--dynamic_sampling_rounds: DAPO's dynamic sampling on TRL's GRPOTrainer (stages/grpo/dynamic_sampling.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import resolve_config
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_jsonl
-from ark_trainer.stages.dynamic_sampling import dynamic_sampling_trainer, informative, refill
+from ark_trainer.core.config import resolve_config
+from ark_trainer.stages.grpo.dynamic_sampling import dynamic_sampling_trainer, informative, refill
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen, tiny_qc_assets
 
 PAD = 9
@@ -66,7 +67,7 @@ def test_a_flat_group_s_place_goes_to_a_fresh_group_of_its_own_label():
 def test_replacement_prompts_are_drawn_from_the_open_places_labels():
     import random
 
-    from ark_trainer.stages.dynamic_sampling import draws, label_key, open_kinds
+    from ark_trainer.stages.grpo.dynamic_sampling import draws, label_key, open_kinds
 
     rows = [{"label": "A"}, {"label": " B "}, {"label": ""}, {}, {"label": "A"}]
     pools: dict = {}
@@ -121,10 +122,10 @@ def test_the_trainer_refills_a_flat_batch_from_the_training_prompts(tmp_path):
 def test_the_flag_is_range_checked_and_single_process(tmp_path):
     base = {"model_path": "m", "data_path": "d", "output_dir": str(tmp_path / "o")}
     with pytest.raises(UserError, match=r"--dynamic_sampling_rounds: must be in \[0, 64\], got 65"):
-        resolve_config({**base, "dynamic_sampling_rounds": 65})
+        resolve_config(config_class(), {**base, "dynamic_sampling_rounds": 65})
     with pytest.raises(UserError, match="--dynamic_sampling_rounds: works with one training process only"):
-        resolve_config({**base, "dynamic_sampling_rounds": 2, "num_processes": 2})
-    assert resolve_config({**base, "dynamic_sampling_rounds": 2}).dynamic_sampling_rounds == 2
+        resolve_config(config_class(), {**base, "dynamic_sampling_rounds": 2, "num_processes": 2})
+    assert resolve_config(config_class(), {**base, "dynamic_sampling_rounds": 2}).dynamic_sampling_rounds == 2
 
 
 def test_a_grpo_run_with_dynamic_sampling_logs_its_rounds(tmp_path):
@@ -144,8 +145,8 @@ def test_a_grpo_run_with_dynamic_sampling_logs_its_rounds(tmp_path):
 
 
 def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_path):
-    from ark_trainer.diagnose.rundata import RunData
-    from ark_trainer.diagnose.training import check_flat_reward
+    from ark_trainer.stages.diagnose.rundata import RunData
+    from ark_trainer.stages.diagnose.training import check_flat_reward
 
     events = [
         {
@@ -165,8 +166,8 @@ def test_the_flat_reward_diagnosis_suggests_dynamic_sampling_when_it_is_off(tmp_
 
 def test_the_flat_reward_diagnosis_judges_the_groups_dynamic_sampling_trained_on(tmp_path):
     """On the toy demo 64% of the groups first sampled were flat but 77% of those trained on were not: no finding."""
-    from ark_trainer.diagnose.rundata import RunData
-    from ark_trainer.diagnose.training import check_flat_reward
+    from ark_trainer.stages.diagnose.rundata import RunData
+    from ark_trainer.stages.diagnose.training import check_flat_reward
 
     def events(informative: float) -> list[dict]:
         return [

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from ark_trainer.config import TrainConfig, validate
-from ark_trainer.plan import resolve_plan
-from ark_trainer.runtime.estimate import Timings, total_seconds
+from ark_trainer.core.config import TrainConfig, validate
+from ark_trainer.core.runtime.estimate import Timings, total_seconds
 from ark_trainer.stages.estimate import (
     RunSize,
     auto_eval_every,
     fit,
+    grpo_eval_line,
     regrown_choices,
     run_parts,
     run_size,
     scalable_stages,
 )
+from ark_trainer.stages.plan import resolve_plan
+from ark_trainer.stages.registry import config_class
 
 T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precision="fp32", prompt_tokens=100,
             completion_tokens=60)  # fmt: skip
@@ -24,7 +26,7 @@ SIZE = RunSize(train=200, dev=20, test=20)
 
 def cfg_of(**values) -> TrainConfig:
     values = {"max_completion_length": 60, **values}
-    cfg = TrainConfig(model_path="m", data_path="d.jsonl", output_dir="o", **values)
+    cfg = config_class()(model_path="m", data_path="d.jsonl", output_dir="o", **values)
     validate(cfg)
     return cfg
 
@@ -138,3 +140,40 @@ def test_other_strategies_are_estimated(strategy):
     cfg = cfg_of(strategy=strategy, max_train_steps=6)
     parts = run_parts(cfg, resolve_plan(cfg), T, SIZE)
     assert total_seconds(parts) > 0 and all(p.seconds >= 0 for p in parts)
+
+
+def test_evaluations_are_counted_at_the_evaluation_length():
+    cfg = cfg_of(strategy="RFT+GRPO", max_train_steps=4, max_completion_length=512)
+    plan = resolve_plan(cfg)
+
+    def eval_seconds(size: RunSize) -> float:
+        return sum(p.seconds for p in run_parts(cfg, plan, T, size) if p.name.startswith("eval_"))
+
+    whole, short = eval_seconds(SIZE), eval_seconds(RunSize(200, 20, 20, eval_tokens=16))
+    assert short < whole / 10  # 16 tokens a prompt, not 512
+    base = next(
+        p for p in run_parts(cfg, plan, T, RunSize(200, 20, 20, eval_tokens=16)) if p.name == "eval_base"
+    )
+    assert base.what == "20 prompts × 16 tokens"
+    rft = next(
+        p for p in run_parts(cfg, plan, T, RunSize(200, 20, 20, eval_tokens=16)) if p.name == "rft_sampling"
+    )
+    assert "× 512 tokens" in rft.what  # sampling keeps the run's completion length
+
+
+def test_evaluation_during_grpo_is_priced_with_how_to_skip_it():
+    cfg = cfg_of(strategy="GRPO", max_train_steps=8, grpo_eval_steps=2, grpo_max_completion_length=32)
+    plan = resolve_plan(cfg)
+    line = grpo_eval_line(cfg, plan, T, SIZE, automatic=True)
+    # 5 evaluations (step 0, 2, 4, 6, 8) of 20 dev prompts: 3 batches × (1 s + 32 × 0.1 s) each = 63 s
+    assert line.startswith(
+        "evaluation during GRPO (--grpo_eval_steps 2, chosen automatically): 5 evaluations"
+    )
+    assert "20 dev prompts × 32 tokens, about 63 s" in line and "--grpo_eval_steps 0 skips them" in line
+    grpo = next(p for p in run_parts(cfg, plan, T, SIZE) if p.name == "grpo")
+    assert "5 dev evaluations of 20 prompts × 32 tokens, 63 s" in grpo.what
+    assert "as given" in grpo_eval_line(cfg, plan, T, SIZE, automatic=False)
+    off = cfg_of(strategy="GRPO", max_train_steps=8, grpo_eval_steps=0)
+    assert grpo_eval_line(off, resolve_plan(off), T, SIZE, automatic=True) == ""
+    rft = cfg_of(strategy="RFT+DPO", max_train_steps=8, grpo_eval_steps=2)
+    assert grpo_eval_line(rft, resolve_plan(rft), T, SIZE, automatic=True) == ""

@@ -1,4 +1,4 @@
-"""GRPO (``stages/grpo.py``): it samples and scores one policy (no dropout), and it learns on the real model
+"""GRPO (``stages/grpo/stage.py``): it samples and scores one policy (no dropout), and it learns on the real model
 (slow tier): SmolLM2-135M-Instruct's Q4_1 GGUF, ``train --strategy GRPO`` with a regex grader, and the sampled
 reward of the training prompts before and after.
 
@@ -34,7 +34,7 @@ def sampled_reward(folder) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ark_trainer.generation import generate
+    from ark_trainer.core.generation import generate
 
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
@@ -122,7 +122,7 @@ def test_rl_stages_sample_and_score_without_dropout(assets, tmp_path, monkeypatc
 
 def test_unlabelled_rows_are_spread_over_the_order_like_a_label():
     """A stage shorter than the data sees its unlabelled rows in their share, not never (they were last)."""
-    from ark_trainer.stages.grpo import label_balanced
+    from ark_trainer.stages.grpo.stage import label_balanced
 
     rows = [{"prompt": f"a{i}", "label": "A"} for i in range(20)] + [
         {"prompt": f"b{i}", "label": "B"} for i in range(20)

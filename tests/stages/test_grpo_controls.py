@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from ark_trainer.fileio import read_json, read_jsonl
-from ark_trainer.metrics import TASK_ACCURACY
-from ark_trainer.runfolder import RunFolder
+from ark_trainer.base.fileio import read_json, read_jsonl
+from ark_trainer.core.metrics import TASK_ACCURACY
+from ark_trainer.core.runfolder import RunFolder
 
 
 def test_a_grpo_stage_that_cannot_learn_reports_no_test_gain(tmp_path):
@@ -70,7 +70,7 @@ def test_smollm2_at_a_learning_rate_of_nearly_0_reports_no_test_gain(tmp_path, s
     run took 12.5 minutes on the shared 2-core machine at a load average of 6-16 with two torch threads, less
     with one (``OMP_NUM_THREADS=1``, as the suite runs)."""
     from ark_trainer.cli import main
-    from ark_trainer.stats import compare_evals
+    from ark_trainer.core.stats import compare_evals
     from tests.conftest import converted_base
     from tests.model_files import smollm2_gguf
     from tests.stages.test_grpo import PROMPTS, REWARDS
@@ -112,9 +112,9 @@ def demo_rft(tmp_path_factory) -> dict:
     """The toy QC demo's RFT stage: ``train --config presets/demo.yaml`` on its data (seed 0) and its shipped base
     model, stopped after its 150 RFT steps (``--max_train_steps 150``: GRPO gets none and is skipped); the
     last stage that trains, RFT writes its model to OUT/model."""
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.run import demo_config_path, shipped_base_model
     from ark_trainer.cli import main
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.run import demo_config_path, shipped_base_model
 
     root = tmp_path_factory.mktemp("demo_rft")
     base = shipped_base_model()
@@ -133,9 +133,9 @@ def demo_rft(tmp_path_factory) -> dict:
 def grpo_from(rft: dict, name: str, *reward: str):
     """``GRPO_STEPS`` of the demo preset's GRPO from the RFT model with the ``reward`` flags; returns the
     paired test of its test-split task accuracy against its start's (the RFT model, ``eval/base.json``)."""
+    from ark_trainer.app.demo.run import demo_config_path
     from ark_trainer.cli import main
-    from ark_trainer.demo.run import demo_config_path
-    from ark_trainer.stats import compare_evals
+    from ark_trainer.core.stats import compare_evals
 
     out = rft["root"] / name
     argv = [

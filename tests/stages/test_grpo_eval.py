@@ -1,4 +1,4 @@
-"""Evaluation during GRPO keeps the best step (``stages/grpo_eval.py``)."""
+"""Evaluation during GRPO keeps the best step (``stages/grpo/grpo_eval.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ark_trainer.stages import grpo_eval
+from ark_trainer.stages.grpo import grpo_eval
 
 
 class Events:
@@ -105,8 +105,8 @@ def test_it_evaluates_every_n_steps_and_after_the_last(monkeypatch, every, max_s
 
 
 def test_a_grpo_run_records_its_choices_evaluates_as_it_trains_and_trains_on_its_own_reward(tmp_path):
+    from ark_trainer.base.fileio import read_json, read_jsonl
     from ark_trainer.cli import main
-    from ark_trainer.fileio import read_json, read_jsonl
     from tests.conftest import tiny_qc_assets
 
     a = tiny_qc_assets(tmp_path)

@@ -1,16 +1,16 @@
-"""--strategy KTO (``stages/kto.py``): thumbs-up/down labels, or sampled answers split by a reward threshold,
+"""--strategy KTO (``stages/kto/stage.py``): thumbs-up/down labels, or sampled answers split by a reward threshold,
 each a real TRL run on a tiny model. (RLOO: ``test_rloo.py``; the labels themselves: ``test_preference.py``.)
 """
 
 from __future__ import annotations
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
 from tests.stages.short_runs import changed, event, flags
 
 
 def test_kto_class_weights_follow_trls_guide():
-    from ark_trainer.stages.kto import class_weights
+    from ark_trainer.stages.kto.stage import class_weights
 
     assert class_weights(2818, 4670) == (round(4670 / 2818, 4), 1.0)  # the demo: mostly bad answers
     assert class_weights(100, 100) == class_weights(120, 100) == (1.0, 1.0)  # already within [1, 4/3]

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ark_trainer.base.fileio import read_json, read_jsonl, write_jsonl
 from ark_trainer.cli import main
-from ark_trainer.config import TrainConfig
-from ark_trainer.fileio import read_json, read_jsonl, write_jsonl
+from ark_trainer.core.config import TrainConfig
 from ark_trainer.stages.probe import data_shape, decide, summarize
+from ark_trainer.stages.registry import config_class
 from tests.conftest import save_tiny_qwen
 
 # Small enough to build both models in seconds on CPU, trained enough for the strong one to answer with the
@@ -59,8 +60,8 @@ RUN_CONFIG = {
 def assets(tmp_path_factory) -> dict[str, Path]:
     import torch
 
-    from ark_trainer.demo.data import write_demo_data
-    from ark_trainer.demo.model import build_base_model
+    from ark_trainer.app.demo.data import write_demo_data
+    from ark_trainer.app.demo.model import build_base_model
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is faster than two fighting on a busy CPU
@@ -146,7 +147,7 @@ def test_auto_picks_rft_grpo_for_weak_and_only_grpo_for_strong(assets, tmp_path,
 
 
 def _cfg(**kw) -> TrainConfig:
-    return TrainConfig(**{"auto_probe_samples": 2, **kw})
+    return config_class()(**{"auto_probe_samples": 2, **kw})
 
 
 def test_decision_rules():
@@ -202,7 +203,9 @@ def test_data_shapes():
 
 
 def test_decide_prefers_the_data_shape_then_the_probe_rules():
-    cfg = TrainConfig(auto_probe_samples=2, pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5)
+    cfg = config_class()(
+        auto_probe_samples=2, pass_threshold=0.8, auto_min_pass_rate=0.3, auto_max_zero_std=0.5
+    )
     limits = cfg.auto_probe_samples, cfg.pass_threshold, cfg.auto_min_pass_rate, cfg.auto_max_zero_std
     strong = summarize([[0.9, 0.5], [1.0, 0.85], [0.3, 0.95]], *limits)
     weak = summarize([[0.1, 0.2], [0.9, 0.3], [0.2, 0.4]], *limits)

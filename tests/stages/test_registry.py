@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from ark_trainer import strategies
+from ark_trainer.base import strategies
+from ark_trainer.base.fileio import read_jsonl, write_jsonl
+from ark_trainer.base.strategies import Strategy, add_strategy
 from ark_trainer.cli import main
-from ark_trainer.config import normalize_strategy
-from ark_trainer.fileio import read_jsonl, write_jsonl
-from ark_trainer.plan import PlanStage
+from ark_trainer.core.config import normalize_strategy
 from ark_trainer.stages import registry
+from ark_trainer.stages.plan import PlanStage
 from ark_trainer.stages.registry import Plot, StageContext, register_stage
-from ark_trainer.strategies import Strategy, add_strategy
 from tests.conftest import save_tiny_qwen
 
 # --- the registries ---
@@ -111,8 +111,9 @@ def test_pipeline_loop_report_and_resume_name_no_stage():
     import inspect
     import re
 
-    from ark_trainer import pipeline, report
-    from ark_trainer.runtime import resume
+    from ark_trainer.core.runtime import resume
+    from ark_trainer.services import pipeline
+    from ark_trainer.stages import report
 
     sources = {
         "pipeline._run_stages": inspect.getsource(pipeline._run_stages),
@@ -130,10 +131,12 @@ def test_the_config_and_the_runtime_ask_no_stage_registry():
     from tests.test_import_graph import import_graph
 
     graph = import_graph()
-    low = ["ark_trainer.config", "ark_trainer.strategies", "ark_trainer.ranges", "ark_trainer.plugins"]
-    low += [m for m in graph if m.startswith("ark_trainer.runtime.")]
-    upward = {
-        m: sorted(t for t in graph[m] if t.startswith(("ark_trainer.stages", "ark_trainer.plan")))
-        for m in low
-    }
+    low = [
+        "ark_trainer.core.config",
+        "ark_trainer.base.strategies",
+        "ark_trainer.base.ranges",
+        "ark_trainer.base.plugins",
+    ]
+    low += [m for m in graph if m.startswith("ark_trainer.core.runtime.")]
+    upward = {m: sorted(t for t in graph[m] if t.startswith("ark_trainer.stages")) for m in low}
     assert upward == {m: [] for m in low}

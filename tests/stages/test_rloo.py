@@ -1,9 +1,9 @@
-"""``--strategy RLOO`` (``stages/rloo.py``): a real TRL run on a tiny model, on the GRPO rewards."""
+"""``--strategy RLOO`` (``stages/rloo/stage.py``): a real TRL run on a tiny model, on the GRPO rewards."""
 
 from __future__ import annotations
 
+from ark_trainer.base.fileio import read_json, read_jsonl
 from ark_trainer.cli import main
-from ark_trainer.fileio import read_json, read_jsonl
 from tests.stages.short_runs import changed, flags
 
 

@@ -1,4 +1,4 @@
-"""GRPO's log-probabilities with each prompt run once per group (``stages/shared_prefix.py``): the same
+"""GRPO's log-probabilities with each prompt run once per group (``stages/grpo/shared_prefix.py``): the same
 log-probabilities, entropies and gradient as TRL's one pass over every row, micro-batches that hold whole
 groups, and TRL's own path wherever sharing does not apply."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ark_trainer.stages.shared_prefix import regrouped, shared_prefix_logps
+from ark_trainer.stages.grpo.shared_prefix import regrouped, shared_prefix_logps
 
 PROMPT, COMPLETION, GROUP = 10, 5, 3
 
@@ -100,7 +100,7 @@ def test_micro_batches_are_regrouped_to_hold_whole_groups():
 def test_a_grpo_run_takes_the_shared_path(assets, tmp_path, monkeypatch):
     """``train --strategy GRPO`` on the tiny model: every loss pass of its micro-batches shares the prompts."""
     from ark_trainer.cli import main
-    from ark_trainer.stages import shared_prefix
+    from ark_trainer.stages.grpo import shared_prefix
     from tests.conftest import train_argv
 
     taken: list[bool] = []
@@ -130,7 +130,7 @@ def test_only_a_loss_that_ignores_the_partition_is_regrouped(loss_type, quantile
     entropies, a second iteration reuses the micro-batches: TRL's random partition stays for those."""
     from types import SimpleNamespace
 
-    from ark_trainer.stages.shared_prefix import regroupable
+    from ark_trainer.stages.grpo.shared_prefix import regroupable
 
     args = SimpleNamespace(steps_per_generation=2, gradient_accumulation_steps=2)
     trainer = SimpleNamespace(

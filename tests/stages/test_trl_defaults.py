@@ -1,4 +1,4 @@
-"""Where GRPO's defaults differ from TRL's (``stages/trl_defaults.py``): the doc and the report show the
+"""Where GRPO's defaults differ from TRL's (``stages/grpo/trl_defaults.py``): the doc and the report show the
 one list, and each TRL value is what TRL 1.16 declares."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from ark_trainer.options.grpo import GRPOOptions
-from ark_trainer.stages import trl_defaults
+from ark_trainer.stages.grpo import trl_defaults
+from ark_trainer.stages.grpo.options import GRPOOptions
 
 
 def test_the_doc_holds_the_list():
     text = trl_defaults.DOC.read_text(encoding="utf-8")
-    assert trl_defaults.rewritten(text) == text, "run python -m ark_trainer.stages.trl_defaults"
+    assert trl_defaults.rewritten(text) == text, "run python -m ark_trainer.stages.grpo.trl_defaults"
 
 
 def test_each_trl_value_is_trl_s_declared_default_and_each_of_ours_the_flag_s():
@@ -31,8 +31,8 @@ def test_each_trl_value_is_trl_s_declared_default_and_each_of_ours_the_flag_s():
 
 
 def test_the_report_s_grpo_section_shows_the_same_rows_as_the_doc():
-    from ark_trainer.report.render import Table
-    from ark_trainer.stages.grpo import GRPOStage
+    from ark_trainer.stages.grpo.stage import GRPOStage
+    from ark_trainer.stages.report.render import Table
 
     run = SimpleNamespace(metrics=lambda stage: [{"step": 1, "reward": 0.5}], config={})
     tables = [b for b in GRPOStage().report_blocks(run) if isinstance(b, Table)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ark_trainer.options.grpo import LOSS_TYPES
+from ark_trainer.stages.grpo.options import LOSS_TYPES
 from tests.conftest import save_tiny_qwen
 
 TOLERANCE = 1e-4
@@ -85,9 +85,9 @@ def test_the_project_s_grpo_step_has_stock_trl_s_gradient(loss_type, tiny_model,
     from trl import GRPOTrainer
     from trl.kernels.chunked_logprob import _use_triton
 
-    from ark_trainer.stages import shared_prefix
     from ark_trainer.stages.fused_head import score_labelled_positions_on_cpu
-    from ark_trainer.stages.grpo import grpo_trainer_class
+    from ark_trainer.stages.grpo import shared_prefix
+    from ark_trainer.stages.grpo.stage import grpo_trainer_class
 
     monkeypatch.setattr(trl_utils, "_use_triton", _use_triton)  # stock TRL: its own CPU LM head
     want, trl_batches = _step_gradient(GRPOTrainer, tiny_model, tmp_path / "trl", loss_type)

@@ -10,7 +10,7 @@ then one entry per line, the same entries as ``session-branch.json``) are read d
 One row per assistant message: ``messages`` = system prompt (when the export holds it whole) + the
 conversation before it + the assistant message (the candidate answer, as ``load_jsonl`` reads it).
 Tool calls stay in the text as the chat template writes them (``<tool_call>\n{"name": …,
-"arguments": …}\n</tool_call>`` after the content, :mod:`ark_trainer.agent.toolcall`) and in a
+"arguments": …}\n</tool_call>`` after the content, :mod:`ark_trainer.stages.agent.toolcall`) and in a
 ``tool_calls`` column; tool results are ``tool`` turns. Each row trains its last assistant message as the
 completion (the loss on it only), so the assistant turns of a session are trained one row each and no
 user turn or tool result is ever a target. Columns: session_id, session_key, agent_id,
@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ark_trainer.data.scrub import Scrubber
-from ark_trainer.errors import UserError
-from ark_trainer.external import openclaw_cli as cli
-from ark_trainer.fileio import (
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.external import openclaw_cli as cli
+from ark_trainer.base.fileio import (
     MAX_LINES_BYTES,
     atomic_write_text,
     json_line,
@@ -40,6 +39,7 @@ from ark_trainer.fileio import (
     read_bounded,
     read_json,
 )
+from ark_trainer.data.scrub import Scrubber
 
 
 @dataclass
@@ -184,10 +184,10 @@ def _assistant(content) -> tuple[str, list[dict]]:
     """An assistant message's text, its tool calls written as the chat template writes them, and the calls.
 
     The text is what ``AGENT_CHAT_TEMPLATE`` (and Qwen's) renders for ``{"content": c, "tool_calls": …}``:
-    the content, then each call as a ``<tool_call>`` block (:func:`ark_trainer.agent.toolcall.format_tool_calls`),
+    the content, then each call as a ``<tool_call>`` block (:func:`ark_trainer.stages.agent.toolcall.format_tool_calls`),
     so a row trains the model to write exactly what the model server parses back into ``tool_calls``.
     """
-    from ark_trainer.chat.toolcall import format_tool_calls
+    from ark_trainer.base.chat.toolcall import format_tool_calls
 
     if isinstance(content, str):
         return content, []

@@ -13,8 +13,8 @@ import os
 import stat
 from pathlib import Path
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import MAX_LINES_BYTES, UnreadableFile, file_kind, read_bounded
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import MAX_LINES_BYTES, UnreadableFile, file_kind, read_bounded
 
 
 def check_data_file(path: str | Path, flag: str) -> Path:

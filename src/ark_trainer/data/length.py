@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_json
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_json
 
 log = logging.getLogger("ark_trainer")
 
@@ -46,7 +46,7 @@ def check_prompt_lengths(
     """Raise :class:`UserError` listing every prompt of ``sources`` (path, rows) that overflows the window;
     under ``--env`` each prompt is rendered with the environment's ``tools`` (their schemas are in every
     prompt)."""
-    from ark_trainer.models.loading import load_tokenizer
+    from ark_trainer.core.models.loading import load_tokenizer
 
     try:
         tok = load_tokenizer(model_path, trust_remote_code)
@@ -84,7 +84,7 @@ def prompt_token_counts(
     tokenizer, rows: list[dict], window: int, tools: list[dict] | None = None
 ) -> list[tuple[int, bool]]:
     """(tokens, exact) per row; a count is a lower bound (exact False) once it is past ``window``."""
-    from ark_trainer.models.prompts import render_prompt
+    from ark_trainer.core.models.prompts import render_prompt
 
     # Counting a long prompt is the point here, not a mistake: silence transformers' "longer than" warning.
     getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = (

@@ -23,10 +23,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import jsonl_byte_lines
 from ark_trainer.data.files import check_data_file, read_data_bytes
 from ark_trainer.data.text import first_lone_surrogate, is_blank
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import jsonl_byte_lines
 
 PROMPT_KEYS = ("prompt", "question", "messages")
 ROLES = {"system", "user", "assistant", "tool", "developer"}

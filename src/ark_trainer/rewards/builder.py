@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import WEIGHTS_FLAG, parse_weights
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import WEIGHTS_FLAG, parse_weights
 from ark_trainer.rewards.composite import Component, CompositeReward, default_preset, load_spec, preset_path
 from ark_trainer.rewards.guards import attach_monitor, guard_reward
 

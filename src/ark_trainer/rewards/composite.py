@@ -31,8 +31,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.errors import UserError
-from ark_trainer.metrics import TOTAL
+from ark_trainer.base.errors import UserError
+from ark_trainer.core.metrics import TOTAL
 from ark_trainer.rewards.contract import SCORE_LIMIT, RewardFn, as_score
 from ark_trainer.rewards.spec import GraderSpec, load_graders
 
@@ -87,7 +87,7 @@ class CompositeReward:
     __name__ = TOTAL
 
     def __init__(self, components: Sequence[Component]) -> None:
-        from ark_trainer.ranges import MAX_WEIGHT
+        from ark_trainer.base.ranges import MAX_WEIGHT
 
         for c in components:  # weights from code or flags: the spec and --reward_weights refuse these already
             if not 0 <= c.weight <= MAX_WEIGHT:

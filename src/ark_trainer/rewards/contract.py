@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 
 RewardFn = Callable[..., list[float | None]]
 SCORE_LIMIT = 1e6  # no grader of ours comes near; beyond it a score would swamp GRPO's group statistics
@@ -87,7 +87,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        from ark_trainer.chat.episode import final_answer, is_episode
+        from ark_trainer.base.chat.episode import final_answer, is_episode
 
         if is_episode(completion):  # an agent episode: its final answer
             return final_answer(completion)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.chat.episode import EpisodeView, view
+from ark_trainer.base.chat.episode import EpisodeView, view
 from ark_trainer.rewards.graders import TRL_KWARGS
 from ark_trainer.rewards.spec import _Entry, grader_kind
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import regex
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from ark_trainer.rewards.codehost import CodeHost
 from ark_trainer.rewards.contract import (
     SCORE_LIMIT,

@@ -1,4 +1,4 @@
-"""Guards on the rewards, in training and scoring (the trainer's own guards: :mod:`ark_trainer.runtime.guards`).
+"""Guards on the rewards, in training and scoring (the trainer's own guards: :mod:`ark_trainer.core.runtime.guards`).
 
 Rewards that raise or hang: :func:`guard_reward` wraps each reward component of a
 :class:`CompositeReward` from the outside. A call that raises is retried one sample at a time; a call

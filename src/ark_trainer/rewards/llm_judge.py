@@ -43,10 +43,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import json_line, jsonl_file_lines
-from ark_trainer.httpclient import AnswerTooLarge, post_json
-from ark_trainer.ranges import MAX_NEW_TOKENS
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import json_line, jsonl_file_lines
+from ark_trainer.base.httpclient import AnswerTooLarge, post_json
+from ark_trainer.base.ranges import MAX_NEW_TOKENS
 from ark_trainer.rewards.contract import RewardUnavailable
 from ark_trainer.rewards.graders import Template, contexts
 

@@ -250,7 +250,7 @@ def qc_decision_text(answer: str) -> str | None:
     return answer[: max(types or ends)]
 
 
-qc_verdict.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
+qc_verdict.decision_text = qc_decision_text  # type: ignore[attr-defined]  # stages/grpo/auto.py: decision_reader
 
 
 @register_reward("qc_type")
@@ -259,13 +259,13 @@ def qc_type(prompts, completions, label=None, **_) -> list[float | None]:
     without its half credit for a right verdict with a wrong type. That half credit makes "违规" the best
     guess for a dialogue a model cannot read (70% of the demo's data are violations), so GRPO on it moves a
     weak model's answers away from the clean type. In the QC preset at weight 0: GRPO's own reward on a real
-    model (``auto_defaults.grpo_reward_choice``; docs/rewards.md)."""
+    model (``stages/grpo/auto.py: grpo_reward_choice``; docs/rewards.md)."""
     scores = qc_verdict(prompts, completions, label=label)
     return [None if s is None else float(s >= 1.0) for s in scores]
 
 
-qc_type.decision_text = qc_decision_text  # type: ignore[attr-defined]  # auto_defaults.decision_reader
-qc_type.task_indicator = True  # type: ignore[attr-defined]  # auto_defaults.task_indicator: GRPO's reward
+qc_type.decision_text = qc_decision_text  # type: ignore[attr-defined]  # stages/grpo/auto.py: decision_reader
+qc_type.task_indicator = True  # type: ignore[attr-defined]  # stages/grpo/auto.py: task_indicator, GRPO's reward
 
 
 @register_reward("qc_compliance")

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ark_trainer.errors import UserError
+from ark_trainer.base.errors import UserError
 from ark_trainer.rewards import contract
 from ark_trainer.rewards.contract import (
     CONTRACT,

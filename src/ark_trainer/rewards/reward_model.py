@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import read_json
-from ark_trainer.models.loading import check_model_dir
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import read_json
+from ark_trainer.core.models.loading import check_model_dir
 from ark_trainer.rewards.contract import completion_text
 
 
@@ -32,7 +32,7 @@ def check_reward_model_dir(path: str, flag: str = "--rm_model_path") -> Path:
 
 
 def auto_device() -> str:
-    from ark_trainer.runtime.system import resolve_device
+    from ark_trainer.core.runtime.system import resolve_device
 
     return resolve_device("auto")
 

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.fileio import write_json
 from ark_trainer.data.split import split_rows
-from ark_trainer.errors import UserError
-from ark_trainer.fileio import write_json
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -65,7 +65,7 @@ class RMTrainArgs:
     def check(self) -> None:
         if not 0 <= self.eval_ratio < 1:
             raise UserError(f"--eval_ratio: expected a number in [0, 1), got {self.eval_ratio}")
-        from ark_trainer.ranges import BIG, MAX_BATCH, MAX_NEW_TOKENS
+        from ark_trainer.base.ranges import BIG, MAX_BATCH, MAX_NEW_TOKENS
 
         for flag, high in (
             ("batch_size", MAX_BATCH),
@@ -78,9 +78,9 @@ class RMTrainArgs:
             raise UserError(f"--learning_rate: expected a number > 0, got {self.learning_rate}")
         if self.max_steps <= 0 and not 0 < self.num_train_epochs < math.inf:
             raise UserError("--num_train_epochs: expected a number > 0 (or give --max_steps)")
-        from ark_trainer.config import RANGES
-        from ark_trainer.ranges import range_problems
-        from ark_trainer.scale import lora_problems
+        from ark_trainer.base.ranges import range_problems
+        from ark_trainer.base.scale import lora_problems
+        from ark_trainer.core.config import RANGES
 
         lora = {n: RANGES[n] for n in ("lora_r", "lora_alpha")}  # train's: a rank of 1e9 allocates 64 GB
         if problems := range_problems(vars(self), lora) or lora_problems(
@@ -136,7 +136,7 @@ def load_pairs(path: str | Path) -> tuple[list[dict], int]:
 
 
 def _device(want: str) -> str:
-    from ark_trainer.runtime.system import resolve_device
+    from ark_trainer.core.runtime.system import resolve_device
 
     return resolve_device(want, fallback=log.warning)
 
@@ -179,7 +179,7 @@ def pair_accuracy(model_dir: Path, rows: list[dict], device: str, max_length: in
 
 
 def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
-    from ark_trainer.folders import check_folder
+    from ark_trainer.core.folders import check_folder
 
     check_folder(args.output_dir, "--output_dir", "reward model")  # new, empty, or a reward model of ours
     out = Path(args.output_dir).resolve()
@@ -194,9 +194,9 @@ def _prepare_output(args: RMTrainArgs) -> tuple[Path, Path]:
 
 def train_reward_model(args: RMTrainArgs) -> dict[str, Any]:
     """Train, evaluate on the held-out pairs, save; returns the metrics written to rm_metrics.json."""
-    from ark_trainer.folders import claim_folder
-    from ark_trainer.models.loading import load_tokenizer
-    from ark_trainer.models.source import check_model, convert
+    from ark_trainer.core.folders import claim_folder
+    from ark_trainer.core.models.loading import load_tokenizer
+    from ark_trainer.core.models.source import check_model, convert
 
     args.check()
     source = check_model(args.model_path, flag="--model_path")  # an HF folder, a .gguf file or ollama:NAME
@@ -255,8 +255,8 @@ def _fit(args: RMTrainArgs, tok, texts: list[dict], device: str, dest: Path) -> 
     from transformers.utils import logging as hf_logging
     from trl import RewardConfig, RewardTrainer
 
-    from ark_trainer.runtime.monitor import use_console_progress
-    from ark_trainer.scale import peft_config
+    from ark_trainer.base.scale import peft_config
+    from ark_trainer.core.runtime.monitor import use_console_progress
 
     use_cpu = device == "cpu"
     bf16 = args.bf16 and not use_cpu

@@ -56,8 +56,8 @@ from typing import Any
 import regex
 import yaml
 
-from ark_trainer.errors import UserError
-from ark_trainer.ranges import MAX_WEIGHT
+from ark_trainer.base.errors import UserError
+from ark_trainer.base.ranges import MAX_WEIGHT
 from ark_trainer.rewards import graders as g
 from ark_trainer.rewards.similarity import METRICS, NEEDS_DOWNLOAD
 
@@ -87,7 +87,7 @@ def grader_kinds() -> dict[str, GraderKind]:
         importlib.import_module(module)
     if not _plugins_loaded:
         _plugins_loaded = True
-        from ark_trainer.plugins import call_hook
+        from ark_trainer.base.plugins import call_hook
 
         call_hook("register_grader_kinds", register_grader_kind)
     return KINDS
@@ -251,7 +251,7 @@ def _type_name(types) -> str:
 
 
 def read_yaml(path: Path) -> Any:
-    from ark_trainer.yamlsafe import read_yaml_file
+    from ark_trainer.base.yamlsafe import read_yaml_file
 
     return read_yaml_file(
         path, _LineLoader

@@ -1,7 +1,7 @@
 """What the training stages share: trainer settings, the settings their helpers read (built here from the
 run's config, so the helpers below the stages never take the whole config), callbacks, the final save, and
 the one helper every stage trains through. Model loading, device and prompts live below, in
-``ark_trainer.models``.
+``ark_trainer.core.models``.
 """
 
 from __future__ import annotations
@@ -11,22 +11,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ark_trainer.auto_defaults import new_tokens
-from ark_trainer.generation import SamplingSettings
-from ark_trainer.models.device import Runtime
-from ark_trainer.models.loading import model_init_kwargs
-from ark_trainer.scale import VLLMSettings
+from ark_trainer.base.scale import VLLMSettings
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.generation import SamplingSettings
+from ark_trainer.core.models.device import Runtime
+from ark_trainer.core.models.loading import model_init_kwargs
 
 if TYPE_CHECKING:
-    from ark_trainer.plan import PlanStage
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.stages.plan import PlanStage
     from ark_trainer.stages.registry import StageContext
 
 log = logging.getLogger("ark_trainer")
 
 
 class TrainerSettings(Protocol):
-    """The run flags :func:`trainer_kwargs` reads. The run's config has them all: a stage (a plug-in's too)
-    passes ``ctx.cfg``."""
+    """The run flags :func:`trainer_kwargs` reads. The shared run flags have them all: a stage (a plug-in's
+    too) passes ``ctx.run``."""
 
     @property
     def batch_size(self) -> int: ...
@@ -50,58 +51,57 @@ class TrainerSettings(Protocol):
     def gradient_checkpointing(self) -> bool: ...
 
 
-def trainer_kwargs(cfg: TrainerSettings, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
+def trainer_kwargs(run: TrainerSettings, rt: Runtime, out_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     """Settings shared by the SFT (RFT) and GRPO trainers."""
-    from ark_trainer.scale import trainer_extras, trainer_model_kwargs
-    from ark_trainer.trackers import trainer_report_to
+    from ark_trainer.base.scale import trainer_extras, trainer_model_kwargs
+    from ark_trainer.base.trackers import trainer_report_to
 
     return {
         "output_dir": str(out_dir),
         "max_steps": steps,
         "learning_rate": lr,
-        "per_device_train_batch_size": cfg.batch_size,
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
-        "warmup_steps": warmup_steps(cfg.warmup_ratio, steps),
+        "per_device_train_batch_size": run.batch_size,
+        "gradient_accumulation_steps": run.gradient_accumulation_steps,
+        "warmup_steps": warmup_steps(run.warmup_ratio, steps),
         "lr_scheduler_type": "linear",
-        "logging_steps": cfg.logging_steps,
-        "save_strategy": "steps" if cfg.save_steps > 0 else "no",
-        "save_steps": cfg.save_steps or 500,
-        "save_total_limit": cfg.save_total_limit,
-        "seed": cfg.seed,
-        "report_to": trainer_report_to(cfg.report_to),  # tensorboard is added by stage_callbacks
+        "logging_steps": run.logging_steps,
+        "save_strategy": "steps" if run.save_steps > 0 else "no",
+        "save_steps": run.save_steps or 500,
+        "save_total_limit": run.save_total_limit,
+        "seed": run.seed,
+        "report_to": trainer_report_to(run.report_to),  # tensorboard is added by stage_callbacks
         "use_cpu": rt.use_cpu,
         "fp16": rt.fp16,
         "bf16": rt.bf16,
         "dataloader_num_workers": 0,
-        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(cfg.load_in_4bit, rt)},
+        "model_init_kwargs": {**model_init_kwargs(rt), **trainer_model_kwargs(run.load_in_4bit, rt)},
         "disable_tqdm": False,
-        **trainer_extras(cfg.gradient_checkpointing),
+        **trainer_extras(run.gradient_checkpointing),
     }
 
 
-def vllm_settings(ctx: StageContext) -> VLLMSettings:
+def vllm_settings(run: RunFlags) -> VLLMSettings:
     """The run's vLLM flags (``--use_vllm``, ``--vllm_*``)."""
-    cfg = ctx.cfg
     return VLLMSettings(
-        use_vllm=cfg.use_vllm,
-        mode=cfg.vllm_mode,
-        server_host=cfg.vllm_server_host,
-        server_port=cfg.vllm_server_port,
-        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        use_vllm=run.use_vllm,
+        mode=run.vllm_mode,
+        server_host=run.vllm_server_host,
+        server_port=run.vllm_server_port,
+        gpu_memory_utilization=run.vllm_gpu_memory_utilization,
+        tensor_parallel_size=run.vllm_tensor_parallel_size,
     )
 
 
-def rft_sampling(ctx: StageContext) -> SamplingSettings:
-    """How RFT (and DPO/KTO without pairs of their own) samples candidates: ``--rft_num_samples`` at
-    ``--rft_temperature``, the run's completion length and seed, through vLLM under ``--use_vllm``."""
-    cfg = ctx.cfg
+def rft_sampling(run: RunFlags, num_samples: int, temperature: float) -> SamplingSettings:
+    """How RFT (and DPO/KTO without pairs of their own) samples candidates: ``num_samples`` per prompt
+    (``--rft_num_samples``) at ``temperature`` (``--rft_temperature``), the run's completion length and
+    seed, through vLLM under ``--use_vllm``."""
     return SamplingSettings(
-        num_samples=cfg.rft_num_samples,
-        temperature=cfg.rft_temperature,
-        max_new_tokens=new_tokens(cfg.max_completion_length),
-        seed=cfg.seed,
-        vllm=vllm_settings(ctx),
+        num_samples=num_samples,
+        temperature=temperature,
+        max_new_tokens=new_tokens(run.max_completion_length),
+        seed=run.seed,
+        vllm=vllm_settings(run),
     )
 
 
@@ -181,11 +181,11 @@ def stage_callbacks(
 ) -> list:
     """Trainer callbacks of a stage: progress/metrics to the monitor, Ctrl-C's stop points, checkpoints
     every ``--save_minutes`` too, TensorBoard events to ``--log_dir``."""
-    from ark_trainer.runtime.distributed import ranks
-    from ark_trainer.runtime.monitor import trainer_callback
-    from ark_trainer.runtime.save_timer import save_timer_callback
-    from ark_trainer.runtime.stop_points import stop_callback
-    from ark_trainer.trackers import wants_tensorboard
+    from ark_trainer.base.trackers import wants_tensorboard
+    from ark_trainer.core.runtime.distributed import ranks
+    from ark_trainer.core.runtime.monitor import trainer_callback
+    from ark_trainer.core.runtime.save_timer import save_timer_callback
+    from ark_trainer.core.runtime.stop_points import stop_callback
 
     timer = save_timer_callback(save_minutes)
     callbacks = [trainer_callback(monitor, stage), stop_callback(), *([timer] if timer else [])]
@@ -202,9 +202,9 @@ def save_final(trainer, tokenizer, dest: Path, adapter_only: bool = False) -> No
     """Save the trained model (safetensors) and its tokenizer so AutoModelForCausalLM loads them.
 
     A LoRA model is merged into full weights unless ``adapter_only``; under several processes only the
-    main one writes (see ``ark_trainer.export``).
+    main one writes (see ``ark_trainer.core.export``).
     """
-    from ark_trainer.export import export_model
+    from ark_trainer.core.export import export_model
 
     export_model(trainer, tokenizer, dest, adapter_only=adapter_only)
     log.info("saved model to %s", dest)
@@ -228,13 +228,13 @@ def train_and_save(
     finished (its ``state.log_history`` holds what TRL logged).
 
     The stage module passes its own TRL trainer class: it stays the one place that names it."""
-    from ark_trainer.runtime.distributed import check_replicas
-    from ark_trainer.runtime.resume import AttemptSettings, run_trainer
-    from ark_trainer.scale import peft_config
+    from ark_trainer.base.scale import peft_config
+    from ark_trainer.core.runtime.distributed import check_replicas
+    from ark_trainer.core.runtime.resume import AttemptSettings, run_trainer
     from ark_trainer.stages.fused_head import score_labelled_positions_on_cpu
     from ark_trainer.stages.registry import get_stage
 
-    cfg = ctx.cfg
+    run = ctx.run
     score_labelled_positions_on_cpu()  # TRL's LM head: only the labelled positions, on CPU as on CUDA
 
     trainer_cls = first_step_warm(trainer_cls)
@@ -242,21 +242,21 @@ def train_and_save(
     def make_trainer():
         trainer = trainer_cls(
             processing_class=tok,
-            callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, cfg.report_to, cfg.save_minutes),
-            peft_config=peft_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.lora_target_modules),
+            callbacks=stage_callbacks(ctx.monitor, ctx.log_dir, name, run.report_to, run.save_minutes),
+            peft_config=peft_config(run.lora_r, run.lora_alpha, run.lora_dropout, run.lora_target_modules),
             **trainer_kw,
         )
         return wrap(trainer) if wrap else trainer
 
     with ctx.monitor.stage(name, total=plan.steps):
         attempts = AttemptSettings(
-            resume=cfg.resume,
-            max_bad_steps=cfg.max_bad_steps,
-            max_rollbacks=cfg.max_rollbacks,
-            min_free_disk_gb=cfg.min_free_disk_gb,
-            save_total_limit=cfg.save_total_limit,
+            resume=run.resume,
+            max_bad_steps=run.max_bad_steps,
+            max_rollbacks=run.max_rollbacks,
+            min_free_disk_gb=run.min_free_disk_gb,
+            save_total_limit=run.save_total_limit,
         )
         trainer = run_trainer(make_trainer, attempts, ctx.monitor, get_stage(name), ctx.out / name)
         check_replicas(trainer, name)
-        save_final(trainer, tok, final_dir, adapter_only=cfg.save_adapter_only and plan.last)
+        save_final(trainer, tok, final_dir, adapter_only=run.save_adapter_only and plan.last)
     return trainer

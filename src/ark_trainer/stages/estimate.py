@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ark_trainer.auto_defaults import grpo_accumulation, new_tokens
-from ark_trainer.runtime.estimate import (
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.runtime.estimate import (
     GRPOWork,
     Part,
     Timings,
@@ -23,11 +23,14 @@ from ark_trainer.runtime.estimate import (
     eval_parts,
     fit_steps,
     generation_seconds,
+    grpo_eval_seconds,
+    grpo_evaluations,
     grpo_parts,
     preference_parts,
     rft_parts,
     total_seconds,
 )
+from ark_trainer.stages.grpo.auto import grpo_accumulation
 from ark_trainer.stages.registry import get_stage
 
 log = logging.getLogger("ark_trainer")
@@ -45,9 +48,22 @@ class RunSize:
     dev: int
     test: int
     given_preferences: bool = False
+    eval_tokens: int = 0  # new tokens an evaluation answer may take (plan.json: eval_length); 0: the run's
 
 
 EvalEvery = Callable[[int], int]  # a GRPO stage's steps → its --grpo_eval_steps (where that is automatic)
+
+
+def grpo_work(
+    cfg: Any, name: str, steps: int, size: RunSize, eval_every: EvalEvery | None = None
+) -> GRPOWork:
+    """What a GRPO (or RLOO) stage of ``steps`` steps does (``eval_every``: how an automatic
+    ``--grpo_eval_steps`` follows the steps; else the config's)."""
+    micro, prompts = grpo_accumulation(cfg.batch_size, cfg.num_generations, cfg.grpo_prompts_per_step)
+    grpo_tokens = cfg.grpo_max_completion_length or new_tokens(cfg.max_completion_length)
+    every = (eval_every(steps) if eval_every else cfg.grpo_eval_steps or 0) if name == "grpo" else 0
+    every = every if cfg.eval_auto else 0
+    return GRPOWork(steps, prompts, cfg.num_generations, grpo_tokens, micro, every, size.dev, cfg.beta > 0)
 
 
 def stage_parts(
@@ -59,14 +75,7 @@ def stage_parts(
     if name == "rft":
         return rft_parts(t, steps, cfg.batch_size, accumulation, cfg.rft_num_samples, size.train, tokens)
     if name in GRPO_LIKE:
-        micro, prompts = grpo_accumulation(cfg.batch_size, cfg.num_generations, cfg.grpo_prompts_per_step)
-        grpo_tokens = cfg.grpo_max_completion_length or tokens
-        every = (eval_every(steps) if eval_every else cfg.grpo_eval_steps or 0) if name == "grpo" else 0
-        every = every if cfg.eval_auto else 0
-        work = GRPOWork(
-            steps, prompts, cfg.num_generations, grpo_tokens, micro, every, size.dev, cfg.beta > 0
-        )
-        return grpo_parts(t, name, work)
+        return grpo_parts(t, name, grpo_work(cfg, name, steps, size, eval_every))
     if name in PREFERENCE:
         sampled = 0 if size.given_preferences else size.train
         return preference_parts(t, name, steps, accumulation, sampled, cfg.rft_num_samples, tokens)
@@ -84,6 +93,7 @@ def run_parts(
     """Every part of the run in order: the probe (``--strategy auto``), the base model's evaluation, then
     each stage and its evaluation. ``steps`` overrides the plan's steps by stage (what :func:`fit` tries)."""
     tokens = new_tokens(cfg.max_completion_length)
+    eval_tokens = size.eval_tokens or tokens
     evaluated = cfg.eval_auto
     parts: list[Part] = []
     if plan.pending:
@@ -91,20 +101,20 @@ def run_parts(
         what = f"{n} prompts × {cfg.auto_probe_samples} samples × {tokens} tokens"
         parts.append(Part("probe", generation_seconds(t, n * cfg.auto_probe_samples, tokens), what))
     if evaluated:
-        parts += eval_parts(t, "base", size.dev, size.test, tokens)
+        parts += eval_parts(t, "base", size.dev, size.test, eval_tokens)
     for stage in plan.stages:
         n = (steps or {}).get(stage.name, stage.steps)
         if n > 0:
             parts += stage_parts(cfg, stage.name, n, t, size, eval_every)
             if evaluated:
-                parts += eval_parts(t, stage.name, size.dev, size.test, tokens)
+                parts += eval_parts(t, stage.name, size.dev, size.test, eval_tokens)
     return parts
 
 
 def scalable_stages(cfg: Any, plan: Any) -> set[str]:
     """The stages whose steps the run did not set explicitly: every stage while ``--max_train_steps`` is at
     its default, except one whose own steps flag was given."""
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.core.config import TrainConfig
 
     if cfg.max_train_steps != TrainConfig.max_train_steps:
         return set()
@@ -186,7 +196,7 @@ def run_size(train: list[dict], dev: list[dict], test: list[dict], strategy_stag
 def measured(cfg: Any, rt: Any, model_path: str, rows: list[dict]) -> Timings:
     """This machine's timings on the run's model, precision and completion length (``runtime/measure.py``),
     on the first prompts of ``rows`` (held-out ones: nothing is learnt from them)."""
-    from ark_trainer.runtime.measure import MEASURE_PROMPTS, measure
+    from ark_trainer.core.runtime.measure import MEASURE_PROMPTS, measure
 
     prompts = [r["prompt"] for r in rows[:MEASURE_PROMPTS] if "prompt" in r]
     return measure(model_path, rt, prompts, new_tokens(cfg.max_completion_length), cfg.batch_size)
@@ -197,8 +207,9 @@ def auto_eval_every(cfg: Any, extra: dict, model_dir: str) -> EvalEvery | None:
     plan.json's extra keys, whose ``auto_defaults`` say so; ``model_dir``: the base model's HF folder)."""
     if "grpo_eval_steps" not in (extra.get("auto_defaults") or {}):
         return None
-    from ark_trainer.auto_defaults import grpo_eval_every, model_facts
-    from ark_trainer.run_options import RunOptionsAfterStages
+    from ark_trainer.base.run_options import RunOptionsAfterStages
+    from ark_trainer.core.auto_defaults import model_facts
+    from ark_trainer.stages.grpo.auto import grpo_eval_every
 
     after, facts = cfg.options(RunOptionsAfterStages), model_facts(model_dir)
     return lambda steps: int(grpo_eval_every(after, steps, facts).value)
@@ -210,9 +221,7 @@ def regrown_choices(
     """The flags to settle after :func:`fit`: its step counts, and ``--grpo_eval_steps`` chosen again
     (``eval_every``) for the new GRPO steps where it was automatic; ``extra``'s ``auto_defaults`` record
     (plan.json) says so."""
-    from dataclasses import replace
-
-    from ark_trainer.plan import resolve_plan
+    from ark_trainer.stages.plan import resolve_plan
 
     chosen: dict[str, Any] = dict(flags)
     auto = extra.setdefault("auto_defaults", {})
@@ -226,6 +235,33 @@ def regrown_choices(
     for name, value in flags.items():
         auto[name] = {"value": value, "reason": f"{value}: sized to --time_budget (plan.json: estimate)"}
     return chosen
+
+
+def _eval_tokens(extra: dict) -> int:
+    """plan.json's ``eval_length`` (``stages/eval_length.py``); 0 where it holds none."""
+    from ark_trainer.stages.eval_length import RECORD, EvalLength
+
+    chosen = EvalLength.from_json(extra.get(RECORD))
+    return chosen.value if chosen else 0
+
+
+def grpo_eval_line(cfg: Any, plan: Any, t: Timings, size: RunSize, automatic: bool) -> str:
+    """What the GRPO stage's evaluations on dev (``--grpo_eval_steps``) cost, said with how to skip them;
+    empty where the stage evaluates nothing."""
+    steps = next((s.steps for s in plan.stages if s.name == "grpo"), 0)
+    if steps <= 0:
+        return ""
+    work = grpo_work(cfg, "grpo", steps, size)
+    evals = grpo_evaluations(steps, work.eval_every)
+    if not evals:
+        return ""
+    chosen = "chosen automatically" if automatic else "as given"
+    return (
+        f"evaluation during GRPO (--grpo_eval_steps {work.eval_every}, {chosen}): {evals} evaluations of "
+        f"{work.dev} dev prompts × {work.tokens} tokens, about {duration(grpo_eval_seconds(t, work))} of the "
+        "grpo stage's time above; --grpo_eval_steps 0 skips them (the stage then ends on its last step, not "
+        "its best)"
+    )
 
 
 @dataclass(frozen=True)
@@ -245,17 +281,17 @@ def estimate_run(
     left automatic to ``--time_budget`` (``extra``: plan.json's extra keys, whose ``auto_defaults`` it
     updates; ``splits``: train, dev and test rows). None, and nothing measured, for a toy model (its runs
     take minutes) or an agent run (episodes are not estimated), or when the measurement fails."""
-    from ark_trainer.auto_defaults import model_facts
-    from ark_trainer.config import settle
-    from ark_trainer.plan import resolve_plan
-    from ark_trainer.runtime.estimate import estimate_lines, record
+    from ark_trainer.core.auto_defaults import model_facts
+    from ark_trainer.core.config import settle
+    from ark_trainer.core.runtime.estimate import estimate_lines, record
+    from ark_trainer.stages.plan import resolve_plan
 
     if model_facts(model_dir).toy or cfg.env:
         if cfg.time_budget:
             log.warning("--time_budget: not applied to %s", "an agent run" if cfg.env else "a toy model")
         return None
     train, dev, test = splits
-    size = run_size(train, dev, test, [s.name for s in plan.stages])
+    size = replace(run_size(train, dev, test, [s.name for s in plan.stages]), eval_tokens=_eval_tokens(extra))
     log.info("measuring a generation batch and a training step on this machine, for the expected time ...")
     try:
         timings = measured(cfg, rt, model_dir, dev or test or train)
@@ -270,6 +306,10 @@ def estimate_run(
     parts = run_parts(cfg, plan, timings, size)
     for line in estimate_lines(parts, timings):
         log.info("%s", line)
+    if said := grpo_eval_line(
+        cfg, plan, timings, size, "grpo_eval_steps" in (extra.get("auto_defaults") or {})
+    ):
+        log.info("%s", said)
     if budget.message:
         (log.info if budget.flags else log.warning)("%s", budget.message)
     return Estimated(

@@ -19,12 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ark_trainer.fileio import read_jsonl, write_jsonl
-from ark_trainer.models.loading import load_tokenizer
-from ark_trainer.models.prompts import is_conversational, model_prompt
-from ark_trainer.runfolder import RunFolder
-from ark_trainer.runtime.distributed import ranks
-from ark_trainer.scoring import ANSWER_COLUMNS, sample_and_score
+from ark_trainer.base.fileio import read_jsonl, write_jsonl
+from ark_trainer.core.generation import SamplingSettings
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.core.models.prompts import is_conversational, model_prompt
+from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.core.runtime.distributed import ranks
+from ark_trainer.rewards.scoring import ANSWER_COLUMNS, sample_and_score
 from ark_trainer.stages.common import rft_sampling
 from ark_trainer.stages.registry import StageContext
 
@@ -128,9 +129,9 @@ def dpo_pairs(ctx: StageContext, model_in: str) -> PreferenceData:
         stats["n_without_pair"] = len(ctx.train) - len(given)
     else:
         answers, scores, _ = sample_and_score(
-            rft_sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "dpo_sampling"
+            _sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "dpo_sampling"
         )
-        pairs, stats = pairs_from_scores(ctx.train, answers, scores, ctx.cfg.dpo_min_margin)
+        pairs, stats = pairs_from_scores(ctx.train, answers, scores, ctx.options.dpo_min_margin)
     conv = _conversational(ctx, model_in)
     rows = [
         {"prompt": model_prompt(p["prompt"], conv), **{k: answer(p[k], conv) for k in ("chosen", "rejected")}}
@@ -146,9 +147,10 @@ def kto_examples(ctx: StageContext, model_in: str) -> PreferenceData:
         examples = [{"prompt": r["prompt"], "completion": t, "label": up} for r, t, up in given]
         stats = {"source": "data", "n_prompts": len(ctx.train)}
     else:
-        threshold = ctx.cfg.pass_threshold if ctx.cfg.kto_threshold is None else ctx.cfg.kto_threshold
+        own = ctx.options.kto_threshold
+        threshold = ctx.run.pass_threshold if own is None else own
         answers, scores, _ = sample_and_score(
-            rft_sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "kto_sampling"
+            _sampling(ctx), ctx.rt, ctx.monitor, model_in, ctx.train, ctx.reward, "kto_sampling"
         )
         examples, stats = examples_from_scores(ctx.train, answers, scores, threshold)
     good = sum(bool(e["label"]) for e in examples)
@@ -177,6 +179,12 @@ def earlier(ctx: StageContext, event: str) -> PreferenceData | None:
     )
 
 
+def _sampling(ctx: StageContext) -> SamplingSettings:
+    """How the stage samples answers without pairs or labels of its own: as RFT does, by its options'
+    ``--rft_num_samples`` and ``--rft_temperature``."""
+    return rft_sampling(ctx.run, ctx.options.rft_num_samples, ctx.options.rft_temperature)
+
+
 def _conversational(ctx: StageContext, model_in: str) -> bool:
     return is_conversational(load_tokenizer(model_in, ctx.rt.trust_remote_code))
 
@@ -192,8 +200,8 @@ def _record(ctx: StageContext, event: str, rows: list[dict], stats: dict[str, An
 
 def stats_blocks(run, event: str, title: str) -> list:
     """A stage's report section from its last ``event`` (nothing when the stage did not run)."""
-    from ark_trainer.report import short
-    from ark_trainer.report.render import Heading, Table
+    from ark_trainer.stages.report import short
+    from ark_trainer.stages.report.render import Heading, Table
 
     events = run.of(event)
     if not events:

@@ -27,13 +27,19 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from ark_trainer.generation import GEN_SEQUENCES, generate
-from ark_trainer.models.device import Runtime
-from ark_trainer.models.loading import load_policy
+from ark_trainer.base.strategies import AUTO_CHOICES
+from ark_trainer.core.auto_defaults import new_tokens
+from ark_trainer.core.generation import GEN_SEQUENCES, generate
+from ark_trainer.core.models.device import Runtime
+from ark_trainer.core.models.loading import load_policy
 from ark_trainer.rewards.composite import CompositeReward
-from ark_trainer.scoring import score_completions
-from ark_trainer.strategies import AUTO_CHOICES
+from ark_trainer.rewards.scoring import score_completions
+from ark_trainer.stages.grpo.options import GRPOOptions
+
+if TYPE_CHECKING:
+    from ark_trainer.base.run_options import RunFlags
 
 
 @dataclass
@@ -47,6 +53,23 @@ class ProbeResult:
     min_pass_rate: float
     max_zero_std: float
     data: str = "prompts"  # the training data's shape (data_shape): prompts, pairs or labels
+
+
+SAMPLES_AS = GRPOOptions  # the probe samples one GRPO group per prompt, at GRPO's temperature
+
+
+def probe_settings(run: RunFlags, grpo: GRPOOptions) -> ProbeSettings:
+    """The probe's settings: the shared flags (``run``) and GRPO's sampling temperature (``grpo``)."""
+    return ProbeSettings(
+        prompts=run.auto_probe_prompts,
+        samples=run.auto_probe_samples,
+        temperature=grpo.temperature,
+        max_new_tokens=new_tokens(run.max_completion_length),
+        seed=run.seed,
+        pass_threshold=run.pass_threshold,
+        min_pass_rate=run.auto_min_pass_rate,
+        max_zero_std=run.auto_max_zero_std,
+    )
 
 
 @dataclass(frozen=True)

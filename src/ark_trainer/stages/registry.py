@@ -1,16 +1,22 @@
 """Training stages, registered by name (duplicates refused).
 
-A *stage* is one module that trains the model once (RFT, GRPO, ...). It registers itself with
-:func:`register_stage` and implements :class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its
-evaluation ``eval/<name>.json`` and its ``stage`` in ``events.jsonl``), a ``label`` for people, the flags
-that set its steps and learning rate, the report's plots, and ``run``. A *strategy* is a name mapped to the
-ordered stages it runs: the strategy table, below the config, in :mod:`ark_trainer.strategies`. The
-pipeline, the plan, the report and the diagnosis ask this module; none of them names a stage. The runtime
-(resume, guards, bad steps) asks nothing: its callers hand it the stage's name, label and flags. See
-``docs/contributing.md`` ("Add a stage").
+A *stage* trains the model once (RFT, GRPO, ...). A built-in one is a package, ``stages/<name>/``: its
+stage (``stage.py``), its options (``options.py``), where it has them its automatic defaults (``auto.py``)
+and its report section (``report.py``). It registers itself with :func:`register_stage` and implements
+:class:`Stage`: a ``name`` (its folder ``OUT/<name>/``, its evaluation ``eval/<name>.json`` and its
+``stage`` in ``events.jsonl``), a ``label`` for people, the flags that set its steps and learning rate, the
+report's plots, and ``run``. A *strategy* is a name mapped to the ordered stages it runs: the strategy
+table, below the config, in :mod:`ark_trainer.base.strategies`. The pipeline, the plan, the report and the
+diagnosis ask this module; none of them names a stage. The runtime (resume, guards, bad steps) asks
+nothing: its callers hand it the stage's name, label and flags. See ``docs/contributing.md`` ("Add a
+stage").
+
+The config sits below the stages and imports none: :func:`config_class` hands it every registered stage's
+options class (built-in and plug-in alike). At run time a stage is handed the shared run flags and an
+instance of its own options class (:class:`StageContext`), never the whole config.
 
 Importing this module imports no stage: :func:`stages` loads the built-in ones (:data:`BUILTIN`), then
-those of installed plug-ins (``ark_trainer.plugins``), on first use.
+those of installed plug-ins (``ark_trainer.base.plugins``), on first use.
 """
 
 from __future__ import annotations
@@ -21,22 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ark_trainer.strategies import PlanStage, strategy_table
+from ark_trainer.base.strategies import PlanStage, strategy_table
 
 if TYPE_CHECKING:
-    from ark_trainer.config import TrainConfig
-    from ark_trainer.models.device import Runtime
+    from ark_trainer.base.run_options import RunFlags
+    from ark_trainer.core.config import TrainConfig
+    from ark_trainer.core.models.device import Runtime
+    from ark_trainer.core.runtime.monitor import Monitor
+    from ark_trainer.core.runtime.resume import Progress
     from ark_trainer.rewards.composite import CompositeReward
-    from ark_trainer.runtime.monitor import Monitor
-    from ark_trainer.runtime.resume import Progress
 
 
 BUILTIN = (  # modules that register the stages above
-    "ark_trainer.stages.rft",
-    "ark_trainer.stages.grpo",
-    "ark_trainer.stages.dpo",
-    "ark_trainer.stages.kto",
-    "ark_trainer.stages.rloo",
+    "ark_trainer.stages.rft.stage",
+    "ark_trainer.stages.grpo.stage",
+    "ark_trainer.stages.dpo.stage",
+    "ark_trainer.stages.kto.stage",
+    "ark_trainer.stages.rloo.stage",
 )
 
 
@@ -53,9 +60,11 @@ class Plot:
 
 @dataclass
 class StageContext:
-    """What every stage of a run may use; built once by the pipeline."""
+    """What one stage of a run is handed, built by the pipeline for it (:func:`stage_context`): the shared
+    run flags and its own options, as a TRL trainer is handed its ``args``, and the run's parts."""
 
-    cfg: TrainConfig  # validated: read, never written
+    run: RunFlags  # the shared run flags (validated: read, never written)
+    options: Any  # an instance of the stage's own ``options`` class (None for a stage without one)
     rt: Runtime
     monitor: Monitor
     train: list[dict]
@@ -77,8 +86,13 @@ class Stage(Protocol):
     lr_flag: str  # the TrainConfig field giving its learning rate
     plots: tuple[Plot, ...]
 
-    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.flags.flag` fields: the stage's own
-    # flags, in ``train --help`` and ``run.yaml``; read with ``ctx.cfg.options(TheOptions)``),
+    # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.base.flags.flag` fields: the stage's own
+    # flags, in ``train --help`` and ``run.yaml``; the stage reads them as ``ctx.options``; its optional
+    # ``problems(run) -> list[str]`` checks them against the shared flags when the config is validated),
+    # ``auto_defaults(run, options, facts) -> dict[str, AutoDefault]`` (the values of its automatic flags
+    # the options leave unset, chosen from the model and the data: ``auto_defaults.StageFacts``) with
+    # ``auto_flags`` (their names: what a resumed run may leave unset), ``check_data(run, options, rows)``
+    # (refuse training rows it cannot use, before anything is written),
     # ``plays_episodes`` (True: it trains whole agent episodes under ``--env``; default False),
     # ``headline_metric`` (str: the report's headline compares it with the base model),
     # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]`` and
@@ -114,15 +128,22 @@ def _check_options(stage: Stage) -> None:
     params = getattr(options, "__dataclass_params__", None)  # a dataclass's (frozen or not)
     if not isinstance(options, type) or params is None or not params.frozen:
         raise ValueError(f"stage {stage.name!r}: its options must be a frozen dataclass of flag() fields")
-    from ark_trainer.config import TrainConfig
+    from ark_trainer.base.run_options import RunFlags
 
-    if issubclass(TrainConfig, options):  # a built-in stage's: TrainConfig is made of them
-        return
     others = [o for s in _STAGES.values() if (o := getattr(s, "options", None)) is not None]
-    taken = {f.name for cls in (TrainConfig, *others) for f in dataclasses.fields(cls)}
+    taken = {f.name: f for cls in (RunFlags, *others) for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(options):
-        if f.name in taken:
+        if f.name in taken and not _same_flag(f, taken[f.name]):
             raise ValueError(f"a flag named --{f.name} is already declared; pick another name")
+
+
+def _same_flag(a: dataclasses.Field, b: dataclasses.Field) -> bool:
+    """Whether two stages declare one flag alike (RLOO reads GRPO's group size): the same default and the
+    same declaration (help, group, range, choices); a shared run flag is never a stage's."""
+    from ark_trainer.base.run_options import RunFlags
+
+    shared = {f.name for f in dataclasses.fields(RunFlags)}
+    return a.name not in shared and a.default == b.default and dict(a.metadata) == dict(b.metadata)
 
 
 def stages() -> dict[str, Stage]:
@@ -132,10 +153,45 @@ def stages() -> dict[str, Stage]:
         _loaded = True
         for module in BUILTIN:
             importlib.import_module(module)
-        from ark_trainer.plugins import call_hook
+        from ark_trainer.base.plugins import call_hook
 
         call_hook("register_stages", register_stage)
     return _STAGES
+
+
+def stage_options() -> tuple[type, ...]:
+    """The options class of every registered stage (the built-in ones, then the plug-ins'), once each."""
+    return tuple(
+        dict.fromkeys(o for s in stages().values() if (o := getattr(s, "options", None)) is not None)
+    )
+
+
+def episode_strategies() -> tuple[str, ...]:
+    """The strategies whose every stage plays whole agent episodes when ``--env`` is set (``plays_episodes``)."""
+    registered = stages()
+    return tuple(
+        name
+        for name, strategy in strategy_table().items()
+        if all(getattr(registered.get(s), "plays_episodes", False) for s in strategy.stages)
+    )
+
+
+def config_class() -> type[TrainConfig]:
+    """The ``train`` config of the registered stages (``config.config_class``): the built-in stages' options
+    between the shared flags, a plug-in stage's after them all (``train --help``, ``--config``, ``run.yaml``)."""
+    from ark_trainer.core.config import config_class as made_of
+
+    modules = {type(s).__module__: getattr(s, "options", None) for s in stages().values()}
+    builtin = tuple(o for m in BUILTIN if (o := modules.get(m)) is not None)  # in BUILTIN's order
+    plugins = tuple(o for o in stage_options() if o not in builtin)
+    return made_of(builtin, plugins, episode_strategies())
+
+
+def stage_context(cfg: TrainConfig, name: str, **parts: Any) -> StageContext:
+    """What stage ``name`` is handed: the shared run flags, an instance of its own options class (built from
+    ``cfg``, the run's config) and the run's ``parts`` (:class:`StageContext`'s other fields)."""
+    options = getattr(get_stage(name), "options", None)
+    return StageContext(run=cfg.run_flags(), options=cfg.options(options) if options else None, **parts)
 
 
 def get_stage(name: str) -> Stage:

@@ -17,7 +17,7 @@ def register_stages(register):
 
 
 def register_strategies(register):
-    from ark_trainer.strategies import Strategy
+    from ark_trainer.base.strategies import Strategy
 
     register("GRPO", Strategy(("grpo",), "a second GRPO"))
 

@@ -14,7 +14,7 @@ def register_stages(register):
 
 
 def register_strategies(register):
-    from ark_trainer.strategies import Strategy
+    from ark_trainer.base.strategies import Strategy
 
     register("ECHO", Strategy(("echo",), "one step: supervised fine-tuning on each row's first candidate"))
 

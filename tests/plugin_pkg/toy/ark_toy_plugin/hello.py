@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ark_trainer.commands.args import opt
+from ark_trainer.app.commands.args import opt
 
 
 @dataclass

@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ark_trainer.flags import flag
-from ark_trainer.ranges import Range
+from ark_trainer.base.flags import flag
+from ark_trainer.base.ranges import Range
 from ark_trainer.stages.registry import Plot
 
 
 @dataclass(frozen=True)
 class EchoOptions:
-    """The stage's own flags: in ``train --help`` (under "Echo"), ``--config`` and ``run.yaml``."""
+    """The stage's own flags: in ``train --help`` (under "Echo"), ``--config`` and ``run.yaml``; at run time
+    the stage is handed an instance (``ctx.options``)."""
 
     echo_candidate: int = flag(
         0,
@@ -33,13 +34,13 @@ class EchoStage:
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from ark_trainer.models.loading import load_tokenizer
-        from ark_trainer.models.prompts import is_conversational, model_prompt
+        from ark_trainer.core.models.loading import load_tokenizer
+        from ark_trainer.core.models.prompts import is_conversational, model_prompt
         from ark_trainer.stages.common import train_and_save, trainer_kwargs
 
         tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
         chat = is_conversational(tok)  # TRL takes chat lists for a chat model, text otherwise
-        pick = ctx.cfg.options(EchoOptions).echo_candidate
+        pick = ctx.options.echo_candidate  # its own options; the shared run flags are ctx.run
         rows = [
             {
                 "prompt": model_prompt(r["prompt"], chat),
@@ -51,7 +52,7 @@ class EchoStage:
             if r["candidates"]
         ]
         args = SFTConfig(
-            **trainer_kwargs(ctx.cfg, ctx.rt, ctx.out / self.name, plan.steps, plan.learning_rate),
+            **trainer_kwargs(ctx.run, ctx.rt, ctx.out / self.name, plan.steps, plan.learning_rate),
             max_length=None,
         )
         train_and_save(

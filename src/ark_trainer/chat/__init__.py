@@ -1,2 +1,0 @@
-"""The ground floor of chat data: tool-call blocks in a model's text and the episode record read from a
-conversation. Data, rewards, metrics and serving read them here; the agent code above builds on them."""

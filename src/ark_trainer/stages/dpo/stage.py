@@ -1,0 +1,82 @@
+"""DPO (direct preference optimization) with TRL's DPOTrainer, on preference pairs.
+
+``--strategy DPO`` trains the base model, ``--strategy RFT+DPO`` the RFT model, on pairs from
+``stages/preference.py``: the data's own ``chosen``/``rejected``, or the starting model's best and worst
+sampled answers by the run's reward (ties and pairs below ``--dpo_min_margin`` dropped and counted). The
+reward is used only to build the pairs; training itself needs no reward calls. Knobs: ``--dpo_beta``,
+``--dpo_loss_type`` (TRL's ``loss_type``), ``--dpo_learning_rate``; steps: what ``--max_train_steps`` leaves.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ark_trainer.core.metrics import PREFERENCE_ALIGNMENT
+from ark_trainer.core.models.loading import load_tokenizer
+from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
+from ark_trainer.stages.dpo.options import DPOOptions, dpo_losses
+from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
+from ark_trainer.stages.registry import Plot, StageContext, register_stage
+
+if TYPE_CHECKING:
+    from ark_trainer.stages.plan import PlanStage
+
+
+def train_dpo(ctx: StageContext, plan: PlanStage, model_in: str, rows: list[dict], final_dir: Path) -> Path:
+    """Run TRL's DPOTrainer for ``plan.steps`` on ``rows``; returns the saved model folder."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    opts = ctx.options
+    assert isinstance(opts, DPOOptions)  # the registry hands each stage its own options
+    tok = load_tokenizer(model_in, ctx.rt.trust_remote_code)
+    args = DPOConfig(
+        **no_checkpointing(trainer_kwargs(ctx.run, ctx.rt, ctx.out / "dpo", plan.steps, plan.learning_rate)),
+        beta=opts.dpo_beta,
+        loss_type=dpo_losses(opts.dpo_loss_type),
+    )
+    train_and_save(
+        ctx,
+        plan,
+        "dpo",
+        DPOTrainer,
+        tok,
+        final_dir,
+        model=model_in,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+    )
+    return final_dir
+
+
+@register_stage
+class DPOStage:
+    """Pairs (the data's or sampled) → TRL's DPOTrainer, from the previous stage's model or the base model."""
+
+    name, label = "dpo", "DPO"
+    options, plays_episodes = DPOOptions, False
+    steps_flag, lr_flag = None, "dpo_learning_rate"  # always the last stage: what --max_train_steps leaves
+    plots = (
+        Plot("dpo_loss.png", "loss", "DPO loss"),
+        Plot("dpo_margin.png", "rewards/margins", "DPO reward margin (chosen − rejected)"),
+        Plot("dpo_accuracy.png", "rewards/accuracies", "DPO pairs ranked right by the policy"),
+    )
+    headline_metric = PREFERENCE_ALIGNMENT
+
+    def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
+        data = earlier(ctx, "dpo_pairs") or dpo_pairs(ctx, model_in)
+        gc.collect()
+        if not data.rows:
+            ctx.monitor.warn(
+                "DPO found no preference pair (every prompt's answers tied or differed by less than "
+                f"--dpo_min_margin {ctx.options.dpo_min_margin}); DPO training skipped. Lower --dpo_min_margin, "
+                "raise --rft_num_samples or --rft_temperature, or give chosen/rejected answers in the data"
+            )
+            return model_in
+        return str(train_dpo(ctx, plan, model_in, data.rows, final_dir))
+
+    def report_blocks(self, run) -> list:
+        """The report's "DPO pairs" section: where the pairs came from and what was dropped."""
+        return stats_blocks(run, "dpo_pairs", "DPO pairs")
