@@ -169,7 +169,7 @@ def test_grpo_on_a_shuffled_reward_reports_no_significant_test_gain(demo_rft):
     stage, test 47.7% as the demo's): real reward 47.7% → 57.6%, +9.9 pts [+3.2, +16.4], n = 151, p = 0.0059
     (the demo's GRPO figure to the answer); shuffled 47.7% → 0.0%, −47.7 pts [−55.6, −39.5], p < 0.001 (300
     steps of noise at 5e-4 wreck the toy: answers grow longer and lose the format), so "p ≥ 0.05 or an
-    interval containing 0" would not hold: no gain, but a significant fall. About 15 minutes there
+    interval containing 0" would not hold: no gain, but a significant fall. About 10 minutes there
     with one torch thread (GRPO 0.8-1.7 s a step); less on a quiet machine."""
     from tests.stages.shuffled_reward import GRPO_WEIGHTS, REWARDS
 
