@@ -269,6 +269,8 @@ def _cmd_status(args: RunDirOptions) -> int:
         f"{safe(state)}: stage {safe(stage)}, {unit} {safe(step)}/{safe(total)}{detail}{eta_text}, "
         f"pid {safe(beat.get('pid'))}, last beat {safe(beat.get('updated_at'))}"
     )
+    if line := _sizes_line(run_dir):
+        print(line)  # which prompts the run's figures are on, and what they can tell apart
     if state == "running" and (left := expected_left(run_dir, beat)) is not None:
         print(f"expected time left for the whole run: about {duration(left)} (plan.json: estimate)")
     if state == "stalled":
@@ -283,6 +285,18 @@ def _cmd_status(args: RunDirOptions) -> int:
                  for k, v in list(metrics.items())[:8]]  # fmt: skip
         print("last metrics: " + ", ".join(shown))
     return 0 if state in ("running", "finished") else 1
+
+
+def _sizes_line(run_dir: Path) -> str | None:
+    """The splits' sizes line (``data/split.sizes_line``) from ``data/stats.json``; None without one (a broken
+    file is the report's to name: ``status`` is about the heartbeat)."""
+    from ark_trainer.core.runfolder import RunFolder
+    from ark_trainer.data.split import sizes_line
+
+    try:
+        return sizes_line(RunFolder(run_dir).data_stats().get("splits"))
+    except ValueError:
+        return None
 
 
 def training_stages() -> set[str]:

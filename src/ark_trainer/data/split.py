@@ -157,6 +157,33 @@ def small_test_warning(n_test: int) -> str | None:
     )
 
 
+MDE_NOTE = (
+    "The smallest detectable difference is what a paired comparison of two models on that many prompts "
+    f"detects with 80% power at a two-sided 5% level, assuming {DISCORDANT:.0%} of prompts change outcome."
+)
+
+
+def sizes_line(splits: Any) -> str | None:
+    """What a reader of any figure needs first, in one line: the test split's n (every reported figure) and
+    the dev split's (every choice), each with the smallest difference it can detect (:func:`mde_points`),
+    from ``data/stats.json``'s ``splits``. None when the run recorded no split sizes."""
+    if not isinstance(splits, dict):
+        return None
+    raw = {name: splits.get(name) for name in ("test", "dev", "train")}
+    n = {name: v for name, v in raw.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    if len(n) < len(raw):
+        return None
+
+    def detects(count: int) -> str:
+        return f"≈ {mde_points(count):.0f} pts" if count else "undefined (no prompts)"
+
+    dev = f"choices; {detects(n['dev'])}" if n["dev"] else "no dev split: the last stage ships"
+    return (
+        f"Splits: test n = {n['test']} (every reported figure; smallest detectable difference "
+        f"{detects(n['test'])}), dev n = {n['dev']} ({dev}), train n = {n['train']}."
+    )
+
+
 def row_hash(rows: list[dict]) -> str:
     """A short hash of the rows' prompts in order: two evaluations on the same rows share it."""
     digest = hashlib.sha1()

@@ -409,6 +409,7 @@ def write_run_files(p: Prepared) -> None:
                 "test": len(p.eval),
                 "line": split_line(p),
                 "test_mde_points": round(mde_points(len(p.eval)), 1) if p.eval else None,
+                "dev_mde_points": round(mde_points(len(p.dev)), 1) if p.dev else None,
             },  # fmt: skip
         },
     )

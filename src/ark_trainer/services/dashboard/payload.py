@@ -22,6 +22,7 @@ from ark_trainer.core.runfolder import (
     RunFolder,
 )
 from ark_trainer.core.stats import TESTED, compare_evals, p_text, untested
+from ark_trainer.data.split import sizes_line
 
 SCAN_DEPTH = 3  # run folders are looked for this many levels below each folder given
 # folders inside a run that are never a run themselves (each stage's folder is skipped too)
@@ -135,7 +136,19 @@ def eval_tables(folder: Path) -> dict[str, Any]:
     final = run.final_name() or (list(evals)[-1] if evals else None)  # the stage OUT/model is
     examples = (evals[final].get("examples") or [])[:MAX_EXAMPLES] if final else []
     changes = _cached_changes(folder, evals, final)
-    return {"models": table, "graders": graders, "final": final, "examples": examples, "changes": changes}
+    splits = _sizes(folder)  # which prompts the figures are on: test n, dev n
+    return {
+        "models": table, "graders": graders, "final": final, "examples": examples, "changes": changes,
+        "splits": splits,
+    }  # fmt: skip
+
+
+def _sizes(folder: Path) -> str | None:
+    """``data/split.sizes_line`` of the run's ``data/stats.json``; None without it (a torn file too)."""
+    try:
+        return sizes_line(RunFolder(folder).data_stats().get("splits"))
+    except (OSError, ValueError):
+        return None
 
 
 _CHANGES: dict[tuple, list[dict[str, Any]]] = {}  # the page polls every 2 s; the tests take ~0.1 s a metric

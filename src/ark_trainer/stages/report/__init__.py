@@ -22,6 +22,7 @@ from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import atomic_write_bytes
 from ark_trainer.core.metrics import AGENT_METRICS, HEADLINE, PERCENTS, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.core.runfolder import EVENTS, PLAN, REPORT_HTML, REPORT_MD, RUN_CONFIG, RunFolder, final_of
+from ark_trainer.data.split import MDE_NOTE, sizes_line
 from ark_trainer.stages.agent.report import episode_blocks
 from ark_trainer.stages.registry import Plot
 from ark_trainer.stages.report import compare as comparisons
@@ -288,14 +289,18 @@ def _data(run: Run) -> list[Block]:
     stats = run.stats
     if not stats:
         return [Heading("Data"), Para("Not run (data/stats.json not found).")]
-    splits = [name for name in ("train", "eval") if isinstance(stats.get(name), dict)]
+    # data/stats.json keeps the test split under "eval" (the name older readers know)
+    shown = {"train": "train", "dev": "dev (choices)", "eval": "test (reported)"}
+    splits = [name for name in shown if isinstance(stats.get(name), dict)]
     rows = []
     for name in splits:
         s = stats[name]
         cells = (s.get(k, "—") for k in ("n", "with_candidates", "prompt_chars_mean"))
-        rows.append([name, *map(short, cells)])
+        rows.append([shown[name], *map(short, cells)])
     blocks: list[Block] = [Heading("Data"), Para(f"Eval source: {stats.get('eval_source', 'unknown')}.")]
     blocks.append(Table(["split", "samples", "with candidates", "mean prompt chars"], rows))
+    if line := sizes_line(stats.get("splits")):
+        blocks.append(Para(f"{line} {MDE_NOTE}"))
     labels: dict[str, dict[str, Any]] = {}
     for name in splits:
         for label, count in (stats[name].get("labels") or {}).items():
@@ -304,7 +309,7 @@ def _data(run: Run) -> list[Block]:
         label_rows = [
             [label, *(_share(c.get(s), stats[s].get("n")) for s in splits)] for label, c in labels.items()
         ]
-        blocks += [Para("Label distribution:"), Table(["label", *splits], label_rows)]
+        blocks += [Para("Label distribution:"), Table(["label", *(shown[s] for s in splits)], label_rows)]
     return blocks
 
 
@@ -345,7 +350,8 @@ def _results(run: Run) -> list[Block]:
     header = ["metric", *(f"{label} (n={run.evals[key].get('n', '?')})" for key, label in present)]
     evals = {key: run.evals[key] for key, _ in present}
     notes = [Para(text) for text in (comparisons.TESTS_NOTE, comparisons.untested_note(evals)) if text]
-    table: list[Block] = [Heading("Results"), Table(header, rows), *notes, Para(_headline(run))]
+    sizes = [Para(line)] if (line := sizes_line(run.stats.get("splits"))) else []
+    table: list[Block] = [Heading("Results"), Table(header, rows), *sizes, *notes, Para(_headline(run))]
     return [*table, _definitions([r[0] for r in rows]), *comparisons.stage_blocks(evals, dict(models()))]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from ark_trainer.base.fileio import atomic_write_bytes, jsonl_file_lines
 from ark_trainer.core.metrics import HEADLINE, PASS_RATE, PERCENTS, RATES, TASK_ACCURACY, TASK_SUCCESS
 from ark_trainer.core.runfolder import RunFolder
+from ark_trainer.data.split import sizes_line
 from ark_trainer.stages.report.render import Block, Heading, Image, Para, Table
 
 N_EACH = 3  # successes and failures shown
@@ -75,6 +76,8 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
     header = ["metric", "base", f"final ({name})", "change (points)", "change (relative to base)"]
     header.append("95% interval, n, p (paired)")
     blocks.append(Table(header, rows))
+    if line := sizes_line(RunFolder(run_dir).data_stats().get("splits")):
+        blocks.append(Para(line))  # which prompts these figures are on, and what they can tell apart
     note = coincide_note(evals)
     if note:
         blocks.append(Para(note))

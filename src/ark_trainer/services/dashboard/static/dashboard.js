@@ -188,6 +188,7 @@ function drawEvals(evals) {
   const metricNames = Object.keys(evals.models[models[0]]);
   const graderNames = [...new Set(models.flatMap((m) => Object.keys(evals.graders[m] || {})))];
   section.replaceChildren(el("h3", {}, "Evaluation per stage"), table((m) => evals.models[m], metricNames),
+    ...(evals.splits ? [el("p", { class: "muted" }, evals.splits)] : []),
     ...drawChanges(evals.changes || []),
     ...(graderNames.length ? [el("h3", {}, "Graders (mean per stage)"), table((m) => evals.graders[m], graderNames)] : []));
   const examples = (evals.examples || []).map((x) => el("tr", {}, el("td", {}, fmt(x.reward)), el("td", {}, el("pre", {}, x.prompt)), el("td", {}, el("pre", {}, x.completion))));
