@@ -25,7 +25,7 @@ PROG = (
 INTRO = """\
 RFT+GRPO post-training for OpenClaw agents, end to end.
 
-First use, on the embedded default (synthetic customer-service QC data, a tiny model made on the spot):
+First use, on the embedded default (synthetic customer-service QC data, a tiny model shipped with the package):
 
   ark-trainer demo --output_dir ark-demo        # data, base model, RFT -> GRPO, eval, report
   open ark-demo/report.html
