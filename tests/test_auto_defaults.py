@@ -1,4 +1,4 @@
-"""Defaults chosen from the model and the data (``auto_defaults.py``), recorded in ``plan.json``."""
+"""Defaults chosen from the model and the data (``core/auto_defaults.py``), recorded in ``plan.json``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The GRPO stage's own settings, chosen from the model, the data and the reward (``auto_defaults.py``):
+"""The GRPO stage's own settings, chosen from the model, the data and the reward (``core/auto_defaults.py``):
 the reward it is scored by, what it samples, how many prompts a step holds, and their order."""
 
 from __future__ import annotations

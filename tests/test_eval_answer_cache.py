@@ -1,4 +1,4 @@
-"""The evaluation's answer cache (``evaluate.py``): a model evaluated before answers the prompts it has seen
+"""The evaluation's answer cache (``stages/evaluate.py``): a model evaluated before answers the prompts it has seen
 from the cache, generating only the new ones; another model (a new fingerprint) generates them all."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``evaluate.py``: each held-out answer of ``OUT/eval/<name>.json`` keeps its outcome on every rate, and
-each rate is the mean of those outcomes, so two models can be compared prompt by prompt (``stats.py``)."""
+"""``stages/evaluate.py``: each held-out answer of ``OUT/eval/<name>.json`` keeps its outcome on every rate, and
+each rate is the mean of those outcomes, so two models can be compared prompt by prompt (``core/stats.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which folders a command may write into (``folders.py``): never a folder of the user's other files.
+"""Which folders a command may write into (``core/folders.py``): never a folder of the user's other files.
 
 Every command that writes one (``train``, ``demo``, ``rm train``, ``loop``, ``run``'s collection, ``data
 collect -o``, ``score --output_file``) refuses a non-empty folder that holds no ark-trainer folder of its

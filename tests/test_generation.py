@@ -1,4 +1,4 @@
-"""Batched generation (``generation.py``): batches sized by tokens, longest first; progress within a batch;
+"""Batched generation (``core/generation.py``): batches sized by tokens, longest first; progress within a batch;
 sampling through a vLLM server asks for the RFT settings.
 """
 

@@ -1,4 +1,4 @@
-"""One JSON POST with a total deadline (``httpclient.py``): a judge or planning model that sends its headers
+"""One JSON POST with a total deadline (``base/httpclient.py``): a judge or planning model that sends its headers
 and then one byte a second is cut off at its deadline; an answer larger than the limit is refused.
 """
 

@@ -1,4 +1,4 @@
-"""Every input of a ``train`` run checked in one pass (``inputs.py``): flags, model and data problems reported
+"""Every input of a ``train`` run checked in one pass (``data/inputs.py``): flags, model and data problems reported
 together, before anything is written; a model that needs its own Python code is refused.
 """
 

@@ -1,4 +1,4 @@
-"""The metrics of a run are named in one place (``metrics.py``), and what computes them uses those names."""
+"""The metrics of a run are named in one place (``core/metrics.py``), and what computes them uses those names."""
 
 from __future__ import annotations
 

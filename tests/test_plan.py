@@ -1,4 +1,4 @@
-"""The run's plan (``plan.py``): resolved once from the validated config, then frozen; ``plan.json`` round-trips."""
+"""The run's plan (``stages/plan.py``): resolved once from the validated config, then frozen; ``plan.json`` round-trips."""
 
 from __future__ import annotations
 

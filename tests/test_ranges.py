@@ -1,4 +1,4 @@
-"""The ranges of numbers (``ranges.py``): every numeric ``train`` flag is refused out of its range in one
+"""The ranges of numbers (``base/ranges.py``): every numeric ``train`` flag is refused out of its range in one
 line, before anything is written: seconds, and counts that multiply memory.
 """
 

@@ -1,4 +1,4 @@
-"""The run folder has one owner: ``runfolder.py`` names its files and reads them, tolerantly."""
+"""The run folder has one owner: ``core/runfolder.py`` names its files and reads them, tolerantly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scoring for RFT (``scoring.py``): RFT samples only the prompts its steps train on, in rounds sized by the keep rate."""
+"""Scoring for RFT (``rewards/scoring.py``): RFT samples only the prompts its steps train on, in rounds sized by the keep rate."""
 
 from __future__ import annotations
 

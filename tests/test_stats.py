@@ -1,4 +1,4 @@
-"""Paired comparisons (``stats.py``): the exact McNemar test on the prompts gained and lost, Newcombe's
+"""Paired comparisons (``core/stats.py``): the exact McNemar test on the prompts gained and lost, Newcombe's
 interval, the signed-rank test and bootstrap interval of the mean reward, and what an older eval file
 without per-prompt outcomes gives."""
 

@@ -1,4 +1,4 @@
-"""YAML read within bounds (``yamlsafe.py``): ``--config``, ``--reward_config`` and a grader's ``params:``,
+"""YAML read within bounds (``base/yamlsafe.py``): ``--config``, ``--reward_config`` and a grader's ``params:``,
 ``--feedback_rules``, an accelerate config. Alias bombs, self-referencing aliases, 20,000 levels of nesting and
 oversized files are refused before anything is built, naming the file and line.
 """

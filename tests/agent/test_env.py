@@ -1,4 +1,4 @@
-"""Agent episodes: the environment contract (``agent/env.py``), its limits, the episode loop, and the env and
+"""Agent episodes: the environment contract (``stages/agent/env.py``), its limits, the episode loop, and the env and
 limits read from the YAML config too. (Episode graders: ``tests/rewards/test_episode.py``; the report:
 ``test_report.py``; RFT on episodes: ``test_rft.py``.)
 """

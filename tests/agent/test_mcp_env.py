@@ -1,6 +1,6 @@
 """MCP servers as episode tools, against real servers over stdio (no mock of the protocol).
 
-``mcp-server-time`` (PyPI) is the third-party server; the agent demo's backend (``demo/agent_mcp_server.py``,
+``mcp-server-time`` (PyPI) is the third-party server; the agent demo's backend (``app/demo/agent_mcp_server.py``,
 the SDK's ``MCPServer``) checks that MCP tools reach the model exactly as Python tools do; a small server
 written here crashes and hangs on request, to check that the run goes on.
 """

@@ -1,4 +1,4 @@
-"""The report's "Agent episodes" section (``agent/report.py``): agent metrics, and episodes before and after."""
+"""The report's "Agent episodes" section (``stages/agent/report.py``): agent metrics, and episodes before and after."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RFT on whole episodes (``agent/rft.py``): candidate episodes in the data, validated by the loader and replayed
+"""RFT on whole episodes (``stages/agent/rft.py``): candidate episodes in the data, validated by the loader and replayed
 in the environment; the loss on the assistant turns only.
 
 Run: PYTHONPATH=src python -m pytest tests/agent/test_rft.py -q

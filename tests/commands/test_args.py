@@ -1,4 +1,4 @@
-"""``commands/args.py``: every sub-command is generated from an options dataclass: one spelling (underscores,
+"""``app/commands/args.py``: every sub-command is generated from an options dataclass: one spelling (underscores,
 hyphenated aliases of earlier versions kept), ``train --help`` grouped by heading; a command's numeric flags
 take numbers ≥ 0 (or their own ``low``), finite, else one usage line and exit 2, as ``train``'s do."""
 

@@ -1,4 +1,4 @@
-"""``ark-trainer dashboard`` (``commands/dashboard.py``): a missing folder is refused in one line."""
+"""``ark-trainer dashboard`` (``app/commands/dashboard.py``): a missing folder is refused in one line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ark-trainer deploy`` (``commands/deploy.py``): ``--record`` appends only to a JSONL file of its own."""
+"""``ark-trainer deploy`` (``app/commands/deploy.py``): ``--record`` appends only to a JSONL file of its own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ark-trainer export`` (``commands/export.py``) writes a GGUF file and a Modelfile only where it may: never
+"""``ark-trainer export`` (``app/commands/export.py``) writes a GGUF file and a Modelfile only where it may: never
 over a user's file, never in a system folder, never into a folder it did not make.
 
 It once wrote ``-o notes.md`` over the user's notes with GGUF bytes (and a Modelfile beside it), wrote

@@ -1,4 +1,4 @@
-"""``ark-trainer install`` (``commands/install.py``): ``--dry-run`` prints the exact commands, with one set of pins."""
+"""``ark-trainer install`` (``app/commands/install.py``): ``--dry-run`` prints the exact commands, with one set of pins."""
 
 from __future__ import annotations
 

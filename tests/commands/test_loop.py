@@ -1,4 +1,4 @@
-"""``ark-trainer loop`` (``commands/loop.py``): the loop's own options are checked before anything runs, and
+"""``ark-trainer loop`` (``app/commands/loop.py``): the loop's own options are checked before anything runs, and
 ``--rollback`` is refused in one line where it cannot be done.
 """
 

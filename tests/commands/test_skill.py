@@ -1,4 +1,4 @@
-"""``ark-trainer skill install`` (``commands/skill.py``): the skill is put where OpenClaw looks, and the real
+"""``ark-trainer skill install`` (``app/commands/skill.py``): the skill is put where OpenClaw looks, and the real
 OpenClaw CLI lists it as ready once ``ark-trainer`` is on PATH.
 """
 

@@ -1,4 +1,4 @@
-"""The dashboard's evaluation payload (``dashboard/payload.py``): each stage against the one before it, and the
+"""The dashboard's evaluation payload (``services/dashboard/payload.py``): each stage against the one before it, and the
 final model against the base, paired prompt by prompt with the interval, n and p the report shows."""
 
 from __future__ import annotations

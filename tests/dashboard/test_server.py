@@ -1,4 +1,4 @@
-"""The dashboard's server (``dashboard/server.py``): its JSON, and the page in real headless Chromium (Debian's
+"""The dashboard's server (``services/dashboard/server.py``): its JSON, and the page in real headless Chromium (Debian's
 package).
 
 The browser test loads the page on a real tiny run (RFT+GRPO, evaluated), checks that it loads with no console

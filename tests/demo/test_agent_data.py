@@ -1,4 +1,4 @@
-"""The agent demo's tasks and trajectories (``demo/agent_data.py``): the gold trajectories solve every task,
+"""The agent demo's tasks and trajectories (``app/demo/agent_data.py``): the gold trajectories solve every task,
 render in the chat template and round-trip; the data files load with the trainer's loader.
 """
 

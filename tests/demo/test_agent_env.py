@@ -1,4 +1,4 @@
-"""The agent demo's environment (``demo/agent_env.py``): a tiny customer-service backend whose tools are its
+"""The agent demo's environment (``app/demo/agent_env.py``): a tiny customer-service backend whose tools are its
 public methods, deterministic from the row, rewarding the right lookups, refunds, tickets and replies only.
 """
 

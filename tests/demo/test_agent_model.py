@@ -1,6 +1,6 @@
-"""The agent demo's tiny base model (``demo/agent_model.py``): deliberately imperfect warm-up episodes, a
+"""The agent demo's tiny base model (``app/demo/agent_model.py``): deliberately imperfect warm-up episodes, a
 builder that runs on a tiny setting, the loss on the assistant turns only, and the check loop on it
-(``demo/agent_check.py``, kept here to build the module's tiny model once).
+(``app/demo/agent_check.py``, kept here to build the module's tiny model once).
 """
 
 from __future__ import annotations

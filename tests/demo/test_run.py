@@ -1,4 +1,4 @@
-"""``ark-trainer demo`` (``demo/run.py``): its sizes and seed are bounded before anything is written."""
+"""``ark-trainer demo`` (``app/demo/run.py``): its sizes and seed are bounded before anything is written."""
 
 from __future__ import annotations
 

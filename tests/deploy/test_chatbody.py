@@ -1,4 +1,4 @@
-"""The shape of a chat body (``deploy/chatbody.py``): a wrong body is one line naming the field, checked
+"""The shape of a chat body (``services/deploy/chatbody.py``): a wrong body is one line naming the field, checked
 before transformers sees the body; the bodies clients send pass.
 """
 

@@ -1,4 +1,4 @@
-"""Several users at once (``deploy/concurrent.py``): four requests are all answering before the first ends;
+"""Several users at once (``services/deploy/concurrent.py``): four requests are all answering before the first ends;
 a plain request whose client left stops generating; a request whose client left is not recorded.
 """
 

@@ -1,4 +1,4 @@
-"""Prompt fitting in the model server (``deploy/fit.py``), without a server: the pure parts. (The tool calls
+"""Prompt fitting in the model server (``services/deploy/fit.py``), without a server: the pure parts. (The tool calls
 in and out: ``test_toolcalls.py``.)
 """
 

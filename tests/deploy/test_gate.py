@@ -1,4 +1,4 @@
-"""The model server's gate (``deploy/gate.py``): the deployment's key on every route, no cross-origin browser
+"""The model server's gate (``services/deploy/gate.py``): the deployment's key on every route, no cross-origin browser
 request, only the chat routes, and a chat body checked (and bounded) before the model sees it.
 """
 

@@ -1,4 +1,4 @@
-"""Hot swap (``deploy/hotswap.py``): ``SIGHUP`` drops the loaded model and takes the new tag, loaded in its own
+"""Hot swap (``services/deploy/hotswap.py``): ``SIGHUP`` drops the loaded model and takes the new tag, loaded in its own
 recorded dtype.
 """
 

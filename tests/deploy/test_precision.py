@@ -1,4 +1,4 @@
-"""The model is served in the precision its evaluation used (``deploy/precision.py``), recorded by ``train``."""
+"""The model is served in the precision its evaluation used (``services/deploy/precision.py``), recorded by ``train``."""
 
 from __future__ import annotations
 

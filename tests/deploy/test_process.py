@@ -1,4 +1,4 @@
-"""``deploy/process.py``: a model server that belongs to one command (``eval --through openclaw``'s) is
+"""``services/deploy/process.py``: a model server that belongs to one command (``eval --through openclaw``'s) is
 recorded before it starts, stopped when that command is interrupted, and reaped by the next command when
 the one that started it was killed outright."""
 

@@ -1,4 +1,4 @@
-"""The recorder of the model server's turns (``deploy/record.py``): one line per answered completion whatever
+"""The recorder of the model server's turns (``services/deploy/record.py``): one line per answered completion whatever
 the turn holds, scrubbed and read by the loader; every turn read back after a line breaker or a raw
 control character; streamed replies and tool-call pieces joined, and their usage read.
 """

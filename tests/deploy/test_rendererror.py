@@ -1,4 +1,4 @@
-"""A chat template that fails on one request (``deploy/rendererror.py``): answered as OpenAI's API answers an
+"""A chat template that fails on one request (``services/deploy/rendererror.py``): answered as OpenAI's API answers an
 error (``{"error": {"message": "chat template failed to render: <reason>"}}``), 400 when the template refused
 the request, 500 when it broke; transformers let such a failure escape as a 500 with no readable body.
 """

@@ -1,4 +1,4 @@
-"""The model server process (``deploy/serve.py``): what it imports is installed with the package, a render
+"""The model server process (``services/deploy/serve.py``): what it imports is installed with the package, a render
 failure is answered with its reason, and a body of the wrong shape is a 400, not a 500.
 """
 

@@ -126,7 +126,7 @@ def test_no_module_chooses_a_deploy_target_by_its_name():
 
 def test_the_parity_after_the_end_of_run_deploy_is_the_targets_own(tmp_path, monkeypatch):
     """After ``train --openclaw_env True`` deployed, the held-out set is asked through the deployment only by a
-    target that has ``evaluate_through`` (OpenClaw's: ``openclaw/parity.py``)."""
+    target that has ``evaluate_through`` (OpenClaw's: ``services/openclaw/parity.py``)."""
     from ark_trainer.services import pipeline
 
     calls = []

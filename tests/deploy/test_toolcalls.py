@@ -1,4 +1,4 @@
-"""OpenAI ``tool_calls`` in and out of the model server (``deploy/toolcalls.py``), without a server: the
+"""OpenAI ``tool_calls`` in and out of the model server (``services/deploy/toolcalls.py``), without a server: the
 stream splitter holds back tool calls across chunks; the response and the stream carry them.
 """
 

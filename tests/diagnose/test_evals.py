@@ -1,4 +1,4 @@
-"""``no_learning`` (``diagnose/evals.py``) on the full agent demo's own eval files: GRPO changed what the
+"""``no_learning`` (``stages/diagnose/evals.py``) on the full agent demo's own eval files: GRPO changed what the
 episodes did.
 
 The fixture ``tests/fixtures/agent_demo_evals.json`` holds the held-out answers (final text, reward, environment

@@ -1,5 +1,5 @@
 """``eval_regression`` and ``reward_hacking`` tell the sampling noise of n held-out prompts from a real fall
-(``diagnose/significance.py``: the paired tests of ``stats.py``, which ``tests/test_stats.py`` checks).
+(``stages/diagnose/significance.py``: the paired tests of ``core/stats.py``, which ``tests/test_stats.py`` checks).
 
 A move of 0.9 points at n = 300 (preference alignment 92.2% → 91.3%: 3 prompts) is no finding; 66.7% →
 50.0% at n = 60 (the agent demo's GRPO: 10 prompts lost, none gained) and a large fall at n = 300 are, with

@@ -1,4 +1,4 @@
-"""The diagnosis of sampled groups (``diagnose/training.py``) asks the run which stages are online RL, instead
+"""The diagnosis of sampled groups (``stages/diagnose/training.py``) asks the run which stages are online RL, instead
 of naming GRPO.
 
 A stage that logs a training reward (TRL's ``reward``: GRPO, RLOO, a plug-in's stage built on them) gets

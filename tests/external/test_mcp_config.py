@@ -1,4 +1,4 @@
-"""MCP server files (``external/mcp_config.py``): read within a size and a nesting bound."""
+"""MCP server files (``base/external/mcp_config.py``): read within a size and a nesting bound."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenClaw CLI wrapper (``external/openclaw_cli.py``): its JSON found after its log lines."""
+"""The OpenClaw CLI wrapper (``base/external/openclaw_cli.py``): its JSON found after its log lines."""
 
 from __future__ import annotations
 

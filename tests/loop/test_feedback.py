@@ -1,4 +1,4 @@
-"""The next user message as feedback on the answer before it (``loop/feedback.py``): the rules, a rules file
+"""The next user message as feedback on the answer before it (``services/loop/feedback.py``): the rules, a rules file
 that replaces them, OpenClaw's requests read without their internal context; an invisible hint is no
 correction target.
 """

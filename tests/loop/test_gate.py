@@ -1,4 +1,4 @@
-"""The promotion gate (``loop/gate.py``): a round is promoted only when it is better, never on nan settings.
+"""The promotion gate (``services/loop/gate.py``): a round is promoted only when it is better, never on nan settings.
 
 The gate's main metric must be one the frozen held-out set measures: ``auto`` (the default) is
 ``task_accuracy`` on labelled rows, and a metric the rows cannot measure is refused when the loop starts,

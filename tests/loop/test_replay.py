@@ -1,4 +1,4 @@
-"""Replay in round data (``loop/replay.py``): each round trains on its new turns mixed with rows the served
+"""Replay in round data (``services/loop/replay.py``): each round trains on its new turns mixed with rows the served
 model already learned (the starting model's training rows, earlier rounds' new turns), never a held-out
 prompt; ``--replay_share 0`` trains on the new turns alone."""
 

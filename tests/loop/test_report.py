@@ -1,4 +1,4 @@
-"""``LOOP/report.md`` and ``status`` (``loop/report.py``): what the loop did, dropped corrections included."""
+"""``LOOP/report.md`` and ``status`` (``services/loop/report.py``): what the loop did, dropped corrections included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A round (``loop/rounds.py``): its ``train`` command line, its rows fitted into the model's window as the
+"""A round (``services/loop/rounds.py``): its ``train`` command line, its rows fitted into the model's window as the
 server fits them, blank user turns dropped; a harmful correction never becomes a training target; a reused
 round pid is a round that ended.
 """

@@ -1,4 +1,4 @@
-"""The safety filter on users' corrections (``loop/safety.py``): a correction "不对，应该回答：X" whose X
+"""The safety filter on users' corrections (``services/loop/safety.py``): a correction "不对，应该回答：X" whose X
 carries a secret or asks for a credential or payment secret is refused; warnings and ordinary questions pass.
 Also refused: requests without an asking verb ("你的银行卡密码多少"), with verbs it did not know (说下,
 需要您的, 发过来, 回复给), a secret word split by a space, and the code of an SMS asked for in other words.

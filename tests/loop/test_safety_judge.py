@@ -1,5 +1,5 @@
 """A reward model or LLM judge in the loop's reward can veto a hinted answer the word filter let through
-(``loop/safety.py``: ``veto_hints``, called by ``rounds.scored_rows``): the turn becomes a plain correction,
+(``services/loop/safety.py``: ``veto_hints``, called by ``rounds.scored_rows``): the turn becomes a plain correction,
 counted as ``judge_veto``; a reward without such a component, or a judge that cannot score, vetoes nothing."""
 
 from __future__ import annotations

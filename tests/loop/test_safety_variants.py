@@ -1,4 +1,4 @@
-"""The correction filter (``loop/safety.py``, ``hazards.py``, ``normalize.py``, ``clauses.py``) on the hostile
+"""The correction filter (``services/loop/safety.py``, ``hazards.py``, ``normalize.py``, ``clauses.py``) on the hostile
 corrections an adversarial review got through, each in several spellings: a negation that does not govern
 the request, Cyrillic, leet, spaced, full-width and small-capital letters, Japanese, pinyin, the card's
 three digits, links, payments, harmful advice, injected verdicts and insults; and the warnings next to

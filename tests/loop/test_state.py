@@ -1,4 +1,4 @@
-"""``LOOP/state.json`` (``loop/state.py``): a damaged state is one line for ``--rollback`` and ``status``."""
+"""``LOOP/state.json`` (``services/loop/state.py``): a damaged state is one line for ``--rollback`` and ``status``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The long-running loop (``loop/supervisor.py``): its gate on a labelled (QC) held-out set, a rollback asked
+"""The long-running loop (``services/loop/supervisor.py``): its gate on a labelled (QC) held-out set, a rollback asked
 for as the supervisor leaves, rounds restarted or decided after a crash, and rounds on schedule.
 
 ``auto`` (the default main metric) is ``task_accuracy`` on labelled rows, said when the loop starts.

@@ -1,4 +1,4 @@
-"""Malformed model folders are refused in one line before anything is written (``models/checks.py``).
+"""Malformed model folders are refused in one line before anything is written (``core/models/checks.py``).
 
 Each case copies a tiny real model, breaks one thing (the safetensors header, ``config.json``, a tokenizer
 file) and runs the real ``train`` command: exit 2, one ``error:`` line naming the file and the field, no

@@ -1,4 +1,4 @@
-"""Model folders checked before anything is written (``models/loading.py``): pickle-only weights, no config."""
+"""Model folders checked before anything is written (``core/models/loading.py``): pickle-only weights, no config."""
 
 from __future__ import annotations
 

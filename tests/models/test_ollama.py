@@ -1,5 +1,5 @@
 """Ollama stores whose manifests point outside ``blobs/``, or whose text layers are not small regular files:
-refused in one line before anything is written or copied (``models/ollama.py``)."""
+refused in one line before anything is written or copied (``core/models/ollama.py``)."""
 
 from __future__ import annotations
 

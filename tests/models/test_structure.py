@@ -1,4 +1,4 @@
-"""A model folder checked the way transformers will use it (``models/structure.py``): an adapter-only folder
+"""A model folder checked the way transformers will use it (``core/models/structure.py``): an adapter-only folder
 names what it lacks, and transformers' own warnings add no lines to the one-line refusal.
 """
 

@@ -1,5 +1,5 @@
 """Hostile model metadata: chat templates rendered within a time, output and memory bound
-(``models/template_check.py``), and a GGUF's numbers checked against its tensors (``models/gguf_meta.py``),
+(``core/models/template_check.py``), and a GGUF's numbers checked against its tensors (``core/models/gguf_meta.py``),
 each refused in one line before anything is converted or written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A planning LLM's answer (``nl/llm.py``): read within bounds, one line when it is not a JSON object."""
+"""A planning LLM's answer (``services/nl/llm.py``): read within bounds, one line when it is not a JSON object."""
 
 from __future__ import annotations
 

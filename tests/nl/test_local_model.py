@@ -1,4 +1,4 @@
-"""The current agent's model on a local server (``nl/local_model.py``), through plan/run: Ollama's store, another
+"""The current agent's model on a local server (``services/nl/local_model.py``), through plan/run: Ollama's store, another
 local server, a hosted model. (A ``.gguf`` or ``ollama:NAME`` named in the request: ``test_paths.py``.)
 
 OpenClaw's config is written by hand (as ``openclaw config patch`` would leave it); the Ollama store is

@@ -1,4 +1,4 @@
-"""The request parser (``nl/parse.py``): it knows every strategy by name, refuses PPO in one line, and reads
+"""The request parser (``services/nl/parse.py``): it knows every strategy by name, refuses PPO in one line, and reads
 which OpenClaw agent a request names.
 """
 

@@ -1,4 +1,4 @@
-"""Paths in a request (``nl/paths.py``): a ``.gguf`` file or an ``ollama:NAME`` is the model."""
+"""Paths in a request (``services/nl/paths.py``): a ``.gguf`` file or an ``ollama:NAME`` is the model."""
 
 from __future__ import annotations
 

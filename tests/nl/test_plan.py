@@ -1,4 +1,4 @@
-"""A request -> a plan (``nl/plan.py``, ``ark-trainer plan``): natural-language requests -> validated configs,
+"""A request -> a plan (``services/nl/plan.py``, ``ark-trainer plan``): natural-language requests -> validated configs,
 command lines, assumptions; never a system folder, a note when a folder leaves the working folder, and no
 user code run (a python grader's code runs at ``run``).
 

@@ -1,4 +1,4 @@
-"""A patch written into OpenClaw's config (``openclaw/config_edit.py``): without the CLI a JSON5-aware atomic
+"""A patch written into OpenClaw's config (``services/openclaw/config_edit.py``): without the CLI a JSON5-aware atomic
 edit, merged by OpenClaw's patch rules; a linked config stays a link after the edit and the restore.
 """
 

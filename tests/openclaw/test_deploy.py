@@ -1,4 +1,4 @@
-"""``deploy`` into OpenClaw (``openclaw/deploy.py``): crash-safe rollback, secret file modes, a model server
+"""``deploy`` into OpenClaw (``services/openclaw/deploy.py``): crash-safe rollback, secret file modes, a model server
 that needs the deployment's key.
 
 The kill-anywhere test runs the real ``ark-trainer deploy`` as a subprocess with

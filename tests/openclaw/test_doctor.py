@@ -1,4 +1,4 @@
-"""Environment checks for training and for OpenClaw (``openclaw/doctor.py``): ``doctor --json`` sees the real
+"""Environment checks for training and for OpenClaw (``services/openclaw/doctor.py``): ``doctor --json`` sees the real
 OpenClaw CLI and its config, sizes the disk a run needs from its model, and names a CLI a user can run.
 
 OpenClaw comes from ``scripts/setup_openclaw.sh`` (``.tools/``); with ``ARK_REQUIRE_OPENCLAW=1`` (set by

@@ -1,4 +1,4 @@
-"""``openclaw/parity.py``: which model ``eval OUT --through openclaw --stage base`` serves; a held-out prompt
+"""``services/openclaw/parity.py``: which model ``eval OUT --through openclaw --stage base`` serves; a held-out prompt
 in OpenClaw's recorded request, and the gap between the two evaluations.
 """
 

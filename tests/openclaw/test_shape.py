@@ -1,4 +1,4 @@
-"""The request an OpenClaw turn really sends (``openclaw/shape.py``): the shipped one is a real
+"""The request an OpenClaw turn really sends (``services/openclaw/shape.py``): the shipped one is a real
 ``openclaw agent --local`` turn of the installed OpenClaw, captured at the server.
 """
 

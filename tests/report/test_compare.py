@@ -1,5 +1,5 @@
 """Every change the report shows between two models carries its 95% interval, n and p, from the paired
-tests of ``stats.py`` (``report/compare.py``); an older eval file without per-prompt outcomes is shown
+tests of ``core/stats.py`` (``stages/report/compare.py``); an older eval file without per-prompt outcomes is shown
 untested and the report says why."""
 
 from __future__ import annotations

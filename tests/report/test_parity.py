@@ -1,4 +1,4 @@
-"""The report's "Through OpenClaw" section (``report/parity.py``): it reads the served policy's file only."""
+"""The report's "Through OpenClaw" section (``stages/report/parity.py``): it reads the served policy's file only."""
 
 from __future__ import annotations
 

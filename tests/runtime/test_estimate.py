@@ -1,4 +1,4 @@
-"""The estimate's formulas on made-up timings (``runtime/estimate.py``): no model, no clock."""
+"""The estimate's formulas on made-up timings (``core/runtime/estimate.py``): no model, no clock."""
 
 from __future__ import annotations
 

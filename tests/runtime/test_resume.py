@@ -2,7 +2,7 @@
 
 Resume only from safetensors checkpoints, never after a changed setting, over a torn event line, keeping
 the strategy an ``auto`` run's probe chose; a poisoned checkpoint is refused in one line. (Remote code is
-off unless asked: ``models/loading.py``, checked here with the other safe-loading cases.)
+off unless asked: ``core/models/loading.py``, checked here with the other safe-loading cases.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One live run per output folder (``runtime/runlock.py``): a second start is refused and a signal ends the
+"""One live run per output folder (``core/runtime/runlock.py``): a second start is refused and a signal ends the
 run (SIGTERM as failed, Ctrl-C as stopped); a stale lock of a dead run is taken over. These run real
 training processes on a tiny model and signal them for real.
 """

@@ -160,7 +160,7 @@ def test_grpo_on_a_shuffled_reward_reports_no_significant_test_gain(demo_rft):
     """Control: GRPO scored by the QC reward shuffled across each batch's completions (``shuffled_reward.py``:
     the same values, no information about which answer earned them), plugged in as a user's
     ``--reward_config`` rule and chosen for GRPO by ``--grpo_reward_weights``, shows no significant test gain
-    over its start, the demo's RFT model: the paired test (exact McNemar, ``stats.py``) finds no gain (its
+    over its start, the demo's RFT model: the paired test (exact McNemar, ``core/stats.py``) finds no gain (its
     one-sided p for a rise ≥ 0.05; a fall may be significant). The same GRPO from the same RFT model on the
     real reward (the preset's QC composite, the demo's own GRPO stage) runs beside it and must show a
     significant gain, so the control fails where the reward carries signal.

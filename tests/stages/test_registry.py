@@ -1,4 +1,4 @@
-"""Stages (``stages/registry.py``) and strategies (``strategies.py``) are registries: a new one is "one module
+"""Stages (``stages/registry.py``) and strategies (``base/strategies.py``) are registries: a new one is "one module
 + one line", and the pipeline, the report, resume and the config name no stage. (The plan they make:
 ``tests/test_plan.py``.)
 """

@@ -1,7 +1,7 @@
 """How a flag is declared: :func:`flag`, a dataclass field whose metadata says all there is to know about it.
 
 Every ``train`` flag is one field of an options dataclass declared with :func:`flag`: the shared run
-fields (``run_options.py``) and each stage's own options, beside its stage (``stages/rft/options.py``,
+fields (``base/run_options.py``) and each stage's own options, beside its stage (``stages/rft/options.py``,
 ``stages/grpo/options.py``, ...). The ``train`` config (:func:`~ark_trainer.core.config.config_class`) is
 made of them; the parser, the grouped ``--help``, ``docs/cli.md``, the range and choice checks and
 ``run.yaml`` are derived from the declarations. This module imports nothing of ark_trainer but the error type, so any options class may use it.

@@ -4,7 +4,7 @@
 a second holds a caller for as long as it likes. Here the exchange runs in a daemon thread that the caller
 waits on for ``timeout`` seconds at most; at the deadline the connection's socket is shut down and the body,
 read a piece at a time, stops being read. The answer is read up to ``max_bytes``. Used by the LLM judge
-(``rewards/llm_judge.py``) and the planning model (``nl/llm.py``); standard library only.
+(``rewards/llm_judge.py``) and the planning model (``services/nl/llm.py``); standard library only.
 """
 
 from __future__ import annotations

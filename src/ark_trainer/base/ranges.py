@@ -1,6 +1,6 @@
 """Valid ranges of numbers, and the check of a whole config's numbers in one pass.
 
-Each numeric ``train`` flag declares its range with its field (``config.py``: ``flag(..., range=COUNT)``);
+Each numeric ``train`` flag declares its range with its field (``core/config.py``: ``flag(..., range=COUNT)``);
 the common ones are named here. A number that is not finite (``nan``, ``inf``, ``1e999``) is refused when
 the flag is read (:func:`ark_trainer.core.config.coerce`); :func:`range_problems` checks each value against its
 range and reports every problem at once, one line per flag naming the range. A numeric field that declares

@@ -43,7 +43,7 @@ _TARGETS = "ark_trainer.services.deploy.targets"  # the deploy target registry, 
 
 
 def deploy_targets() -> tuple[str, ...]:
-    """The registered deploy targets' names (``deploy/targets.py``: built-in ones, then plug-ins')."""
+    """The registered deploy targets' names (``services/deploy/targets.py``: built-in ones, then plug-ins')."""
     return tuple(importlib.import_module(_TARGETS).targets())
 
 

@@ -37,7 +37,7 @@ MAX_ROLLOUT_ROUNDS = 4  # optimizer steps one GRPO generation may feed (stalenes
 
 def validate_scale(load_in_4bit: bool, save_adapter_only: bool, lora_r: int | None) -> list[str]:
     """Problems between the scale/speed flags (no hardware needed); each flag's own range and allowed values
-    are declared with it (``config.py``) and checked there."""
+    are declared with it (``core/config.py``) and checked there."""
     problems = []
     if load_in_4bit and not lora_r:
         problems.append("--load_in_4bit: QLoRA trains adapters on a 4-bit base; also pass --lora_r (e.g. 16)")

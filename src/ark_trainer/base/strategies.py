@@ -4,7 +4,7 @@ This module sits below the config: it imports nothing of ark_trainer but the err
 so the config can canonicalise ``--strategy`` with it (the plug-ins that fill the table are imported by
 name, on first use, by ``ark_trainer.base.plugins``). The stages themselves (what ``rft`` or ``grpo``
 does) are registered in :mod:`ark_trainer.stages.registry`, whose stages are handed a :class:`PlanStage`
-(resolved by ``plan.py``) to run.
+(resolved by ``stages/plan.py``) to run.
 
 Read the table through :func:`strategy_table`: the first time it is read, the ``register_strategies`` hook
 of every plug-in (``ark_trainer.base.plugins``) adds its lines, the built-in stages' first (each stage's
@@ -22,7 +22,7 @@ from ark_trainer.base.errors import UserError
 
 @dataclass(frozen=True)
 class PlanStage:
-    """One stage of a resolved plan (``plan.py``); ``last`` marks the stage whose model becomes ``OUT/model``."""
+    """One stage of a resolved plan (``stages/plan.py``); ``last`` marks the stage whose model becomes ``OUT/model``."""
 
     name: str
     steps: int

@@ -3,7 +3,7 @@ declared once.
 
 Each flag is one field, spelled exactly as the reference tool ``ark-trainer-inner`` spells it, declared
 with :func:`~ark_trainer.base.flags.flag` (its default, help, ``--help`` group, and where it has them its valid
-range and allowed values) in the options class that owns it: the shared run fields in ``run_options.py``,
+range and allowed values) in the options class that owns it: the shared run fields in ``base/run_options.py``,
 each stage's own in its package (``stages/rft/options.py``, ``stages/grpo/options.py``, ...), as TRL
 declares ``grpo_config.py`` beside its trainer. :class:`TrainConfig` holds the shared run flags; the class a
 run is parsed into is made by :func:`config_class` of them and the options classes the stage registry hands

@@ -80,7 +80,7 @@ def plan_batches(
 
 def _ticker(on_tick: Callable[[str], None] | None, bar, where: str, max_new_tokens: int):
     """A stopping criterion that never stops: it reports each decoding step (``on_tick`` and the bar), and
-    each is a stop point for Ctrl-C (``runtime/signals.py``)."""
+    each is a stop point for Ctrl-C (``core/runtime/signals.py``)."""
     import time
 
     import torch

@@ -1,7 +1,7 @@
 """The metrics of a run: their names, in one place, and how they are computed from per-answer scores.
 
-Every model a run trains is evaluated on the held-out set (``evaluate.py``; an agent run's episodes in
-``agent/evaluate.py``) and its metrics written to ``OUT/eval/<model>.json``. The report, the diagnosis,
+Every model a run trains is evaluated on the held-out set (``stages/evaluate.py``; an agent run's episodes in
+``stages/agent/evaluate.py``) and its metrics written to ``OUT/eval/<model>.json``. The report, the diagnosis,
 the dashboard, ``status``'s glance and the live loop's gate read them by the names below.
 
 - ``reward_mean``: mean composite reward.
@@ -14,12 +14,12 @@ the dashboard, ``status``'s glance and the live loop's gate read them by the nam
   base model's (a tie counts one half, so the base model scores 50% against itself).
 - an agent run's episodes (:func:`agent_metrics`): ``task_success`` (share of tasks whose
   environment reward is 1), ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``.
-- the live loop's gate (``loop/gate.py``) adds ``heldout_reward_mean``: the mean reward on its frozen
+- the live loop's gate (``services/loop/gate.py``) adds ``heldout_reward_mean``: the mean reward on its frozen
   held-out rows alone.
 
 Each rate is the mean of per-answer outcomes (:func:`prompt_outcomes`, :func:`task_outcomes`), which the
 eval file keeps next to each answer's reward (``answers[i].outcomes``): two models answered the same
-prompts, and ``stats.py`` compares them prompt by prompt.
+prompts, and ``core/stats.py`` compares them prompt by prompt.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ COMPLIANCE_GRADER = "qc_compliance"
 VERIFIERS = (*ACCURACY_GRADERS, COMPLIANCE_GRADER)  # scored on every eval, in the reward or not
 N_EXAMPLES = 5  # answers kept in full in an eval file for the report
 # each answer of an eval file keeps, under this key, its outcome on every rate (``prompt_outcomes``), so
-# two models are compared prompt by prompt (``stats.py``)
+# two models are compared prompt by prompt (``core/stats.py``)
 OUTCOMES = "outcomes"
 
 

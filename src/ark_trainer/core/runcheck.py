@@ -199,7 +199,7 @@ def checked(
     absent_ok: bool = True,
     every_number: bool = True,
 ) -> dict[str, Any]:
-    """``data`` read from the file ``where`` once its fields pass their rules (``runcheck.py``) and (with
+    """``data`` read from the file ``where`` once its fields pass their rules (``core/runcheck.py``) and (with
     ``every_number``) every number in it is finite and within bounds; {} stays {} (absent or torn) unless
     ``absent_ok`` is False."""
     if absent_ok and data == {}:

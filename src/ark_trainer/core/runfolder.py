@@ -29,7 +29,7 @@ The report, the diagnosis, resume, the dashboard, ``status`` and the live loop r
 :class:`RunFolder`; the monitor and the pipeline write it by the same names. Reading is tolerant: a file
 that is missing, unreadable or torn (a line still being written, a run killed mid-write) reads as absent,
 and a reader that wants to say so passes a ``problems`` list. What a file that parses holds is checked as it
-is read (``runcheck.py``): a number that is not finite or out of its range, a field of the wrong type or a
+is read (``core/runcheck.py``): a number that is not finite or out of its range, a field of the wrong type or a
 file nested too deep is :class:`~ark_trainer.core.runcheck.BadRunFile` (one line, exit 2), so nothing downstream
 (the model that ships, the report, ``status``) ever works from it. Importing this module imports nothing of
 the training code, so any tool can read a run folder.

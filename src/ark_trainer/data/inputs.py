@@ -17,7 +17,7 @@ from ark_trainer.base.fileio import read_json
 
 
 def check_output_dir(path: str, flag: str = "--output_dir", kind: str = "run") -> None:
-    """A folder we may create and write in: new, empty or a run of ours (``folders.py``)."""
+    """A folder we may create and write in: new, empty or a run of ours (``core/folders.py``)."""
     from ark_trainer.core.folders import check_folder
 
     check_folder(path, flag, kind)

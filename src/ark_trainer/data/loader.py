@@ -7,7 +7,7 @@ kept as a column and reaches the reward functions as a keyword argument, as in T
 
 For an agent run (``--env``) a candidate may also be an **episode**: the chat messages after the prompt
 (``assistant`` turns with optional OpenAI ``tool_calls``, and ``tool`` results), which RFT replays through
-the environment and scores with the samples (``agent/rft.py``). Without ``--env`` such a row is refused
+the environment and scores with the samples (``stages/agent/rft.py``). Without ``--env`` such a row is refused
 (:func:`episode_candidate_problems`).
 
 The whole file is checked before anything heavy runs, and every problem is reported in one pass as

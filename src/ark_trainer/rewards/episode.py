@@ -17,7 +17,7 @@ Grader types of the spec (``rewards/spec.py``), registered by this module's plug
       - name: solved
         type: env_reward              # the environment's get_reward() (added with weight 1 under --env)
 
-They read the episode through ``agent/episode.py`` (the same reading as the evaluation's agent metrics).
+They read the episode through ``base/chat/episode.py`` (the same reading as the evaluation's agent metrics).
 A plain text answer (``ark-trainer score`` on a data file) is a one-turn episode whose calls are the
 ``<tool_call>`` blocks of its text. The final answer is what text graders (``{{sample.output_text}}``) see.
 """

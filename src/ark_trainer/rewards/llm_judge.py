@@ -8,7 +8,7 @@ or a bare ``7``.
 Robustness, because a judge is a network service that a multi-hour run depends on:
 
 - every request has a ``timeout``: a total deadline from connecting to the reply's last byte (a server that
-  trickles its answer a byte at a time is cut off too, ``httpclient.py``); timeouts, connection errors, HTTP 429 and 5xx are retried
+  trickles its answer a byte at a time is cut off too, ``base/httpclient.py``); timeouts, connection errors, HTTP 429 and 5xx are retried
   ``max_retries`` times with exponential ``backoff`` (1×, 2×, 4× … seconds);
 - a reply without a number in range, or a request that still fails, is a *failed sample*: scored
   ``None`` (not applicable, left out of the composite) or ``0`` (``on_failure: zero``), counted in

@@ -8,7 +8,7 @@
   (:func:`next_round`): the first samples twice that many (``KEEP_RATE_GUESS``: half of them are expected to
   reach the threshold), each later one the rows still missing ÷ the keep rate measured so far, plus
   ``ROUND_MARGIN``; it stops once enough are kept, the file is used up, or after ``MAX_ROUNDS``. The probe (``stages/probe.py``), the
-  evaluation (``evaluate.py``) and ``resume.reselect`` use the same functions, so no one imports a stage
+  evaluation (``stages/evaluate.py``) and ``resume.reselect`` use the same functions, so no one imports a stage
   to score.
 - **``ark-trainer score``**: a dry run of a grader spec on a data file, before hours of training depend on
   it. Scores the answers a data file already holds, or answers a model generates for its prompts, and

@@ -288,7 +288,7 @@ def auto_defaults(
     model_dir: str | None = None,
     reward: CompositeReward | None = None,
 ) -> tuple[dict[str, object], dict, list[str]]:
-    """The values of the automatic flags the config left unset (``auto_defaults.py``), by flag; plus
+    """The values of the automatic flags the config left unset (``core/auto_defaults.py``), by flag; plus
     ``plan.json``'s ``auto_defaults`` record and the warnings to show. A resumed run's ``run.yaml`` holds
     the values chosen the first time, so nothing is chosen again. Each stage the strategy may run chooses
     its own (its ``auto_defaults`` hook, :func:`stage_auto_defaults`), from ``reward`` too."""
@@ -432,7 +432,7 @@ def run_train(cfg: TrainConfig) -> Path:
 
 
 def launch_settings(cfg: TrainConfig) -> LaunchSettings:
-    """What relaunching ``train`` through accelerate reads of the run's config (``runtime/launch.py``)."""
+    """What relaunching ``train`` through accelerate reads of the run's config (``core/runtime/launch.py``)."""
     return LaunchSettings(
         num_processes=cfg.num_processes,
         accelerate_config=cfg.accelerate_config,
@@ -546,7 +546,7 @@ def _estimate(p: Prepared) -> None:
 
 def _parity_after_deploy(p: Prepared, target: object) -> None:
     """The held-out set asked through the deployment in its client's request shape, for a deploy target that
-    can (its ``evaluate_through``; OpenClaw's: ``openclaw/parity.py``); the report gets the table. A failure
+    can (its ``evaluate_through``; OpenClaw's: ``services/openclaw/parity.py``); the report gets the table. A failure
     is a warning: the run and the deploy stand."""
     from ark_trainer.stages.agent.env import env_for
 
@@ -614,7 +614,7 @@ def _run_stages(p: Prepared, monitor: Monitor) -> None:
 
 def _ship_final_model(p: Prepared, monitor: Monitor, trained: list[str]) -> None:
     """``OUT/model`` becomes the model of the stage ``--final_model`` chooses on the dev split
-    (``final_model.py``); the line and the record give its test-split figure."""
+    (``core/final_model.py``); the line and the record give its test-split figure."""
     from ark_trainer.core.final_model import choose, ship
     from ark_trainer.core.runtime.distributed import ranks
     from ark_trainer.core.stats import shipped_line
@@ -657,8 +657,8 @@ def _choose_strategy(p: Prepared, monitor: Monitor) -> None:
 
 def _record_prompt_shape(p: Prepared, model_dir: Path) -> None:
     """The prompt shape the model learnt and the precision it is evaluated in, in its folder: the server
-    shows it the same in OpenClaw and computes as its evaluation did (``deploy/policy.py``,
-    ``deploy/precision.py``)."""
+    shows it the same in OpenClaw and computes as its evaluation did (``services/deploy/policy.py``,
+    ``services/deploy/precision.py``)."""
     from ark_trainer.core.runtime.distributed import ranks
     from ark_trainer.services.deploy.policy import shape_of_rows, write_shape
     from ark_trainer.services.deploy.precision import write_precision

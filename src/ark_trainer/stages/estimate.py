@@ -1,8 +1,8 @@
-"""The run's estimate from its plan and flags (``runtime/estimate.py`` has the formulas), and
+"""The run's estimate from its plan and flags (``core/runtime/estimate.py`` has the formulas), and
 ``--time_budget``: the step counts the run did not set explicitly, scaled down to fit it.
 
 Which step counts are the run's own choice: ``--max_train_steps`` left at its default sizes every stage;
-a stage's steps flag (``--rft_steps``) left unset takes its share of it (``plan.py``). Those are scaled,
+a stage's steps flag (``--rft_steps``) left unset takes its share of it (``stages/plan.py``). Those are scaled,
 by one common factor, each stage keeping a step at least; a step count given explicitly is kept as given,
 and when the run cannot fit the budget one line says so with the estimate.
 """
@@ -194,7 +194,7 @@ def run_size(train: list[dict], dev: list[dict], test: list[dict], strategy_stag
 
 
 def measured(cfg: Any, rt: Any, model_path: str, rows: list[dict]) -> Timings:
-    """This machine's timings on the run's model, precision and completion length (``runtime/measure.py``),
+    """This machine's timings on the run's model, precision and completion length (``core/runtime/measure.py``),
     on the first prompts of ``rows`` (held-out ones: nothing is learnt from them)."""
     from ark_trainer.core.runtime.measure import MEASURE_PROMPTS, measure
 

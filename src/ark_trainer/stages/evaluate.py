@@ -2,7 +2,7 @@
 
 Greedy answers are scored with the very same reward functions that trained the model, so the metric and
 the reward cannot drift apart. The metrics written to ``OUT/eval/<name>.json`` are named and computed in
-``metrics.py``.
+``core/metrics.py``.
 
 With an answer cache (``--eval_answer_cache DIR``: the live loop gives its rounds one) a model's greedy
 answers are kept by the model's identity (:func:`model_fingerprint`: its weight files' names, sizes and
@@ -68,10 +68,10 @@ def evaluate_model(
     """Greedy-decode every eval prompt, score, and write ``out_path``; returns the metrics plus totals.
 
     With ``env`` (an agent run: the limit-applying environment class and its limits) every prompt is played
-    as a greedy episode with the tools executed (``agent/rollout.py``), and the file also carries the agent
+    as a greedy episode with the tools executed (``stages/agent/rollout.py``), and the file also carries the agent
     metrics (``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls``) and episodes.
     ``measurement`` (how it was measured: split, rows, dtype, decoding, ...) is recorded in the file as is,
-    so that only evaluations measured alike are compared (``final_model.py``).
+    so that only evaluations measured alike are compared (``core/final_model.py``).
     """
     recorded = {"measurement": measurement} if measurement is not None else {}
     from ark_trainer.base.scale import generation_batch

@@ -132,7 +132,7 @@ def lead_steps(cfg: Any, steps_flag: str | None, auto: bool = False) -> int:
 
 def share_of(max_train_steps: int, share: Fraction = LEAD_SHARE) -> int:
     """The steps of a stage before the last that gets ``share`` of the budget (at least 1): the default
-    (a third), or a caller's own share (a demo preset's, ``demo/run.py``)."""
+    (a third), or a caller's own share (a demo preset's, ``app/demo/run.py``)."""
     return max(int(max_train_steps * share), 1)
 
 

@@ -1,6 +1,6 @@
 """``--strategy auto``: look at the data, probe the base model, then choose a strategy.
 
-The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``strategies.py``):
+The rules, in order (each strategy is a name of ``AUTO_CHOICES`` in ``base/strategies.py``):
 
 1. **Only preference pairs → DPO.** Every training row has ``chosen`` and ``rejected`` and none has a
    ``reference`` or a task ``label`` the graders could check: the data says which answer is better, not
@@ -145,7 +145,7 @@ def pct(value: float, other: float) -> str:
 
 def decide(result: ProbeResult) -> tuple[str, str]:
     """(strategy, reason) from the probe's numbers and thresholds; the strategies are the table's
-    ``AUTO_CHOICES`` (``strategies.py``)."""
+    ``AUTO_CHOICES`` (``base/strategies.py``)."""
     pass_rate, min_pass = (
         pct(result.pass_rate, result.min_pass_rate),
         pct(result.min_pass_rate, result.pass_rate),

@@ -3,7 +3,7 @@
 Serves OUT/model on 127.0.0.1 (``transformers serve``), smoke-tests it, then registers it in OpenClaw's
 config as provider ``ark`` and sets the agent's primary model. See :mod:`ark_trainer.services.openclaw.deploy`, the
 OpenClaw deploy target (:mod:`ark_trainer.services.deploy.targets`). ``OUT`` may also be a ``.gguf`` file or
-``ollama:NAME[:TAG]``: it is converted once (``models/source.py``) into a serving folder of the per-user
+``ollama:NAME[:TAG]``: it is converted once (``core/models/source.py``) into a serving folder of the per-user
 cache, which is deployed like a run's. For Ollama or llama.cpp themselves, ``ark-trainer export`` writes
 the GGUF file and Modelfile.
 """
@@ -110,7 +110,7 @@ def _cmd_deploy(args: DeployOptions) -> int:
 
 def serving_folder(spec: str) -> Path:
     """A run or model folder, as given; a GGUF or Ollama model: converted once into the per-user cache
-    (``models/source.py``), whose folder is then served as a model folder."""
+    (``core/models/source.py``), whose folder is then served as a model folder."""
     from ark_trainer.core.models.source import model_kind, resolve_model
 
     if model_kind(spec) == "hf":

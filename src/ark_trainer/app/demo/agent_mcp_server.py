@@ -1,6 +1,6 @@
 """The agent demo's backend served as an MCP server (the official SDK's ``MCPServer``, stdio).
 
-The same customer-service backend as ``demo/agent_env.py`` (orders, refunds, tickets; one
+The same customer-service backend as ``app/demo/agent_env.py`` (orders, refunds, tickets; one
 ``CustomerServiceEnv`` per episode), offered over the Model Context Protocol, so that
 ``ark-trainer demo --task agent --tools mcp`` trains on tools an agent would get from an MCP server:
 
@@ -8,7 +8,7 @@ The same customer-service backend as ``demo/agent_env.py`` (orders, refunds, tic
 
 Tools, in the order and with the descriptions of the Python environment (the model sees the same schemas):
 ``create_ticket``, ``lookup_order``, ``refund_order``, ``reply``; and the two episode hooks of
-``agent/mcp_env.py``, hidden from the model: ``reset`` (the task row's columns) and ``get_reward``. One
+``stages/agent/mcp_env.py``, hidden from the model: ``reset`` (the task row's columns) and ``get_reward``. One
 process serves every episode of a run: each request's ``_meta`` carries its episode id
 (``ark-trainer/episode``), which selects that episode's backend.
 

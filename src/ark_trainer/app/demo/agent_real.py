@@ -2,7 +2,7 @@
 
 The toy agent demo builds its own model, which learnt the tool-call format in its warm-up. A real chat model
 brings its own chat template, and the episode loop reads one format only, the ``<tool_call>`` blocks of
-``agent/toolcall.py``. So before training, :func:`prepare_model` decides which template the run uses:
+``stages/agent/toolcall.py``. So before training, :func:`prepare_model` decides which template the run uses:
 
 - the model's own, when it renders tools, ``<tool_call>`` calls and tool results (Qwen2.5's and Qwen3's do)
   and RFT can mask its assistant turns (``{% generation %}`` markers, or TRL's training variant of it);
@@ -16,7 +16,7 @@ brings its own chat template, and the episode loop reads one format only, the ``
   does not know.
 
 ``train --model_path`` with ``--env`` does none of this: it refuses a template without tools and says how to
-set one (``agent/env.py: check_tokenizer``).
+set one (``stages/agent/env.py: check_tokenizer``).
 
 The training tasks carry ``REAL_CANDIDATES`` candidate episodes each, played by the demo's careless scripted
 agent (``agent_data.with_candidates``: about 40% of them solve their task); RFT replays them in the
@@ -68,7 +68,7 @@ def renders_tool_calls(tokenizer: Any) -> bool:
 
 
 def maskable(tokenizer: Any) -> bool:
-    """Can RFT put the loss on the assistant turns only (``agent/rft.py: tokenized_episodes``)?"""
+    """Can RFT put the loss on the assistant turns only (``stages/agent/rft.py: tokenized_episodes``)?"""
     from trl.chat_template_utils import get_training_chat_template, has_generation_markers
 
     if has_generation_markers(tokenizer.chat_template):

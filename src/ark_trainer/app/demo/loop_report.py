@@ -3,7 +3,7 @@
 Per round, from the round's own ``train`` run folder (``LOOP/rounds/N``): the served model's and the
 candidate's task accuracy on the round's **test** split (the frozen held-out rows that the hash gave to
 test; the gate read the dev split), overall, on the new kind and on the other kinds, each with n and a 95% Wilson interval,
-and the candidate against the served model paired prompt by prompt (``stats.py``: exact McNemar, Newcombe
+and the candidate against the served model paired prompt by prompt (``core/stats.py``: exact McNemar, Newcombe
 interval); the gate's decision and reasons; what the round trained on (turns, how many of the new kind,
 poisoned targets that reached it) and what the correction filter dropped; the loop's cost line; how many
 of the served model's held-out answers came from the answer cache. Then serving (failed requests, turn

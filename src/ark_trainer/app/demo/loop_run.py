@@ -1,6 +1,6 @@
 """``ark-trainer demo --task loop``: the live loop measured, on a kind of case its model never saw.
 
-1. **Data** (``demo/loop_scenario.py``): the starting model's training rows without :data:`NEW_KIND`, a
+1. **Data** (``app/demo/loop_scenario.py``): the starting model's training rows without :data:`NEW_KIND`, a
    held-out set sized to the smallest difference the gate must detect (``--mde_points``: its dev half is
    :func:`~ark_trainer.data.split.rows_for_mde` rows, printed), and the pool the users ask from.
 2. **The starting model**: ``train`` (RFT on the gold answers) from the toy base model shipped with the
@@ -9,11 +9,11 @@
    are the demo's folder's own (``OUT/home``, ``OUT/openclaw``), so the loop's deploy patches that
    OpenClaw config, never the user's. Each round trains on the newest turns in the background, is gated
    on the round's dev split, hot-swapped in when promoted, and reported on its test split.
-4. **The users** (``demo/loop_users.py``): :data:`HTTP_USERS` threads ask pool questions straight to the
+4. **The users** (``app/demo/loop_users.py``): :data:`HTTP_USERS` threads ask pool questions straight to the
    served model in OpenClaw's recorded request shape; ``--openclaw_share`` of the sessions go through the
    real ``openclaw agent --local``. In the poison round (the last, unless ``--rounds`` is 1),
    ``--poison_share`` of the sessions teach wrong answers (a wrong type, a credential request, an API key).
-5. **The report** (``demo/loop_report.py``): ``OUT/loop_report.md`` and ``OUT/loop_report.json``.
+5. **The report** (``app/demo/loop_report.py``): ``OUT/loop_report.md`` and ``OUT/loop_report.json``.
 """
 
 from __future__ import annotations

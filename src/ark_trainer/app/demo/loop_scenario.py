@@ -1,6 +1,6 @@
 """The live-loop demo's world: its data, a kind of case the starting model never saw, and its users.
 
-``ark-trainer demo --task loop`` (``demo/loop_run.py``) serves a QC model through the live loop while
+``ark-trainer demo --task loop`` (``app/demo/loop_run.py``) serves a QC model through the live loop while
 simulated users ask it questions from a labelled pool and grade its answers. What they ask and say is
 made here:
 
@@ -8,7 +8,7 @@ made here:
   starting model's training data (:func:`start_rows`), so the model has never been taught to name it; the
   live traffic and the held-out set carry it at :data:`NEW_KIND_SHARE`, so there is something real for the
   rounds to learn from the users' corrections;
-- **the data**: QC dialogues from the QC demo's generator (``demo/data.py``), drawn with three seeds that
+- **the data**: QC dialogues from the QC demo's generator (``app/demo/data.py``), drawn with three seeds that
   never share a dialogue: the starting model's training rows (each with its gold answer as the candidate
   ``train``'s RFT keeps), the held-out set the gate and the report read, and the pool the users ask from;
 - **the users**: each asks one pool question; a right answer (the QC grader's verdict and type) is thanked

@@ -1,6 +1,6 @@
 """The live-loop demo's simulated users: sessions with the served agent, over HTTP or through OpenClaw.
 
-A session is one pool question and the user's feedback on the answer (``demo/loop_scenario.py``: thanks,
+A session is one pool question and the user's feedback on the answer (``app/demo/loop_scenario.py``: thanks,
 a correction, or a poisoner's bad correction), then the agent's reply to that feedback: two requests.
 
 - **HTTP** (most sessions): each request goes straight to the loop's OpenAI-compatible server in OpenClaw's

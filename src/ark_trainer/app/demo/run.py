@@ -8,20 +8,20 @@ RFT+GRPO with evaluation and report into ``OUT`` using the settings in ``presets
 ``--base_model PATH`` runs the same data, graders, evaluation and report on a real model instead of the
 toy (a Hugging Face folder, or what ``--model_path`` accepts: a ``.gguf`` file, ``ollama:NAME``), with the
 settings of ``presets/demo_real.yaml`` (tuned for SmolLM2-135M-Instruct on 2 CPU cores) and, for what that
-file leaves unset, the defaults chosen from the model (``auto_defaults.py``: completion length from the
+file leaves unset, the defaults chosen from the model (``core/auto_defaults.py``: completion length from the
 answers' token lengths, LoRA only where full fine-tuning does not fit). The held-out set is
 ``REAL_N_EVAL`` dialogues and the training set ``REAL_N_TRAIN`` unless ``--n_eval``/``--n_train`` say
 otherwise (more rows than the toy's 800: RFT trains on the rows whose candidate answer is right, about 30%).
 
-``--lang en`` writes the QC data in English (``demo/data_en.py``) instead of Chinese (the default), for a
+``--lang en`` writes the QC data in English (``app/demo/data_en.py``) instead of Chinese (the default), for a
 small English model such as SmolLM2 (``--base_model``); the toy model is then made from the English data,
 with room for the English answers' longer completions (``TOY_EN_COMPLETION_LENGTH``).
 
-``--task agent`` does the same for tool-using episodes: customer-service tasks (``demo/agent_data.py``) on a
-synthetic order backend (``demo/agent_env.py``), a tiny base model that knows the tool-call format but chooses
-tools poorly (``demo/agent_model.py``), then ``train --env ark_trainer.app.demo.agent_env:make_env`` with the
+``--task agent`` does the same for tool-using episodes: customer-service tasks (``app/demo/agent_data.py``) on a
+synthetic order backend (``app/demo/agent_env.py``), a tiny base model that knows the tool-call format but chooses
+tools poorly (``app/demo/agent_model.py``), then ``train --env ark_trainer.app.demo.agent_env:make_env`` with the
 settings in ``presets/demo_agent.yaml``. ``--task agent --base_model PATH`` runs them on a real model instead
-(``demo/agent_real.py``: its chat template, candidate episodes for RFT, ``presets/demo_agent_real.yaml``).
+(``app/demo/agent_real.py``: its chat template, candidate episodes for RFT, ``presets/demo_agent_real.yaml``).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ AGENT_MAX_TURNS = 4
 
 
 def agent_mcp_env() -> dict:
-    """``env:`` of the agent demo over MCP: its backend as a stdio MCP server (``demo/agent_mcp_server.py``)."""
+    """``env:`` of the agent demo over MCP: its backend as a stdio MCP server (``app/demo/agent_mcp_server.py``)."""
     import sys
 
     import ark_trainer
@@ -263,7 +263,7 @@ def run_agent_demo(
 ) -> Path:
     """Tasks, base model, then RFT+GRPO over episodes of the demo's environment (``tools``: python or mcp).
 
-    With ``base_model`` (a real model: ``demo/agent_real.py``) no toy is built: the training tasks carry
+    With ``base_model`` (a real model: ``app/demo/agent_real.py``) no toy is built: the training tasks carry
     candidate episodes, the model gets a template that renders tool calls if its own does not, and the
     settings are ``presets/demo_agent_real.yaml``'s."""
     from ark_trainer.app.demo import agent_real

@@ -1,6 +1,6 @@
 """What an episode did, read back from its messages: tool calls, results, turns, invalid calls, final answer.
 
-One reading for every source of episodes: our rollout (``agent/rollout.py``), TRL's GRPO tool loop (its
+One reading for every source of episodes: our rollout (``stages/agent/rollout.py``), TRL's GRPO tool loop (its
 completions are the same message lists: assistant turns with ``tool_calls``, then ``tool`` messages) and a
 plain text answer (``ark-trainer score`` on a data file: one turn, tool calls parsed from the text). The
 episode graders (``rewards/episode.py``) and the agent metrics of the evaluation read it, so a grader and a

@@ -49,7 +49,7 @@ def permute(weights, n_head: int, n_head_kv: int | None):
 
 
 def _config(model_dir: Path) -> dict[str, Any]:
-    """``config.json``, once it and the safetensors headers passed their checks (``export/check.py``)."""
+    """``config.json``, once it and the safetensors headers passed their checks (``core/export/check.py``)."""
     from ark_trainer.core.export.check import check_model_folder
 
     cfg = check_model_folder(model_dir)

@@ -16,7 +16,7 @@ def check_model_dir(path: str, flag: str, trust_remote_code: bool = False) -> Pa
     """A local HF checkpoint with safetensors weights, or a one-line UserError saying what is wrong.
 
     Beyond the files being there, ``config.json`` and the safetensors headers are read and checked against
-    each other (``models/checks.py``) without loading anything.
+    each other (``core/models/checks.py``) without loading anything.
     """
     p = Path(path)
     if not p.is_dir():

@@ -20,7 +20,7 @@ Interface (everything that takes ``--model_path`` goes through it)::
 
 - An HF folder passes through unchanged (``check_policy_dir``: config.json, safetensors, tokenizer).
 - A GGUF (a path ending ``.gguf``, or any file that starts with the GGUF magic) or an Ollama model
-  (``models/ollama.py``) is checked first, cheaply (``models/gguf.py: inspect_gguf``: header, metadata,
+  (``core/models/ollama.py``) is checked first, cheaply (``core/models/gguf.py: inspect_gguf``: header, metadata,
   tensor table), then converted once into ``convert_dir``: the run's ``OUT/base_model/``, or without one a
   per-user cache (``~/.cache/ark-trainer/models/<name>-<sha256[:12]>``). A folder whose ``ark_source.json`` holds
   the same checksum is reused as it is.

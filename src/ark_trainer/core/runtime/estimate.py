@@ -2,7 +2,7 @@
 
 A part is what the heartbeat calls a stage (``eval_base``, ``eval_base_dev``, ``rft_sampling``, ``rft``,
 ``grpo``, ...). Its seconds come from two things measured on this machine before the run
-(``runtime/measure.py``, :class:`Timings`) and the run's plan:
+(``core/runtime/measure.py``, :class:`Timings`) and the run's plan:
 
 - generation: a batch of ``batch`` sequences costs one prompt pass (``prefill_s``) plus one decoding step
   (``decode_step_s``) per new token; every generation (evaluation, RFT sampling, GRPO's groups) is counted

@@ -1,4 +1,4 @@
-"""The timings a run's estimate is made of (``runtime/estimate.py``), measured on this machine in seconds.
+"""The timings a run's estimate is made of (``core/runtime/estimate.py``), measured on this machine in seconds.
 
 Three short passes over the model as the run will compute (its device and precision):
 

@@ -4,7 +4,7 @@
 A real model's step on CPU lasts a minute or more: the step interval alone (500 by default) saved nothing
 in a half-hour run. The callback asks the Trainer to save at the end of the first step after the interval
 has passed since the stage began or since its last save (whichever kind); the save is the Trainer's own,
-made crash-safe and rotated like any other (``runtime/resume.py``), and ``--resume True`` continues from it.
+made crash-safe and rotated like any other (``core/runtime/resume.py``), and ``--resume True`` continues from it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Ctrl-C: while a run lives, the first SIGINT only asks it to stop (:func:`request_stop`); the run stops at
 its next stop point (:func:`check_stop`: every decoder layer's forward and backward, every micro-step, every
-decoding step of a generation batch, ``runtime/stop_points.py``), which is seconds away, not at the end of
+decoding step of a generation batch, ``core/runtime/stop_points.py``), which is seconds away, not at the end of
 the optimizer step. A phase with no stop point still ends within :data:`STOP_GRACE_S`: the request then
 raises wherever the main thread is, as a second Ctrl-C does at once. It raises :class:`StoppedByUser`; the
 pipeline records the run as ``stopped`` and the CLI exits with 130 (128 + SIGINT), saying so.

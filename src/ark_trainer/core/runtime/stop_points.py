@@ -1,4 +1,4 @@
-"""Where a run that was asked to stop (Ctrl-C, ``runtime/signals.py``) actually stops: the stop points.
+"""Where a run that was asked to stop (Ctrl-C, ``core/runtime/signals.py``) actually stops: the stop points.
 
 An optimizer step of a real model on CPU lasts a minute, and one backward pass can take most of it as one
 uninterruptible call; a stop checked only between steps came a minute late. So the check runs inside the

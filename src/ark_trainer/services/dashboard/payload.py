@@ -1,6 +1,6 @@
 """The JSON the dashboard page polls: runs found under folders, and everything shown for one run.
 
-Built from the run folder alone (``runfolder.py``), like the report and the diagnosis. ``events.jsonl`` is
+Built from the run folder alone (``core/runfolder.py``), like the report and the diagnosis. ``events.jsonl`` is
 read incrementally (``runfolder.EventLog``: only the bytes appended since the last poll), so polling a long
 run stays cheap.
 """
@@ -176,7 +176,7 @@ def _cached_changes(
 
 def stage_changes(evals: dict[str, dict[str, Any]], final: str | None) -> list[dict[str, Any]]:
     """Each model against the one evaluated before it, and the final model against the base: every metric
-    both measured, paired prompt by prompt (``stats.py``: change, 95% interval, n, p, verdict and the line
+    both measured, paired prompt by prompt (``core/stats.py``: change, 95% interval, n, p, verdict and the line
     the report shows), or why it could not be tested."""
     names = list(evals)
     pairs = list(zip(names, names[1:], strict=False))

@@ -33,8 +33,8 @@ class Serving:
     client settings.
 
     ``port``: on 127.0.0.1 (``None``: a free one); ``record_to``: a JSONL the server appends each exchange to,
-    scrubbed (``deploy/record.py``); ``tag`` names what serves (a loop's round) in the server's log and in each
-    recorded row; ``prompt_shape``/``system_chars``: the serving policy (``deploy/policy.py``);
+    scrubbed (``services/deploy/record.py``); ``tag`` names what serves (a loop's round) in the server's log and in each
+    recorded row; ``prompt_shape``/``system_chars``: the serving policy (``services/deploy/policy.py``);
     ``reply_tokens``: the answers' length for a model that records none (the live loop's, which its rounds
     train with; ``policy.reply_budget``)."""
 

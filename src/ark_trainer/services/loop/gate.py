@@ -11,7 +11,7 @@ when
   ``heldout_reward_mean``: the mean reward on the frozen held-out rows alone, so the newest turns cannot
   hide a drift; those both evaluations report) is lower by more than ``--max_regression`` (absolute,
   default 0.02), and none fell beyond the noise of the prompts both answered (the paired test of
-  ``stats.py``: exact McNemar on a rate, Wilcoxon on the mean reward; two-sided p < 0.05), so a fall of
+  ``core/stats.py``: exact McNemar on a rate, Wilcoxon on the mean reward; two-sided p < 0.05), so a fall of
   1.5 points on 600 prompts that all went one way is refused even though it is within ``--max_regression``.
 
 A fall on part of the traffic is refused too, though the overall figure rose (:func:`kind_falls`): a round
@@ -19,7 +19,7 @@ that learns a new kind of case can forget the others while the overall accuracy 
 kind is a share of the dev rows. For each label the dev rows carry (``label``: the QC violation type)
 held by at least :data:`MIN_KIND_ROWS` dev rows, the gate compares the served model and the candidate on
 that label's rows and on the rows of every other label together (the traffic the label's cases are not),
-paired, with the exact one-sided McNemar test of ``stats.py`` (the prompts lost against those gained); a
+paired, with the exact one-sided McNemar test of ``core/stats.py`` (the prompts lost against those gained); a
 group whose binary main metric (``task_accuracy`` when the main metric is not a share) fell with one-sided
 p < 0.05 refuses the round, and the refusal names the group, its n, both values, the change with its 95%
 interval, the prompts lost and gained and p. With k labels of enough rows that is up to 2k tests, so a

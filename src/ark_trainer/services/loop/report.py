@@ -53,7 +53,7 @@ def verdict_of(entry: dict) -> str:
 
 def choices_of(entry: dict) -> str:
     """What the round's ``train`` chose by itself, in a few words: full fine-tuning or LoRA, each stage's steps
-    and learning rate (``loop/rounds.py: plan_choices``)."""
+    and learning rate (``services/loop/rounds.py: plan_choices``)."""
     choices = entry.get("choices") or {}
     lora = ((choices.get("auto_defaults") or {}).get("lora_r") or {}).get("value")
     parts = [] if lora is None else ["full fine-tuning" if lora == 0 else f"LoRA r {lora}"]

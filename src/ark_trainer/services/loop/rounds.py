@@ -9,7 +9,7 @@ How a recorded turn becomes a training row (:func:`turn_row`):
 - OpenClaw's system prompt (~40k characters, the same every turn) and the internal-context message it adds
   after the current user message (active exec sessions, subagents) are dropped, and each user message is
   unwrapped (OpenClaw's ``[date] `` prefix and ``Runtime:`` paragraph go): the conversation's turns are
-  kept, as the server shows them to a model trained on bare prompts (``deploy/policy.py``), so a round
+  kept, as the server shows them to a model trained on bare prompts (``services/deploy/policy.py``), so a round
   trains, is gated and is served in one shape, ``bare`` (recorded by ``train`` in its ``model/``); with
   ``--keep_system_prompt`` the turns stay as OpenClaw sent them, and the round is served the same way
   (shape ``openclaw``);

@@ -32,7 +32,7 @@ MAX_ANSWER_BYTES = 1_000_000
 
 
 def allowed_fields() -> set[str]:
-    """The fields a planning model may fill: those the rule parser (``nl/parse.py``) fills, no others."""
+    """The fields a planning model may fill: those the rule parser (``services/nl/parse.py``) fills, no others."""
     from ark_trainer.services.nl.parse import NUMBER_RULES, SWITCHES
     from ark_trainer.services.nl.paths import PATH_ROLES
 

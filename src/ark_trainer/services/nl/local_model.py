@@ -2,7 +2,7 @@
 11434) or another OpenAI-compatible server on this machine (llama.cpp's ``llama-server``, vLLM, LM Studio).
 
 OpenClaw names the model ``<provider>/<model id>``; for an Ollama provider the id is Ollama's own name
-(``qwen2.5:0.5b``), so the model is looked up in Ollama's store (``models/ollama.py``) and trained from
+(``qwen2.5:0.5b``), so the model is looked up in Ollama's store (``core/models/ollama.py``) and trained from
 its GGUF blob (``--model_path ollama:qwen2.5:0.5b``). A model the store does not hold, or one served by a
 server that does not say where its file is, gets one plain sentence saying so and what to pass instead.
 """

@@ -1,8 +1,8 @@
 """A request → a complete, validated :class:`TrainConfig`, its ``train`` command line, and how it was read.
 
-Used by ``ark-trainer plan`` and ``ark-trainer run`` (``commands/plan.py``). The rules in ``nl/parse.py``
+Used by ``ark-trainer plan`` and ``ark-trainer run`` (``app/commands/plan.py``). The rules in ``services/nl/parse.py``
 read the request; with ``llm_base_url`` an OpenAI-compatible model fills the config instead
-(``nl/llm.py``), and its answer passes through the same schema checks as a ``--config`` YAML file.
+(``services/nl/llm.py``), and its answer passes through the same schema checks as a ``--config`` YAML file.
 Explicit ``--model_path`` / ``--data_path`` / ``--output_dir`` always win.
 """
 
@@ -122,7 +122,7 @@ def _fit_group_size(flags: dict[str, Any], from_yaml: dict[str, Any], assumption
 def _llm_flags(
     request: str, parsed: dict[str, Any], base_url: str, model: str | None
 ) -> tuple[dict[str, Any], list[str]]:
-    """The model's flags (untrusted: ``nl/llm.py`` drops what it may not set) plus the paths the request
+    """The model's flags (untrusted: ``services/nl/llm.py`` drops what it may not set) plus the paths the request
     itself names where the answer has none; the assumptions say what was filled and what was dropped."""
     from ark_trainer.services.nl.llm import ask_llm, path_fields
 
@@ -175,7 +175,7 @@ def plan_request(
 ) -> RequestPlan:
     """Read ``request`` and return a validated plan.
 
-    A model or data the request does not give is taken from the agent it names (``nl/agent.py``), or
+    A model or data the request does not give is taken from the agent it names (``services/nl/agent.py``), or
     marked missing with the flag or phrase that supplies it: the plan is still whole (``plan`` shows it;
     ``run`` refuses it). Bad values raise UserError.
     """

@@ -1,6 +1,6 @@
 """A request being parsed: the text with consumed spans blanked out, and what the rules made of it.
 
-The parser's rules (``nl/parse.py``, ``nl/paths.py``) each take the words they understood out of a
+The parser's rules (``services/nl/parse.py``, ``services/nl/paths.py``) each take the words they understood out of a
 :class:`RequestText` and write flags, assumptions and objectives into a :class:`Parsed`.
 """
 

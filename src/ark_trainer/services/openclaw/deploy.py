@@ -221,7 +221,7 @@ def _check_request(out: Path, agent: str | None) -> None:
 
 def deploy_folder(spec: str | Path) -> Path:
     """The folder to deploy from: a run's (or loop's) ``--output_dir`` of ours as it is; a model folder given
-    directly (a ``.gguf`` or ``ollama:NAME`` becomes one in ``commands/deploy.py: serving_folder``), or the
+    directly (a ``.gguf`` or ``ollama:NAME`` becomes one in ``app/commands/deploy.py: serving_folder``), or the
     ``model/`` of any other folder, gets a deploy folder of its own,
     ``$OPENCLAW_STATE_DIR/ark-trainer/models/NAME/`` with ``model`` linking to it (a folder that is not ours
     is never written to)."""

@@ -198,7 +198,7 @@ class _Server:
     def _dtype(self) -> str:
         """The dtype of the bare evaluation this one is compared with (its ``eval/<stage>.json``, else the
         run's precision in ``plan.json``, for a run that recorded no dtype), else the server's own choice
-        (``deploy/precision.py``)."""
+        (``services/deploy/precision.py``)."""
         from ark_trainer.services.deploy.precision import AUTO, DTYPES, dtype_of_precision
 
         folder = RunFolder(self.out)

@@ -1,7 +1,7 @@
 """The OpenClaw deploy target (``--deploy_target openclaw``, ``deploy --target openclaw``): the functions of
 :class:`~ark_trainer.services.deploy.targets.DeployTarget`, from :mod:`ark_trainer.services.openclaw.deploy`, and the two optional
 ones, the check before training and the parity evaluation after the end-of-run deploy. It is a module of its
-own because the parity evaluation (``openclaw/parity.py``) imports the deploy module.
+own because the parity evaluation (``services/openclaw/parity.py``) imports the deploy module.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def check_before_train(warn, output_dir: str | None, model_path: str | None, che
 
 def evaluate_through(out: Path, log=print) -> None:
     """After the end-of-run deploy: the run's held-out set asked through the deployment in OpenClaw's request
-    shape; the report gets the table (``openclaw/parity.py``)."""
+    shape; the report gets the table (``services/openclaw/parity.py``)."""
     from ark_trainer.services.openclaw.parity import evaluate_through_openclaw
 
     evaluate_through_openclaw(out, log=log)

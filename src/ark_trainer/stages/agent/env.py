@@ -22,7 +22,7 @@ signature and Google-style docstring become the JSON schema the chat template sh
 :func:`limited_env_class` wraps the user's environment in a class that applies the limits
 (``--tool_timeout``, ``--max_tool_output``) and counts what went wrong: a tool that raises or runs out of
 time, an unknown tool, missing or unknown arguments. The model then sees the error text as the tool's
-result, as agents do. The same class drives our own episode loop (``agent/rollout.py``) and TRL's
+result, as agents do. The same class drives our own episode loop (``stages/agent/rollout.py``) and TRL's
 GRPOTrainer (``environment_factory``): TRL lists its public methods as tools, calls ``reset(**row)`` and
 passes the instances to the reward functions as ``environments``.
 """
@@ -64,8 +64,8 @@ _MCP_SPECS: dict[tuple, EnvSpec] = {}
 def load_env(source: str | dict, flag: str = FLAG) -> EnvSpec:
     """Import ``module:factory`` or ``file.py:factory``, make one environment and check its tools.
 
-    MCP servers (``{mcp_servers: ...}``, ``mcp:FILE`` or ``openclaw``; ``external/mcp_config.py``) are started
-    and their tools listed instead (``agent/mcp_env.py``).
+    MCP servers (``{mcp_servers: ...}``, ``mcp:FILE`` or ``openclaw``; ``base/external/mcp_config.py``) are started
+    and their tools listed instead (``stages/agent/mcp_env.py``).
     """
     from ark_trainer.base.external.mcp_config import is_mcp_source, servers_from_source
 

@@ -2,7 +2,7 @@
 
 The episodes are scored by the same composite reward as training (environment reward and episode graders,
 ``environments`` passed as in GRPO), so ``eval/<name>.json`` has the usual metrics (``reward_mean``,
-``pass_rate``, ``preference_alignment``, ...) plus the agent metrics of ``agent/episode.py``:
+``pass_rate``, ``preference_alignment``, ...) plus the agent metrics of ``base/chat/episode.py``:
 ``task_success``, ``tool_call_validity``, ``mean_turns``, ``mean_tool_calls`` and ``n``, and the episodes
 (``episodes``: messages, tool calls with results, turns, reward) that the report shows. Each task's answer
 (``answers``) keeps its tool calls (name, arguments, result, ok) next to the final text, so the report and

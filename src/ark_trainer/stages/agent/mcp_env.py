@@ -1,7 +1,7 @@
 """MCP servers as the episode environment: their tools listed over the protocol, called in every episode.
 
-:func:`mcp_env_spec` starts the servers (``agent/mcp_client.py``: once per process, reused), lists their
-tools and builds an environment class in the contract of ``agent/env.py``: one method per tool, with the
+:func:`mcp_env_spec` starts the servers (``stages/agent/mcp_client.py``: once per process, reused), lists their
+tools and builds an environment class in the contract of ``stages/agent/env.py``: one method per tool, with the
 signature and docstring that transformers' ``get_json_schema`` turns back into the tool's JSON schema. So
 the model sees an MCP tool exactly as it sees a Python tool (the same schema dicts, rendered by the same
 chat template), in our episode loop and in TRL's GRPO tool loop, which lists an environment's methods.
@@ -16,7 +16,7 @@ run side by side). Two tool names are reserved, as in the Python contract, and n
 
 Every call of an episode carries the episode's id in the request's ``_meta`` (``ark-trainer/episode``),
 so one server process can keep the state of many concurrent episodes apart (the agent demo's MCP server,
-``demo/agent_mcp_server.py``, does). A server without ``reset`` keeps whatever state it has across
+``app/demo/agent_mcp_server.py``, does). A server without ``reset`` keeps whatever state it has across
 episodes, as it would for the agent in production.
 """
 

@@ -1,7 +1,7 @@
 """RFT on whole episodes: sample N episodes per task with the tools executed, score, keep the best.
 
 Each training task is played ``--rft_num_samples`` times (``--rft_temperature``, up to ``--max_turns``
-turns, ``agent/rollout.py``), and the candidate episodes its row carries (``candidates``: message lists, or
+turns, ``stages/agent/rollout.py``), and the candidate episodes its row carries (``candidates``: message lists, or
 texts read as one assistant turn) are replayed in a fresh environment (``rollout.replay``); every episode
 is scored by the run's composite reward (environment reward and episode graders, with the environments
 passed as ``environments``); a task's best episode at or above ``--rft_min_reward`` becomes one training

@@ -2,7 +2,7 @@
 
 Each turn renders every running episode with its tools through the chat template, generates the next
 assistant turn for all of them in batches (left padding; sampling or greedy), reads the ``<tool_call>``
-blocks (``agent/toolcall.py``), runs the calls through the environment wrapper (``agent/env.py``: limits,
+blocks (``stages/agent/toolcall.py``), runs the calls through the environment wrapper (``stages/agent/env.py``: limits,
 error texts, counters) and appends the assistant turn and the ``tool`` messages. An episode ends with a
 turn that calls no tool, after ``--max_turns`` assistant turns (the last turn's calls are not run, as in
 TRL's tool loop with ``max_tool_calling_iterations = max_turns - 1``), or when the next turn would not

@@ -1,7 +1,7 @@
 """A tool as the model sees it, whatever serves it: the environment's spec (its tools and their JSON
 schemas), the schema of a Python function (as the chat template shows it), and a tool's error.
 
-Below both kinds of environment: ``agent/env.py`` (Python classes and functions) and ``agent/mcp_env.py``
+Below both kinds of environment: ``stages/agent/env.py`` (Python classes and functions) and ``stages/agent/mcp_env.py``
 (MCP servers) build an :class:`EnvSpec` from here.
 """
 

@@ -1,6 +1,6 @@
 """Checks that compare the evaluations of a run: the base model, then each stage's (``eval/<name>.json``).
 
-- ``no_improvement``: the final model (the one ``OUT/model`` is: ``final_model.py``) is no better than the
+- ``no_improvement``: the final model (the one ``OUT/model`` is: ``core/final_model.py``) is no better than the
   base on the run's main metric (the first of :data:`ark_trainer.core.metrics.MAIN` both evaluations have). The
   pipeline does not deploy such a model unless ``--deploy_if_not_better True``.
 - ``gain_within_noise``: the final model beats the base on the main metric, but not beyond the sampling
@@ -174,7 +174,7 @@ def _grader_dominates(run: RunData, stage: str) -> list[Finding]:
 def _answer_key(answer: dict) -> tuple:
     """What a greedy answer is, for "same answer as before": its text and, in an agent episode, the tool
     calls it made, with their arguments and results (an agent's last text is often the same short sign-off
-    whatever it did; ``agent/evaluate.py`` keeps each task's calls in ``answers``)."""
+    whatever it did; ``stages/agent/evaluate.py`` keeps each task's calls in ``answers``)."""
     calls = answer.get("tool_calls")
     if isinstance(calls, list):
         calls = [{k: c.get(k) for k in ("name", "arguments", "result")} for c in calls if isinstance(c, dict)]

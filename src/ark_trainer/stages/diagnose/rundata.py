@@ -1,6 +1,6 @@
 """What the diagnosis reads: a run folder's files, parsed once and tolerantly.
 
-Only the run folder (``runfolder.py``; and the ``--log_dir`` its ``run.yaml`` names) is read, so ``ark-trainer diagnose OUT``
+Only the run folder (``core/runfolder.py``; and the ``--log_dir`` its ``run.yaml`` names) is read, so ``ark-trainer diagnose OUT``
 works on a finished, failed, killed or still-running run, on this machine or a copy of the folder. A file
 that is missing or unreadable is treated as absent: a diagnosis must never fail on the run it diagnoses.
 """

@@ -1,7 +1,7 @@
 """Did a held-out metric move beyond the sampling noise of n prompts? The report's test, prompt by prompt.
 
 Two models evaluated on the same n held-out prompts differ by a few prompts by chance: at n = 300 a move of
-0.9 points is 3 prompts. Both answered the same prompts, so the comparison is paired (``stats.py``): the
+0.9 points is 3 prompts. Both answered the same prompts, so the comparison is paired (``core/stats.py``): the
 exact McNemar test on the prompts gained and lost for a rate (pass rate, task accuracy, compliance, task
 success), the sign test for preference alignment, Wilcoxon's signed-rank test on the per-prompt rewards for
 the mean reward; two-sided, so a gain is tested as a fall is. An eval file without per-prompt outcomes (an

@@ -168,7 +168,7 @@ def label_balanced(rows: list[dict], seed: int) -> tuple[list[dict], bool]:
 
 
 def _env(ctx: StageContext):
-    """The run's environment class and limits under ``--env`` (``agent/env.py``); ``None`` without it."""
+    """The run's environment class and limits under ``--env`` (``stages/agent/env.py``); ``None`` without it."""
     from ark_trainer.stages.agent.env import env_for
 
     return env_for(ctx.run)
@@ -178,7 +178,7 @@ def agent_kwargs(env: tuple | None, tok, funcs: list, weights: list[float]) -> d
     """Under ``--env`` (``env``: the environment class and its limits): GRPOTrainer's ``environment_factory``
     and the tool-loop settings; else (``None``) nothing.
 
-    The factory is our limit-applying class (``agent/env.py``): TRL lists its tool methods, resets one per
+    The factory is our limit-applying class (``stages/agent/env.py``): TRL lists its tool methods, resets one per
     rollout with the row's columns, runs the model's calls through it (``--max_turns`` assistant turns:
     ``max_tool_calling_iterations`` is one less) and masks the tool results out of the loss. The reward
     functions receive the instances as ``environments`` (the ``env_reward`` grader reads them). A weight-0

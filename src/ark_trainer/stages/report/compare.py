@@ -1,7 +1,7 @@
 """The report's comparisons of two models: each change with its 95% interval, n and p.
 
 Every model of a run answers the same held-out prompts, so a change is tested prompt by prompt
-(``stats.py``: exact McNemar and Newcombe's interval for a rate, the sign test for preference, Wilcoxon's
+(``core/stats.py``: exact McNemar and Newcombe's interval for a rate, the sign test for preference, Wilcoxon's
 signed-rank test and a bootstrap interval for the mean reward). The Results table gives each stage's change
 against the base model with its interval and p; "Stage to stage" each stage against the one before it. A
 metric without per-prompt values (a grader's mean, an older eval file) shows its change untested, and the

@@ -85,7 +85,7 @@ def glance_blocks(run_dir: Path, evals: dict[str, dict[str, Any]], labels: dict[
 
 
 def _tested(base: dict[str, Any], final: dict[str, Any], metric: str) -> str:
-    """``[+11.2, +24.6], n = 100, p < 0.001, significant gain`` (``stats.py``), or why it is not tested."""
+    """``[+11.2, +24.6], n = 100, p < 0.001, significant gain`` (``core/stats.py``), or why it is not tested."""
     from ark_trainer.core.stats import TESTED, compare_evals, untested
 
     if metric not in TESTED:

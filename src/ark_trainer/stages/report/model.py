@@ -1,5 +1,5 @@
 """The report's model parts: where the base model came from (``plan.json``'s ``base_model``), which stage's
-model ``OUT/model`` is and why (``model/ark_final_model.json``, ``final_model.py``), and how to serve it with
+model ``OUT/model`` is and why (``model/ark_final_model.json``, ``core/final_model.py``), and how to serve it with
 Ollama or llama.cpp (``OUT/export/export.json`` once ``ark-trainer export`` ran)."""
 
 from __future__ import annotations

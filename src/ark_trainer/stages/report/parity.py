@@ -1,6 +1,6 @@
 """The report's "Through OpenClaw" section: each ``eval/<stage>-openclaw.json`` the parity evaluation
 (:mod:`ark_trainer.services.openclaw.parity`, ``eval OUT --through openclaw``) wrote, bare vs through OpenClaw; the
-gap paired prompt by prompt against the stage's own eval file (``stats.py``: 95% interval, p)."""
+gap paired prompt by prompt against the stage's own eval file (``core/stats.py``: 95% interval, p)."""
 
 from __future__ import annotations
 

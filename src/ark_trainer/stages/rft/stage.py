@@ -41,7 +41,7 @@ def train_rft(
     """Fine-tune on the selected completions with TRL's SFTTrainer; returns the saved model folder.
 
     With ``episodes`` (``--env``) the rows are selected episodes (``{messages, tools}``), tokenized with
-    their assistant-turn masks (``agent/rft.py``) so the loss is on the assistant turns only.
+    their assistant-turn masks (``stages/agent/rft.py``) so the loss is on the assistant turns only.
     """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
