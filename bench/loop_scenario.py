@@ -6,6 +6,8 @@ Runs the demo into OUT (or, with ``--from OUT``, takes a run already made by tha
 
     python bench/loop_scenario.py OUT [demo flags ...]      # e.g. --rounds 3 --poison_share 0.5
     python bench/loop_scenario.py --from OUT [--note TEXT]  # a run made by `ark-trainer demo --task loop`
+    --name NAME (before the others): write ``bench/results/NAME.{md,json}`` instead (e.g. a real model's run:
+    ``loop_scenario_smollm2``)
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from bench_common import src_env, write_results  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    note = ""
+    note, name = "", "loop_scenario"
+    if argv[:1] == ["--name"] and len(argv) > 1:
+        name, argv = argv[1], argv[2:]
     if "--note" in argv:  # how the run went, for a run made before (e.g. what else the machine ran)
         i = argv.index("--note")
         note, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
@@ -50,7 +54,7 @@ def main(argv: list[str]) -> int:
     report = (out / "loop_report.md").read_text(encoding="utf-8").splitlines()
     lines = ["# The live loop demo, measured", "", f"Demo command: `{command}`", "", *([note, ""] if note else []),
              *report[2:]]  # fmt: skip
-    write_results("loop_scenario", lines, {"demo_command": command, "note": note, **figures}, quick=False)
+    write_results(name, lines, {"demo_command": command, "note": note, **figures}, quick=False)
     return 0
 
 
