@@ -19,6 +19,8 @@ from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.dpo.options import DPOOptions, dpo_losses
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
+from ark_trainer.stages.preference import estimate_parts as preference_estimate
+from ark_trainer.stages.preference import given_answers as data_gives_answers
 from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
@@ -76,6 +78,14 @@ class DPOStage:
             )
             return model_in
         return str(train_dpo(ctx, plan, model_in, data.rows, final_dir))
+
+    def estimate_parts(self, run, options: DPOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost (``stages/preference.py``)."""
+        return preference_estimate(self.name, run, options, steps, t, size)
+
+    def given_answers(self, rows: list[dict]) -> bool:
+        """Whether the data carries the answers the stage would otherwise sample."""
+        return data_gives_answers(rows)
 
     def report_blocks(self, run) -> list:
         """The report's "DPO pairs" section: where the pairs came from and what was dropped."""

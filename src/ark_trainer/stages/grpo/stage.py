@@ -29,7 +29,7 @@ from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.diagnose.timing import time_generation
-from ark_trainer.stages.grpo import report
+from ark_trainer.stages.grpo import estimate, report
 from ark_trainer.stages.grpo.auto import (
     AUTO_FLAGS,
     RUN_WEIGHTS,
@@ -265,6 +265,21 @@ class GRPOStage:
     def auto_defaults(self, run: RunFlags, options: GRPOOptions, facts: StageFacts) -> dict[str, AutoDefault]:
         """The values of the stage's automatic flags ``options`` leave unset (``auto.py``), by flag."""
         return choose(run, options, facts)
+
+    def estimate_parts(self, run: RunFlags, options: GRPOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost, its evaluations on dev too (``estimate.py``)."""
+        return estimate.parts(run, options, steps, t, size)
+
+    def follow_steps(self, run: RunFlags, options: GRPOOptions, steps: int, facts) -> dict[str, AutoDefault]:
+        """Its automatic flags that follow its steps, chosen for ``steps`` (``estimate.py``)."""
+        return estimate.follow_steps(run, steps, facts)
+
+    def estimate_notes(
+        self, run: RunFlags, options: GRPOOptions, steps: int, t, size, automatic
+    ) -> list[str]:
+        """What its evaluations on dev cost, said with the estimate (``estimate.py``)."""
+        note = estimate.eval_note(run, options, steps, t, size, "grpo_eval_steps" in automatic)
+        return [note] if note else []
 
     def report_blocks(self, run) -> list:
         """The report's "Training health (GRPO)" section (``report.py``)."""
