@@ -106,6 +106,7 @@ def register_strategies(register) -> None:
             "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
             "sampled answer); no reward in the training loop, cheap and stable",
             ("only dpo", "dpo only"),
+            words=(r"(?<![a-z_])dpo(?![a-z_])|直接偏好优化",),
         ),
     )
     register(
@@ -115,5 +116,9 @@ def register_strategies(register) -> None:
             "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
             "RFT model",
             ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
+            phrases=(
+                r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*dpo"
+                r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])dpo(?![a-z_])",
+            ),
         ),
     )

@@ -312,6 +312,10 @@ def register_strategies(register) -> None:
             "optimises the task reward from there (stable, precise alignment; the choice for customer-service "
             "QC)",
             ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
+            phrases=(
+                r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*grpo"
+                r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])grpo(?![a-z_])",
+            ),
         ),
     )
     register(
@@ -321,5 +325,11 @@ def register_strategies(register) -> None:
             "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
             "are already good)",
             ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
+            phrases=(
+                r"(?:only|just)\s+(?:use\s+|do\s+)?(?:a\s+)?grpo|grpo[\s_-]*only"
+                r"|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
+                r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step",
+            ),
+            words=(r"(?<![a-z_])grpo(?![a-z_])",),
         ),
     )

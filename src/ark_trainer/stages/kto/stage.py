@@ -124,5 +124,6 @@ def register_strategies(register) -> None:
             "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
             "a reward threshold)",
             ("only kto", "kto only"),
+            words=(r"(?<![a-z_])kto(?![a-z_])",),
         ),
     )

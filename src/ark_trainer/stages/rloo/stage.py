@@ -125,5 +125,6 @@ def register_strategies(register) -> None:
             ("rloo",),
             "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
             ("only rloo", "rloo only"),
+            words=(r"(?<![a-z_])rloo(?![a-z_])",),
         ),
     )
