@@ -48,7 +48,7 @@ def run_seed(seed: int, root: Path) -> dict:
     from ark_trainer.app.demo.run import demo_config_path
     from ark_trainer.base.fileio import read_jsonl
     from ark_trainer.core.config import resolve_config
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
 
     train, eval_ = write_demo_data(root / "data", seed=seed)
     base = build_base_model(root / "base_model", read_jsonl(train), seed=seed, progress=False)

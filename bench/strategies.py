@@ -104,7 +104,7 @@ def final_eval(run: Path, strategy: str) -> dict:
 def _train(common: dict, out: Path, strategy: str, steps: int | None, evaluate: bool = True) -> Path:
     from ark_trainer.base.strategies import strategy_table
     from ark_trainer.core.config import resolve_config
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
     from ark_trainer.stages.plan import share_of
 
     if _finished(out):  # a rerun of the bench with the same --out keeps the runs it finished

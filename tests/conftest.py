@@ -174,3 +174,11 @@ def converted_base(converted: Path, out: Path) -> Path:
 
     shutil.copytree(converted, claim_folder(out) / "base_model")
     return out
+
+
+def resume_check(cfg, out, stages) -> bool:
+    """``core/runtime/resume.check_resume`` for the config ``cfg``: its flags and its class, as ``prepare``
+    hands them."""
+    from ark_trainer.core.runtime.resume import check_resume
+
+    return check_resume(cfg.resume, cfg.flag_items(), type(cfg), out, stages)

@@ -71,7 +71,7 @@ def _cfg(tiny, tmp_path, **flags):
 
 def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, monkeypatch):
     from ark_trainer.core.models.device import Runtime
-    from ark_trainer.services.pipeline import with_auto_defaults
+    from ark_trainer.services.planning import with_auto_defaults
 
     rt = Runtime("cpu", False, False, [])
     cfg, rows = _cfg(tiny, tmp_path)
@@ -99,7 +99,7 @@ def test_a_real_model_gets_chosen_defaults_a_toy_the_fixed_ones(tiny, tmp_path, 
 def test_the_toy_preset_on_a_real_model_warns(tiny, tmp_path, monkeypatch):
     from ark_trainer.app.demo.run import demo_config_path
     from ark_trainer.core.models.device import Runtime
-    from ark_trainer.services.pipeline import with_auto_defaults
+    from ark_trainer.services.planning import with_auto_defaults
 
     cfg, rows = _cfg(tiny, tmp_path, config=str(demo_config_path()))
     rt = Runtime("cpu", False, False, [])
@@ -158,7 +158,7 @@ def test_the_demo_toy_trains_at_its_presets_rates_unless_the_user_sets_one(tmp_p
     from ark_trainer.app.demo.run import demo_config_path
     from ark_trainer.base.yamlsafe import read_yaml_file
     from ark_trainer.core.models.device import Runtime
-    from ark_trainer.services.pipeline import with_auto_defaults
+    from ark_trainer.services.planning import with_auto_defaults
 
     model = save_tiny_qwen(tmp_path / "toy", texts=["结论：违规\n类型：辱骂\n回复：抱歉"])
     rt = Runtime("cpu", False, False, [])
@@ -194,13 +194,13 @@ def test_resume_with_the_automatic_flags_unset_again_matches_what_was_chosen(tin
 
     from ark_trainer.base.errors import UserError
     from ark_trainer.core.config import to_yaml
-    from ark_trainer.core.runtime.resume import check_resume
     from ark_trainer.stages.registry import stages
+    from tests.conftest import resume_check
 
     cfg, _ = _cfg(tiny, tmp_path, resume=True)
     out = tmp_path / "o"
     out.mkdir()
     (out / "run.yaml").write_text(to_yaml(replace(cfg, max_completion_length=96, lora_r=0)), encoding="utf-8")
-    assert check_resume(cfg, out, list(stages().values()))  # unset again: what run.yaml chose stands
+    assert resume_check(cfg, out, list(stages().values()))  # unset again: what run.yaml chose stands
     with pytest.raises(UserError, match="--max_completion_length: 50 differs from 96"):
-        check_resume(replace(cfg, max_completion_length=50), out, list(stages().values()))
+        resume_check(replace(cfg, max_completion_length=50), out, list(stages().values()))

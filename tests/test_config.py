@@ -595,8 +595,9 @@ def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
     from ark_trainer.base.plugins import DEFAULT_PLUGINS
     from ark_trainer.base.run_options import RunFlags, RunOptions, RunOptionsAfterStages
     from ark_trainer.core.config import config_fields
+    from ark_trainer.services.planning import stage_options_of
     from ark_trainer.stages.grpo.options import GRPOOptions
-    from ark_trainer.stages.registry import stage_context, stage_options, stages
+    from ark_trainer.stages.registry import stage_options, stages
     from ark_trainer.stages.rloo.options import RLOOOptions
 
     by_module = {type(stage).__module__: stage for stage in stages().values()}
@@ -622,10 +623,8 @@ def test_each_stage_owns_its_options_and_the_config_is_made_of_them():
     assert grpo.num_generations == rloo.num_generations == cfg.num_generations == 8
     assert not hasattr(grpo, "rloo_learning_rate") and not hasattr(rloo, "grpo_learning_rate")
     assert type(cfg.run_flags()) is RunFlags and not hasattr(cfg.run_flags(), "num_generations")
-    ctx = stage_context(
-        cfg, "rloo", rt=None, monitor=None, train=[], reward=None, out=Path("o"), log_dir=Path("o")
-    )
-    assert ctx.options == rloo and ctx.run == cfg.run_flags()
+    handed = stage_options_of(cfg)  # what the pipeline hands each stage beside the shared flags
+    assert handed["rloo"] == rloo and handed["grpo"] == grpo and set(handed) == set(built_in)
     with pytest.raises(TypeError):
         TrainConfig().options(GRPOOptions)  # the shared config holds no stage's options
     assert {name for name, stage in built_in.items() if stage.plays_episodes} == {"rft", "grpo"}

@@ -222,7 +222,7 @@ def test_the_rows_are_split_into_train_dev_and_test_and_the_run_says_where_from(
     from types import SimpleNamespace
 
     from ark_trainer.data.split import prompt_key
-    from ark_trainer.services.pipeline import _splits
+    from ark_trainer.services.planning import _splits
 
     cfg = SimpleNamespace(
         eval_dataset=None, eval_auto=True, eval_ratio=0.2, max_eval_samples=None, data_path="d.jsonl"

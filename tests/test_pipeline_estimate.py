@@ -20,7 +20,8 @@ T = Timings(prefill_s=1.0, decode_step_s=0.1, batch=8, micro_step_s=5.0, precisi
 
 
 def _prepared(a: dict, out: Path, *extra: str):
-    from ark_trainer.services.pipeline import prepare, write_run_files
+    from ark_trainer.services.pipeline import write_run_files
+    from ark_trainer.services.planning import prepare
 
     flags = {
         "model_path": str(a["model"]),
@@ -42,7 +43,7 @@ def _as_real_model(monkeypatch) -> None:
     monkeypatch.setattr(
         auto_defaults, "model_facts", lambda path: ModelFacts(135_000_000, False, "a real model")
     )
-    monkeypatch.setattr(est, "measured", lambda cfg, rt, model_path, rows: T)
+    monkeypatch.setattr(est, "measured", lambda run, rt, model_path, rows: T)
 
 
 def test_a_toy_run_measures_nothing(assets, tmp_path, caplog, monkeypatch):
@@ -83,7 +84,7 @@ def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
     saved = yaml.safe_load((p.out / "run.yaml").read_text())
     plan = read_json(p.out / "plan.json")
     assert saved["max_train_steps"] < 1000 and saved["rft_steps"] is not None
-    assert sum(s["steps"] for s in plan["stages"]) == saved["max_train_steps"] == p.cfg.max_train_steps
+    assert sum(s["steps"] for s in plan["stages"]) == saved["max_train_steps"] == p.run.max_train_steps
     assert plan["estimate"]["total_seconds"] <= 5 * 60
     assert "scaled down to fit" in plan["estimate"]["budget"] and "scaled down to fit" in caplog.text
     assert "sized to --time_budget" in plan["auto_defaults"]["max_train_steps"]["reason"]
@@ -92,10 +93,9 @@ def test_a_time_budget_scales_the_default_steps_into_run_yaml_and_plan_json(
 def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
     assets, tmp_path, monkeypatch, capsys
 ):
-    from ark_trainer.core.runtime.resume import check_resume
     from ark_trainer.services.pipeline import _estimate
     from ark_trainer.stages.registry import stages
-    from tests.conftest import refused
+    from tests.conftest import refused, resume_check
 
     out = tmp_path / "out"
     p = _prepared(assets, out, "time_budget", "5")
@@ -106,7 +106,7 @@ def test_the_same_command_line_continues_a_run_whose_steps_the_budget_sized(
     )
     flags = {"model_path": str(assets["model"]), "data_path": str(assets["train"]), "output_dir": str(out),
              "device": "cpu", "time_budget": "5"}  # fmt: skip
-    assert check_resume(
+    assert resume_check(
         resolve_config(config_class(), flags), out, list(stages().values())
     )  # continued, not refused
     capsys.readouterr()  # the estimate's own lines (a console handler an earlier test left may print them)
@@ -121,7 +121,7 @@ def test_explicit_steps_over_the_budget_are_kept_with_a_warning(assets, tmp_path
     _as_real_model(monkeypatch)
     with caplog.at_level(logging.INFO, logger="ark_trainer"):
         _estimate(p)
-    assert p.cfg.max_train_steps == 300
+    assert p.run.max_train_steps == 300
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "set explicitly" in warned[0].getMessage()
 

@@ -139,11 +139,11 @@ def test_a_plugin_stage_brings_its_own_flag(tmp_path):
     assert "ECHO" not in bare and "toyfile" not in bare
     code = (
         "from ark_trainer.core.config import resolve_config, to_yaml; from ark_toy_plugin.stage import EchoOptions\n"
-        "from ark_trainer.stages.registry import config_class, stage_context\n"
+        "from ark_trainer.services.planning import stage_options_of\n"
+        "from ark_trainer.stages.registry import config_class\n"
         "cfg = resolve_config(config_class(), {'model_path': 'm', 'data_path': 'd', 'output_dir': 'o',"
         " 'strategy': 'echo', 'echo_candidate': '2'})\n"
-        "ctx = stage_context(cfg, 'echo', rt=None, monitor=None, train=[], reward=None, out='o', log_dir='o')\n"
-        "print(ctx.options, cfg.echo_candidate); print(to_yaml(cfg), end='')"
+        "print(stage_options_of(cfg)['echo'], cfg.echo_candidate); print(to_yaml(cfg), end='')"
     )
     done = _child(["-c", code], "toy", tmp_path)
     assert done.returncode == 0, done.stderr

@@ -113,7 +113,7 @@ def test_mixed_precision_bf16_on_a_cpu_without_it_warns_and_trains_in_fp32(monke
 def test_auto_on_cpu_is_chosen_with_the_model(monkeypatch, toy, native, flags, expected):
     from ark_trainer.base import scale
     from ark_trainer.core.auto_defaults import ModelFacts
-    from ark_trainer.services.pipeline import with_cpu_precision
+    from ark_trainer.services.planning import with_cpu_precision
 
     fake_gpu(monkeypatch, None)
     monkeypatch.setattr(scale, "native_cpu_bf16", lambda: native)

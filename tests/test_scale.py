@@ -144,7 +144,7 @@ def test_unavailable_scale_options_are_refused_in_one_line(assets, tmp_path, cap
 
 def test_launch_command_forwards_the_resolved_flags(assets, tmp_path):
     from ark_trainer.core.runtime import launch
-    from ark_trainer.services.pipeline import launch_settings
+    from ark_trainer.services.planning import launch_settings
 
     def launch_command(cfg, use_cpu):  # with what the pipeline passes for the run's config
         return launch.launch_command(launch_settings(cfg), use_cpu)

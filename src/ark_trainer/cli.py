@@ -168,7 +168,7 @@ def _cmd_train(flags: dict) -> int:
 
         raise UserError(*exc.messages, *raw_input_problems(flags)) from None
     from ark_trainer.core.runtime.launch import is_child
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
 
     out = run_train(cfg)
     if not is_child():  # under --num_processes the launching process says it once, when all have ended

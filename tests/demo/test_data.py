@@ -314,7 +314,7 @@ def test_unknown_language_is_a_user_error():
 
 def test_demo_lang_en_writes_english_data_and_makes_the_toy_from_it(tmp_path, monkeypatch, capsys):
     import ark_trainer.core.config
-    import ark_trainer.services.pipeline
+    import ark_trainer.services.train
     from ark_trainer.app.demo import model
     from ark_trainer.cli import main
 
@@ -322,7 +322,7 @@ def test_demo_lang_en_writes_english_data_and_makes_the_toy_from_it(tmp_path, mo
     monkeypatch.setattr(model, "build_base_model", lambda base, rows, **kw: built.append(rows))
     monkeypatch.setattr(ark_trainer.core.config, "resolve_config", lambda cls, flags: flags)
     monkeypatch.setattr(
-        ark_trainer.services.pipeline, "run_train", lambda flags: trained.append(flags) or tmp_path
+        ark_trainer.services.train, "run_train", lambda flags: trained.append(flags) or tmp_path
     )
     out = tmp_path / "demo"
     assert main(["demo", "--lang", "en", "--output_dir", str(out), "--n_train", "12", "--n_eval", "6"]) == 0

@@ -173,10 +173,10 @@ def json_or_text(path):
 
 def test_the_default_demo_copies_the_shipped_base_model_and_another_seed_makes_one(tmp_path, monkeypatch):
     from ark_trainer.app.demo import run
-    from ark_trainer.services.pipeline import run_train  # noqa: F401  (imported by run_demo: patched below)
+    from ark_trainer.services.train import run_train  # noqa: F401  (imported by run_demo: patched below)
 
     built = []
-    monkeypatch.setattr("ark_trainer.services.pipeline.run_train", lambda cfg: cfg)
+    monkeypatch.setattr("ark_trainer.services.train.run_train", lambda cfg: cfg)
     monkeypatch.setattr(model, "build_base_model", lambda base, train, **kw: built.append(kw) or base)
     run.run_demo(tmp_path / "default")
     shipped = run.shipped_base_model()

@@ -137,8 +137,8 @@ def test_the_parity_after_the_end_of_run_deploy_is_the_targets_own(tmp_path, mon
 
     monkeypatch.setattr(pipeline, "_build_report", lambda out: calls.append("report"))
     monkeypatch.setattr("ark_trainer.stages.agent.env.env_for", lambda cfg: None)
-    cfg = type("Cfg", (), {"deploy_target": "test_target", "eval_auto": True})()
-    prepared = type("Prepared", (), {"cfg": cfg, "eval": [{"prompt": "q"}], "out": tmp_path})()
+    run = type("Run", (), {"deploy_target": "test_target", "eval_auto": True})()
+    prepared = type("Prepared", (), {"run": run, "eval": [{"prompt": "q"}], "out": tmp_path})()
     pipeline._parity_after_deploy(prepared, WithParity())
     pipeline._parity_after_deploy(prepared, object())  # a target without it: nothing asked
     assert calls == [tmp_path, "report"]

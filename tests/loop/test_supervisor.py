@@ -425,3 +425,24 @@ def test_the_loop_refuses_an_unknown_deploy_target_before_it_writes_anything(tmp
     with pytest.raises(UserError, match="--deploy_target: unknown deploy target 'nowhere'; use openclaw"):
         Loop(tmp_path / "loop", LoopSettings(), flags, log=lambda m, **k: None).start()
     assert not (tmp_path / "loop").exists()
+
+
+def test_stop_says_how_to_restore_the_client_of_the_target_in_use(tmp_path, monkeypatch):
+    import ark_trainer.services.deploy.targets as targets
+
+    folder = tmp_path / "loop"
+    save_state(folder, fresh_state(str(tmp_path), {"main_metric": "reward_mean"}))  # the default target
+    said = control.stop_loop(folder)
+    assert said.endswith("; `ark-trainer deploy LOOP --rollback` restores OpenClaw's config"), said
+
+    class Toy:  # a plug-in's target, without a label: named by its name
+        def stop(self, out):
+            return False
+
+    real = targets.get_target
+    monkeypatch.setattr(targets, "get_target", lambda name: Toy() if name == "toyfile" else real(name))
+    settings = {"main_metric": "reward_mean", "train_flags": {"deploy_target": "toyfile"}}
+    save_state(folder, fresh_state(str(tmp_path), settings))
+    said = control.stop_loop(folder)
+    assert said.endswith("; `ark-trainer deploy LOOP --target toyfile --rollback` restores toyfile's config")
+    assert "OpenClaw" not in said

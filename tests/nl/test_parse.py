@@ -52,3 +52,22 @@ AGENTS = [  # which OpenClaw agent a request names
 @pytest.mark.parametrize(("text", "agent"), AGENTS)
 def test_named_agent(text, agent):
     assert parse_request(text).agent == agent
+
+
+def test_the_strategy_registry_supplies_the_phrases(monkeypatch):
+    """Each registered strategy carries how a request names it (``Strategy.phrases`` and ``words``); the
+    parser names none: a strategy a plug-in registers is understood as the built-in ones are."""
+    from ark_trainer.base import strategies
+    from ark_trainer.base.strategies import Strategy, strategy_table
+    from ark_trainer.services.nl.parse import strategy_phrases
+
+    table = {**strategy_table()}
+    table["ECHO"] = Strategy(
+        ("grpo",), "a plug-in's", phrases=(r"echo\s+twice",), words=(r"(?<![a-z_])echo(?![a-z_])",)
+    )
+    monkeypatch.setattr(strategies, "_STRATEGIES", table)
+    first, _ = strategy_phrases()
+    assert (r"echo\s+twice", "ECHO") in first
+    assert parse_request("train with echo twice on ./d.jsonl").flags["strategy"] == "ECHO"
+    assert parse_request("train with echo on ./d.jsonl").flags["strategy"] == "ECHO"
+    assert parse_request("只用GRPO训练 ./d.jsonl").flags["strategy"] == "GRPO"  # the built-ins' own phrases

@@ -109,7 +109,7 @@ def test_rm_ranks_held_out_chosen_above_rejected(trained_run):
 def test_rm_is_accepted_by_rm_model_path(trained_run):
     """The trained model passes --rm_model_path's checks and, as a reward, prefers the held-out chosen."""
     from ark_trainer.core.config import resolve_config
-    from ark_trainer.services.pipeline import prepare
+    from ark_trainer.services.planning import prepare
 
     root = trained_run["root"]
     cfg = resolve_config(

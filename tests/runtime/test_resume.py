@@ -184,26 +184,26 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
     from ark_trainer.base.errors import UserError
     from ark_trainer.base.fileio import atomic_write_text
     from ark_trainer.core.config import to_yaml
-    from ark_trainer.core.runtime.resume import check_resume
+    from tests.conftest import resume_check
 
     out = tmp_path / "out"
     out.mkdir()
     atomic_write_text(out / "run.yaml", to_yaml(_cfg(tmp_path)))
     same = _cfg(tmp_path)
     with pytest.raises(UserError, match="already holds a run"):
-        check_resume(same, out, all_stages())  # same run.yaml but nothing saved yet: not a resume
+        resume_check(same, out, all_stages())  # same run.yaml but nothing saved yet: not a resume
     (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "eval_base", "status": "ok"}\n')
-    assert check_resume(same, out, all_stages())  # same run.yaml + saved progress: continued automatically
+    assert resume_check(same, out, all_stages())  # same run.yaml + saved progress: continued automatically
     changed = _cfg(tmp_path, resume="True", grpo_learning_rate="3e-6", batch_size="4")
     with pytest.raises(UserError) as err:
-        check_resume(changed, out, all_stages())
+        resume_check(changed, out, all_stages())
     assert err.value.messages == [
         f"--resume: --grpo_learning_rate: 3e-06 differs from 1e-06 in {out / 'run.yaml'}"
     ]
     smaller = _cfg(tmp_path, resume="True", batch_size="4", gradient_accumulation_steps="2")
-    check_resume(smaller, out, all_stages())  # resources may change
+    resume_check(smaller, out, all_stages())  # resources may change
     with pytest.raises(UserError, match="no run"):
-        check_resume(
+        resume_check(
             _cfg(tmp_path / "elsewhere", resume="True"), tmp_path / "elsewhere" / "out", all_stages()
         )
 
@@ -211,7 +211,7 @@ def test_resume_refuses_a_changed_setting_and_allows_resource_flags(tmp_path):
 def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
     from ark_trainer.base.fileio import atomic_write_text
     from ark_trainer.core.config import to_yaml
-    from ark_trainer.core.runtime.resume import check_resume
+    from tests.conftest import resume_check
 
     out = tmp_path / "out"
     out.mkdir()
@@ -223,7 +223,7 @@ def test_resuming_an_auto_run_keeps_the_strategy_its_probe_chose(tmp_path):
     (out / "plan.json").write_text(json.dumps(chosen.to_json()))  # the probe's choice is the plan's
     (out / "events.jsonl").write_text('{"event": "stage_end", "stage": "probe", "status": "ok"}\n')
     again = _cfg(tmp_path, strategy="auto")  # the same command line as the first attempt
-    resumes = check_resume(again, out, all_stages())
+    resumes = resume_check(again, out, all_stages())
     assert resumes and (again.strategy, again.rft_steps) == ("auto", None)  # the config is not rewritten
     plan = Plan.from_json(json.loads((out / "plan.json").read_text()), again)  # what prepare() resumes with
     assert (plan.strategy, plan.pending, plan.steps("rft")) == ("GRPO", False, 0)

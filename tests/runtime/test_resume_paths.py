@@ -9,8 +9,8 @@ import pytest
 from ark_trainer.base.errors import UserError
 from ark_trainer.base.fileio import atomic_write_text
 from ark_trainer.core.config import resolve_config, to_yaml
-from ark_trainer.core.runtime.resume import check_resume
 from ark_trainer.stages.registry import config_class
+from tests.conftest import resume_check
 from tests.runtime.test_resume import all_stages
 
 
@@ -44,14 +44,14 @@ def test_the_same_paths_spelled_another_way_resume_the_run(run, monkeypatch):
         ("model/../model", "model/../d.jsonl", "./out/."),
     ):
         cfg = _cfg(model_path=model, data_path=data, output_dir=out, resume="True")
-        assert check_resume(cfg, run / "out", all_stages()), (model, data, out)
+        assert resume_check(cfg, run / "out", all_stages()), (model, data, out)
 
 
 def test_another_file_is_still_another_run(run):
     (run / "other.jsonl").write_text("{}\n")
     cfg = _cfg(model_path="./model", data_path="./other.jsonl", output_dir="out", resume="True")
     with pytest.raises(UserError) as err:
-        check_resume(cfg, run / "out", all_stages())
+        resume_check(cfg, run / "out", all_stages())
     assert err.value.messages == [
         f"--resume: --data_path: './other.jsonl' differs from 'd.jsonl' in {run / 'out' / 'run.yaml'}"
     ]
@@ -59,4 +59,4 @@ def test_another_file_is_still_another_run(run):
         model_path="./model", data_path="d.jsonl", output_dir="out", resume="True", max_train_steps="7"
     )
     with pytest.raises(UserError, match="--max_train_steps"):  # a flag that is not a path compares as before
-        check_resume(cfg, run / "out", all_stages())
+        resume_check(cfg, run / "out", all_stages())

@@ -32,11 +32,16 @@ class PlanStage:
 
 @dataclass(frozen=True)
 class Strategy:
-    """The stages a strategy runs, in order; why one would pick it; other spellings ``--strategy`` takes."""
+    """The stages a strategy runs, in order; why one would pick it; other spellings ``--strategy`` takes; and
+    how a request in words names it (``services/nl/parse.py``): ``phrases``, patterns (lower case, regular
+    expressions) that name it specifically ("RFT then GRPO", "only GRPO"), most specific first, read before
+    ``auto``; ``words``, patterns of its bare name ("grpo"), read after every strategy's phrases."""
 
     stages: tuple[str, ...]
     reason: str
     aliases: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
 
 
 _STRATEGIES: dict[str, Strategy] = {}  # the table, filled by the register_strategies hooks on first use

@@ -67,8 +67,8 @@ AUTO_FLAGS = ("max_completion_length", "lora_r")  # the shared flags chosen here
 
 def new_tokens(max_completion_length: int | None) -> int:
     """The run's completion length: ``max_completion_length`` (``--max_completion_length`` as resolved,
-    ``pipeline.with_auto_defaults``), or the fixed default where nothing resolved it (a config built without
-    the pipeline)."""
+    ``planning.with_auto_defaults``), or the fixed default where nothing resolved it (a config built without
+    the planning)."""
     return int(max_completion_length or LENGTH_FALLBACK)
 
 

@@ -1,5 +1,12 @@
-"""The run's estimate from its plan and flags (``core/runtime/estimate.py`` has the formulas), and
-``--time_budget``: the step counts the run did not set explicitly, scaled down to fit it.
+"""The run's estimate from its plan, its shared flags and each stage's own options
+(``core/runtime/estimate.py`` has the formulas), and ``--time_budget``: the step counts the run did not set
+explicitly, scaled down to fit it.
+
+Each stage estimates itself through its hooks (``stages/registry.py``): ``estimate_parts`` (what its steps
+cost, from its own options; a stage without one is counted as supervised steps), ``follow_steps`` (its
+automatic flags that follow its steps, chosen again for the steps tried), ``estimate_notes`` (lines said
+with the estimate) and ``given_answers`` (whether the data carries the answers it would otherwise sample).
+This module names no stage.
 
 Which step counts are the run's own choice: ``--max_train_steps`` left at its default sizes every stage;
 a stage's steps flag (``--rft_steps``) left unset takes its share of it (``stages/plan.py``). Those are scaled,
@@ -10,120 +17,98 @@ and when the run cannot fit the budget one line says so with the estimate.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ark_trainer.base.run_options import RunFlags
 from ark_trainer.core.auto_defaults import new_tokens
 from ark_trainer.core.runtime.estimate import (
-    GRPOWork,
     Part,
+    RunSize,
     Timings,
     duration,
     eval_parts,
     fit_steps,
     generation_seconds,
-    grpo_eval_seconds,
-    grpo_evaluations,
-    grpo_parts,
     preference_parts,
-    rft_parts,
     total_seconds,
 )
-from ark_trainer.stages.grpo.auto import grpo_accumulation
 from ark_trainer.stages.registry import get_stage
 
 log = logging.getLogger("ark_trainer")
 
-GRPO_LIKE = ("grpo", "rloo")
-PREFERENCE = ("dpo", "kto")
-
-
-@dataclass(frozen=True)
-class RunSize:
-    """The rows a run works on: training prompts, dev and test prompts; whether the data carries the
-    answers DPO/KTO would otherwise sample."""
-
-    train: int
-    dev: int
-    test: int
-    given_preferences: bool = False
-    eval_tokens: int = 0  # new tokens an evaluation answer may take (plan.json: eval_length); 0: the run's
-
-
-EvalEvery = Callable[[int], int]  # a GRPO stage's steps → its --grpo_eval_steps (where that is automatic)
-
-
-def grpo_work(
-    cfg: Any, name: str, steps: int, size: RunSize, eval_every: EvalEvery | None = None
-) -> GRPOWork:
-    """What a GRPO (or RLOO) stage of ``steps`` steps does (``eval_every``: how an automatic
-    ``--grpo_eval_steps`` follows the steps; else the config's)."""
-    micro, prompts = grpo_accumulation(cfg.batch_size, cfg.num_generations, cfg.grpo_prompts_per_step)
-    grpo_tokens = cfg.grpo_max_completion_length or new_tokens(cfg.max_completion_length)
-    every = (eval_every(steps) if eval_every else cfg.grpo_eval_steps or 0) if name == "grpo" else 0
-    every = every if cfg.eval_auto else 0
-    return GRPOWork(steps, prompts, cfg.num_generations, grpo_tokens, micro, every, size.dev, cfg.beta > 0)
+Options = Mapping[str, Any]  # each stage's own options instance, by stage name
+Follow = Callable[[str, Any, int], dict[str, Any]]
+"""(stage, its options, steps) → the values of its automatic flags that follow its steps, chosen for those
+steps (empty where none does): an automatic ``--grpo_eval_steps`` is chosen again for each step count tried."""
+Settle = Callable[[dict[str, Any]], tuple[RunFlags, Options, Any]]
+"""The run's chosen settings (the steps sized to ``--time_budget``) → its settled flags, options and plan
+(``services/planning.settle_chosen``)."""
 
 
 def stage_parts(
-    cfg: Any, name: str, steps: int, t: Timings, size: RunSize, eval_every: EvalEvery | None = None
+    run: RunFlags,
+    options: Options,
+    name: str,
+    steps: int,
+    t: Timings,
+    size: RunSize,
+    follow: Follow | None = None,
 ) -> list[Part]:
-    """The parts of one training stage of ``steps`` steps (``eval_every``: how an automatic
-    ``--grpo_eval_steps`` follows the steps; else the config's)."""
-    tokens, accumulation = new_tokens(cfg.max_completion_length), cfg.gradient_accumulation_steps
-    if name == "rft":
-        return rft_parts(t, steps, cfg.batch_size, accumulation, cfg.rft_num_samples, size.train, tokens)
-    if name in GRPO_LIKE:
-        return grpo_parts(t, name, grpo_work(cfg, name, steps, size, eval_every))
-    if name in PREFERENCE:
-        sampled = 0 if size.given_preferences else size.train
-        return preference_parts(t, name, steps, accumulation, sampled, cfg.rft_num_samples, tokens)
-    return preference_parts(t, name, steps, accumulation, 0, 0, tokens)[-1:]  # a plug-in: SFT-like steps
+    """The parts of one training stage of ``steps`` steps: its ``estimate_parts`` hook, with its own options
+    (``follow``: its automatic flags that follow the steps, chosen again); supervised steps where it has none."""
+    own = options.get(name)
+    if follow is not None and own is not None and (chosen := follow(name, own, steps)):
+        own = replace(own, **chosen)
+    hook = getattr(get_stage(name), "estimate_parts", None)
+    if hook is None:  # a plug-in that says nothing of its cost: supervised steps
+        tokens = new_tokens(run.max_completion_length)
+        return preference_parts(t, name, steps, run.gradient_accumulation_steps, 0, 0, tokens)[-1:]
+    return hook(run, own, steps, t, size)
 
 
 def run_parts(
-    cfg: Any,
+    run: RunFlags,
+    options: Options,
     plan: Any,
     t: Timings,
     size: RunSize,
     steps: dict[str, int] | None = None,
-    eval_every: EvalEvery | None = None,
+    follow: Follow | None = None,
 ) -> list[Part]:
     """Every part of the run in order: the probe (``--strategy auto``), the base model's evaluation, then
     each stage and its evaluation. ``steps`` overrides the plan's steps by stage (what :func:`fit` tries)."""
-    tokens = new_tokens(cfg.max_completion_length)
+    tokens = new_tokens(run.max_completion_length)
     eval_tokens = size.eval_tokens or tokens
-    evaluated = cfg.eval_auto
+    evaluated = run.eval_auto
     parts: list[Part] = []
     if plan.pending:
-        n = min(size.train, cfg.auto_probe_prompts)
-        what = f"{n} prompts × {cfg.auto_probe_samples} samples × {tokens} tokens"
-        parts.append(Part("probe", generation_seconds(t, n * cfg.auto_probe_samples, tokens), what))
+        n = min(size.train, run.auto_probe_prompts)
+        what = f"{n} prompts × {run.auto_probe_samples} samples × {tokens} tokens"
+        parts.append(Part("probe", generation_seconds(t, n * run.auto_probe_samples, tokens), what))
     if evaluated:
         parts += eval_parts(t, "base", size.dev, size.test, eval_tokens)
     for stage in plan.stages:
         n = (steps or {}).get(stage.name, stage.steps)
         if n > 0:
-            parts += stage_parts(cfg, stage.name, n, t, size, eval_every)
+            parts += stage_parts(run, options, stage.name, n, t, size, follow)
             if evaluated:
                 parts += eval_parts(t, stage.name, size.dev, size.test, eval_tokens)
     return parts
 
 
-def scalable_stages(cfg: Any, plan: Any) -> set[str]:
+def scalable_stages(run: RunFlags, options: Options, plan: Any) -> set[str]:
     """The stages whose steps the run did not set explicitly: every stage while ``--max_train_steps`` is at
-    its default, except one whose own steps flag was given."""
-    from ark_trainer.core.config import TrainConfig
-
-    if cfg.max_train_steps != TrainConfig.max_train_steps:
+    its default, except one whose own steps flag (in its options) was given."""
+    if run.max_train_steps != RunFlags.max_train_steps:
         return set()
     last = next((s.name for s in plan.stages if s.last), None)
-    return {
-        s.name
-        for s in plan.stages
-        if s.steps > 0 and (s.name == last or getattr(cfg, get_stage(s.name).steps_flag or "", None) is None)
-    }
+
+    def given(name: str) -> bool:
+        return getattr(options.get(name), get_stage(name).steps_flag or "", None) is not None
+
+    return {s.name for s in plan.stages if s.steps > 0 and (s.name == last or not given(s.name))}
 
 
 @dataclass(frozen=True)
@@ -137,19 +122,25 @@ class BudgetFit:
 
 
 def fit(
-    cfg: Any, plan: Any, t: Timings, size: RunSize, budget_s: float, eval_every: EvalEvery | None = None
+    run: RunFlags,
+    options: Options,
+    plan: Any,
+    t: Timings,
+    size: RunSize,
+    budget_s: float,
+    follow: Follow | None = None,
 ) -> BudgetFit:
-    """The plan's step counts sized to ``budget_s`` seconds (see the module's docstring); ``eval_every``:
-    an automatic ``--grpo_eval_steps`` chosen again for each step count tried."""
+    """The plan's step counts sized to ``budget_s`` seconds (see the module's docstring); ``follow``: the
+    automatic flags that follow a stage's steps, chosen again for each step count tried."""
     planned = {s.name: s.steps for s in plan.stages}
 
     def cost(steps: dict[str, int]) -> float:
-        return total_seconds(run_parts(cfg, plan, t, size, steps, eval_every))
+        return total_seconds(run_parts(run, options, plan, t, size, steps, follow))
 
     expected = cost(planned)
     if budget_s <= 0 or expected <= budget_s:
         return BudgetFit({}, {}, "")
-    scalable = scalable_stages(cfg, plan)
+    scalable = scalable_stages(run, options, plan)
     budget = f"--time_budget {budget_s / 60:g} min"
     if not scalable:
         return BudgetFit({}, {}, _explicit_line(budget, expected, planned))
@@ -183,55 +174,61 @@ def _explicit_line(budget: str, expected: float, planned: dict[str, int]) -> str
 
 
 def run_size(train: list[dict], dev: list[dict], test: list[dict], strategy_stages: list[str]) -> RunSize:
-    """The run's :class:`RunSize`; whether its data gives DPO/KTO their answers is asked only of a run
-    that has such a stage."""
-    given = False
-    if any(name in PREFERENCE for name in strategy_stages):
-        from ark_trainer.stages.preference import has_pair, labelled_answers
-
-        given = any(has_pair(r) or labelled_answers(r) for r in train)
+    """The run's :class:`RunSize`; whether its data gives a stage the answers it would otherwise sample
+    (its ``given_answers`` hook) is asked only of a run that has such a stage."""
+    hooks = [h for name in strategy_stages if (h := getattr(get_stage(name), "given_answers", None))]
+    given = any(hook(train) for hook in hooks)
     return RunSize(len(train), len(dev), len(test), given)
 
 
-def measured(cfg: Any, rt: Any, model_path: str, rows: list[dict]) -> Timings:
+def measured(run: RunFlags, rt: Any, model_path: str, rows: list[dict]) -> Timings:
     """This machine's timings on the run's model, precision and completion length (``core/runtime/measure.py``),
     on the first prompts of ``rows`` (held-out ones: nothing is learnt from them)."""
     from ark_trainer.core.runtime.measure import MEASURE_PROMPTS, measure
 
     prompts = [r["prompt"] for r in rows[:MEASURE_PROMPTS] if "prompt" in r]
-    return measure(model_path, rt, prompts, new_tokens(cfg.max_completion_length), cfg.batch_size)
+    return measure(model_path, rt, prompts, new_tokens(run.max_completion_length), run.batch_size)
 
 
-def auto_eval_every(cfg: Any, extra: dict, model_dir: str) -> EvalEvery | None:
-    """How ``--grpo_eval_steps`` follows the GRPO steps where the run chose it automatically (``extra``:
-    plan.json's extra keys, whose ``auto_defaults`` say so; ``model_dir``: the base model's HF folder)."""
-    if "grpo_eval_steps" not in (extra.get("auto_defaults") or {}):
+def follower(run: RunFlags, extra: dict, model_dir: str) -> Follow | None:
+    """How the automatic flags that follow a stage's steps (its ``follow_steps`` hook) are chosen again for
+    other steps, where the run chose them automatically (``extra``: plan.json's extra keys, whose
+    ``auto_defaults`` say so; ``model_dir``: the base model's HF folder); None where it chose none."""
+    automatic = set(extra.get("auto_defaults") or {})
+    if not automatic:
         return None
-    from ark_trainer.base.run_options import RunOptionsAfterStages
     from ark_trainer.core.auto_defaults import model_facts
-    from ark_trainer.stages.grpo.auto import grpo_eval_every
 
-    after, facts = cfg.options(RunOptionsAfterStages), model_facts(model_dir)
-    return lambda steps: int(grpo_eval_every(after, steps, facts).value)
+    facts = model_facts(model_dir)
+
+    def follow(name: str, options: Any, steps: int) -> dict[str, Any]:
+        hook = getattr(get_stage(name), "follow_steps", None)
+        if hook is None:
+            return {}
+        return {
+            flag: chosen.value
+            for flag, chosen in hook(run, options, steps, facts).items()
+            if flag in automatic
+        }
+
+    return follow
 
 
 def regrown_choices(
-    cfg: Any, extra: dict, flags: dict[str, int], eval_every: EvalEvery | None
+    options: Options, extra: dict, flags: dict[str, int], steps: dict[str, int], follow: Follow | None
 ) -> dict[str, Any]:
-    """The flags to settle after :func:`fit`: its step counts, and ``--grpo_eval_steps`` chosen again
-    (``eval_every``) for the new GRPO steps where it was automatic; ``extra``'s ``auto_defaults`` record
-    (plan.json) says so."""
-    from ark_trainer.stages.plan import resolve_plan
-
+    """The flags to settle after :func:`fit`: its step counts (``flags``; ``steps``: the new steps by stage),
+    and the automatic flags that follow a stage's steps chosen again (``follow``) for its new steps;
+    ``extra``'s ``auto_defaults`` record (plan.json) says so."""
     chosen: dict[str, Any] = dict(flags)
     auto = extra.setdefault("auto_defaults", {})
-    if eval_every is not None:
-        value = eval_every(resolve_plan(replace(cfg, **flags)).steps("grpo"))
-        chosen["grpo_eval_steps"] = value
-        auto["grpo_eval_steps"] = {
-            "value": value,
-            "reason": f"{value}: for the GRPO steps sized to --time_budget",
-        }
+    for name, n in steps.items():
+        if follow is None or (own := options.get(name)) is None:
+            continue
+        for flag, value in follow(name, own, n).items():
+            chosen[flag] = value
+            label = get_stage(name).label
+            auto[flag] = {"value": value, "reason": f"{value}: for the {label} steps sized to --time_budget"}
     for name, value in flags.items():
         auto[name] = {"value": value, "reason": f"{value}: sized to --time_budget (plan.json: estimate)"}
     return chosen
@@ -245,73 +242,58 @@ def _eval_tokens(extra: dict) -> int:
     return chosen.value if chosen else 0
 
 
-def grpo_eval_line(cfg: Any, plan: Any, t: Timings, size: RunSize, automatic: bool) -> str:
-    """What the GRPO stage's evaluations on dev (``--grpo_eval_steps``) cost, said with how to skip them;
-    empty where the stage evaluates nothing."""
-    steps = next((s.steps for s in plan.stages if s.name == "grpo"), 0)
-    if steps <= 0:
-        return ""
-    work = grpo_work(cfg, "grpo", steps, size)
-    evals = grpo_evaluations(steps, work.eval_every)
-    if not evals:
-        return ""
-    chosen = "chosen automatically" if automatic else "as given"
-    return (
-        f"evaluation during GRPO (--grpo_eval_steps {work.eval_every}, {chosen}): {evals} evaluations of "
-        f"{work.dev} dev prompts × {work.tokens} tokens, about {duration(grpo_eval_seconds(t, work))} of the "
-        "grpo stage's time above; --grpo_eval_steps 0 skips them (the stage then ends on its last step, not "
-        "its best)"
-    )
-
-
-@dataclass(frozen=True)
-class Estimated:
-    """A run after its estimate: its config and plan (steps sized to ``--time_budget``), and
-    ``plan.json``'s ``estimate``."""
-
-    cfg: Any
-    plan: Any
-    record: dict
+def stage_notes(
+    run: RunFlags, options: Options, plan: Any, t: Timings, size: RunSize, automatic: Collection[str]
+) -> list[str]:
+    """What each stage of the plan says with the estimate (its ``estimate_notes`` hook: GRPO's evaluations
+    on dev, with how to skip them); ``automatic``: the flags the run chose automatically."""
+    lines: list[str] = []
+    for s in plan.stages:
+        hook = getattr(get_stage(s.name), "estimate_notes", None)
+        if hook is not None and (own := options.get(s.name)) is not None:
+            lines += hook(run, own, s.steps, t, size, automatic)
+    return lines
 
 
 def estimate_run(
-    cfg: Any, plan: Any, extra: dict, rt: Any, model_dir: str, splits: tuple[list, list, list]
-) -> Estimated | None:
+    run: RunFlags,
+    options: Options,
+    plan: Any,
+    extra: dict,
+    rt: Any,
+    model_dir: str,
+    splits: tuple[list, list, list],
+    settle: Settle,
+) -> dict | None:
     """Measure what the run's parts cost on this machine, say the expected time of each, size the steps
-    left automatic to ``--time_budget`` (``extra``: plan.json's extra keys, whose ``auto_defaults`` it
-    updates; ``splits``: train, dev and test rows). None, and nothing measured, for a toy model (its runs
-    take minutes) or an agent run (episodes are not estimated), or when the measurement fails."""
+    left automatic to ``--time_budget`` (``settle``: the run with them settled; ``extra``: plan.json's extra
+    keys, whose ``auto_defaults`` it updates; ``splits``: train, dev and test rows); returns plan.json's
+    ``estimate``. None, and nothing measured, for a toy model (its runs take minutes) or an agent run
+    (episodes are not estimated), or when the measurement fails."""
     from ark_trainer.core.auto_defaults import model_facts
-    from ark_trainer.core.config import settle
     from ark_trainer.core.runtime.estimate import estimate_lines, record
-    from ark_trainer.stages.plan import resolve_plan
 
-    if model_facts(model_dir).toy or cfg.env:
-        if cfg.time_budget:
-            log.warning("--time_budget: not applied to %s", "an agent run" if cfg.env else "a toy model")
+    if model_facts(model_dir).toy or run.env:
+        if run.time_budget:
+            log.warning("--time_budget: not applied to %s", "an agent run" if run.env else "a toy model")
         return None
     train, dev, test = splits
     size = replace(run_size(train, dev, test, [s.name for s in plan.stages]), eval_tokens=_eval_tokens(extra))
     log.info("measuring a generation batch and a training step on this machine, for the expected time ...")
     try:
-        timings = measured(cfg, rt, model_dir, dev or test or train)
+        timings = measured(run, rt, model_dir, dev or test or train)
     except Exception as exc:  # noqa: BLE001 - an estimate is advice: the run goes on without it
         log.warning("could not measure this run's expected time: %s: %s", type(exc).__name__, exc)
         return None
-    eval_every = auto_eval_every(cfg, extra, model_dir)
-    budget = fit(cfg, plan, timings, size, cfg.time_budget * 60, eval_every)
+    follow = follower(run, extra, model_dir)
+    budget = fit(run, options, plan, timings, size, run.time_budget * 60, follow)
     if budget.flags:
-        cfg = settle(cfg, regrown_choices(cfg, extra, budget.flags, eval_every))
-        plan = resolve_plan(cfg)
-    parts = run_parts(cfg, plan, timings, size)
+        run, options, plan = settle(regrown_choices(options, extra, budget.flags, budget.steps, follow))
+    parts = run_parts(run, options, plan, timings, size)
     for line in estimate_lines(parts, timings):
         log.info("%s", line)
-    if said := grpo_eval_line(
-        cfg, plan, timings, size, "grpo_eval_steps" in (extra.get("auto_defaults") or {})
-    ):
+    for said in stage_notes(run, options, plan, timings, size, set(extra.get("auto_defaults") or {})):
         log.info("%s", said)
     if budget.message:
         (log.info if budget.flags else log.warning)("%s", budget.message)
-    return Estimated(
-        cfg, plan, record(parts, timings, time_budget_minutes=cfg.time_budget, budget=budget.message)
-    )
+    return record(parts, timings, time_budget_minutes=run.time_budget, budget=budget.message)

@@ -208,3 +208,22 @@ def stats_blocks(run, event: str, title: str) -> list:
         return []
     e = {k: v for k, v in events[-1].items() if k not in ("event", "time", "ts")}
     return [Heading(title), Table(["field", "value"], [[k, short(v)] for k, v in e.items()])]
+
+
+def given_answers(rows: list[dict]) -> bool:
+    """Whether the data carries the answers DPO and KTO would otherwise sample (pairs or labelled answers):
+    the stages' ``given_answers`` hook, for the estimate (``stages/estimate.py``)."""
+    return any(has_pair(r) or labelled_answers(r) for r in rows)
+
+
+def estimate_parts(name: str, run: Any, options: Any, steps: int, t: Any, size: Any) -> list:
+    """What ``steps`` steps of DPO or KTO (``name``) cost: the answers sampled for every training prompt
+    unless the data carries them, then its steps (``core/runtime/estimate.py``)."""
+    from ark_trainer.core.auto_defaults import new_tokens
+    from ark_trainer.core.runtime.estimate import preference_parts
+
+    sampled = 0 if size.given_preferences else size.train
+    tokens = new_tokens(run.max_completion_length)
+    return preference_parts(
+        t, name, steps, run.gradient_accumulation_steps, sampled, options.rft_num_samples, tokens
+    )

@@ -50,8 +50,8 @@ class Plot:
 
 @dataclass
 class StageContext:
-    """What one stage of a run is handed, built by the pipeline for it (:func:`stage_context`): the shared
-    run flags and its own options, as a TRL trainer is handed its ``args``, and the run's parts."""
+    """What one stage of a run is handed, built by the pipeline for it: the shared run flags and its own
+    options, as a TRL trainer is handed its ``args``, and the run's parts."""
 
     run: RunFlags  # the shared run flags (validated: read, never written)
     options: Any  # an instance of the stage's own ``options`` class (None for a stage without one)
@@ -72,8 +72,8 @@ class Stage(Protocol):
 
     name: str  # folder, eval name and events' stage: lower case, no spaces
     label: str  # for people: report columns, plan, logs
-    steps_flag: str | None  # the TrainConfig field giving its steps (None: a share of --max_train_steps)
-    lr_flag: str  # the TrainConfig field giving its learning rate
+    steps_flag: str | None  # the flag (of its options) giving its steps (None: a share of --max_train_steps)
+    lr_flag: str  # the flag (of its options) giving its learning rate
     plots: tuple[Plot, ...]
 
     # Optional: ``options`` (a frozen dataclass of :func:`~ark_trainer.base.flags.flag` fields: the stage's own
@@ -85,8 +85,14 @@ class Stage(Protocol):
     # (refuse training rows it cannot use, before anything is written),
     # ``plays_episodes`` (True: it trains whole agent episodes under ``--env``; default False),
     # ``headline_metric`` (str: the report's headline compares it with the base model),
-    # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]`` and
-    # ``flat_reward_fix(config) -> str | None`` (one more fix the diagnosis offers when its groups are flat).
+    # ``report_blocks(run) -> list[Block]`` (its report section), ``report_warnings(run) -> list[str]``,
+    # ``flat_reward_fix(config) -> str | None`` (one more fix the diagnosis offers when its groups are flat),
+    # and its part of the run's estimate (``stages/estimate.py``, which names no stage):
+    # ``estimate_parts(run, options, steps, timings, size) -> list[Part]`` (what ``steps`` steps cost; without
+    # it, supervised steps), ``follow_steps(run, options, steps, facts) -> dict[str, AutoDefault]`` (its
+    # automatic flags that follow its steps, chosen for ``steps``: sized again under ``--time_budget``),
+    # ``estimate_notes(run, options, steps, timings, size, automatic) -> list[str]`` (lines said with the
+    # estimate) and ``given_answers(rows) -> bool`` (the data carries the answers it would otherwise sample).
 
     def run(self, ctx: StageContext, plan: PlanStage, model_in: str, final_dir: Path) -> str:
         """Train from ``model_in`` for ``plan.steps`` at ``plan.learning_rate``; save into ``final_dir``.
@@ -177,13 +183,6 @@ def config_class() -> type[TrainConfig]:
     )  # in DEFAULT_PLUGINS' order
     plugins = tuple(o for o in stage_options() if o not in builtin)
     return made_of(builtin, plugins, episode_strategies())
-
-
-def stage_context(cfg: TrainConfig, name: str, **parts: Any) -> StageContext:
-    """What stage ``name`` is handed: the shared run flags, an instance of its own options class (built from
-    ``cfg``, the run's config) and the run's ``parts`` (:class:`StageContext`'s other fields)."""
-    options = getattr(get_stage(name), "options", None)
-    return StageContext(run=cfg.run_flags(), options=cfg.options(options) if options else None, **parts)
 
 
 def get_stage(name: str) -> Stage:

@@ -97,7 +97,7 @@ def cmd_run(args: RunOptions) -> int:
         check_folder(plan.cfg.output_dir, "--output_dir")  # before the collected rows are written into it
         claim_folder(plan.cfg.output_dir)
         _collect(plan.collect_agent, plan.cfg.data_path)
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
 
     out = run_train(plan.cfg)
     print(f"done: model in {out / 'model'}, report in {out / 'report.html'}")

@@ -158,7 +158,7 @@ def run_demo(
     from ark_trainer.app.demo.data import phrasebook, write_demo_data
     from ark_trainer.app.demo.model import build_base_model
     from ark_trainer.core.config import resolve_config
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
     from ark_trainer.stages.registry import config_class
 
     _check_demo_args(out, overwrite, seed, n_train=n_train, n_eval=n_eval, max_train_steps=max_train_steps)
@@ -243,7 +243,7 @@ def agent_train_flags(
 def train_agent(flags: dict) -> Path:
     """Run ``train`` over episodes of the agent demo's environment (the one place the agent demo trains)."""
     from ark_trainer.core.config import resolve_config
-    from ark_trainer.services.pipeline import run_train
+    from ark_trainer.services.train import run_train
     from ark_trainer.stages.registry import config_class
 
     return run_train(resolve_config(config_class(), flags))

@@ -15,7 +15,7 @@ Interface (everything that takes ``--model_path`` goes through it)::
     model.architecture, model.quantization   # "llama" / "qwen2", "Q4_1" (gguf, ollama)
     model.to_json() # the ``base_model`` entry of plan.json
 
-    # check with everything else first, write later (what ``pipeline.prepare`` does):
+    # check with everything else first, write later (what ``planning.prepare`` does):
     src = check_model(spec, flag="--model_path"); ...; model = convert(src, out / "base_model")
 
 - An HF folder passes through unchanged (``check_policy_dir``: config.json, safetensors, tokenizer).

@@ -53,6 +53,18 @@ class Timings:
 
 
 @dataclass(frozen=True)
+class RunSize:
+    """The rows a run works on: training prompts, dev and test prompts; whether the data carries the
+    answers a stage would otherwise sample (DPO's and KTO's: their ``given_answers`` hook)."""
+
+    train: int
+    dev: int
+    test: int
+    given_preferences: bool = False
+    eval_tokens: int = 0  # new tokens an evaluation answer may take (plan.json: eval_length); 0: the run's
+
+
+@dataclass(frozen=True)
 class Part:
     """One stage of the heartbeat and what it is expected to take."""
 

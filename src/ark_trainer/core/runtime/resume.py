@@ -403,35 +403,29 @@ class ResumableStage(Protocol):
     steps_flag: str | None  # and, where it chooses some of its flags itself, ``auto_flags``
 
 
-class ResumeFlags(Protocol):
-    """What the resume check reads of the run's config: ``--resume``, ``--overwrite_output_dir`` and every
-    flag (``flag_items()``, compared with the earlier run's ``run.yaml``)."""
-
-    @property
-    def resume(self) -> bool: ...
-    @property
-    def overwrite_output_dir(self) -> bool: ...
-    def flag_items(self) -> dict[str, Any]: ...
-
-
-def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) -> bool:
+def check_resume(
+    resume: bool, flags: dict[str, Any], flags_class: type, out: Path, stages: Sequence[ResumableStage]
+) -> bool:
     """Decide whether this run continues the one in ``out`` (the caller builds its config with
-    ``resume=True`` then), or raise UserError. ``stages``: every stage a run may have.
+    ``resume=True`` then), or raise UserError. ``resume``: ``--resume``; ``flags``: every other flag of this
+    run by name (what its ``run.yaml`` holds: ``--overwrite_output_dir`` and the rest, compared with the
+    earlier run's), of the config class ``flags_class`` (the earlier ``run.yaml`` is read as one); ``stages``: every
+    stage a run may have.
 
-    The strategy and steps of a resumed run come from its saved ``plan.json`` (``pipeline.prepare``), so an
+    The strategy and steps of a resumed run come from its saved ``plan.json`` (``planning.prepare``), so an
     auto run whose probe already chose is not probed again.
     """
     from ark_trainer.core.config import load_yaml_config
 
+    now = flags
     run_yaml = RunFolder(out).config_path
     if not run_yaml.is_file():
-        if cfg.resume:
+        if resume:
             raise UserError(f"--resume: {out} holds no run (run.yaml) to resume; drop --resume to start one")
         return False
-    if cfg.overwrite_output_dir and not cfg.resume:
+    if flags.get("overwrite_output_dir") and not resume:
         return False
-    before = load_yaml_config(type(cfg), str(run_yaml))
-    now = cfg.flag_items()
+    before = load_yaml_config(flags_class, str(run_yaml))
     from ark_trainer.core.auto_defaults import AUTO_FLAGS as SHARED_AUTO_FLAGS
     from ark_trainer.core.runtime.estimate import budget_sized
 
@@ -444,7 +438,7 @@ def check_resume(cfg: ResumeFlags, out: Path, stages: Sequence[ResumableStage]) 
         and not (k in auto_flags and now.get(k) is None)
         and not budget_sized(k, before, now)
     )  # an automatic flag (or a step count --time_budget sized) left unset again: run.yaml holds the choice
-    if not cfg.resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
+    if not resume and (changed or not Progress(out).anything_done([s.name for s in stages])):
         raise UserError(
             f"--output_dir: {out} already holds a run (run.yaml); pick a new folder, pass "
             "--overwrite_output_dir True, or --resume True to continue it"

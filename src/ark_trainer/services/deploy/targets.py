@@ -50,7 +50,8 @@ class DeployTarget(Protocol):
     """What ``ark-trainer deploy``, ``train --openclaw_env True`` and the live loop call on a target.
 
     ``client`` holds the target's own settings (OpenClaw: ``agent``, the agent id), which the target checks:
-    nothing outside the target knows them."""
+    nothing outside the target knows them. Optional: ``label``, the client's name for people (``OpenClaw``;
+    the target's name where it has none)."""
 
     def deploy(
         self,

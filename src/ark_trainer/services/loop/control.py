@@ -76,7 +76,9 @@ def _through_supervisor(folder: Path, n: int, pid: int, started: str | None, tim
 
 
 def stop_loop(folder: Path) -> str:
-    """``loop --stop``: SIGTERM the supervisor (it stops a round in training), stop the model server."""
+    """``loop --stop``: SIGTERM the supervisor (it stops a round in training), stop the model server; the
+    line says how to restore the client of the deploy target in use (``--deploy_target``)."""
+    from ark_trainer.base.run_options import DEFAULT_DEPLOY_TARGET
     from ark_trainer.services.deploy.targets import get_target
     from ark_trainer.services.loop.serving import target_of
 
@@ -84,7 +86,9 @@ def stop_loop(folder: Path) -> str:
     state = load_state(folder)
     if state is None:
         raise UserError(f"loop --stop: {folder} is not a loop folder (no state.json)")
-    stop = get_target(target_of(state)).stop
+    name = target_of(state)
+    target = get_target(name)
+    stop = target.stop
     pid = state.get("supervisor_pid")
     said = []
     if pid and same_process(pid, state.get("supervisor_started")):  # never a process that reused its pid
@@ -97,4 +101,6 @@ def stop_loop(folder: Path) -> str:
         said.append("stopped the model server" if stop(str(folder)) else "the model server was not running")
     except UserError:
         said.append("no model server was deployed")
-    return "; ".join(said) + "; `ark-trainer deploy LOOP --rollback` restores OpenClaw's config"
+    rollback = "ark-trainer deploy LOOP" + ("" if name == DEFAULT_DEPLOY_TARGET else f" --target {name}")
+    label = getattr(target, "label", name)  # the client's name for people (OpenClaw)
+    return "; ".join(said) + f"; `{rollback} --rollback` restores {label}'s config"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ark_trainer.base.errors import UserError
+from ark_trainer.base.strategies import AUTO, DEFAULT_STRATEGY, Strategy, strategy_table
 from ark_trainer.services.nl.paths import take_paths
 from ark_trainer.services.nl.request import Parsed, RequestText
 from ark_trainer.services.nl.vocab import named_agent, normalize
@@ -25,36 +26,14 @@ NUM = (
     r"\s*([kK]|千|万|w|W)?"
 )
 MULTIPLIERS = {"k": 1_000, "K": 1_000, "千": 1_000, "万": 10_000, "w": 10_000, "W": 10_000}
-# strategy words, most specific first (the pattern, the strategy)
-STRATEGIES = [
-    (
-        r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*grpo"
-        r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])grpo(?![a-z_])",
-        "RFT+GRPO",
-    ),
-    (
-        r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*dpo"
-        r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])dpo(?![a-z_])",
-        "RFT+DPO",
-    ),
-    (
-        r"(?:only|just)\s+(?:use\s+|do\s+)?(?:a\s+)?grpo|grpo[\s_-]*only"
-        r"|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
-        "GRPO",
-    ),
-    (r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step", "GRPO"),
-    (
-        r"(?<![a-z_])auto(?:matic(?:ally)?)?(?![a-z_])(?!\s*(?:eval|evaluat|评估|deploy|部署|heartbeat|save))"
-        r"\s*(?:strategy|select\w*|choose|choice|pick)?"
-        r"|自动(?!\s*(?:评估|评测|部署|心跳|保存|化))\s*(?:选择|选|判断|决定)?(?:策略)?"
-        r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)",
-        "auto",
-    ),
-    (r"(?<![a-z_])dpo(?![a-z_])|直接偏好优化", "DPO"),
-    (r"(?<![a-z_])kto(?![a-z_])", "KTO"),
-    (r"(?<![a-z_])rloo(?![a-z_])", "RLOO"),
-    (r"(?<![a-z_])grpo(?![a-z_])", "GRPO"),
-]
+# how a request asks for ``auto`` (not a strategy of the table: the probe picks one); every strategy's own
+# phrases and words come with it from the strategy registry (``base/strategies.py``: ``Strategy.phrases``)
+AUTO_PHRASE = (
+    r"(?<![a-z_])auto(?:matic(?:ally)?)?(?![a-z_])(?!\s*(?:eval|evaluat|评估|deploy|部署|heartbeat|save))"
+    r"\s*(?:strategy|select\w*|choose|choice|pick)?"
+    r"|自动(?!\s*(?:评估|评测|部署|心跳|保存|化))\s*(?:选择|选|判断|决定)?(?:策略)?"
+    r"|(?:you|tool)\s+(?:decide|choose|pick)|(?:由你|你来|帮我)\s*(?:选|决定|判断)"
+)
 NO_RFT = r"(?:不要|不用|不做|无需|不需要|跳过|no|without|skip(?:ping)?)\s*(?:the\s+)?rft(?![a-z_])"
 RFT = r"(?<![a-z_])rft(?![a-z_])"  # RFT named alone still means the two-step RFT+GRPO
 UNSUPPORTED = (
@@ -136,16 +115,37 @@ def parse_request(text: str, known_rewards: list[str] | None = None) -> Parsed:
 # --- strategy ----------------------------------------------------------------------------------------------
 
 
+def strategy_phrases() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The (pattern, strategy) pairs a request names a strategy by, most specific first, from the strategy
+    registry: every strategy's ``phrases`` (those of several stages first), ``auto``'s, then the strategies'
+    ``words``; and, apart, the words of a strategy that ends the default one (GRPO's), read only after "RFT
+    named alone" (which means the default, RFT+GRPO)."""
+    table = strategy_table()
+    by_length = sorted(table.items(), key=lambda item: -len(item[1].stages))  # stable: registry order
+    phrases = [(p, name) for name, s in by_length for p in s.phrases]
+    default = table[DEFAULT_STRATEGY].stages
+
+    def ends_default(s: Strategy) -> bool:
+        return len(s.stages) < len(default) and default[-len(s.stages) :] == s.stages
+
+    words = [(w, name) for name, s in table.items() if not ends_default(s) for w in s.words]
+    last = [(w, name) for name, s in table.items() if ends_default(s) for w in s.words]
+    return [*phrases, (AUTO_PHRASE, AUTO), *words], last
+
+
 def _pick_strategy(t: RequestText, no_rft: bool) -> tuple[str | None, re.Match | None]:
-    """The first strategy pattern that matches; RFT named alone (not "不要RFT") means RFT+GRPO."""
-    for pattern, strategy in STRATEGIES[:-1]:
+    """The first strategy pattern that matches; RFT named alone (not "不要RFT") means the default strategy."""
+    first, last = strategy_phrases()
+    for pattern, strategy in first:
         m = t.take(pattern)
         if m:
             return strategy, m
     if not no_rft and t.find(RFT):  # the RFT words stay for the step and rate rules ("RFT 3000步")
-        return "RFT+GRPO", None
-    m = t.take(STRATEGIES[-1][0])
-    return ("GRPO", m) if m else (None, None)
+        return DEFAULT_STRATEGY, None
+    for pattern, strategy in last:
+        if m := t.take(pattern):
+            return strategy, m
+    return None, None
 
 
 def _strategy(t: RequestText, out: Parsed) -> None:
@@ -163,7 +163,7 @@ def _strategy(t: RequestText, out: Parsed) -> None:
                 "the run starts by probing the base model and picks RFT+GRPO or Only GRPO "
                 "(--auto_min_pass_rate, --auto_max_zero_std); plan.json and the report say which and why"
             )
-        for more in STRATEGIES:  # a second mention of the same strategy is not ignored
+        for more in [p for group in strategy_phrases() for p in group]:  # a second mention is not ignored
             while t.take(more[0]):
                 pass
     if unsupported:

@@ -20,6 +20,8 @@ from ark_trainer.services.openclaw.deploy import (
 
 __all__ = ["current", "deploy", "deploy_after_train", "rollback", "status", "stop", "swap"]
 
+label = "OpenClaw"  # the client's name for people (``loop --stop``'s line)
+
 
 def check_before_train(warn, output_dir: str | None, model_path: str | None, checkpoints: int) -> dict:
     """``train --openclaw_env True``'s check before training: ``doctor``'s checks, problems as warnings."""

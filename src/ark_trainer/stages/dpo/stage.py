@@ -19,6 +19,8 @@ from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.dpo.options import DPOOptions, dpo_losses
 from ark_trainer.stages.preference import dpo_pairs, earlier, stats_blocks
+from ark_trainer.stages.preference import estimate_parts as preference_estimate
+from ark_trainer.stages.preference import given_answers as data_gives_answers
 from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
@@ -77,6 +79,14 @@ class DPOStage:
             return model_in
         return str(train_dpo(ctx, plan, model_in, data.rows, final_dir))
 
+    def estimate_parts(self, run, options: DPOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost (``stages/preference.py``)."""
+        return preference_estimate(self.name, run, options, steps, t, size)
+
+    def given_answers(self, rows: list[dict]) -> bool:
+        """Whether the data carries the answers the stage would otherwise sample."""
+        return data_gives_answers(rows)
+
     def report_blocks(self, run) -> list:
         """The report's "DPO pairs" section: where the pairs came from and what was dropped."""
         return stats_blocks(run, "dpo_pairs", "DPO pairs")
@@ -96,6 +106,7 @@ def register_strategies(register) -> None:
             "one step: DPO on preference pairs (the data's chosen/rejected, or the model's own best vs worst "
             "sampled answer); no reward in the training loop, cheap and stable",
             ("only dpo", "dpo only"),
+            words=(r"(?<![a-z_])dpo(?![a-z_])|直接偏好优化",),
         ),
     )
     register(
@@ -105,5 +116,9 @@ def register_strategies(register) -> None:
             "two steps: RFT on reward-selected answers, then DPO on fresh best-vs-worst pairs sampled from the "
             "RFT model",
             ("rftdpo", "rft_dpo", "rft-dpo", "rft dpo"),
+            phrases=(
+                r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*dpo"
+                r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])dpo(?![a-z_])",
+            ),
         ),
     )

@@ -29,7 +29,7 @@ from ark_trainer.core.runtime.monitor import Monitor
 from ark_trainer.rewards.composite import reward_columns
 from ark_trainer.stages.common import train_and_save, trainer_kwargs, vllm_settings, without_dropout
 from ark_trainer.stages.diagnose.timing import time_generation
-from ark_trainer.stages.grpo import report
+from ark_trainer.stages.grpo import estimate, report
 from ark_trainer.stages.grpo.auto import (
     AUTO_FLAGS,
     RUN_WEIGHTS,
@@ -266,6 +266,21 @@ class GRPOStage:
         """The values of the stage's automatic flags ``options`` leave unset (``auto.py``), by flag."""
         return choose(run, options, facts)
 
+    def estimate_parts(self, run: RunFlags, options: GRPOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost, its evaluations on dev too (``estimate.py``)."""
+        return estimate.parts(run, options, steps, t, size)
+
+    def follow_steps(self, run: RunFlags, options: GRPOOptions, steps: int, facts) -> dict[str, AutoDefault]:
+        """Its automatic flags that follow its steps, chosen for ``steps`` (``estimate.py``)."""
+        return estimate.follow_steps(run, steps, facts)
+
+    def estimate_notes(
+        self, run: RunFlags, options: GRPOOptions, steps: int, t, size, automatic
+    ) -> list[str]:
+        """What its evaluations on dev cost, said with the estimate (``estimate.py``)."""
+        note = estimate.eval_note(run, options, steps, t, size, "grpo_eval_steps" in automatic)
+        return [note] if note else []
+
     def report_blocks(self, run) -> list:
         """The report's "Training health (GRPO)" section (``report.py``)."""
         return report.blocks(run)
@@ -297,6 +312,10 @@ def register_strategies(register) -> None:
             "optimises the task reward from there (stable, precise alignment; the choice for customer-service "
             "QC)",
             ("rftgrpo", "rft_grpo", "rft-grpo", "rft grpo"),
+            phrases=(
+                r"先\s*(?:做|用)?\s*rft[\s,，、]*(?:再|然后|后|接着)\s*(?:做|用)?\s*grpo"
+                r"|rft(?:(?!学习率|lr|learning|温度|temp|batch|[0-9])[^\n]){0,20}?(?<![a-z_])grpo(?![a-z_])",
+            ),
         ),
     )
     register(
@@ -306,5 +325,11 @@ def register_strategies(register) -> None:
             "one step: GRPO straight from the base model (faster iteration for a model whose preferences "
             "are already good)",
             ("only grpo", "only_grpo", "only-grpo", "onlygrpo", "grpo only"),
+            phrases=(
+                r"(?:only|just)\s+(?:use\s+|do\s+)?(?:a\s+)?grpo|grpo[\s_-]*only"
+                r"|(?:仅|只|单独|只用|只做|仅用|仅做)\s*(?:用|做)?\s*grpo",
+                r"快速迭代|fast(?:er)?\s+iteration|quick(?:ly)?\s+iterat\w*|one[\s-]step",
+            ),
+            words=(r"(?<![a-z_])grpo(?![a-z_])",),
         ),
     )

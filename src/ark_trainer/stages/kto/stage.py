@@ -23,6 +23,8 @@ from ark_trainer.core.models.loading import load_tokenizer
 from ark_trainer.stages.common import no_checkpointing, train_and_save, trainer_kwargs
 from ark_trainer.stages.kto.options import KTOOptions
 from ark_trainer.stages.preference import earlier, kto_examples, stats_blocks
+from ark_trainer.stages.preference import estimate_parts as preference_estimate
+from ark_trainer.stages.preference import given_answers as data_gives_answers
 from ark_trainer.stages.registry import Plot, StageContext
 
 if TYPE_CHECKING:
@@ -95,6 +97,14 @@ class KTOStage:
             return model_in
         return str(train_kto(ctx, plan, model_in, data.rows, final_dir))
 
+    def estimate_parts(self, run, options: KTOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost (``stages/preference.py``)."""
+        return preference_estimate(self.name, run, options, steps, t, size)
+
+    def given_answers(self, rows: list[dict]) -> bool:
+        """Whether the data carries the answers the stage would otherwise sample."""
+        return data_gives_answers(rows)
+
     def report_blocks(self, run) -> list:
         """The report's "KTO examples" section: where they came from, how many good and bad."""
         return stats_blocks(run, "kto_examples", "KTO examples")
@@ -114,5 +124,6 @@ def register_strategies(register) -> None:
             "one step: KTO on unpaired good/bad answers (thumbs-up/down labels, or sampled answers split by "
             "a reward threshold)",
             ("only kto", "kto only"),
+            words=(r"(?<![a-z_])kto(?![a-z_])",),
         ),
     )

@@ -1,7 +1,7 @@
 """Report blocks for what went wrong: the failure at the top, and the bad steps and rollbacks of a run.
 
 A run that stops (a fault, a NaN stage after its rollbacks, a kill ``--auto_resume`` gave up on, Ctrl-C)
-still gets its report (``pipeline.run_train`` and ``supervisor.supervise`` build it), and the first thing
+still gets its report (``services/train.run_train`` and ``supervisor.supervise`` build it), and the first thing
 it says is why it stopped, which stages finished, and where the model of the last finished stage is.
 Read only from ``events.jsonl``, like the rest of the report.
 """

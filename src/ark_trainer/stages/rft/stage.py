@@ -143,6 +143,15 @@ class RFTStage:
             return model_in
         return str(train_rft(ctx, plan, model_in, selected, final_dir, episodes=True))
 
+    def estimate_parts(self, run: RunFlags, options: RFTOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost: the answers it samples, then its supervised steps
+        (``core/runtime/estimate.py``)."""
+        from ark_trainer.core.auto_defaults import new_tokens
+        from ark_trainer.core.runtime.estimate import rft_parts
+
+        accumulation, tokens = run.gradient_accumulation_steps, new_tokens(run.max_completion_length)
+        return rft_parts(t, steps, run.batch_size, accumulation, options.rft_num_samples, size.train, tokens)
+
     def report_blocks(self, run) -> list:
         """The report's "RFT data selection" section (``report.py``)."""
         return report.blocks(run)

@@ -34,6 +34,7 @@ from ark_trainer.stages.rloo import report
 from ark_trainer.stages.rloo.options import RLOOOptions
 
 if TYPE_CHECKING:
+    from ark_trainer.base.run_options import RunFlags
     from ark_trainer.stages.plan import PlanStage
 
 
@@ -95,6 +96,17 @@ class RLOOStage:
         gc.collect()
         return str(model)
 
+    def estimate_parts(self, run: RunFlags, options: RLOOOptions, steps: int, t, size) -> list:
+        """What ``steps`` steps of the stage cost: each step's groups at the run's completion length and its
+        loss passes (``core/runtime/estimate.py``); RLOO evaluates nothing during the stage."""
+        from ark_trainer.core.runtime.estimate import GRPOWork, grpo_parts
+        from ark_trainer.stages.grpo.auto import grpo_accumulation
+
+        micro, prompts = grpo_accumulation(run.batch_size, options.num_generations, None)
+        tokens = new_tokens(run.max_completion_length)
+        work = GRPOWork(steps, prompts, options.num_generations, tokens, micro, 0, size.dev, options.beta > 0)
+        return grpo_parts(t, self.name, work)
+
     def report_blocks(self, run) -> list:
         """The report's "Training health (RLOO)" section (``report.py``)."""
         return report.blocks(run)
@@ -113,5 +125,6 @@ def register_strategies(register) -> None:
             ("rloo",),
             "one step: RLOO, the critic-free policy gradient with a leave-one-out baseline, on the GRPO rewards",
             ("only rloo", "rloo only"),
+            words=(r"(?<![a-z_])rloo(?![a-z_])",),
         ),
     )
