@@ -1,7 +1,8 @@
 """The GRPO controls' figures, read from their run folders: a GRPO stage against its start, on the test split.
 
-``tests/stages/test_grpo_controls.py`` runs them as tests; this writes what one set of such runs measured to
-``bench/results/grpo_controls.md`` and ``.json`` (the machine, n, each change with its 95% interval and p):
+``tests/stages/test_grpo_controls.py`` and ``test_grpo_controls_shuffled.py`` run them as tests; this
+writes what one set of such runs measured to ``bench/results/grpo_controls.md`` and ``.json`` (the machine,
+n, each change with its 95% interval and p):
 
     .venv/bin/python bench/grpo_controls.py --run shuffled=OUT1 --run real=OUT2 [--note TEXT]
 

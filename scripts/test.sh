@@ -16,8 +16,10 @@ if [ "${1:-}" = "--fast" ]; then
   export OMP_NUM_THREADS=1
 elif [ "${ARK_TEST_WORKERS:-2}" != "1" ]; then
   # the whole suite on both cores: a module per worker (its module fixtures built once), one torch thread
-  # each so they do not oversubscribe; ARK_TEST_WORKERS=1 runs it serially with torch's own threads
-  TIER=(-n "${ARK_TEST_WORKERS:-2}" --dist loadfile)
+  # each so they do not oversubscribe; ARK_TEST_WORKERS=1 runs it serially with torch's own threads. The
+  # files go out in collection order (tests/conftest.py: the long computing files first, then pytest-xdist's
+  # own order, the files with the most tests first)
+  TIER=(-n "${ARK_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
   export OMP_NUM_THREADS=1
 fi
 # Set-up and the checks before pytest run side by side where they can (they are mostly disk and network): the

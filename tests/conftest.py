@@ -37,6 +37,32 @@ def pytest_runtest_protocol(item, nextitem):
         log.write(f"{item.nodeid}\t{time.monotonic() - wall:.2f}\t{_cpu_seconds() - cpu:.2f}\n")
 
 
+# Long test files that only compute (training, no servers, users or clocks), longest first: they start the
+# full run (scripts/test.sh, --dist loadfile: a file per worker, in collection order) instead of ending it,
+# where one worker ran the 8-minute control alone while the other had finished. The other files follow in
+# pytest-xdist's own order (the most tests first; scripts/test.sh passes --no-loadscope-reorder so that this
+# order holds): running every file with slow tests first measured slower (docs/development.md), as the
+# loop and OpenClaw runs, driven by the clock (users talking, polls, deadlines), then share the 2 cores.
+# Only the order depends on this list: a stale entry costs balance, never a test.
+FIRST_FILES = (
+    "tests/stages/test_grpo_controls_shuffled.py",
+    "tests/e2e/test_models_real.py",
+    "tests/demo/test_agent_real.py",
+    "tests/stages/test_grpo.py",
+    "tests/stages/test_grpo_controls.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    """:data:`FIRST_FILES` first, in its order, then the files with the most tests first (pytest-xdist's
+    loadfile order); a file's tests stay together and in their order (stable sorts by file)."""
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    counts = {path: files.count(path) for path in set(files)}
+    rank = {p: (0, FIRST_FILES.index(p)) if p in FIRST_FILES else (1, -counts[p]) for p in counts}
+    order = sorted(range(len(items)), key=lambda i: rank[files[i]])
+    items[:] = [items[i] for i in order]
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """Point HOME, OPENCLAW_STATE_DIR and HF_HOME at temp dirs so no test reads or writes the user's own."""

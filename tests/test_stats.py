@@ -117,6 +117,30 @@ def test_the_mean_reward_is_compared_prompt_by_prompt_with_ties():
     assert again == within  # the bootstrap's seed is fixed: a report rebuilt says the same
 
 
+def test_the_signed_rank_p_values_are_scipys_at_every_small_n_with_ties_zeros_or_neither():
+    """:func:`signed_rank_ps` counts the sign flips itself where scipy would run its slow permutation loop
+    (n <= 13, ties or zeros): the same three p-values as ``scipy.stats.wilcoxon`` (Pratt), to the bit."""
+    from scipy.stats import wilcoxon
+
+    from ark_trainer.core.stats import SIGN_FLIPS_MAX_N, signed_rank_ps
+
+    def scipys(diffs: list[float], sides=("two-sided", "less", "greater")) -> tuple[float, ...]:
+        return tuple(float(wilcoxon(diffs, zero_method="pratt", alternative=s).pvalue) for s in sides)
+
+    rng = random.Random(0)
+    cases = [[0.5, -0.5], [0.25, 0.0], [1.0, 1.0, 1.0], [0.1 + 0.2, -0.3, 0.3], [0.2, -0.7, 1.3, 0.4]]
+    for n in range(1, 9):  # rewards in steps of 1/4 tie and hit 0; a few draws of every size
+        for _ in range(4):
+            cases.append([rng.choice([-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]) for _ in range(n)])
+    cases = [c for c in cases if any(c)]  # scores() tests only when some prompt moved
+    for diffs in cases:
+        assert signed_rank_ps(diffs) == scipys(diffs), diffs
+    largest = [rng.choice([-0.5, 0.0, 0.25, 0.5, 1.0]) for _ in range(SIGN_FLIPS_MAX_N)]
+    assert signed_rank_ps(largest)[2] == scipys(largest, ("greater",))[0]  # the last n scipy permutes
+    beyond = [*largest, 0.25]  # one more: scipy's normal approximation, asked of scipy
+    assert signed_rank_ps(beyond) == scipys(beyond)
+
+
 def test_preference_is_a_sign_test_on_the_prompts_that_moved():
     before, after = outcomes([(0.5, 1.0)] * 9 + [(0.5, 0.0)] + [(0.5, 0.5)] * 20, PREFERENCE_ALIGNMENT)
     found = compare_evals(before, after, PREFERENCE_ALIGNMENT)

@@ -1,6 +1,7 @@
 """``ark-trainer demo --task loop`` end to end on the toy: a real server, real HTTP in OpenClaw's request
-shape, real rounds (tiny sizes), the poison round, the report; and, in the slow tier, a share of the
-sessions through the real ``openclaw agent --local``."""
+shape, real rounds (tiny sizes), the poison round, the report (slow tier). A share of the sessions through
+the real ``openclaw agent --local`` is ``test_loop_demo_openclaw.py``'s: apart, the two slow runs can go
+to the two pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -107,17 +108,3 @@ def test_a_missing_openclaw_or_base_model_is_one_line(tmp_path):
         missing.returncode == 2 and "--base_model:" in missing.stderr and "does not exist" in missing.stderr
     )
     assert not (tmp_path / "d").exists()
-
-
-@pytest.mark.slow
-def test_a_share_of_the_loop_demos_sessions_go_through_the_real_openclaw_cli(openclaw, tmp_path):
-    out = tmp_path / "demo"
-    fig = run_loop_demo(out, rounds=1, poison_share=0.0, openclaw_share=0.3, sizes=TINY)
-    serving = fig["serving"]
-    assert serving["openclaw_sessions"] >= 1 and serving["failed"] == 0
-    assert serving["openclaw_idle"]["n"] + serving["openclaw_training"]["n"] >= 2  # a session is two turns
-    # the agent's turns were recorded from OpenClaw's own requests, in the demo's OpenClaw state
-    agent_turns = [t for t in _recorded(out) if "sessionId=demo-" in json.dumps(t, ensure_ascii=False)]
-    assert agent_turns and OPENCLAW_IDENTITY in agent_turns[0]["messages"][0]["content"]
-    assert str(out / "openclaw") in json.dumps(agent_turns[0], ensure_ascii=False)  # its workspace
-    assert not (Path(os.environ["HOME"]) / ".openclaw" / "openclaw.json").exists()

@@ -46,6 +46,7 @@ ALPHA = 0.05  # two-sided: a change is significant when chance alone gives one t
 BINARY = (PASS_RATE, TASK_ACCURACY, COMPLIANCE_RATE, TASK_SUCCESS)  # 1/0 a prompt: exact McNemar
 TESTED = (REWARD_MEAN, *BINARY, PREFERENCE_ALIGNMENT)  # every metric compared prompt by prompt
 BOOTSTRAP_RESAMPLES = 9999
+SIGN_FLIPS_MAX_N = 13  # scipy's wilcoxon: an exact permutation test up to here when differences tie or are 0
 BOOTSTRAP_SEED = 0
 MCNEMAR = "exact McNemar"
 SIGN = "sign test"
@@ -261,7 +262,7 @@ def newcombe(both: int, lost: int, gained: int, neither: int) -> tuple[float, fl
 
 def scores(metric: str, before: list[float], after: list[float], test: str) -> Comparison:
     """Per-prompt scores: the sign test (``SIGN``) or Wilcoxon's signed-rank test, and a bootstrap interval."""
-    from scipy.stats import binomtest, wilcoxon
+    from scipy.stats import binomtest
 
     diffs = [b - a for a, b in zip(before, after, strict=True)]
     gained = sum(1 for d in diffs if d > 1e-12)
@@ -274,14 +275,42 @@ def scores(metric: str, before: list[float], after: list[float], test: str) -> C
             for side in ("two-sided", "less", "greater")
         )
     elif gained + lost:
-        p, p_fall, p_rise = (
-            float(wilcoxon(diffs, zero_method="pratt", alternative=side).pvalue)
-            for side in ("two-sided", "less", "greater")
-        )
+        p, p_fall, p_rise = signed_rank_ps(diffs)
     delta = sum(diffs) / n
     low, high = mean_interval(diffs)
     first, second = sum(before) / n, sum(after) / n
     return Comparison(metric, first, second, n, gained, lost, delta, low, high, p, p_fall, p_rise, test)
+
+
+def signed_rank_ps(diffs: list[float]) -> tuple[float, float, float]:
+    """Wilcoxon's signed-rank test of ``diffs`` with Pratt's treatment of zeros: the two-sided p, the p of a
+    fall and of a rise, as ``scipy.stats.wilcoxon(diffs, zero_method="pratt", alternative=...)`` gives them.
+
+    Where scipy runs an exact permutation test (at most :data:`SIGN_FLIPS_MAX_N` differences, some tied or
+    zero: the usual case here, unchanged answers giving zeros) its generic loop ranks each of the 2**n sign
+    flips again, seconds a call at n = 12 or 13 (reports and gate decisions make dozens). The ranks do not
+    change under a flip, so the null distribution of the rank sum is one product of the flip table with
+    them: the same counts over the same 2**n flips, the same p-values. Elsewhere scipy answers."""
+    import numpy as np
+    from scipy.stats import rankdata, wilcoxon
+
+    d = np.asarray(diffs, dtype=float)
+    n = len(d)
+    size = np.abs(d)
+    if n > SIGN_FLIPS_MAX_N or (len(np.unique(size)) == n and not np.any(d == 0)):
+        p, p_fall, p_rise = (
+            float(wilcoxon(d, zero_method="pratt", alternative=side).pvalue)
+            for side in ("two-sided", "less", "greater")
+        )
+        return p, p_fall, p_rise
+    ranks = rankdata(size)  # average ranks of |d|, the zeros among them (Pratt)
+    observed = float(ranks[d > 0].sum())
+    flipped = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)  # every sign flip, once
+    null = np.where(flipped, d < 0, d > 0).astype(float) @ ranks  # each flip's sum of positive ranks
+    slack = abs(np.finfo(float).eps * 100 * observed)  # scipy's tolerance for equal sums
+    p_fall = float(np.count_nonzero(null <= observed + slack)) / 2**n
+    p_rise = float(np.count_nonzero(null >= observed - slack)) / 2**n
+    return min(1.0, 2 * min(p_fall, p_rise)), p_fall, p_rise
 
 
 def mean_interval(diffs: list[float]) -> tuple[float, float]:
